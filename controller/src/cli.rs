@@ -1,0 +1,371 @@
+//! The command-line surface, parsed by clap into plain structs. Turning these into validated
+//! configurations happens in each command's module (`commands/*`), never here.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// eval: a preregistered evaluation controller with a credential-isolating model proxy.
+///
+/// Exit status: 0 success, 1 gate not passed, 2 usage or input error, 3 integrity failure.
+#[derive(Debug, Parser)]
+#[command(name = "eval", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the whole pipeline on the fixture runtime and fixture upstream in a scratch directory
+    Demo(DemoArgs),
+    /// Scaffold a self-contained evaluation project (protocol `demo`, matrix `demo`) in DIR
+    Init(InitArgs),
+    /// Print a matrix's expanded schedule without running anything
+    Plan(PlanArgs),
+    /// Fix by content hash everything a protocol's result depends on
+    Freeze(FreezeArgs),
+    /// Recompute a frozen protocol's digests and report drift
+    Verify(VerifyArgs),
+    /// Retire a frozen protocol identity for good (it can never run again)
+    Retire(RetireArgs),
+    /// Run a matrix of a frozen protocol in arm-identified containers
+    Run(RunArgs),
+    /// Progress of a matrix run, read from its ledger
+    Status(StatusArgs),
+    /// Compute the statistics and release gates of a run; exit 0 only when release is allowed
+    Report(ReportArgs),
+    /// Paired-bootstrap statistics on data from anywhere, and calibration by simulation
+    #[command(subcommand)]
+    Stats(StatsCommand),
+    /// Serve the credential-isolating, metering model proxy for one attempt
+    Proxy(ProxyArgs),
+    /// Inspect, verify, export, annotate and prove entries of a hash-chained ledger
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
+    /// Make an Ed25519 signing key (mode 0600) and print its public key
+    Keygen(KeygenArgs),
+}
+
+/// Where `eval` keeps its outputs (freezes, the registry, ledgers, artifacts, reports).
+#[derive(Debug, Args, Clone)]
+pub struct StateArg {
+    /// State directory (default: ./runs)
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep everything in DIR instead of a temporary directory
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Directory to create (must not exist or be empty)
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Matrix name (matrix/NAME.toml)
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FreezeArgs {
+    /// Protocol name (protocols/NAME/protocol.toml)
+    #[arg(long, default_value = "v0.4")]
+    pub protocol: String,
+    #[command(flatten)]
+    pub state: StateArg,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Protocol name
+    #[arg(long, default_value = "v0.4")]
+    pub protocol: String,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RetireArgs {
+    /// Protocol name
+    #[arg(long)]
+    pub protocol: String,
+    /// Why it is retired (recorded in the registry)
+    #[arg(long)]
+    pub reason: String,
+    #[command(flatten)]
+    pub state: StateArg,
+}
+
+#[derive(Debug, Args)]
+pub struct KeySource {
+    /// Name of the environment variable holding the upstream API key
+    #[arg(long, value_name = "VAR", conflicts_with = "api_key_file")]
+    pub api_key_env: Option<String>,
+    /// File holding the upstream API key
+    #[arg(long, value_name = "PATH")]
+    pub api_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Matrix name (matrix/NAME.toml)
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// Protocol name (default: the matrix's protocol)
+    #[arg(long)]
+    pub protocol: Option<String>,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// Attempts to run at once (default: the matrix's)
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Upstream model API base URL, or `fixture` for the embedded deterministic fixture upstream
+    #[arg(long, value_name = "URL|fixture")]
+    pub upstream: Option<String>,
+    #[command(flatten)]
+    pub key: KeySource,
+    /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
+    #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
+    pub signing_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    #[command(flatten)]
+    pub state: StateArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Md,
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    #[command(flatten)]
+    pub state: StateArg,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReportFormat,
+    /// Write the report here instead of standard output
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Verify a report attestation (report.intoto.json) instead of writing a report
+    #[arg(long, value_name = "FILE", requires = "public_key")]
+    pub verify: Option<PathBuf>,
+    /// Public key for --verify
+    #[arg(long, value_name = "KEY")]
+    pub public_key: Option<String>,
+    /// Ed25519 signing key file for the report attestation (or EVAL_SIGNING_KEY_FILE)
+    #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
+    pub signing_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StatsCommand {
+    /// Paired bootstrap on a CSV with columns task,arm,rep,score
+    Paired(StatsPairedArgs),
+    /// Simulate how often each interval method's bound clears zero under the null at n tasks
+    Calibrate(StatsCalibrateArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ExactMode {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsPairedArgs {
+    #[arg(long, value_name = "FILE.csv")]
+    pub input: PathBuf,
+    #[arg(long)]
+    pub baseline: String,
+    #[arg(long)]
+    pub candidate: String,
+    /// Column to use instead of `score`
+    #[arg(long)]
+    pub metric: Option<String>,
+    #[arg(long, default_value_t = 10_000)]
+    pub resamples: u64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub exact: ExactMode,
+    /// Interval method: `bootstrap` (percentile and BCa) or `v04-percentile`
+    #[arg(long, default_value = "bootstrap")]
+    pub method: String,
+    /// Seed string for --method v04-percentile
+    #[arg(long)]
+    pub seed_string: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsCalibrateArgs {
+    #[arg(long)]
+    pub n: usize,
+    #[arg(long)]
+    pub method: Option<String>,
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    #[arg(long, default_value_t = 2_000)]
+    pub reps: u64,
+    /// Effect size (in standard deviations) at which to report power
+    #[arg(long, default_value_t = 0.5)]
+    pub effect: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ApiKind {
+    #[value(name = "openai-chat")]
+    OpenaiChat,
+    #[value(name = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// unix:PATH or 127.0.0.1:PORT
+    #[arg(long)]
+    pub listen: String,
+    /// Upstream base URL
+    #[arg(long)]
+    pub upstream: String,
+    #[command(flatten)]
+    pub key: KeySource,
+    /// Exact model id the contract allows
+    #[arg(long)]
+    pub model: String,
+    #[arg(long, value_enum, default_value = "openai-chat")]
+    pub api: ApiKind,
+    /// Append one JSON record per call here
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub meter_out: Option<PathBuf>,
+    /// Where to write the client token (TCP listeners; mode 0600)
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Admin listener for GET /metrics (127.0.0.1:PORT)
+    #[arg(long)]
+    pub admin: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Recompute every hash; exit 3 naming the first bad seq
+    Verify(LedgerVerifyArgs),
+    /// Write one canonical JSON entry per line
+    Export(LedgerExportArgs),
+    /// A readable listing of entries
+    Show(LedgerShowArgs),
+    /// Append a human `note` entry (creating the ledger if there is none)
+    Note(LedgerNoteArgs),
+    /// Write a self-contained inclusion receipt for one entry
+    Prove(LedgerProveArgs),
+    /// Verify a receipt offline, with nothing but the public key
+    VerifyReceipt(LedgerVerifyReceiptArgs),
+    /// Prove that one checkpoint's tree extends another's
+    Consistency(LedgerConsistencyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerVerifyArgs {
+    /// A SQLite ledger or a JSONL export
+    pub path: PathBuf,
+    /// Also require this head (SEQ:sha256:HEX), catching a cut-off tail
+    #[arg(long, value_name = "SEQ:HASH")]
+    pub expect_head: Option<String>,
+    /// Check checkpoint signatures with this public key
+    #[arg(long, value_name = "KEY")]
+    pub public_key: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerExportArgs {
+    pub path: PathBuf,
+    #[arg(long, value_name = "OUT")]
+    pub jsonl: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerShowArgs {
+    pub path: PathBuf,
+    /// Only entries of this kind
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only entries whose payload names this attempt id
+    #[arg(long)]
+    pub attempt: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerNoteArgs {
+    pub path: PathBuf,
+    #[arg(long)]
+    pub text: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerProveArgs {
+    pub path: PathBuf,
+    #[arg(long)]
+    pub seq: u64,
+    #[arg(long, value_name = "RECEIPT.json")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerVerifyReceiptArgs {
+    pub receipt: PathBuf,
+    #[arg(long, value_name = "KEY")]
+    pub public_key: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LedgerConsistencyArgs {
+    pub path: PathBuf,
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub from: PathBuf,
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub to: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}

@@ -1,0 +1,165 @@
+//! `eval ledger …`: verify, export, show and annotate a hash-chained ledger.
+
+use crate::cli::{LedgerCommand, LedgerNoteArgs, LedgerShowArgs, LedgerVerifyArgs};
+use crate::exit::{CmdResult, Failure, Status};
+use eval_evidence::ledger::{self, Head, LedgerReader, NewEntry, SourceKind};
+use std::ops::ControlFlow;
+
+pub fn run(cmd: LedgerCommand) -> CmdResult {
+    match cmd {
+        LedgerCommand::Verify(args) => verify(args),
+        LedgerCommand::Export(args) => {
+            let n = ledger::export_jsonl(&args.path, &args.jsonl)?;
+            println!("exported {n} entries to {}", args.jsonl.display());
+            Ok(Status::Ok)
+        }
+        LedgerCommand::Show(args) => show(args),
+        LedgerCommand::Note(args) => note(args),
+        LedgerCommand::Prove(_) => Err(Failure::not_implemented("ledger prove")),
+        LedgerCommand::VerifyReceipt(_) => Err(Failure::not_implemented("ledger verify-receipt")),
+        LedgerCommand::Consistency(_) => Err(Failure::not_implemented("ledger consistency")),
+    }
+}
+
+fn verify(args: LedgerVerifyArgs) -> CmdResult {
+    let expect = match &args.expect_head {
+        None => None,
+        Some(text) => Some(Head::parse(text).ok_or_else(|| {
+            Failure::usage(format!(
+                "--expect-head {text:?}: expected SEQ:sha256:HEX, e.g. 42:sha256:ab12…"
+            ))
+        })?),
+    };
+    if args.public_key.is_some() {
+        return Err(Failure::not_implemented("ledger verify --public-key"));
+    }
+    let report = match ledger::verify(&args.path, expect) {
+        Ok(report) => report,
+        Err(e) if args.json => {
+            let failure = Failure::from(e);
+            let out = serde_json::json!({
+                "ok": false, "entries": 0, "head": null,
+                "error": {"reason": "unreadable", "message": failure.message},
+            });
+            println!("{out}");
+            return Ok(failure.status);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        let out = serde_json::json!({
+            "ok": report.ok,
+            "entries": report.entries,
+            "head": report.head,
+            "error": report.error.as_ref().map(|f| {
+                let mut v = serde_json::to_value(f).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("message".into(), f.to_string().into());
+                }
+                v
+            }),
+        });
+        println!("{out}");
+        return Ok(if report.ok {
+            Status::Ok
+        } else {
+            Status::Integrity
+        });
+    }
+    match &report.error {
+        None => {
+            println!(
+                "ok: {} entries verify; head {}",
+                report.entries, report.head
+            );
+            Ok(Status::Ok)
+        }
+        Some(f) => Err(Failure::integrity(format!(
+            "{}: {f} ({} entries verified before it)",
+            args.path.display(),
+            report.entries
+        ))),
+    }
+}
+
+fn show(args: LedgerShowArgs) -> CmdResult {
+    let reader = match ledger::detect_source(&args.path)? {
+        SourceKind::Sqlite => LedgerReader::open(&args.path)?,
+        SourceKind::Jsonl => {
+            // An export is shown from its lines directly.
+            let mut shown = Vec::new();
+            for e in ledger::JsonlReader::open(&args.path)? {
+                let e = e?;
+                if keep(&e, &args) {
+                    shown.push(e);
+                }
+            }
+            for e in &shown {
+                print_entry(e, args.json);
+            }
+            return Ok(Status::Ok);
+        }
+    };
+    let mut on_entry = |e: ledger::Entry| {
+        if keep(&e, &args) {
+            print_entry(&e, args.json);
+        }
+        ControlFlow::Continue(())
+    };
+    match &args.kind {
+        Some(kind) => reader.for_each_of_kind(kind, &mut on_entry)?,
+        None => reader.for_each(&mut on_entry)?,
+    }
+    Ok(Status::Ok)
+}
+
+fn keep(e: &ledger::Entry, args: &LedgerShowArgs) -> bool {
+    if let Some(kind) = &args.kind
+        && &e.kind != kind
+    {
+        return false;
+    }
+    match &args.attempt {
+        None => true,
+        Some(id) => e
+            .payload_json()
+            .ok()
+            .and_then(|p| {
+                p.get("attempt")
+                    .or_else(|| p.get("attempt_id"))
+                    .and_then(|a| a.as_str().map(|a| a == id))
+            })
+            .unwrap_or(false),
+    }
+}
+
+fn print_entry(e: &ledger::Entry, json: bool) {
+    if json {
+        println!("{}", String::from_utf8_lossy(&ledger::jsonl_line(e)));
+        return;
+    }
+    let payload = String::from_utf8_lossy(&e.payload);
+    let shown: String = if payload.chars().count() > 120 {
+        payload.chars().take(117).chain("...".chars()).collect()
+    } else {
+        payload.into_owned()
+    };
+    println!("{:>7}  {}  {:<14} {}", e.seq, e.recorded_at, e.kind, shown);
+}
+
+fn note(args: LedgerNoteArgs) -> CmdResult {
+    if args.text.trim().is_empty() {
+        return Err(Failure::usage("--text: a note needs some text"));
+    }
+    let kind = "note";
+    debug_assert!(ledger::HUMAN_KINDS.contains(&kind));
+    let writer = eval_evidence::LedgerWriter::open(&args.path)?;
+    let by = std::env::var("USER").unwrap_or_default();
+    let appended = writer.append_blocking(NewEntry::new(
+        kind,
+        &serde_json::json!({ "text": args.text, "by": by }),
+    )?)?;
+    writer.close();
+    println!("appended note as seq {}: {}", appended.seq, appended.hash);
+    Ok(Status::Ok)
+}

@@ -1,0 +1,157 @@
+//! The JSONL export: one canonical JSON object per line, keys sorted:
+//!
+//! ```text
+//! {"hash":"sha256:…","kind":"note","payload":{…verbatim stored bytes…},"prev":"sha256:…","recorded_at":"…","seq":1,"v":1}
+//! ```
+//! The payload is written as the stored bytes themselves (not re-serialised), and read back as the
+//! raw bytes found in the line, so an exported ledger verifies exactly like the SQLite one.
+
+use super::entry::{Digest, Entry};
+use super::error::LedgerError;
+use super::store::LedgerReader;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Version of the line format above (`"v"` in every line).
+pub const JSONL_VERSION: u64 = 1;
+
+/// One entry as a JSONL line (without the newline).
+pub fn jsonl_line(e: &Entry) -> Vec<u8> {
+    let mut out = Vec::with_capacity(e.payload.len() + 256);
+    out.extend_from_slice(b"{\"hash\":\"");
+    out.extend_from_slice(e.hash.to_string().as_bytes());
+    out.extend_from_slice(b"\",\"kind\":");
+    out.extend_from_slice(json_string(&e.kind).as_bytes());
+    out.extend_from_slice(b",\"payload\":");
+    out.extend_from_slice(&e.payload);
+    out.extend_from_slice(b",\"prev\":\"");
+    out.extend_from_slice(e.prev.to_string().as_bytes());
+    out.extend_from_slice(b"\",\"recorded_at\":");
+    out.extend_from_slice(json_string(&e.recorded_at).as_bytes());
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(e.seq.to_string().as_bytes());
+    out.extend_from_slice(b",\"v\":");
+    out.extend_from_slice(JSONL_VERSION.to_string().as_bytes());
+    out.push(b'}');
+    out
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
+/// Writes every entry of the SQLite ledger at `ledger` to `out`, one line each; returns the count.
+/// Writes to a temporary file first and renames it, so a failed export leaves no half file.
+pub fn export_jsonl(ledger: &Path, out: &Path) -> Result<u64, LedgerError> {
+    let reader = LedgerReader::open(ledger)?;
+    let tmp = out.with_extension("jsonl.partial");
+    let file = std::fs::File::create(&tmp).map_err(LedgerError::io(&tmp))?;
+    let mut w = BufWriter::new(file);
+    let mut count = 0u64;
+    let mut io_err = None;
+    reader.for_each(|e| {
+        let line = jsonl_line(&e);
+        if let Err(err) = w.write_all(&line).and_then(|_| w.write_all(b"\n")) {
+            io_err = Some(err);
+            return std::ops::ControlFlow::Break(());
+        }
+        count += 1;
+        std::ops::ControlFlow::Continue(())
+    })?;
+    if let Some(err) = io_err {
+        return Err(LedgerError::io(&tmp)(err));
+    }
+    let file = w
+        .into_inner()
+        .map_err(|e| LedgerError::io(&tmp)(e.into_error()))?;
+    file.sync_all().map_err(LedgerError::io(&tmp))?;
+    std::fs::rename(&tmp, out).map_err(LedgerError::io(out))?;
+    Ok(count)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line<'a> {
+    #[serde(borrow)]
+    hash: &'a str,
+    kind: String,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+    #[serde(borrow)]
+    prev: &'a str,
+    recorded_at: String,
+    seq: u64,
+    v: u64,
+}
+
+/// Reads a JSONL export line by line (streaming).
+pub struct JsonlReader {
+    path: PathBuf,
+    lines: std::io::Split<BufReader<std::fs::File>>,
+    line_no: u64,
+}
+
+impl JsonlReader {
+    pub fn open(path: &Path) -> Result<Self, LedgerError> {
+        let file = std::fs::File::open(path).map_err(LedgerError::io(path))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            lines: BufReader::with_capacity(1 << 20, file).split(b'\n'),
+            line_no: 0,
+        })
+    }
+
+    fn parse(&self, bytes: &[u8]) -> Result<Entry, LedgerError> {
+        let bad = |reason: String| LedgerError::MalformedLine {
+            path: self.path.clone(),
+            line: self.line_no,
+            reason,
+        };
+        let line: Line<'_> =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("not a ledger entry: {e}")))?;
+        if line.v > JSONL_VERSION {
+            return Err(LedgerError::NewerFormat {
+                path: self.path.clone(),
+                found: line.v,
+                known: JSONL_VERSION,
+            });
+        }
+        let digest = |field: &str, text: &str| {
+            Digest::parse(text).ok_or_else(|| bad(format!("{field} is not a sha256:<hex> digest")))
+        };
+        Ok(Entry {
+            seq: line.seq,
+            prev: digest("prev", line.prev)?,
+            kind: line.kind,
+            payload: line.payload.get().as_bytes().to_vec(),
+            hash: digest("hash", line.hash)?,
+            recorded_at: line.recorded_at,
+        })
+    }
+}
+
+impl Iterator for JsonlReader {
+    type Item = Result<Entry, LedgerError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let raw = match self.lines.next()? {
+                Ok(raw) => raw,
+                Err(e) => return Some(Err(LedgerError::io(&self.path)(e))),
+            };
+            self.line_no += 1;
+            let trimmed = raw.strip_suffix(b"\r").unwrap_or(&raw);
+            if trimmed.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            return Some(self.parse(trimmed));
+        }
+    }
+}
+
+/// Reads a JSONL chain whole (used for small files such as the identity registry).
+pub fn read_all(path: &Path) -> Result<Vec<Entry>, LedgerError> {
+    JsonlReader::open(path)?.collect()
+}

@@ -1,0 +1,253 @@
+//! The single writer: one thread owns the SQLite connection; producers send entries over a
+//! channel and get back the `seq` and `hash` assigned to them once the transaction that holds them
+//! has committed (group commit: whatever is queued when a transaction starts goes into it).
+
+use super::entry::{Digest, Head, entry_hash, valid_kind};
+use super::error::LedgerError;
+use super::store;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use tokio::sync::{mpsc, oneshot};
+
+/// An entry to append: its kind and its canonical-JSON payload bytes.
+#[derive(Clone, Debug)]
+pub struct NewEntry {
+    kind: String,
+    payload: Vec<u8>,
+}
+
+impl NewEntry {
+    /// Canonicalises `payload` once; these bytes are hashed, stored and exported as they are.
+    pub fn new<T: Serialize + ?Sized>(kind: &str, payload: &T) -> Result<Self, LedgerError> {
+        if !valid_kind(kind) {
+            return Err(LedgerError::InvalidKind(kind.to_owned()));
+        }
+        Ok(Self {
+            kind: kind.to_owned(),
+            payload: crate::canonical::to_vec(payload)?,
+        })
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+}
+
+/// What the writer assigned to an appended entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    pub hash: Digest,
+}
+
+type Reply = oneshot::Sender<Result<Vec<Appended>, String>>;
+
+enum Request {
+    Append(Vec<NewEntry>, Reply),
+    Head(oneshot::Sender<Head>),
+}
+
+/// A cloneable handle to the ledger's single writer. The writer thread ends when the last handle
+/// is dropped (after committing everything it acknowledged) or on [`LedgerWriter::close`].
+#[derive(Clone)]
+pub struct LedgerWriter {
+    tx: mpsc::UnboundedSender<Request>,
+    path: PathBuf,
+    done: std::sync::Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+/// Most entries one transaction takes, so that one huge burst cannot delay every acknowledgement.
+const MAX_BATCH: usize = 4096;
+
+impl LedgerWriter {
+    /// Opens or creates the ledger at `path` and starts its writer thread. Only one writer may
+    /// hold a ledger at a time (an exclusive advisory lock on the file); readers are never blocked.
+    pub fn open(path: &Path) -> Result<Self, LedgerError> {
+        let conn = store::open_for_write(path)?;
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .open(path)
+            .map_err(LedgerError::io(path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(LedgerError::Io {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        "another eval process is writing this ledger",
+                    ),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(LedgerError::io(path)(e)),
+        }
+        let head = store::stored_head(&conn, path)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let thread_path = path.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || {
+                let _lock = lock;
+                run_writer(conn, thread_path, head, rx)
+            })
+            .map_err(LedgerError::io(path))?;
+        Ok(Self {
+            tx,
+            path: path.to_path_buf(),
+            done: std::sync::Arc::new(std::sync::Mutex::new(Some(handle))),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one entry; resolves after its transaction has committed.
+    pub async fn append(&self, entry: NewEntry) -> Result<Appended, LedgerError> {
+        let mut v = self.append_batch(vec![entry]).await?;
+        v.pop()
+            .ok_or_else(|| LedgerError::WriterGone("empty acknowledgement".into()))
+    }
+
+    /// Appends entries atomically and contiguously, in one transaction.
+    pub async fn append_batch(&self, entries: Vec<NewEntry>) -> Result<Vec<Appended>, LedgerError> {
+        let rx = self.send(entries)?;
+        rx.await
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?
+            .map_err(LedgerError::WriterGone)
+    }
+
+    /// [`Self::append`] for callers outside an async runtime (the CLI).
+    pub fn append_blocking(&self, entry: NewEntry) -> Result<Appended, LedgerError> {
+        let rx = self.send(vec![entry])?;
+        let mut v = rx
+            .blocking_recv()
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?
+            .map_err(LedgerError::WriterGone)?;
+        v.pop()
+            .ok_or_else(|| LedgerError::WriterGone("empty acknowledgement".into()))
+    }
+
+    /// The head as the writer knows it (everything acknowledged so far).
+    pub async fn head(&self) -> Result<Head, LedgerError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Head(tx))
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?;
+        rx.await
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))
+    }
+
+    fn send(
+        &self,
+        entries: Vec<NewEntry>,
+    ) -> Result<oneshot::Receiver<Result<Vec<Appended>, String>>, LedgerError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Append(entries, tx))
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?;
+        Ok(rx)
+    }
+
+    /// Drops this handle and, if it was the last, waits for the writer thread to finish.
+    pub fn close(self) {
+        let done = self.done.clone();
+        drop(self);
+        if std::sync::Arc::strong_count(&done) == 1
+            && let Ok(mut slot) = done.lock()
+            && let Some(handle) = slot.take()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn run_writer(
+    mut conn: rusqlite::Connection,
+    path: PathBuf,
+    mut head: Head,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+) {
+    let mut queue: Vec<Request> = Vec::new();
+    while let Some(first) = rx.blocking_recv() {
+        queue.push(first);
+        let mut pending: usize = 0;
+        while pending < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(req) => {
+                    if let Request::Append(e, _) = &req {
+                        pending += e.len();
+                    }
+                    queue.push(req);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut appends: Vec<(Vec<NewEntry>, Reply)> = Vec::new();
+        for req in queue.drain(..) {
+            match req {
+                Request::Append(entries, reply) => appends.push((entries, reply)),
+                Request::Head(reply) => {
+                    let _ = reply.send(head);
+                }
+            }
+        }
+        if appends.is_empty() {
+            continue;
+        }
+        match commit(&mut conn, &head, &appends) {
+            Ok((assigned, new_head)) => {
+                head = new_head;
+                for ((_, reply), result) in appends.into_iter().zip(assigned) {
+                    let _ = reply.send(Ok(result));
+                }
+            }
+            Err(e) => {
+                // Nothing of the batch was committed; the head stays where SQLite says it is.
+                if let Ok(h) = store::stored_head(&conn, &path) {
+                    head = h;
+                }
+                let msg = format!("{}: append failed: {e}", path.display());
+                for (_, reply) in appends {
+                    let _ = reply.send(Err(msg.clone()));
+                }
+            }
+        }
+    }
+}
+
+fn commit(
+    conn: &mut rusqlite::Connection,
+    head: &Head,
+    appends: &[(Vec<NewEntry>, Reply)],
+) -> rusqlite::Result<(Vec<Vec<Appended>>, Head)> {
+    let tx = conn.transaction()?;
+    let mut cursor = *head;
+    let now = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+    let mut assigned = Vec::with_capacity(appends.len());
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO entries(seq, prev, kind, payload, hash, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for (entries, _) in appends {
+            let mut out = Vec::with_capacity(entries.len());
+            for e in entries {
+                let seq = cursor.seq + 1;
+                let hash = entry_hash(&cursor.hash, seq, &e.kind, &e.payload);
+                stmt.execute((
+                    seq as i64,
+                    &cursor.hash.0[..],
+                    &e.kind,
+                    &e.payload,
+                    &hash.0[..],
+                    &now,
+                ))?;
+                cursor = Head { seq, hash };
+                out.push(Appended { seq, hash });
+            }
+            assigned.push(out);
+        }
+    }
+    tx.commit()?;
+    Ok((assigned, cursor))
+}
