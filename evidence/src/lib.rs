@@ -14,6 +14,7 @@
 //!   errors ([`LedgerError`]) that the controller maps to exit statuses in one place.
 
 pub mod canonical;
+pub mod gates;
 pub mod ledger;
 
 pub use ledger::{LedgerError, LedgerWriter};

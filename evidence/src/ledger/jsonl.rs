@@ -155,3 +155,61 @@ impl Iterator for JsonlReader {
 pub fn read_all(path: &Path) -> Result<Vec<Entry>, LedgerError> {
     JsonlReader::open(path)?.collect()
 }
+
+/// Appends entries to a JSONL chain file (such as the identity registry), creating it if needed.
+/// The existing chain is verified first: nothing is appended to a chain that does not verify.
+/// Holds an exclusive advisory lock on the file while appending, and syncs before returning.
+pub fn append_jsonl(
+    path: &Path,
+    entries: Vec<super::NewEntry>,
+) -> Result<Vec<super::Appended>, LedgerError> {
+    use std::io::Seek;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(LedgerError::io(path))?;
+    file.lock().map_err(LedgerError::io(path))?;
+    let mut verifier = super::Verifier::new(None);
+    if file.metadata().map_err(LedgerError::io(path))?.len() > 0 {
+        for entry in JsonlReader::open(path)? {
+            if verifier.push(&entry?).is_break() {
+                break;
+            }
+        }
+    }
+    let report = verifier.finish();
+    if let Some(failure) = report.error {
+        return Err(LedgerError::MalformedLine {
+            path: path.to_path_buf(),
+            line: failure.seq(),
+            reason: format!("the chain does not verify, nothing appended: {failure}"),
+        });
+    }
+    let mut head = report.head;
+    let now = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+    let mut out = Vec::new();
+    let mut bytes = Vec::new();
+    for e in entries {
+        let seq = head.seq + 1;
+        let hash = super::entry_hash(&head.hash, seq, e.kind(), e.payload());
+        let entry = Entry {
+            seq,
+            prev: head.hash,
+            kind: e.kind().to_owned(),
+            payload: e.payload().to_vec(),
+            hash,
+            recorded_at: now.clone(),
+        };
+        bytes.extend_from_slice(&jsonl_line(&entry));
+        bytes.push(b'\n');
+        head = super::Head { seq, hash };
+        out.push(super::Appended { seq, hash });
+    }
+    file.seek(std::io::SeekFrom::End(0))
+        .map_err(LedgerError::io(path))?;
+    file.write_all(&bytes).map_err(LedgerError::io(path))?;
+    file.sync_all().map_err(LedgerError::io(path))?;
+    Ok(out)
+}

@@ -9,7 +9,9 @@ mod writer;
 
 pub use entry::{Digest, Entry, Head, entry_hash, valid_kind};
 pub use error::LedgerError;
-pub use jsonl::{JSONL_VERSION, JsonlReader, export_jsonl, jsonl_line, read_all as read_jsonl};
+pub use jsonl::{
+    JSONL_VERSION, JsonlReader, append_jsonl, export_jsonl, jsonl_line, read_all as read_jsonl,
+};
 pub use store::{LEDGER_FORMAT, LEDGER_VERSION, LedgerReader, SourceKind, detect_source};
 pub use verify::{Verifier, VerifyFailure, VerifyReport, verify, verify_entries};
 pub use writer::{Appended, LedgerWriter, NewEntry};

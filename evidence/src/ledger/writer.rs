@@ -31,6 +31,11 @@ impl NewEntry {
     pub fn kind(&self) -> &str {
         &self.kind
     }
+
+    /// The canonical payload bytes that will be hashed and stored.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
 }
 
 /// What the writer assigned to an appended entry.
