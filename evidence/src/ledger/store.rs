@@ -104,6 +104,17 @@ pub(crate) fn open_for_write(path: &Path) -> Result<Connection, LedgerError> {
         .map_err(LedgerError::sqlite(path))?;
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(LedgerError::sqlite(path))?;
+    // Never turn somebody else's database into a ledger: a database with tables must be one.
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| not_a_ledger_or(path, e))?;
+    if tables > 0 {
+        check_format(&conn, path)?;
+    }
     conn.execute_batch(SCHEMA)
         .map_err(|e| not_a_ledger_or(path, e))?;
     conn.execute(
@@ -137,6 +148,19 @@ fn not_a_ledger_or(path: &Path, e: rusqlite::Error) -> LedgerError {
 }
 
 fn check_format(conn: &Connection, path: &Path) -> Result<(), LedgerError> {
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'entries')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| not_a_ledger_or(path, e))?;
+    if tables != 2 {
+        return Err(LedgerError::NotALedger {
+            path: path.to_path_buf(),
+            reason: "a SQLite database without eval's meta and entries tables".into(),
+        });
+    }
     let get = |key: &str| -> Result<Option<String>, LedgerError> {
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
