@@ -1,14 +1,16 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! `eval-matrix` owns the matrix: its schema (`matrix/<name>.toml`), its expansion into a
+//! [`Schedule`] of slots with stable ids, and the seeded statistical order (`chacha8`, the default,
+//! and `mulberry32-fisher-yates`, which reproduces v0.4's original order exactly).
+//!
+//! It must never touch the file system beyond reading the one matrix file it is given, never
+//! consult a clock or an unseeded random source (a schedule is a pure function of the matrix
+//! bytes), and never know about task contents, arms' runtimes or gates — those are the protocol's
+//! (`eval-protocols` depends on this crate, not the reverse).
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod order;
+pub mod schedule;
+pub mod schema;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use order::Mulberry32;
+pub use schedule::{Phase, Schedule, Slot, infra_id, stat_id};
+pub use schema::{InfraSlot, Matrix, MatrixError, Order, Suite, valid_id};

@@ -1,14 +1,29 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! `eval-protocols` owns protocol identity: the protocol schema (`protocols/<name>/protocol.toml`),
+//! the task-bundle schema (`task.toml`), loading and cross-validating a protocol with its matrix
+//! and tasks ([`Project`]), tree hashing and its versioned manifest ([`tree`]), freeze manifests
+//! (`STATE/freezes/NAME.json`), verification, retirement, and the hash-chained identity registry
+//! (`STATE/registry.jsonl`, [`Registry`]).
+//!
+//! It must never write into the project's sources (only into the state directory it is given),
+//! never follow a symbolic link while hashing, never record anything after an input error (every
+//! check runs before the first write), never rewrite or delete a registry entry, and never print
+//! — callers get typed errors ([`ProtocolError`]) and map them to exit statuses.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod error;
+pub mod freeze;
+pub mod project;
+pub mod protocol;
+pub mod registry;
+pub mod task;
+pub mod tree;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use error::ProtocolError;
+pub use freeze::{
+    Drift, FreezeDoc, FreezeOutcome, ImageRecord, ImageResolver, RetireOutcome, VerifyReport,
+    freeze, frozen_public_key, pinned_image, retire, verify,
+};
+pub use project::{Loaded, Project};
+pub use protocol::{Protocol, Signing};
+pub use registry::{Registry, Unmet, record_report, unmet_preconditions};
+pub use task::{TaskBundle, TaskSpec};
+pub use tree::{Manifest, TreeError, hash_paths, hash_tree};

@@ -1,0 +1,158 @@
+//! `eval freeze --protocol NAME [--state DIR]`: hash everything the result depends on and record
+//! the identity in the registry.
+
+use crate::cli::FreezeArgs;
+use crate::driver::{DRIVER_FILES, driver_digest};
+use crate::exit::{CmdResult, Status};
+use eval_evidence::ledger::Digest;
+use eval_protocols::protocol::Arm;
+use eval_protocols::{FreezeOutcome, ImageRecord, Project, ProtocolError};
+use std::path::Path;
+
+/// The container image an arm names, as freeze and verify record it:
+///
+/// 1. a digest the runtime definition pins (`[image] digest`, or a `…@sha256:` reference) wins —
+///    source `pinned`;
+/// 2. otherwise the content-addressed image id `eval_runtimes::image_id` computes without an
+///    engine from the definition, the arm's profile and package, busybox and the static fixture
+///    binaries (what `eval run` builds and imports) — source `computed`;
+/// 3. if that cannot be computed here (static binaries not built), `unresolved`: the definition's
+///    whole directory and the driver (which builds those binaries) are frozen either way.
+pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, ProtocolError> {
+    let pinned = eval_protocols::pinned_image(root, arm)?;
+    if pinned.digest.is_some() {
+        return Ok(pinned);
+    }
+    let Ok(def) = eval_runtimes::RuntimeDef::load(&root.join(&arm.runtime)) else {
+        return Ok(pinned);
+    };
+    let spec = eval_runtimes::ImageSpec {
+        def,
+        arm: eval_runtimes::ArmFiles {
+            profile: Some(root.join(&arm.profile)),
+            candidate: arm.package.as_ref().map(|p| root.join(p)),
+        },
+        labels: std::collections::BTreeMap::new(),
+    };
+    match eval_runtimes::image_id(&spec) {
+        Ok(id) => Ok(ImageRecord {
+            digest: Digest::from_hex(id.hex()),
+            source: "computed".into(),
+            ..pinned
+        }),
+        Err(_) => Ok(pinned),
+    }
+}
+
+pub fn run(args: FreezeArgs) -> CmdResult {
+    let project = Project::open(".");
+    let state = &args.state.state;
+    let outcome = eval_protocols::freeze(
+        &project,
+        &args.protocol,
+        state,
+        driver_digest(),
+        &resolve_image_digest,
+    )?;
+    match outcome {
+        FreezeOutcome::Frozen { identity, file } => {
+            println!("frozen protocol {} as {identity}", args.protocol);
+            println!("  freeze manifest: {}", file.display());
+            println!(
+                "  registry: {}",
+                state
+                    .join(eval_protocols::registry::REGISTRY_FILE)
+                    .display()
+            );
+            println!(
+                "  driver: {} ({DRIVER_FILES} source files)",
+                driver_digest()
+            );
+        }
+        FreezeOutcome::AlreadyFrozen { identity, file } => {
+            println!(
+                "protocol {} is already frozen as {identity} with these exact bytes; nothing to do ({})",
+                args.protocol,
+                file.display()
+            );
+        }
+    }
+    print_calibration(&project.load(&args.protocol)?)?;
+    Ok(Status::Ok)
+}
+
+/// Replicates of the null simulation behind each interval gate's calibration line: a standard
+/// error under one percentage point at the rates that matter (2.5-15 %).
+const CALIBRATION_REPS: u64 = 2_000;
+
+/// For every interval gate (a bootstrap or contrast lower bound), how often its bound clears
+/// zero under a null of no effect at the suite's number of tasks — so that a gate that passes
+/// by chance far more often than its nominal rate is seen before any paid run, not after.
+fn print_calibration(loaded: &eval_protocols::Loaded) -> Result<(), crate::exit::Failure> {
+    use eval_evidence::gates::Statistic;
+    use eval_evidence::stats::calibrate::{CalibrateConfig, calibrate};
+    let plan = &loaded.protocol.statistics;
+    for gate in &loaded.protocol.gates {
+        let Some(suite) = gate.suite.as_deref() else {
+            continue;
+        };
+        let Some(n) = loaded
+            .matrix
+            .suites
+            .iter()
+            .find(|s| s.id == suite)
+            .map(|s| s.tasks.len())
+        else {
+            continue;
+        };
+        for rule in &gate.rules {
+            if !matches!(
+                rule.statistic,
+                Statistic::BootstrapLower | Statistic::ContrastLower
+            ) {
+                continue;
+            }
+            let method = rule.method.clone().unwrap_or_else(|| plan.method.clone());
+            // v0.4's method draws 20,000 resamples per interval; simulating thousands of suites
+            // with it would make every freeze take minutes. Its interval is a sampled percentile
+            // bootstrap, so the exact percentile bootstrap stands in for it here (and says so).
+            let simulated = if method == "v04-percentile" {
+                "percentile".to_string()
+            } else {
+                method.clone()
+            };
+            let c = calibrate(&CalibrateConfig {
+                n,
+                methods: vec![simulated.clone()],
+                confidence: plan.confidence,
+                reps: CALIBRATION_REPS,
+                effect: 0.5,
+                seed: plan.seed,
+                resamples: 1_000,
+                threads: 0,
+            })?;
+            for row in &c.rows {
+                println!(
+                    "calibration: gate {} rule {} ({method}{}, {n} tasks): under no effect its bound clears zero in {:.1}% of simulated runs (nominal {:.1}%, {:.1}x); power at an effect of 0.5 sd: {:.0}%{}",
+                    gate.id,
+                    rule.id,
+                    if simulated == method {
+                        String::new()
+                    } else {
+                        format!(", simulated as {simulated}")
+                    },
+                    100.0 * row.false_pass_rate,
+                    100.0 * row.nominal,
+                    row.false_pass_ratio,
+                    100.0 * row.power,
+                    if row.warn {
+                        " — WARNING: over twice its nominal false-pass rate; with this few tasks the gate is a robustness check, not population-calibrated evidence"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,2 @@
+# stage 2 (round 1)
+# demo-evocode-1-stage2-keep

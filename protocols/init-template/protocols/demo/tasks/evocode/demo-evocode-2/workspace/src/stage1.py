@@ -1,0 +1,2 @@
+# stage 1 (round 1)
+# demo-evocode-2-stage1-keep

@@ -1,0 +1,1 @@
+# demo-simple-1: implement the five requirements in src/

@@ -1,0 +1,1 @@
+# demo-simple-2: implement the five requirements in src/

@@ -1,0 +1,1 @@
+# demo-simple-3: implement the five requirements in src/

@@ -1,0 +1,1 @@
+# demo-simple-4: implement the five requirements in src/

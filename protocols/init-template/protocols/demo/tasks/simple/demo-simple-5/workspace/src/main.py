@@ -1,0 +1,1 @@
+# demo-simple-5: implement the five requirements in src/

@@ -1,0 +1,1 @@
+# demo-simple-6: implement the five requirements in src/

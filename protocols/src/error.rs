@@ -1,0 +1,91 @@
+//! Errors of loading, freezing, verifying and retiring. Input errors name the file and the field;
+//! integrity errors say what no longer holds.
+
+use crate::tree::TreeError;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// Bad input: exit 2, nothing written.
+    #[error("{file}: field `{field}`: {message}")]
+    Field {
+        file: PathBuf,
+        field: String,
+        message: String,
+    },
+    /// Bad input without a single field (malformed TOML, unreadable file): exit 2.
+    #[error("{file}: {message}")]
+    Input { file: PathBuf, message: String },
+    /// A tree that cannot be hashed (escaping path, bad name, case collision): exit 2.
+    #[error("{context}: {source}")]
+    Tree {
+        context: String,
+        #[source]
+        source: TreeError,
+    },
+    /// A command that needs state that is not there (not frozen yet …): exit 2.
+    #[error("{0}")]
+    State(String),
+    /// Drift, a reused or retired identity, a broken registry: exit 3.
+    #[error("{0}")]
+    Integrity(String),
+    #[error(transparent)]
+    Ledger(#[from] eval_evidence::LedgerError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ProtocolError {
+    /// True for the failures that exit 3.
+    pub fn is_integrity(&self) -> bool {
+        match self {
+            ProtocolError::Integrity(_) => true,
+            ProtocolError::Ledger(e) => e.is_integrity(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn field(
+        file: impl Into<PathBuf>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ProtocolError::Field {
+            file: file.into(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| ProtocolError::Io { path, source }
+    }
+}
+
+impl From<eval_matrix::MatrixError> for ProtocolError {
+    fn from(e: eval_matrix::MatrixError) -> Self {
+        match e {
+            eval_matrix::MatrixError::Read { file, source } => ProtocolError::Input {
+                file,
+                message: format!("cannot read: {source}"),
+            },
+            eval_matrix::MatrixError::Parse { file, message } => {
+                ProtocolError::Input { file, message }
+            }
+            eval_matrix::MatrixError::Field {
+                file,
+                field,
+                message,
+            } => ProtocolError::Field {
+                file,
+                field,
+                message,
+            },
+        }
+    }
+}

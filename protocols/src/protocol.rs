@@ -1,0 +1,287 @@
+//! `protocols/<name>/protocol.toml`: what is claimed, how it is measured, and what must hold
+//! before and after. Every table refuses unknown fields; all paths are relative to the project
+//! root (the directory `eval` runs in) and may not escape it.
+//!
+//! See `protocols/v0.4/protocol.toml` for a complete, commented example.
+
+use eval_evidence::gates::Gate;
+use eval_evidence::signing::PublicKey;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the protocol schema (`schema = 1` in the file).
+pub const PROTOCOL_SCHEMA: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Protocol {
+    pub schema: u32,
+    /// The identity name: `eval freeze --protocol NAME`. Must equal the directory name.
+    pub name: String,
+    pub title: String,
+    /// The matrix this protocol runs (`matrix/<matrix>.toml`).
+    pub matrix: String,
+    pub hypotheses: Vec<Hypothesis>,
+    pub registration: Registration,
+    /// The preregistered signing key (absent: the protocol names none, and any key may sign).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing: Option<Signing>,
+    /// Model contracts per role: `agent` (required) and e.g. `oracle`.
+    pub models: BTreeMap<String, ModelContract>,
+    pub budgets: Budgets,
+    pub arms: Vec<Arm>,
+    /// Per suite: the metrics it reports and suite-wide limits.
+    pub suites: BTreeMap<String, SuiteSpec>,
+    pub statistics: StatisticalPlan,
+    pub missing_data: MissingData,
+    pub reruns: Reruns,
+    #[serde(default)]
+    pub preconditions: Vec<Precondition>,
+    pub gates: Vec<Gate>,
+}
+
+impl Protocol {
+    /// The public key `[signing] public_key` names, parsed; `Ok(None)` when the table is absent.
+    /// The error is the field's message (the caller names the file and `signing.public_key`).
+    pub fn signing_public_key(&self) -> Result<Option<PublicKey>, String> {
+        self.signing.as_ref().map(Signing::parse).transpose()
+    }
+}
+
+/// `[signing]`: the Ed25519 public key whose private half must sign this protocol's evidence
+/// (checkpoints, receipts, the report attestation). `eval freeze` records it and binds it into
+/// the identity; `eval run` and `eval report` refuse a signing key whose public half differs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signing {
+    /// `eval+<key id>+<base64>`, exactly as `eval keygen --out FILE` prints it.
+    pub public_key: String,
+}
+
+impl Signing {
+    pub fn parse(&self) -> Result<PublicKey, String> {
+        // A pasted key file would otherwise fail with a puzzling "key id" message.
+        if self.public_key.trim_start().starts_with("PRIVATE+KEY+") {
+            return Err(
+                "this is a private key file's text, not a public key: put the public key here \
+                 (`eval keygen` printed it; it is also in FILE.pub) and treat this private key \
+                 as leaked"
+                    .into(),
+            );
+        }
+        PublicKey::parse(&self.public_key).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hypothesis {
+    pub id: String,
+    pub text: String,
+}
+
+/// The registered-report (OSF style) statements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registration {
+    pub sample_size_rationale: String,
+    pub stopping_rule: String,
+    pub exclusion_rules: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<Supersedes>,
+}
+
+/// A protocol that replaces a retired one names it; the old identity stays retired and untouched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Supersedes {
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApiKind {
+    #[serde(rename = "openai-chat")]
+    OpenaiChat,
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+/// What the proxy lets through for one role: the API, the exact model id, and parameter bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelContract {
+    pub api: ApiKind,
+    pub model: String,
+    /// Per request parameter (`temperature`, `max_tokens`, …): the bound a request must meet.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamBound>,
+    /// `true`: requests must stream; `false`: must not; absent: either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Streams must carry usage (the proxy asks for it where the API needs that).
+    #[serde(default)]
+    pub stream_usage: bool,
+}
+
+/// A bound on one request parameter. `required`: a request without it is refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamBound {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(default)]
+    pub required: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budgets {
+    pub attempt: AttemptBudget,
+    pub run: RunBudget,
+    /// Prices used to turn metered tokens into spend, per model id.
+    #[serde(default)]
+    pub prices: Vec<Price>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptBudget {
+    /// Wall-clock limit of one attempt (the task may not declare more).
+    pub wall_seconds: u64,
+    pub max_requests: u64,
+    pub max_tokens: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBudget {
+    pub max_tokens: u64,
+    pub max_spend_usd: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub model: String,
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_usd_per_mtok: Option<f64>,
+}
+
+/// One arm: what runs. Which suites run it, and whether it is a baseline or the gated candidate,
+/// is the matrix's business.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arm {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The runtime definition (`runtimes/<name>/runtime.toml`); its directory is frozen whole.
+    pub runtime: String,
+    /// The arm's harness profile file.
+    pub profile: String,
+    /// The candidate package: a file or a directory of files (absent for an arm without the
+    /// candidate, such as a baseline). The runtime places it at its `arm.candidate` path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// Plugin settings as the candidate reads them (e.g. `activationMode = "auto"`).
+    #[serde(default)]
+    pub settings: toml::Table,
+    /// True for an arm that stands in for a real harness runtime (reports say so).
+    #[serde(default)]
+    pub stand_in: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Metrics gates may name: grader metrics every task of the suite emits, plus built-ins.
+    pub metrics: Vec<String>,
+    /// Clarifying questions an attempt may ask the oracle (0 = no oracle).
+    #[serde(default)]
+    pub max_oracle_calls: u32,
+}
+
+/// Metrics the controller itself records for every attempt (from the proxy's meter, the clock and
+/// the oracle); a suite may list them without any task emitting them.
+pub const BUILTIN_METRICS: &[&str] = &[
+    "model_turns",
+    "tokens",
+    "input_tokens",
+    "output_tokens",
+    "duration_seconds",
+    "oracle_calls",
+    "clarification_questions",
+];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatisticalPlan {
+    /// The independent unit; only `task` is supported (repetitions are averaged within a task).
+    pub unit: String,
+    /// How repetitions combine within a task; only `mean`.
+    pub repetitions: String,
+    pub resamples: u64,
+    /// Seed of the bootstrap's own generator (`percentile`, `bca`).
+    pub seed: u64,
+    pub confidence: f64,
+    /// Default interval method of bootstrap rules: `v04-percentile`, `percentile` or `bca`.
+    pub method: String,
+    /// Methods reported beside the gating one.
+    #[serde(default)]
+    pub report_methods: Vec<String>,
+    /// For `v04-percentile`: the mulberry32 seed string; `{identity}` becomes the frozen identity's
+    /// hex digest and `{suite}` the suite id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_string: Option<String>,
+    /// `auto` | `always` | `never`: enumerate every resample exactly for small suites.
+    #[serde(default = "default_exact")]
+    pub exact: String,
+    /// Suites with fewer tasks are flagged as not population-calibrated.
+    #[serde(default)]
+    pub min_suite_tasks: u32,
+}
+
+fn default_exact() -> String {
+    "auto".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MissingData {
+    /// The rule in words (for the report and for readers of the registration).
+    pub rule: String,
+    /// The value a final attempt that lacks a metric gets (e.g. a failed attempt's score = 0).
+    pub values: BTreeMap<String, f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reruns {
+    /// Infrastructure-fault codes whose attempts may be rerun (statistical slots).
+    pub codes: Vec<String>,
+    /// Reruns allowed per statistical slot.
+    pub max_reruns_per_slot: u32,
+    /// Attempts allowed per infrastructure slot (these may be rerun after any failure).
+    pub max_infra_attempts: u32,
+}
+
+/// Another frozen identity that must have a passed report (release allowed) before paid runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Precondition {
+    /// The protocol name whose frozen identity must have passed.
+    pub protocol: String,
+    /// Optionally pin the exact identity (`sha256:…`); otherwise the name's frozen identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    pub reason: String,
+}

@@ -1,0 +1,241 @@
+//! The identity registry `STATE/registry.jsonl`: one hash chain (the ledger's chain rule and JSONL
+//! line format) shared by every protocol of a state directory. Entry kinds and payloads
+//! (canonical JSON):
+//!
+//! - `freeze`: `{"v":1,"name","identity","freeze_file":"freezes/NAME.json","freeze_file_digest",
+//!   "driver","tree"}` — a name is frozen at most once.
+//! - `retire`: `{"v":1,"name","identity","reason"}` — for good; there is no un-retire.
+//! - `report`: `{"identity","release_allowed",…}` (the payload of `eval report`'s ledger entry) —
+//!   what a precondition reads.
+//!
+//! The registry is read whole and its chain verified on every open: nothing is decided from a
+//! registry that does not verify.
+
+use crate::error::ProtocolError;
+use eval_evidence::ledger::{
+    Digest, Entry, Head, NewEntry, append_jsonl, read_jsonl, verify_entries,
+};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const REGISTRY_FILE: &str = "registry.jsonl";
+pub const REGISTRY_PAYLOAD_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreezeRecord {
+    pub v: u32,
+    pub name: String,
+    pub identity: Digest,
+    /// Relative to the state directory.
+    pub freeze_file: String,
+    pub freeze_file_digest: Digest,
+    pub driver: Digest,
+    pub tree: Digest,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetireRecord {
+    pub v: u32,
+    pub name: String,
+    pub identity: Digest,
+    pub reason: String,
+}
+
+/// The registry as read (and verified) from one state directory.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    pub path: PathBuf,
+    pub entries: Vec<Entry>,
+    pub head: Head,
+}
+
+impl Registry {
+    /// Reads and verifies `STATE/registry.jsonl`; an absent file is an empty registry.
+    pub fn open(state: &Path) -> Result<Registry, ProtocolError> {
+        let path = state.join(REGISTRY_FILE);
+        if !path.exists() {
+            return Ok(Registry {
+                path,
+                entries: Vec::new(),
+                head: Head::EMPTY,
+            });
+        }
+        let entries = read_jsonl(&path)?;
+        let report = verify_entries(entries.iter(), None);
+        if let Some(failure) = report.error {
+            return Err(ProtocolError::Integrity(format!(
+                "{}: the registry chain does not verify: {failure}",
+                path.display()
+            )));
+        }
+        Ok(Registry {
+            path,
+            entries,
+            head: report.head,
+        })
+    }
+
+    fn payloads<T: for<'de> Deserialize<'de>>(&self, kind: &str) -> Vec<(u64, T)> {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == kind)
+            .filter_map(|e| serde_json::from_slice(&e.payload).ok().map(|p| (e.seq, p)))
+            .collect()
+    }
+
+    /// The freeze of protocol `name`, if any.
+    pub fn frozen(&self, name: &str) -> Option<FreezeRecord> {
+        self.payloads::<FreezeRecord>("freeze")
+            .into_iter()
+            .map(|(_, r)| r)
+            .find(|r| r.name == name)
+    }
+
+    pub fn is_frozen(&self, name: &str) -> bool {
+        self.frozen(name).is_some()
+    }
+
+    /// The identity protocol `name` was frozen as.
+    pub fn frozen_identity(&self, name: &str) -> Option<Digest> {
+        self.frozen(name).map(|r| r.identity)
+    }
+
+    /// The retirement of an identity, if any.
+    pub fn retirement(&self, identity: &Digest) -> Option<RetireRecord> {
+        self.payloads::<RetireRecord>("retire")
+            .into_iter()
+            .map(|(_, r)| r)
+            .find(|r| r.identity == *identity)
+    }
+
+    /// True when protocol `name` was frozen and its identity retired (or a retire names it).
+    pub fn is_retired(&self, name: &str) -> bool {
+        match self.frozen_identity(name) {
+            Some(id) => self.retirement(&id).is_some(),
+            None => self
+                .payloads::<RetireRecord>("retire")
+                .iter()
+                .any(|(_, r)| r.name == name),
+        }
+    }
+
+    /// True when a `report` entry says release is allowed for `identity`.
+    pub fn has_passed(&self, identity: &Digest) -> bool {
+        let want = identity.to_string();
+        self.entries.iter().filter(|e| e.kind == "report").any(|e| {
+            e.payload_json().is_ok_and(|v| {
+                v.get("identity").and_then(|i| i.as_str()) == Some(want.as_str())
+                    && v.get("release_allowed").and_then(|b| b.as_bool()) == Some(true)
+            })
+        })
+    }
+
+    fn append(&mut self, entry: NewEntry) -> Result<(), ProtocolError> {
+        if let Some(parent) = self.path.parent() {
+            std::fs::create_dir_all(parent).map_err(ProtocolError::io(parent))?;
+        }
+        append_jsonl(&self.path, vec![entry])?;
+        // Re-read so later queries see exactly what is on disk.
+        let state = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        *self = Registry::open(&state)?;
+        Ok(())
+    }
+
+    pub(crate) fn append_freeze(&mut self, rec: &FreezeRecord) -> Result<(), ProtocolError> {
+        self.append(NewEntry::new("freeze", rec)?)
+    }
+
+    pub(crate) fn append_retire(&mut self, rec: &RetireRecord) -> Result<(), ProtocolError> {
+        self.append(NewEntry::new("retire", rec)?)
+    }
+}
+
+/// Appends a `report` entry (the payload `eval report` records; it must carry `identity` and
+/// `release_allowed`) for a frozen, unretired identity. This is what satisfies another protocol's
+/// precondition.
+pub fn record_report(state: &Path, payload: &serde_json::Value) -> Result<(), ProtocolError> {
+    let mut reg = Registry::open(state)?;
+    let identity = payload
+        .get("identity")
+        .and_then(|v| v.as_str())
+        .and_then(Digest::parse)
+        .ok_or_else(|| ProtocolError::State("a report entry needs an `identity` digest".into()))?;
+    if payload
+        .get("release_allowed")
+        .and_then(|v| v.as_bool())
+        .is_none()
+    {
+        return Err(ProtocolError::State(
+            "a report entry needs a boolean `release_allowed`".into(),
+        ));
+    }
+    let frozen = reg
+        .payloads::<FreezeRecord>("freeze")
+        .into_iter()
+        .any(|(_, r)| r.identity == identity);
+    if !frozen {
+        return Err(ProtocolError::State(format!(
+            "identity {identity} is not frozen in {}",
+            reg.path.display()
+        )));
+    }
+    if let Some(r) = reg.retirement(&identity) {
+        return Err(ProtocolError::Integrity(format!(
+            "identity {identity} ({}) is retired: {}",
+            r.name, r.reason
+        )));
+    }
+    reg.append(NewEntry::new("report", payload)?)
+}
+
+/// One unmet precondition, in words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unmet {
+    pub protocol: String,
+    pub reason: String,
+}
+
+/// Checks a protocol's preconditions against the registry: each named protocol must be frozen
+/// (with the pinned identity, if one is given), not retired, and have a passed report.
+pub fn unmet_preconditions(reg: &Registry, protocol: &crate::protocol::Protocol) -> Vec<Unmet> {
+    let mut out = Vec::new();
+    for pre in &protocol.preconditions {
+        let unmet = |reason: String| Unmet {
+            protocol: pre.protocol.clone(),
+            reason,
+        };
+        let identity = match (&pre.identity, reg.frozen_identity(&pre.protocol)) {
+            (Some(pinned), _) => match Digest::parse(pinned) {
+                Some(d) => d,
+                None => {
+                    out.push(unmet(format!("pinned identity {pinned:?} is not a digest")));
+                    continue;
+                }
+            },
+            (None, Some(d)) => d,
+            (None, None) => {
+                out.push(unmet(format!(
+                    "protocol {} is not frozen in this state directory ({})",
+                    pre.protocol, pre.reason
+                )));
+                continue;
+            }
+        };
+        if let Some(r) = reg.retirement(&identity) {
+            out.push(unmet(format!(
+                "identity {identity} is retired: {}",
+                r.reason
+            )));
+        } else if !reg.has_passed(&identity) {
+            out.push(unmet(format!(
+                "identity {identity} has no passed report (release allowed) in the registry ({})",
+                pre.reason
+            )));
+        }
+    }
+    out
+}

@@ -1,0 +1,85 @@
+//! A task bundle: `task.toml`, `prompt.md`, `workspace/` (what the agent starts from) and
+//! `hidden/` (grader-only files, never mounted into an agent's container).
+//!
+//! ```toml
+//! id = "simple-js-clamp"
+//! suite = "simple"
+//! timeout_seconds = 3600
+//! metrics = ["score", "checks_passed", "checks_total", "critical_missed", "regressions"]
+//! stand_in = true            # a small bundle standing in for the real benchmark task
+//! workspace_git = false      # true only if the workspace may carry a `.git` directory
+//!
+//! [grader]
+//! runtime = "runtimes/fixture/runtime.toml"
+//! command = ["/usr/local/bin/eval-fixture-grader", "--workspace", "{workspace}",
+//!            "--hidden", "{hidden}", "--out", "{out}"]
+//!
+//! [oracle]                   # optional: clarifying questions answered from hidden/oracle.toml
+//! answers = "hidden/oracle.toml"
+//! max_questions = 5
+//! answered_by = "scripted"   # or "model": [models.oracle] answers, with the file as its brief
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub id: String,
+    pub suite: String,
+    pub timeout_seconds: u64,
+    /// Metric names the grader emits (in its `score.json` `metrics`).
+    pub metrics: Vec<String>,
+    pub grader: Grader,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<Oracle>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub stand_in: bool,
+    /// A workspace with a `.git` directory exposes history the agent should not see; it is refused
+    /// at freeze time unless the task declares it here.
+    #[serde(default)]
+    pub workspace_git: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grader {
+    /// Runtime definition of the grader's container (frozen like the arms' runtimes).
+    pub runtime: String,
+    /// Argument vector run in the grader container; `{workspace}`, `{hidden}` and `{out}` are
+    /// replaced by the runtime's fixed mount points (as in a runtime definition's `[grader]`).
+    pub command: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Oracle {
+    /// Scripted answers, relative to the bundle; must be under `hidden/`. When a model answers,
+    /// this file's text is the model's brief.
+    pub answers: String,
+    pub max_questions: u32,
+    /// Who answers: `scripted` (exact-match `[[qa]]` of `answers`) or `model` (the protocol's
+    /// `[models.oracle]`, through the proxy, in the attempt's `oracle` role).
+    #[serde(default)]
+    pub answered_by: OracleAnswerer,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OracleAnswerer {
+    #[default]
+    Scripted,
+    Model,
+}
+
+/// A loaded bundle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskBundle {
+    pub suite: String,
+    pub id: String,
+    /// The bundle directory relative to the project root.
+    pub dir: String,
+    pub spec: TaskSpec,
+}

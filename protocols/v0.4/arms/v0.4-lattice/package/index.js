@@ -1,0 +1,2 @@
+// STAND-IN: the real candidate package is installed here by swapping this directory.
+module.exports = { standIn: true, arm: "v0.4-lattice" };

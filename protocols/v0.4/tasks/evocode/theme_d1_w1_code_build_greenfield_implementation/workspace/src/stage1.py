@@ -1,0 +1,2 @@
+# stage 1 (round 1)
+# theme_d1_w1_code_build_greenfield_implementation-stage1-keep

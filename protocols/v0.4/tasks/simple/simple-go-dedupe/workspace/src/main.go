@@ -1,0 +1,1 @@
+// simple-go-dedupe: implement the five requirements in src/

@@ -1,0 +1,1 @@
+// simple-js-clamp: implement the five requirements in src/

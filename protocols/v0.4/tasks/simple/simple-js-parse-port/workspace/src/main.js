@@ -1,0 +1,1 @@
+// simple-js-parse-port: implement the five requirements in src/

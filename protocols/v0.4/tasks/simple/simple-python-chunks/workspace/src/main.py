@@ -1,0 +1,1 @@
+# simple-python-chunks: implement the five requirements in src/

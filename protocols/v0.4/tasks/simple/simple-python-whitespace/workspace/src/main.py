@@ -1,0 +1,1 @@
+# simple-python-whitespace: implement the five requirements in src/

@@ -1,0 +1,1 @@
+// simple-ts-slugify: implement the five requirements in src/
