@@ -1,0 +1,224 @@
+//! The fixture grader's checks (`hidden/checks.toml`) and its output (`score.json`).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::task::is_safe_relative;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checks {
+    #[serde(default, rename = "check")]
+    pub checks: Vec<Check>,
+    /// Extra metric names that repeat an existing metric's value (e.g. `hidden_score = "score"`).
+    #[serde(default)]
+    pub alias: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub id: String,
+    pub path: String,
+    #[serde(default)]
+    pub contains: Option<String>,
+    #[serde(default)]
+    pub not_contains: Option<String>,
+    #[serde(default)]
+    pub equals: Option<String>,
+    #[serde(default)]
+    pub absent: bool,
+    #[serde(default = "one")]
+    pub points: f64,
+    #[serde(default)]
+    pub critical: bool,
+    #[serde(default)]
+    pub regression: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChecksError {
+    #[error("checks.toml: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("check {0}: exactly one of contains, not_contains, equals, absent must be given")]
+    Kind(String),
+    #[error("check {0}: path must be relative and stay inside the workspace")]
+    Path(String),
+    #[error("check {0}: points must be a finite number >= 0")]
+    Points(String),
+    #[error("checks.toml: alias {0} names unknown metric {1}")]
+    Alias(String, String),
+    #[error("checks.toml has no checks")]
+    Empty,
+}
+
+pub const METRICS: [&str; 5] = [
+    "score",
+    "checks_passed",
+    "checks_total",
+    "critical_missed",
+    "regressions",
+];
+
+impl Checks {
+    pub fn parse(text: &str) -> Result<Self, ChecksError> {
+        let c: Checks = toml::from_str(text)?;
+        if c.checks.is_empty() {
+            return Err(ChecksError::Empty);
+        }
+        for check in &c.checks {
+            let kinds = usize::from(check.contains.is_some())
+                + usize::from(check.not_contains.is_some())
+                + usize::from(check.equals.is_some())
+                + usize::from(check.absent);
+            if kinds != 1 {
+                return Err(ChecksError::Kind(check.id.clone()));
+            }
+            if !is_safe_relative(&check.path) {
+                return Err(ChecksError::Path(check.id.clone()));
+            }
+            if !check.points.is_finite() || check.points < 0.0 {
+                return Err(ChecksError::Points(check.id.clone()));
+            }
+        }
+        for (name, target) in &c.alias {
+            if !METRICS.contains(&target.as_str()) {
+                return Err(ChecksError::Alias(name.clone(), target.clone()));
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Score {
+    pub grader: String,
+    pub format: u32,
+    pub max_score: f64,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+fn passes(check: &Check, workspace: &Path) -> bool {
+    let path = workspace.join(&check.path);
+    // Links are not followed: a workspace link to the hidden files must not score.
+    let is_file = fs::symlink_metadata(&path)
+        .map(|m| m.file_type().is_file())
+        .unwrap_or(false);
+    if check.absent {
+        return fs::symlink_metadata(&path).is_err();
+    }
+    let text = if is_file {
+        fs::read(&path)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    } else {
+        None
+    };
+    match text {
+        None => false,
+        Some(t) => {
+            if let Some(s) = &check.contains {
+                t.contains(s.as_str())
+            } else if let Some(s) = &check.not_contains {
+                !t.contains(s.as_str())
+            } else if let Some(s) = &check.equals {
+                &t == s
+            } else {
+                false
+            }
+        }
+    }
+}
+
+/// Grades a workspace.
+pub fn grade(checks: &Checks, workspace: &Path) -> Score {
+    let mut total = 0.0;
+    let mut got = 0.0;
+    let mut passed = 0.0;
+    let mut critical_missed = 0.0;
+    let mut regressions = 0.0;
+    for c in &checks.checks {
+        total += c.points;
+        if passes(c, workspace) {
+            got += c.points;
+            passed += 1.0;
+        } else {
+            if c.critical {
+                critical_missed += 1.0;
+            }
+            if c.regression {
+                regressions += 1.0;
+            }
+        }
+    }
+    let score = if total > 0.0 {
+        100.0 * got / total
+    } else {
+        0.0
+    };
+    let mut metrics = BTreeMap::new();
+    metrics.insert("score".to_owned(), score);
+    metrics.insert("checks_passed".to_owned(), passed);
+    metrics.insert("checks_total".to_owned(), checks.checks.len() as f64);
+    metrics.insert("critical_missed".to_owned(), critical_missed);
+    metrics.insert("regressions".to_owned(), regressions);
+    for (name, target) in &checks.alias {
+        if let Some(v) = metrics.get(target).copied() {
+            metrics.insert(name.clone(), v);
+        }
+    }
+    Score {
+        grader: "eval-fixture-grader".to_owned(),
+        format: 1,
+        max_score: 100.0,
+        metrics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grades() {
+        let dir = std::env::temp_dir().join(format!("eval-checks-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("a.txt"), "hello world\n").unwrap();
+        let checks = Checks::parse(
+            r#"
+[[check]]
+id = "c1"
+path = "a.txt"
+contains = "hello"
+points = 30
+[[check]]
+id = "c2"
+path = "b.txt"
+equals = "x"
+points = 70
+critical = true
+regression = true
+[alias]
+hidden_score = "score"
+"#,
+        )
+        .unwrap();
+        let s = grade(&checks, &dir);
+        assert_eq!(s.metrics["score"], 30.0);
+        assert_eq!(s.metrics["hidden_score"], 30.0);
+        assert_eq!(s.metrics["critical_missed"], 1.0);
+        assert_eq!(s.metrics["regressions"], 1.0);
+        assert!(Checks::parse("[[check]]\nid=\"x\"\npath=\"a\"\n").is_err());
+        assert!(Checks::parse("[[check]]\nid=\"x\"\npath=\"../a\"\nabsent=true\n").is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,689 @@
+//! The container policy, applied by one function (`container_spec`) so that it cannot be
+//! forgotten, and checked after create (`check`) so that an engine or a caller that changed
+//! anything is caught before the container starts.
+//!
+//! Agent containers: labels `eval.protocol`, `eval.identity`, `eval.arm`, `eval.attempt`,
+//! `eval.role`; `network_mode: none`; every capability dropped; `no-new-privileges`; read-only
+//! root filesystem; tmpfs `/tmp` plus the definition's extra paths; memory (no swap), CPU and
+//! pids limits; the definition's non-root user; exactly these mounts: workspace (rw), prompt
+//! (ro), shim (ro), the directory holding the attempt's socket (ro — connecting needs no write
+//! access to the directory). Grader containers: the same, with the final workspace (ro), the
+//! task's hidden files (ro) and an output directory (rw), no socket and no shim.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
+};
+
+use crate::definition::{RuntimeDef, paths};
+use crate::fault::RuntimeError;
+use crate::image::ImageId;
+
+pub const LABEL_PROTOCOL: &str = "eval.protocol";
+pub const LABEL_IDENTITY: &str = "eval.identity";
+pub const LABEL_ARM: &str = "eval.arm";
+pub const LABEL_ATTEMPT: &str = "eval.attempt";
+pub const LABEL_ROLE: &str = "eval.role";
+/// Present on every container this crate creates: `eval.managed=1` sweeps them all.
+pub const LABEL_MANAGED: &str = "eval.managed";
+pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges";
+const CONTAINER_PATH: &str = "PATH=/usr/local/bin:/usr/bin:/bin";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Agent,
+    Grader,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Grader => "grader",
+        }
+    }
+}
+
+/// Who a container belongs to; becomes its labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptFacts {
+    pub protocol: String,
+    pub identity: String,
+    pub arm: String,
+    pub attempt: String,
+    /// Further labels (tests add one to sweep what they made); cannot override the above.
+    pub extra_labels: BTreeMap<String, String>,
+}
+
+/// Host paths a container of each role gets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoleMounts {
+    Agent {
+        workspace: PathBuf,
+        /// The task's prompt file.
+        prompt: PathBuf,
+        /// The attempt's Unix socket; its directory is mounted, so a re-bound socket still works.
+        socket: PathBuf,
+        /// The static `eval-shim` binary.
+        shim: PathBuf,
+    },
+    Grader {
+        workspace: PathBuf,
+        hidden: PathBuf,
+        out: PathBuf,
+    },
+}
+
+impl RoleMounts {
+    pub fn role(&self) -> Role {
+        match self {
+            RoleMounts::Agent { .. } => Role::Agent,
+            RoleMounts::Grader { .. } => Role::Grader,
+        }
+    }
+}
+
+/// One bind mount as the policy wants it and as inspect reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BindMount {
+    pub source: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// What `check` compares a created container with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    pub image: ImageId,
+    pub user: String,
+    pub env: BTreeSet<String>,
+    pub mounts: BTreeSet<BindMount>,
+    pub tmpfs: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub memory: i64,
+    pub nano_cpus: i64,
+    pub pids: i64,
+}
+
+/// A container ready to create: the engine's create body and what it must look like after.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec {
+    pub body: ContainerCreateBody,
+    pub expected: Expected,
+}
+
+fn absolute(p: &Path) -> Result<String, RuntimeError> {
+    if !p.is_absolute() {
+        return Err(RuntimeError::Definition(
+            crate::definition::DefinitionError::Invalid {
+                path: p.display().to_string(),
+                field: "mount".to_owned(),
+                detail: "host paths given to the policy must be absolute".to_owned(),
+            },
+        ));
+    }
+    Ok(p.display().to_string())
+}
+
+fn bind(source: &Path, target: &str, read_only: bool) -> Result<BindMount, RuntimeError> {
+    Ok(BindMount {
+        source: absolute(source)?,
+        target: target.to_owned(),
+        read_only,
+    })
+}
+
+/// The one function that turns a definition, an attempt and a role into a container under the
+/// policy.
+pub fn container_spec(
+    def: &RuntimeDef,
+    image: &ImageId,
+    facts: &AttemptFacts,
+    mounts: &RoleMounts,
+) -> Result<ContainerSpec, RuntimeError> {
+    let role = mounts.role();
+    let mut labels: BTreeMap<String, String> = facts.extra_labels.clone();
+    for (k, v) in [
+        (LABEL_PROTOCOL, &facts.protocol),
+        (LABEL_IDENTITY, &facts.identity),
+        (LABEL_ARM, &facts.arm),
+        (LABEL_ATTEMPT, &facts.attempt),
+    ] {
+        labels.insert(k.to_owned(), v.clone());
+    }
+    labels.insert(LABEL_ROLE.to_owned(), role.as_str().to_owned());
+    labels.insert(LABEL_MANAGED.to_owned(), "1".to_owned());
+
+    let tmpfs_opts = format!("rw,nosuid,nodev,size={}m", def.limits.tmpfs_mb);
+    let mut tmpfs = BTreeMap::new();
+    tmpfs.insert("/tmp".to_owned(), tmpfs_opts.clone());
+    for t in &def.tmpfs {
+        tmpfs.insert(t.clone(), tmpfs_opts.clone());
+    }
+
+    let mut env: Vec<String> = vec![CONTAINER_PATH.to_owned()];
+    let (binds, entrypoint, cmd) = match mounts {
+        RoleMounts::Agent {
+            workspace,
+            prompt,
+            socket,
+            shim,
+        } => {
+            let socket_dir = socket.parent().ok_or_else(|| {
+                RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+                    path: socket.display().to_string(),
+                    field: "socket".to_owned(),
+                    detail: "the socket path has no directory".to_owned(),
+                })
+            })?;
+            let socket_name = socket
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // The whole directory is mounted: it must hold this attempt's socket and nothing
+            // else (another attempt's socket there would be reachable from this container).
+            if let Ok(entries) = std::fs::read_dir(socket_dir) {
+                let others: Vec<String> = entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| *n != socket_name)
+                    .collect();
+                if !others.is_empty() {
+                    return Err(violation(
+                        "(not created)",
+                        "mounts",
+                        format!(
+                            "the socket directory {} holds more than the attempt's socket: {others:?}",
+                            socket_dir.display()
+                        ),
+                    ));
+                }
+            }
+            env.extend(
+                def.agent_env()
+                    .into_iter()
+                    .filter(|e| !e.starts_with("PATH=")),
+            );
+            let binds = vec![
+                bind(workspace, paths::WORKSPACE, false)?,
+                bind(prompt, paths::PROMPT, true)?,
+                bind(shim, paths::SHIM, true)?,
+                bind(socket_dir, paths::SOCKET_DIR, true)?,
+            ];
+            let mut cmd = vec![
+                "--socket".to_owned(),
+                format!("{}/{socket_name}", paths::SOCKET_DIR),
+                "--port".to_owned(),
+                def.relay_port.to_string(),
+            ];
+            for p in def.attested_paths() {
+                cmd.push("--attest".to_owned());
+                cmd.push(p);
+            }
+            cmd.push("--".to_owned());
+            cmd.extend(def.harness.command.iter().map(|a| def.render_agent(a)));
+            (binds, vec![paths::SHIM.to_owned()], cmd)
+        }
+        RoleMounts::Grader {
+            workspace,
+            hidden,
+            out,
+        } => {
+            let grader = def.grader.as_ref().ok_or_else(|| {
+                RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+                    path: def.name.clone(),
+                    field: "grader".to_owned(),
+                    detail: "the runtime definition has no grader command".to_owned(),
+                })
+            })?;
+            let binds = vec![
+                bind(workspace, paths::WORKSPACE, true)?,
+                bind(hidden, paths::HIDDEN, true)?,
+                bind(out, paths::OUT, false)?,
+            ];
+            let argv: Vec<String> = grader
+                .command
+                .iter()
+                .map(|a| def.render_grader(a))
+                .collect();
+            (binds, argv, Vec::new())
+        }
+    };
+    env.sort();
+    env.dedup();
+
+    let memory = (def.limits.memory_mb as i64).saturating_mul(1024 * 1024);
+    let nano_cpus = (def.limits.cpus * 1e9).round() as i64;
+    let pids = def.limits.pids as i64;
+    let host_config = HostConfig {
+        network_mode: Some("none".to_owned()),
+        cap_drop: Some(vec!["ALL".to_owned()]),
+        cap_add: Some(Vec::new()),
+        security_opt: Some(vec![NO_NEW_PRIVILEGES.to_owned()]),
+        readonly_rootfs: Some(true),
+        privileged: Some(false),
+        tmpfs: Some(tmpfs.clone().into_iter().collect::<HashMap<_, _>>()),
+        memory: Some(memory),
+        memory_swap: Some(memory),
+        nano_cpus: Some(nano_cpus),
+        pids_limit: Some(pids),
+        ipc_mode: Some("private".to_owned()),
+        mounts: Some(
+            binds
+                .iter()
+                .map(|b| Mount {
+                    target: Some(b.target.clone()),
+                    source: Some(b.source.clone()),
+                    typ: Some(MountType::BIND),
+                    read_only: Some(b.read_only),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    let body = ContainerCreateBody {
+        image: Some(image.0.clone()),
+        user: Some(def.user.clone()),
+        env: Some(env.clone()),
+        entrypoint: Some(entrypoint),
+        cmd: Some(cmd),
+        working_dir: Some(paths::WORKSPACE.to_owned()),
+        labels: Some(labels.clone().into_iter().collect()),
+        network_disabled: Some(true),
+        attach_stdin: Some(false),
+        open_stdin: Some(false),
+        tty: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    Ok(ContainerSpec {
+        body,
+        expected: Expected {
+            image: image.clone(),
+            user: def.user.clone(),
+            env: env.into_iter().collect(),
+            mounts: binds.into_iter().collect(),
+            tmpfs,
+            labels,
+            memory,
+            nano_cpus,
+            pids,
+        },
+    })
+}
+
+fn violation(container: &str, field: &'static str, detail: String) -> RuntimeError {
+    RuntimeError::PolicyViolation {
+        container: container.to_owned(),
+        field,
+        detail,
+    }
+}
+
+/// Compares a created container with the policy. `forbidden` are values (the upstream key)
+/// that must appear nowhere in its environment, command or labels; an error never shows them.
+pub fn check(
+    inspect: &ContainerInspectResponse,
+    expected: &Expected,
+    forbidden: &[&[u8]],
+) -> Result<(), RuntimeError> {
+    let id = inspect.id.clone().unwrap_or_default();
+    let v = |field, detail| Err(violation(&id, field, detail));
+    let config = inspect.config.clone().unwrap_or_default();
+    let host = inspect.host_config.clone().unwrap_or_default();
+
+    let env: Vec<String> = config.env.clone().unwrap_or_default();
+    for e in env
+        .iter()
+        .chain(config.cmd.iter().flatten())
+        .chain(config.entrypoint.iter().flatten())
+        .chain(
+            config
+                .labels
+                .iter()
+                .flat_map(|l| l.iter().flat_map(|(k, v)| [k, v])),
+        )
+    {
+        if forbidden
+            .iter()
+            .any(|f| !f.is_empty() && e.as_bytes().windows(f.len()).any(|w| w == *f))
+        {
+            let name = e.split('=').next().unwrap_or("").to_owned();
+            return v(
+                "env",
+                format!(
+                    "a forbidden value (the key) appears in the container's configuration near {name:?}"
+                ),
+            );
+        }
+    }
+    let env_set: BTreeSet<String> = env.into_iter().collect();
+    if env_set != expected.env {
+        let extra: Vec<_> = env_set
+            .difference(&expected.env)
+            .map(|e| e.split('=').next().unwrap_or("").to_owned())
+            .collect();
+        let missing: Vec<_> = expected
+            .env
+            .difference(&env_set)
+            .map(|e| e.split('=').next().unwrap_or("").to_owned())
+            .collect();
+        return v(
+            "env",
+            format!("unexpected variables {extra:?}, missing or changed {missing:?}"),
+        );
+    }
+    if config.user.as_deref() != Some(expected.user.as_str()) {
+        return v(
+            "user",
+            format!("{:?}, want {:?}", config.user, expected.user),
+        );
+    }
+    if inspect.image.as_deref() != Some(expected.image.0.as_str()) {
+        return v(
+            "image",
+            format!("{:?}, want {}", inspect.image, expected.image),
+        );
+    }
+    let labels = config.labels.clone().unwrap_or_default();
+    for (k, want) in &expected.labels {
+        if labels.get(k) != Some(want) {
+            return v(
+                "labels",
+                format!("{k} = {:?}, want {want:?}", labels.get(k)),
+            );
+        }
+    }
+    if host.network_mode.as_deref() != Some("none") {
+        return v(
+            "network",
+            format!("network_mode {:?}, want none", host.network_mode),
+        );
+    }
+    if let Some(nets) = inspect
+        .network_settings
+        .as_ref()
+        .and_then(|n| n.networks.as_ref())
+        && nets.keys().any(|k| k != "none")
+    {
+        return v(
+            "network",
+            format!("attached to {:?}", nets.keys().collect::<Vec<_>>()),
+        );
+    }
+    if host.cap_drop.as_deref() != Some(&["ALL".to_owned()][..]) {
+        return v("caps", format!("cap_drop {:?}, want [ALL]", host.cap_drop));
+    }
+    if host.cap_add.as_ref().is_some_and(|c| !c.is_empty()) {
+        return v("caps", format!("cap_add {:?}", host.cap_add));
+    }
+    if host.privileged == Some(true) {
+        return v("privileged", "privileged container".to_owned());
+    }
+    if !host
+        .security_opt
+        .iter()
+        .flatten()
+        .any(|s| s == NO_NEW_PRIVILEGES || s == "no-new-privileges:true")
+    {
+        return v(
+            "security_opt",
+            format!("{:?} lacks no-new-privileges", host.security_opt),
+        );
+    }
+    if host.readonly_rootfs != Some(true) {
+        return v("readonly", "the root filesystem is writable".to_owned());
+    }
+    let tmpfs: BTreeMap<String, String> =
+        host.tmpfs.clone().unwrap_or_default().into_iter().collect();
+    if tmpfs != expected.tmpfs {
+        return v("tmpfs", format!("{tmpfs:?}, want {:?}", expected.tmpfs));
+    }
+    if host.memory != Some(expected.memory) || host.memory_swap != Some(expected.memory) {
+        return v(
+            "memory",
+            format!(
+                "{:?}/{:?}, want {}",
+                host.memory, host.memory_swap, expected.memory
+            ),
+        );
+    }
+    if host.nano_cpus != Some(expected.nano_cpus) {
+        return v(
+            "cpus",
+            format!("{:?}, want {}", host.nano_cpus, expected.nano_cpus),
+        );
+    }
+    if host.pids_limit != Some(expected.pids) {
+        return v(
+            "pids",
+            format!("{:?}, want {}", host.pids_limit, expected.pids),
+        );
+    }
+    if host.devices.as_ref().is_some_and(|d| !d.is_empty()) {
+        return v("devices", "devices are mapped".to_owned());
+    }
+    if host.binds.as_ref().is_some_and(|b| !b.is_empty()) {
+        return v("mounts", format!("extra binds {:?}", host.binds));
+    }
+    let mut mounts = BTreeSet::new();
+    for m in inspect.mounts.iter().flatten() {
+        if m.typ.as_deref() != Some("bind") {
+            return v(
+                "mounts",
+                format!("{:?} mount at {:?}", m.typ, m.destination),
+            );
+        }
+        mounts.insert(BindMount {
+            source: m.source.clone().unwrap_or_default(),
+            target: m.destination.clone().unwrap_or_default(),
+            read_only: m.rw != Some(true),
+        });
+    }
+    if mounts != expected.mounts {
+        return v("mounts", format!("{mounts:?}, want {:?}", expected.mounts));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::{ContainerConfig, MountPoint};
+
+    fn def() -> RuntimeDef {
+        RuntimeDef::parse(
+            r#"
+name = "t"
+tmpfs = ["/home/agent"]
+[image]
+reference = "eval-runtime/t"
+[harness]
+command = ["/agent", "{prompt}"]
+[env]
+HOME = "/home/agent"
+"#,
+            "t.toml",
+        )
+        .unwrap()
+    }
+
+    fn spec() -> ContainerSpec {
+        let facts = AttemptFacts {
+            protocol: "p".into(),
+            identity: "i".into(),
+            arm: "a".into(),
+            attempt: "x".into(),
+            extra_labels: BTreeMap::new(),
+        };
+        let mounts = RoleMounts::Agent {
+            workspace: "/w".into(),
+            prompt: "/p/prompt.md".into(),
+            socket: "/s/a.sock".into(),
+            shim: "/bin/shim".into(),
+        };
+        container_spec(&def(), &ImageId("sha256:ab".into()), &facts, &mounts).unwrap()
+    }
+
+    /// What an engine that obeyed the spec would report.
+    fn obeyed(s: &ContainerSpec) -> ContainerInspectResponse {
+        let b = &s.body;
+        ContainerInspectResponse {
+            id: Some("c1".into()),
+            image: b.image.clone(),
+            config: Some(ContainerConfig {
+                user: b.user.clone(),
+                env: b.env.clone(),
+                cmd: b.cmd.clone(),
+                entrypoint: b.entrypoint.clone(),
+                labels: b.labels.clone(),
+                ..Default::default()
+            }),
+            host_config: b.host_config.clone(),
+            mounts: Some(
+                s.expected
+                    .mounts
+                    .iter()
+                    .map(|m| MountPoint {
+                        typ: Some("bind".into()),
+                        source: Some(m.source.clone()),
+                        destination: Some(m.target.clone()),
+                        rw: Some(!m.read_only),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    fn field(r: Result<(), RuntimeError>) -> &'static str {
+        match r {
+            Err(RuntimeError::PolicyViolation { field, .. }) => field,
+            other => panic!("expected a violation, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_obedient_container_passes_and_each_deviation_is_named() {
+        let s = spec();
+        let ok = obeyed(&s);
+        check(&ok, &s.expected, &[b"secret-key"]).unwrap();
+        assert_eq!(
+            s.expected.mounts.len(),
+            4,
+            "workspace, prompt, shim, socket dir"
+        );
+        assert!(s.expected.mounts.contains(&BindMount {
+            source: "/s".into(),
+            target: paths::SOCKET_DIR.into(),
+            read_only: true
+        }));
+
+        let mut i = ok.clone();
+        i.config.as_mut().unwrap().user = Some("0:0".into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "user");
+
+        let mut i = ok.clone();
+        i.host_config.as_mut().unwrap().cap_drop = Some(vec![]);
+        assert_eq!(field(check(&i, &s.expected, &[])), "caps");
+
+        let mut i = ok.clone();
+        i.host_config.as_mut().unwrap().cap_add = Some(vec!["NET_ADMIN".into()]);
+        assert_eq!(field(check(&i, &s.expected, &[])), "caps");
+
+        let mut i = ok.clone();
+        i.host_config.as_mut().unwrap().readonly_rootfs = Some(false);
+        assert_eq!(field(check(&i, &s.expected, &[])), "readonly");
+
+        let mut i = ok.clone();
+        i.host_config.as_mut().unwrap().network_mode = Some("host".into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "network");
+
+        let mut i = ok.clone();
+        i.host_config.as_mut().unwrap().security_opt = Some(vec![]);
+        assert_eq!(field(check(&i, &s.expected, &[])), "security_opt");
+
+        let mut i = ok.clone();
+        i.config
+            .as_mut()
+            .unwrap()
+            .env
+            .as_mut()
+            .unwrap()
+            .push("EXTRA=1".into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "env");
+
+        // The key anywhere in the configuration, and the error never repeats it.
+        let mut i = ok.clone();
+        i.config
+            .as_mut()
+            .unwrap()
+            .cmd
+            .as_mut()
+            .unwrap()
+            .push("--key=secret-key".into());
+        let e = check(&i, &s.expected, &[b"secret-key"]).unwrap_err();
+        assert!(!e.to_string().contains("secret-key"), "{e}");
+        assert_eq!(e.fault(), Some(crate::FaultCode::PolicyViolation));
+
+        let mut i = ok.clone();
+        i.mounts.as_mut().unwrap()[0].rw = Some(true);
+        i.mounts.as_mut().unwrap()[1].rw = Some(true);
+        assert_eq!(field(check(&i, &s.expected, &[])), "mounts");
+
+        let mut i = ok.clone();
+        i.host_config.as_mut().unwrap().tmpfs = None;
+        assert_eq!(field(check(&i, &s.expected, &[])), "tmpfs");
+
+        let mut i = ok;
+        i.host_config.as_mut().unwrap().pids_limit = None;
+        assert_eq!(field(check(&i, &s.expected, &[])), "pids");
+    }
+
+    #[test]
+    fn a_shared_socket_directory_is_refused() {
+        let dir = std::env::temp_dir().join(format!("eval-sockdir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("other-attempt.sock"), b"").unwrap();
+        let facts = AttemptFacts {
+            protocol: "p".into(),
+            identity: "i".into(),
+            arm: "a".into(),
+            attempt: "x".into(),
+            extra_labels: BTreeMap::new(),
+        };
+        let mounts = RoleMounts::Agent {
+            workspace: "/w".into(),
+            prompt: "/p".into(),
+            socket: dir.join("a.sock"),
+            shim: "/shim".into(),
+        };
+        let e = container_spec(&def(), &ImageId("sha256:ab".into()), &facts, &mounts).unwrap_err();
+        assert_eq!(e.fault(), Some(crate::FaultCode::PolicyViolation));
+        assert!(e.to_string().contains("other-attempt.sock"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn relative_host_paths_are_refused() {
+        let facts = AttemptFacts {
+            protocol: "p".into(),
+            identity: "i".into(),
+            arm: "a".into(),
+            attempt: "x".into(),
+            extra_labels: BTreeMap::new(),
+        };
+        let mounts = RoleMounts::Agent {
+            workspace: "w".into(),
+            prompt: "/p".into(),
+            socket: "/s/a.sock".into(),
+            shim: "/shim".into(),
+        };
+        assert!(container_spec(&def(), &ImageId("sha256:ab".into()), &facts, &mounts).is_err());
+    }
+}

@@ -1,0 +1,105 @@
+//! The `Runtime` trait (create, start, wait with timeout, kill, logs, inspect, remove, sweep;
+//! deliberately no `exec`) and the steps every caller needs on top of it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use bollard::models::ContainerInspectResponse;
+
+use crate::fault::RuntimeError;
+use crate::image::{ImageId, ImageSpec};
+use crate::policy::{ContainerSpec, check};
+
+pub type RtFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, RuntimeError>> + Send + 'a>>;
+
+/// A created container's id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContainerId(pub String);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    Exited { code: i64 },
+    TimedOut,
+}
+
+/// A container engine. Object safe, so the controller can hold `Arc<dyn Runtime>`.
+pub trait Runtime: Send + Sync {
+    /// Loads the image unless the engine already has its id; returns the id.
+    fn ensure_image<'a>(&'a self, spec: &'a ImageSpec) -> RtFuture<'a, ImageId>;
+    fn create<'a>(&'a self, spec: &'a ContainerSpec) -> RtFuture<'a, ContainerId>;
+    fn start<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
+    /// Waits for the container to stop, at most `timeout`; it keeps running on `TimedOut`.
+    fn wait<'a>(&'a self, id: &'a ContainerId, timeout: Duration) -> RtFuture<'a, WaitOutcome>;
+    /// SIGKILL; a container that is not running is not an error.
+    fn kill<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
+    /// stdout and stderr interleaved, at most `max_bytes` (the tail is cut).
+    fn logs<'a>(&'a self, id: &'a ContainerId, max_bytes: usize) -> RtFuture<'a, Vec<u8>>;
+    fn inspect<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ContainerInspectResponse>;
+    /// Removes (force); a container already gone is not an error.
+    fn remove<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
+    /// Removes every container carrying `label` (`key` or `key=value`); returns how many.
+    fn sweep<'a>(&'a self, label: &'a str) -> RtFuture<'a, usize>;
+}
+
+/// Create, then inspect and compare with the policy; a container that differs is removed and
+/// never started (`policy_violation`).
+pub async fn create_checked(
+    rt: &dyn Runtime,
+    spec: &ContainerSpec,
+    forbidden: &[&[u8]],
+) -> Result<ContainerId, RuntimeError> {
+    let id = rt.create(spec).await?;
+    let verdict = match rt.inspect(&id).await {
+        Ok(inspect) => check(&inspect, &spec.expected, forbidden),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = verdict {
+        let _ = rt.remove(&id).await;
+        return Err(e);
+    }
+    Ok(id)
+}
+
+/// How a container run by `run_to_end` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    pub outcome: WaitOutcome,
+    pub logs: Vec<u8>,
+    pub elapsed: Duration,
+}
+
+/// create (checked) → start → wait (timeout: kill) → logs → remove. The container is removed on
+/// every path, errors included.
+pub async fn run_to_end(
+    rt: &dyn Runtime,
+    spec: &ContainerSpec,
+    forbidden: &[&[u8]],
+    timeout: Duration,
+    max_log_bytes: usize,
+) -> Result<RunEnd, RuntimeError> {
+    let started = Instant::now();
+    let id = create_checked(rt, spec, forbidden).await?;
+    let result = async {
+        rt.start(&id).await?;
+        let outcome = rt.wait(&id, timeout).await?;
+        if outcome == WaitOutcome::TimedOut {
+            rt.kill(&id).await?;
+        }
+        let logs = if max_log_bytes > 0 {
+            rt.logs(&id, max_log_bytes).await?
+        } else {
+            Vec::new()
+        };
+        Ok::<_, RuntimeError>((outcome, logs))
+    }
+    .await;
+    let removed = rt.remove(&id).await;
+    let (outcome, logs) = result?;
+    removed?;
+    Ok(RunEnd {
+        outcome,
+        logs,
+        elapsed: started.elapsed(),
+    })
+}
