@@ -1,14 +1,42 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The credential-isolating, metering model proxy.
+//!
+//! Owns: the only road from an agent to the model. It serves each attempt on its own Unix socket
+//! (the socket is the identity) or, for local use, on loopback TCP with a per-attempt token;
+//! forwards OpenAI-compatible Chat Completions and Anthropic Messages calls (streaming and not) to
+//! one upstream with the real key injected; enforces each role's model contract and budgets;
+//! meters every call from the upstream's own usage; and emits one [`CallRecord`] per call through
+//! a [`RecordSink`].
+//!
+//! Must never: let the key reach a client, a record, a log line or an error message; forward a
+//! client's own credential; pick up an outbound proxy from the environment; retry a call (a retry
+//! changes what was spent); buffer a whole stream before forwarding; rewrite a request beyond the
+//! changes it records; panic on anything a client or upstream sends.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod budget;
+mod call;
+mod config;
+mod contract;
+mod control;
+mod errors;
+mod metrics;
+mod record;
+mod request;
+mod secret;
+mod server;
+pub mod sse;
+mod usage;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use budget::RoleMeter;
+pub use config::{
+    ApiKind, AttemptSpec, Budget, Contract, Listen, ParamRule, Price, PriceTable, ProxyConfig,
+    Role, RoleSpec, RunBudget, Timeouts,
+};
+pub use control::{ControlFuture, ControlPlane};
+pub use errors::ProxyError;
+pub use record::{
+    CallRecord, CallStarted, Change, JsonlSink, MemorySink, NullSink, Outcome, RecordError,
+    RecordSink, StartFuture,
+};
+pub use secret::{Redactor, SecretError, SecretKey, StreamRedactor};
+pub use server::{AttemptMeter, AttemptRegistration, OracleReply, Proxy, ProxyHandle};
+pub use usage::{StreamUsage, Usage};

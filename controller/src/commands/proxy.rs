@@ -1,0 +1,189 @@
+//! `eval proxy`: runs the model proxy by hand for one attempt, on a Unix socket or on loopback TCP
+//! with a generated client token, until Ctrl-C or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eval_proxy::{
+    ApiKind, AttemptSpec, Budget, Contract, JsonlSink, Listen, NullSink, Proxy, ProxyConfig,
+    RecordSink, Role, RoleSpec, SecretKey,
+};
+
+use crate::cli::{self, ProxyArgs};
+use crate::exit::{CmdResult, Failure, Status};
+
+const ATTEMPT: &str = "manual";
+
+enum Where {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+fn parse_listen(s: &str) -> Result<Where, Failure> {
+    if let Some(path) = s.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(Failure::usage("--listen unix: needs a path"));
+        }
+        return Ok(Where::Unix(PathBuf::from(path)));
+    }
+    let addr: SocketAddr = s.parse().map_err(|_| {
+        Failure::usage(format!(
+            "--listen {s:?} is neither unix:PATH nor a loopback IP:PORT such as 127.0.0.1:8080"
+        ))
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(Failure::usage(format!(
+            "--listen {addr} is not a loopback address; the proxy only listens on 127.0.0.1 or ::1"
+        )));
+    }
+    Ok(Where::Tcp(addr))
+}
+
+fn load_key(key: &cli::KeySource) -> Result<SecretKey, Failure> {
+    let loaded = match (&key.api_key_env, &key.api_key_file) {
+        (Some(var), None) => SecretKey::from_env(var),
+        (None, Some(path)) => SecretKey::from_file(path),
+        _ => {
+            return Err(Failure::usage(
+                "name the upstream key with exactly one of --api-key-env VAR or --api-key-file PATH",
+            ));
+        }
+    };
+    loaded.map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn write_token(path: &PathBuf, token: &str) -> Result<(), Failure> {
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| {
+            Failure::usage(format!("cannot write --token-file {}: {e}", path.display()))
+        })?;
+    f.write_all(format!("{token}\n").as_bytes())
+        .map_err(|e| Failure::usage(format!("cannot write --token-file {}: {e}", path.display())))
+}
+
+pub fn run(args: ProxyArgs) -> CmdResult {
+    let listen = parse_listen(&args.listen)?;
+    let key = load_key(&args.key)?;
+    let admin = args
+        .admin
+        .as_deref()
+        .map(|a| {
+            a.parse::<SocketAddr>()
+                .ok()
+                .filter(|s| s.ip().is_loopback())
+                .ok_or_else(|| Failure::usage(format!("--admin {a:?} must be a loopback IP:PORT")))
+        })
+        .transpose()?;
+    let sink: Arc<dyn RecordSink> = match &args.meter_out {
+        Some(p) => Arc::new(JsonlSink::open(p).map_err(|e| Failure::usage(e.to_string()))?),
+        None => Arc::new(NullSink),
+    };
+    let api = match args.api {
+        cli::ApiKind::OpenaiChat => ApiKind::OpenAiChat,
+        cli::ApiKind::AnthropicMessages => ApiKind::AnthropicMessages,
+    };
+    let mut cfg = ProxyConfig::new(&args.upstream, api, key, sink);
+    cfg.admin_listen = admin;
+    let attempt_listen = match &listen {
+        Where::Unix(p) => Listen::Unix(p.clone()),
+        Where::Tcp(a) => {
+            cfg.tcp_listen = Some(*a);
+            Listen::Token
+        }
+    };
+    let mut roles = BTreeMap::new();
+    roles.insert(
+        Role::Agent,
+        RoleSpec {
+            contract: Contract::model_only(&args.model),
+            budget: Budget::default(),
+        },
+    );
+    let spec = AttemptSpec {
+        attempt_id: ATTEMPT.to_owned(),
+        arm: ATTEMPT.to_owned(),
+        session_id: ATTEMPT.to_owned(),
+        listen: attempt_listen,
+        roles,
+    };
+    let rt = tokio::runtime::Runtime::new()
+        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async move {
+        let proxy = Proxy::start(cfg)
+            .await
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        let reg = proxy
+            .register_attempt(spec)
+            .await
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        match (&reg.socket, &reg.token, reg.tcp_addr) {
+            (Some(sock), _, _) => println!(
+                "eval proxy: serving model {} at unix:{} (upstream {})",
+                args.model,
+                sock.display(),
+                args.upstream
+            ),
+            (_, Some(token), Some(addr)) => {
+                println!(
+                    "eval proxy: serving model {} at http://{addr} (upstream {})",
+                    args.model, args.upstream
+                );
+                match &args.token_file {
+                    Some(p) => {
+                        write_token(p, token)?;
+                        println!("client token written to {} (mode 0600)", p.display());
+                    }
+                    // The token is not the upstream key and is worthless outside this proxy.
+                    None => println!("client token: {token}"),
+                }
+            }
+            _ => {}
+        }
+        if let Some(a) = proxy.admin_addr() {
+            println!("metrics at http://{a}/metrics");
+        }
+        let _ = std::io::stdout().flush();
+        wait_for_signal().await;
+        let meter = proxy.close_attempt_and_wait(ATTEMPT, Duration::from_secs(10)).await;
+        proxy.shutdown(Duration::from_secs(10)).await;
+        if let Ok(m) = meter
+            && let Some(a) = m.roles.get(&Role::Agent)
+        {
+            println!(
+                "eval proxy: {} calls, {} turns, {} input / {} output tokens, {} unmetered, {} refused by contract, {} by budget",
+                a.calls,
+                a.turns,
+                a.input_tokens,
+                a.output_tokens,
+                a.unmetered_calls,
+                a.contract_violations,
+                a.budget_exhaustions
+            );
+        }
+        Ok(Status::Ok)
+    })
+}
+
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,224 @@
+//! Budgets and meters. A call reserves its worst case before it is forwarded and settles with its
+//! real usage when it ends, all under one lock per attempt role and one for the run, so concurrent
+//! calls can never together pass a limit.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Budget, Price, RunBudget};
+use crate::usage::Usage;
+
+/// What one role of one attempt used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleMeter {
+    /// Requests forwarded upstream.
+    pub calls: u64,
+    /// Forwarded calls answered with 2xx (the model's turns).
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_creation_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// 2xx calls whose usage never arrived (counted in the budget at their reservation).
+    pub unmetered_calls: u64,
+    pub contract_violations: u64,
+    pub budget_exhaustions: u64,
+    pub upstream_errors: u64,
+    pub spend_usd: f64,
+}
+
+#[derive(Debug)]
+pub(crate) struct RoleState {
+    pub budget: Budget,
+    pub meter: RoleMeter,
+    reserved_tokens: u64,
+    used_tokens: u64,
+    requests: u64,
+}
+
+#[derive(Debug, Default)]
+struct RunState {
+    used_tokens: u64,
+    reserved_tokens: u64,
+    used_spend: f64,
+    reserved_spend: f64,
+}
+
+pub(crate) struct RunLedger {
+    limits: RunBudget,
+    state: Mutex<RunState>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reservation {
+    pub tokens: u64,
+    pub spend: f64,
+}
+
+pub(crate) enum Refusal {
+    Requests(u64),
+    Tokens { scope: &'static str, limit: u64 },
+    Spend(f64),
+    WallTime,
+    Unpriced(String),
+}
+
+impl Refusal {
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Requests(n) => format!("budget exhausted: this attempt may make {n} requests"),
+            Refusal::Tokens { scope, limit } => format!(
+                "budget exhausted: this call's worst case would pass the {scope} limit of {limit} tokens"
+            ),
+            Refusal::Spend(l) => {
+                format!(
+                    "budget exhausted: this call's worst case would pass the run's spend limit of ${l}"
+                )
+            }
+            Refusal::WallTime => "budget exhausted: the attempt's wall-time budget is over".into(),
+            Refusal::Unpriced(m) => {
+                format!("budget exhausted: model {m:?} has no price and the run has a spend limit")
+            }
+        }
+    }
+}
+
+impl RoleState {
+    pub fn new(budget: Budget) -> Self {
+        Self {
+            budget,
+            meter: RoleMeter::default(),
+            reserved_tokens: 0,
+            used_tokens: 0,
+            requests: 0,
+        }
+    }
+}
+
+pub(crate) fn spend(price: Option<&Price>, usage: &Usage) -> f64 {
+    let Some(p) = price else { return 0.0 };
+    let fresh = usage
+        .input_tokens
+        .saturating_sub(usage.cached_input_tokens)
+        .saturating_sub(usage.cache_creation_tokens);
+    (fresh as f64 * p.input_per_mtok
+        + usage.cached_input_tokens as f64 * p.cached_input_per_mtok
+        + usage.cache_creation_tokens as f64 * p.cache_write_per_mtok
+        + usage.output_tokens as f64 * p.output_per_mtok)
+        / 1e6
+}
+
+impl RunLedger {
+    pub fn new(limits: RunBudget) -> Self {
+        Self {
+            limits,
+            state: Mutex::new(RunState::default()),
+        }
+    }
+
+    /// Reserves `input + max_output` tokens (and their worst-case price) for a role and the run,
+    /// or refuses without reserving anything.
+    pub fn reserve(
+        &self,
+        role: &Mutex<RoleState>,
+        started: Instant,
+        model: &str,
+        price: Option<&Price>,
+        input: u64,
+        max_output: u64,
+    ) -> Result<Reservation, Refusal> {
+        let tokens = input.saturating_add(max_output);
+        let worst = Usage {
+            input_tokens: input,
+            output_tokens: max_output,
+            ..Usage::default()
+        };
+        let spend_worst = spend(price, &worst);
+        let mut r = role.lock().unwrap_or_else(|p| p.into_inner());
+        let mut run = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if r.budget
+            .max_wall_time
+            .is_some_and(|w| started.elapsed() >= w)
+        {
+            return Err(Refusal::WallTime);
+        }
+        if let Some(n) = r.budget.max_requests
+            && r.requests >= n
+        {
+            return Err(Refusal::Requests(n));
+        }
+        if let Some(limit) = r.budget.max_tokens
+            && r.used_tokens + r.reserved_tokens + tokens > limit
+        {
+            return Err(Refusal::Tokens {
+                scope: "attempt",
+                limit,
+            });
+        }
+        if let Some(limit) = self.limits.max_tokens
+            && run.used_tokens + run.reserved_tokens + tokens > limit
+        {
+            return Err(Refusal::Tokens {
+                scope: "run",
+                limit,
+            });
+        }
+        if let Some(limit) = self.limits.max_spend_usd {
+            if price.is_none() {
+                return Err(Refusal::Unpriced(model.to_owned()));
+            }
+            if run.used_spend + run.reserved_spend + spend_worst > limit {
+                return Err(Refusal::Spend(limit));
+            }
+        }
+        r.requests += 1;
+        r.reserved_tokens += tokens;
+        run.reserved_tokens += tokens;
+        run.reserved_spend += spend_worst;
+        Ok(Reservation {
+            tokens,
+            spend: spend_worst,
+        })
+    }
+
+    /// Replaces a reservation by what was really used; with no usage the reservation itself is
+    /// kept as used (worst case), because the upstream may have charged it.
+    pub fn settle(
+        &self,
+        role: &Mutex<RoleState>,
+        res: Reservation,
+        usage: Option<&Usage>,
+        price: Option<&Price>,
+    ) -> f64 {
+        let (tokens, cost) = match usage {
+            Some(u) => (u.total_tokens(), spend(price, u)),
+            None => (res.tokens, res.spend),
+        };
+        let mut r = role.lock().unwrap_or_else(|p| p.into_inner());
+        let mut run = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        r.reserved_tokens = r.reserved_tokens.saturating_sub(res.tokens);
+        r.used_tokens += tokens;
+        run.reserved_tokens = run.reserved_tokens.saturating_sub(res.tokens);
+        run.used_tokens += tokens;
+        run.reserved_spend = (run.reserved_spend - res.spend).max(0.0);
+        run.used_spend += cost;
+        cost
+    }
+
+    /// Releases a reservation for a call that never reached the upstream.
+    pub fn release(&self, role: &Mutex<RoleState>, res: Reservation) {
+        let mut r = role.lock().unwrap_or_else(|p| p.into_inner());
+        let mut run = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        r.reserved_tokens = r.reserved_tokens.saturating_sub(res.tokens);
+        run.reserved_tokens = run.reserved_tokens.saturating_sub(res.tokens);
+        run.reserved_spend = (run.reserved_spend - res.spend).max(0.0);
+    }
+
+    pub fn used(&self) -> (u64, f64) {
+        let run = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (run.used_tokens, run.used_spend)
+    }
+}

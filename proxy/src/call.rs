@@ -1,0 +1,842 @@
+//! One request through the proxy: identify, check, reserve, forward, stream back, meter, record.
+//!
+//! The upstream exchange runs in its own tracked task, so a client that goes away cancels
+//! nothing: the upstream is drained, the usage settled and the record written regardless.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+
+use crate::budget::Reservation;
+use crate::config::{ApiKind, Price, Role};
+use crate::errors::api_error;
+use crate::record::{CallRecord, Change, Outcome};
+use crate::request::ParsedRequest;
+use crate::server::{Attempt, Shared};
+use crate::usage::Usage;
+
+mod stream;
+use stream::stream_back;
+
+/// Client headers never forwarded: credentials (replaced by the real one), hop-by-hop headers,
+/// and encodings the meter could not read.
+const CREDENTIAL_HEADERS: [&str; 5] = [
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "proxy-authorization",
+    "cookie",
+];
+const HOP_HEADERS: [&str; 10] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "accept-encoding",
+    "forwarded",
+];
+/// Upstream response headers passed back to the client; everything else stays in the proxy.
+const RESPONSE_HEADERS: [&str; 4] = [
+    "content-type",
+    "cache-control",
+    "x-request-id",
+    "request-id",
+];
+
+/// The parts of a complete response body the meter reads.
+#[derive(serde::Deserialize)]
+struct ResponseHead {
+    #[serde(default)]
+    model: Option<Value>,
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn digest(b: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(b)))
+}
+
+/// Everything known about a call so far; turned into its record at the end.
+struct Call {
+    shared: Arc<Shared>,
+    attempt: Option<Arc<Attempt>>,
+    record: CallRecord,
+    t0: Instant,
+}
+
+impl Call {
+    fn new(
+        shared: Arc<Shared>,
+        attempt: Option<Arc<Attempt>>,
+        role: Role,
+        method: &Method,
+        path: &str,
+    ) -> Self {
+        let seq = attempt
+            .as_ref()
+            .map(|a| a.seq.fetch_add(1, Ordering::SeqCst) + 1)
+            .unwrap_or(0);
+        let record = CallRecord {
+            attempt_id: attempt.as_ref().map(|a| a.id.clone()),
+            arm: attempt.as_ref().map(|a| a.arm.clone()),
+            role,
+            seq,
+            started_at_ms: now_ms(),
+            method: method.to_string(),
+            path: path.to_owned(),
+            model: None,
+            upstream_model: None,
+            stream: false,
+            status: 0,
+            upstream_status: None,
+            outcome: Outcome::Ok,
+            detail: None,
+            latency_ms: 0.0,
+            ttfb_ms: None,
+            usage: None,
+            spend_usd: 0.0,
+            reserved_tokens: 0,
+            request_digest: None,
+            response_digest: None,
+            changes: Vec::new(),
+            client_disconnected: false,
+        };
+        Self {
+            shared,
+            attempt,
+            record,
+            t0: Instant::now(),
+        }
+    }
+
+    fn api(&self) -> ApiKind {
+        self.shared.api
+    }
+
+    fn with_meter(&self, f: impl FnOnce(&mut crate::budget::RoleMeter)) {
+        if let Some(e) = self
+            .attempt
+            .as_ref()
+            .and_then(|a| a.roles.get(&self.record.role))
+        {
+            let mut s = e.state.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut s.meter);
+        }
+    }
+
+    /// Ends the call with an error response and writes its record.
+    fn refuse(
+        mut self,
+        status: StatusCode,
+        outcome: Outcome,
+        code: &str,
+        message: &str,
+    ) -> Response {
+        let message = self.shared.redactor.redact_str(message);
+        self.record.outcome = outcome;
+        self.record.status = status.as_u16();
+        self.record.detail = Some(message.clone());
+        match outcome {
+            Outcome::ContractViolation => self.with_meter(|m| m.contract_violations += 1),
+            Outcome::BudgetExhausted => self.with_meter(|m| m.budget_exhaustions += 1),
+            Outcome::UpstreamError => self.with_meter(|m| m.upstream_errors += 1),
+            _ => {}
+        }
+        let resp = api_error(self.api(), status, code, &message);
+        self.finish();
+        resp
+    }
+
+    fn finish(mut self) {
+        self.record.latency_ms = self.t0.elapsed().as_secs_f64() * 1e3;
+        if let Some(d) = &self.record.detail {
+            self.record.detail = Some(self.shared.redactor.redact_str(d));
+        }
+        self.shared.metrics.observe(&self.record);
+        if let Err(e) = self.shared.sink.record(&self.record) {
+            tracing::error!(attempt = ?self.record.attempt_id, seq = self.record.seq, "{e}");
+        }
+    }
+}
+
+/// Entry point for every request on an attempt's socket, the token listener, or an oracle call.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    attempt: Option<Arc<Attempt>>,
+    role: Role,
+    req: Request,
+) -> Response {
+    let attempt = attempt.filter(|a| !a.closed.load(Ordering::SeqCst));
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let Some(attempt) = attempt else {
+        let call = Call::new(shared, None, role, &method, &path);
+        return call.refuse(
+            StatusCode::UNAUTHORIZED,
+            Outcome::UnknownAttempt,
+            "unknown_attempt",
+            "no registered attempt matches this socket or token",
+        );
+    };
+    if role == Role::Agent && path.starts_with("/_eval/") {
+        return control(shared, attempt, req).await;
+    }
+    let (tx, rx) = oneshot::channel();
+    let task_shared = shared.clone();
+    shared.tracker.spawn(async move {
+        let call = Call::new(task_shared, Some(attempt), role, &method, &path);
+        let resp = run(call, req).await;
+        let _ = tx.send(resp);
+    });
+    match rx.await {
+        Ok(r) => r,
+        Err(_) => api_error(
+            shared.api,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "proxy_error",
+            "the proxy could not complete this call",
+        ),
+    }
+}
+
+async fn control(shared: Arc<Shared>, attempt: Arc<Attempt>, req: Request) -> Response {
+    let api = shared.api;
+    let Some(plane) = shared.control.clone() else {
+        return api_error(
+            api,
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no control plane is configured",
+        );
+    };
+    if req.method() != Method::POST {
+        return api_error(
+            api,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "use POST",
+        );
+    }
+    let path = req.uri().path().to_owned();
+    let body = match read_body(req.into_body(), shared.max_body).await {
+        Ok(b) => b,
+        Err(status) => {
+            return api_error(api, status, "bad_request", "cannot read the request body");
+        }
+    };
+    let (status, value) = plane.handle(&attempt.id, &path, body).await;
+    let mut r = Response::new(Body::from(value.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, StatusCode> {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(StatusCode::PAYLOAD_TOO_LARGE)
+        }
+        Err(_) => Err(StatusCode::BAD_REQUEST),
+    }
+}
+
+fn route_allowed(api: ApiKind, method: &Method, path: &str) -> Result<bool, StatusCode> {
+    let model_path = match api {
+        ApiKind::OpenAiChat => matches!(path, "/v1/chat/completions" | "/chat/completions"),
+        ApiKind::AnthropicMessages => path == "/v1/messages",
+    };
+    let list_path = matches!(path, "/v1/models" | "/models");
+    if model_path {
+        if method == Method::POST {
+            Ok(true)
+        } else {
+            Err(StatusCode::METHOD_NOT_ALLOWED)
+        }
+    } else if list_path {
+        if method == Method::GET {
+            Ok(false)
+        } else {
+            Err(StatusCode::METHOD_NOT_ALLOWED)
+        }
+    } else {
+        Err(StatusCode::NOT_FOUND)
+    }
+}
+
+fn upstream_url(base: &str, path: &str) -> String {
+    if base.ends_with("/v1")
+        && let Some(rest) = path.strip_prefix("/v1")
+    {
+        return format!("{base}{rest}");
+    }
+    format!("{base}{path}")
+}
+
+/// Forwardable client headers, with the credential and encoding changes recorded.
+fn upstream_headers(shared: &Shared, client: &HeaderMap, changes: &mut Vec<Change>) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(client.len() + 2);
+    for (name, value) in client {
+        let n = name.as_str();
+        if CREDENTIAL_HEADERS.contains(&n) {
+            changes.push(Change::DroppedHeader { name: n.to_owned() });
+            continue;
+        }
+        if HOP_HEADERS.contains(&n) || n.starts_with("x-forwarded-") || n.starts_with("proxy-") {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    let (header, value) = match shared.api {
+        ApiKind::OpenAiChat => (
+            http::header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {}", shared.key.expose())),
+        ),
+        ApiKind::AnthropicMessages => (
+            HeaderName::from_static("x-api-key"),
+            HeaderValue::from_str(shared.key.expose()),
+        ),
+    };
+    if let Ok(mut v) = value {
+        v.set_sensitive(true);
+        changes.push(Change::InjectedCredential {
+            header: header.as_str().to_owned(),
+        });
+        out.insert(header, v);
+    }
+    out.insert(
+        http::header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    changes.push(Change::AcceptEncodingIdentity);
+    out
+}
+
+async fn run(mut call: Call, req: Request) -> Response {
+    let shared = call.shared.clone();
+    let api = shared.api;
+    let Some(attempt) = call.attempt.clone() else {
+        return call.refuse(
+            StatusCode::UNAUTHORIZED,
+            Outcome::UnknownAttempt,
+            "unknown_attempt",
+            "unknown attempt",
+        );
+    };
+    let role = call.record.role;
+    let is_model_call = match route_allowed(api, req.method(), req.uri().path()) {
+        Ok(m) => m,
+        Err(status) => {
+            let msg = if status == StatusCode::NOT_FOUND {
+                format!("path {} is not served by this proxy", req.uri().path())
+            } else {
+                format!(
+                    "method {} is not allowed on {}",
+                    req.method(),
+                    req.uri().path()
+                )
+            };
+            return call.refuse(status, Outcome::BadRequest, "bad_request", &msg);
+        }
+    };
+    let Some(entry) = attempt.roles.get(&role) else {
+        return call.refuse(
+            StatusCode::FORBIDDEN,
+            Outcome::ContractViolation,
+            "contract_violation",
+            &format!("this attempt has no {} role", role.as_str()),
+        );
+    };
+    let (parts, body) = req.into_parts();
+    let mut changes = Vec::new();
+    let headers = upstream_headers(&shared, &parts.headers, &mut changes);
+    let url = upstream_url(&shared.upstream, parts.uri.path());
+    if !is_model_call {
+        return list_models(call, headers, url, changes).await;
+    }
+    let body = match read_body(body, shared.max_body).await {
+        Ok(b) => b,
+        Err(StatusCode::PAYLOAD_TOO_LARGE) => {
+            return call.refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Outcome::BadRequest,
+                "request_too_large",
+                &format!("the request body is larger than {} bytes", shared.max_body),
+            );
+        }
+        Err(_) => {
+            return call.refuse(
+                StatusCode::BAD_REQUEST,
+                Outcome::BadRequest,
+                "bad_request",
+                "the request body could not be read",
+            );
+        }
+    };
+    call.record.request_digest = Some(digest(&shared.redactor.redact(body.clone()).0));
+    let parsed = match ParsedRequest::parse(body) {
+        Ok(p) => p,
+        Err(e) => {
+            return call.refuse(
+                StatusCode::BAD_REQUEST,
+                Outcome::BadRequest,
+                "invalid_json",
+                &e.to_string(),
+            );
+        }
+    };
+    call.record.model = parsed
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let stream = parsed
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    call.record.stream = stream;
+    if let Err(why) = crate::contract::check(
+        &entry.contract,
+        &attempt.session_id,
+        &parts.headers,
+        &parsed,
+    ) {
+        return call.refuse(
+            StatusCode::FORBIDDEN,
+            Outcome::ContractViolation,
+            "contract_violation",
+            &why,
+        );
+    }
+    // Streams of the OpenAI API carry usage only when asked; ask, and hide the answer from a
+    // client that did not ask.
+    let mut hide_usage_chunk = false;
+    let forwarded = if api == ApiKind::OpenAiChat && stream {
+        let opts = parsed.get("stream_options");
+        let asked = opts
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if asked {
+            parsed.body().clone()
+        } else {
+            hide_usage_chunk = true;
+            let mut o = match opts {
+                Some(Value::Object(m)) => m.clone(),
+                _ => serde_json::Map::new(),
+            };
+            o.insert("include_usage".into(), Value::Bool(true));
+            changes.push(Change::AddedStreamUsage);
+            parsed.with_member("stream_options", &Value::Object(o))
+        }
+    } else {
+        parsed.body().clone()
+    };
+    let model = call.record.model.clone().unwrap_or_default();
+    let price = shared.prices.get(&model).copied();
+    let max_out = crate::contract::max_output(&entry.contract, &parsed);
+    // Bytes bound tokens from above for every tokenizer in use, so the reservation is a true
+    // worst case.
+    let input_estimate = forwarded.len() as u64;
+    let reservation = match shared.run.reserve(
+        &entry.state,
+        attempt.started,
+        &model,
+        price.as_ref(),
+        input_estimate,
+        max_out,
+    ) {
+        Ok(r) => r,
+        Err(refusal) => {
+            return call.refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                Outcome::BudgetExhausted,
+                "budget_exhausted",
+                &refusal.message(),
+            );
+        }
+    };
+    call.record.reserved_tokens = reservation.tokens;
+    if hide_usage_chunk {
+        call.record.request_digest = Some(digest(&shared.redactor.redact(forwarded.clone()).0));
+    }
+    if let Some(dir) = &shared.transcript_dir {
+        write_transcript(dir, &shared.redactor.redact(forwarded.clone()).0).await;
+    }
+    let started = crate::record::CallStarted {
+        attempt_id: attempt.id.clone(),
+        arm: call.record.arm.clone(),
+        role: call.record.role,
+        seq: call.record.seq,
+        started_at_ms: call.record.started_at_ms,
+        path: call.record.path.clone(),
+        model: call.record.model.clone(),
+        stream: call.record.stream,
+        reserved_tokens: reservation.tokens,
+    };
+    if let Err(e) = shared.sink.call_started(&started).await {
+        settle(&call, reservation, None, price.as_ref(), false);
+        call.record.changes = changes;
+        return call.refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Outcome::NotRecorded,
+            "not_recorded",
+            &format!("the call was not forwarded: {e}"),
+        );
+    }
+    call.with_meter(|m| m.calls += 1);
+    let sent_at = Instant::now();
+    let send = shared
+        .client
+        .post(&url)
+        .headers(headers)
+        .body(forwarded)
+        .send();
+    let upstream = match tokio::time::timeout(shared.timeouts.first_byte, send).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let connect = e.is_connect();
+            let detail = format!("the upstream could not be reached: {}", error_chain(&e));
+            settle(&call, reservation, None, price.as_ref(), !connect);
+            call.record.changes = changes;
+            return call.refuse(
+                StatusCode::BAD_GATEWAY,
+                Outcome::UpstreamError,
+                "upstream_error",
+                &detail,
+            );
+        }
+        Err(_) => {
+            settle(&call, reservation, None, price.as_ref(), true);
+            call.record.changes = changes;
+            return call.refuse(
+                StatusCode::GATEWAY_TIMEOUT,
+                Outcome::UpstreamError,
+                "upstream_timeout",
+                &format!(
+                    "the upstream sent no response within {:?}",
+                    shared.timeouts.first_byte
+                ),
+            );
+        }
+    };
+    let status = upstream.status();
+    call.record.upstream_status = Some(status.as_u16());
+    call.record.changes = changes;
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        // The body may echo the credential; it never leaves the proxy.
+        drop(upstream);
+        settle(&call, reservation, None, price.as_ref(), false);
+        call.record.changes.push(Change::ReplacedAuthError);
+        return call.refuse(
+            StatusCode::BAD_GATEWAY,
+            Outcome::UpstreamError,
+            "upstream_auth_error",
+            &format!(
+                "the upstream refused the proxy's credentials (status {})",
+                status.as_u16()
+            ),
+        );
+    }
+    let is_sse = upstream
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if status.is_success() && is_sse {
+        return stream_back(
+            call,
+            upstream,
+            reservation,
+            price,
+            sent_at,
+            hide_usage_chunk,
+        );
+    }
+    whole_back(call, upstream, reservation, price, sent_at).await
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Settles a reservation: with usage, at the real count; without, either at the worst case
+/// (`charged`: the upstream may have billed it) or released.
+fn settle(
+    call: &Call,
+    res: Reservation,
+    usage: Option<&Usage>,
+    price: Option<&Price>,
+    charged: bool,
+) -> f64 {
+    let Some(e) = call
+        .attempt
+        .as_ref()
+        .and_then(|a| a.roles.get(&call.record.role))
+    else {
+        return 0.0;
+    };
+    if usage.is_none() && !charged {
+        call.shared.run.release(&e.state, res);
+        return 0.0;
+    }
+    call.shared.run.settle(&e.state, res, usage, price)
+}
+
+fn meter_success(call: &mut Call, usage: Option<Usage>, spend: f64) {
+    call.record.spend_usd = spend;
+    let metered = usage.is_some();
+    call.with_meter(|m| {
+        m.turns += 1;
+        m.spend_usd += spend;
+        match &usage {
+            Some(u) => {
+                m.input_tokens += u.input_tokens;
+                m.output_tokens += u.output_tokens;
+                m.cached_input_tokens += u.cached_input_tokens;
+                m.cache_creation_tokens += u.cache_creation_tokens;
+                m.reasoning_tokens += u.reasoning_tokens;
+            }
+            None => m.unmetered_calls += 1,
+        }
+    });
+    call.record.usage = usage;
+    if !metered {
+        call.record.outcome = Outcome::Unmetered;
+    }
+}
+
+fn copy_response_headers(from: &HeaderMap, to: &mut HeaderMap, redactor: &crate::secret::Redactor) {
+    for (name, value) in from {
+        let n = name.as_str();
+        let pass = RESPONSE_HEADERS.contains(&n)
+            || n.starts_with("x-ratelimit-")
+            || n.starts_with("anthropic-ratelimit-")
+            || n.starts_with("openai-");
+        if pass && !redactor.contains_key(value.as_bytes()) {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
+async fn write_transcript(dir: &std::path::Path, redacted: &[u8]) {
+    let name = hex::encode(Sha256::digest(redacted));
+    let path = dir.join(&name);
+    if tokio::fs::metadata(&path).await.is_ok() {
+        return;
+    }
+    if let Err(e) = tokio::fs::write(&path, redacted).await {
+        tracing::warn!("cannot write transcript {name}: {e}");
+    }
+}
+
+/// A complete (non-streaming) answer: read with the idle timeout, check it, meter it, redact it.
+async fn whole_back(
+    mut call: Call,
+    upstream: reqwest::Response,
+    reservation: Reservation,
+    price: Option<Price>,
+    sent_at: Instant,
+) -> Response {
+    let shared = call.shared.clone();
+    let status = upstream.status();
+    let up_headers = upstream.headers().clone();
+    let mut stream = upstream.bytes_stream();
+    let mut buf = BytesMut::new();
+    loop {
+        match tokio::time::timeout(shared.timeouts.idle, stream.next()).await {
+            Ok(Some(Ok(chunk))) => {
+                if call.record.ttfb_ms.is_none() {
+                    call.record.ttfb_ms = Some(sent_at.elapsed().as_secs_f64() * 1e3);
+                }
+                if buf.len() + chunk.len() > 4 * shared.max_body {
+                    settle(&call, reservation, None, price.as_ref(), true);
+                    return call.refuse(
+                        StatusCode::BAD_GATEWAY,
+                        Outcome::UpstreamError,
+                        "upstream_error",
+                        "the upstream's response is too large",
+                    );
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                settle(&call, reservation, None, price.as_ref(), true);
+                let d = format!("the upstream's response broke off: {}", error_chain(&e));
+                return call.refuse(
+                    StatusCode::BAD_GATEWAY,
+                    Outcome::UpstreamError,
+                    "upstream_error",
+                    &d,
+                );
+            }
+            Err(_) => {
+                settle(&call, reservation, None, price.as_ref(), true);
+                return call.refuse(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    Outcome::UpstreamError,
+                    "upstream_timeout",
+                    "the upstream's response stalled",
+                );
+            }
+        }
+    }
+    let (body, redactions) = shared.redactor.redact(buf.freeze());
+    if redactions > 0 {
+        call.record
+            .changes
+            .push(Change::RedactedKey { count: redactions });
+    }
+    call.record.response_digest = Some(digest(&body));
+    if let Some(dir) = &shared.transcript_dir {
+        write_transcript(dir, &body).await;
+    }
+    // Only the model and usage are read; the rest is validated and skipped without building it.
+    let head: Option<ResponseHead> = serde_json::from_slice(&body).ok();
+    let usage = head
+        .as_ref()
+        .and_then(|h| h.usage.as_ref())
+        .and_then(|u| Usage::from_usage(shared.api, u));
+    if !status.is_success() {
+        // An upstream error passes through with its status when it is a JSON error body; any
+        // other body is replaced by an error in the API's shape.
+        let spend = settle(&call, reservation, usage.as_ref(), price.as_ref(), false);
+        call.record.spend_usd = spend;
+        call.record.usage = usage;
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+            let d = format!(
+                "the upstream answered status {} with a body that is not JSON",
+                status.as_u16()
+            );
+            return call.refuse(status, Outcome::UpstreamError, "upstream_error", &d);
+        }
+        call.record.outcome = Outcome::UpstreamError;
+        call.record.detail = Some(format!("upstream status {}", status.as_u16()));
+        call.record.status = status.as_u16();
+        call.with_meter(|m| m.upstream_errors += 1);
+        let mut r = Response::new(Body::from(body));
+        *r.status_mut() = status;
+        copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
+        call.finish();
+        return r;
+    }
+    let Some(head) = head else {
+        settle(&call, reservation, None, price.as_ref(), true);
+        return call.refuse(
+            StatusCode::BAD_GATEWAY,
+            Outcome::UpstreamError,
+            "upstream_error",
+            "the upstream answered with a body that is not JSON",
+        );
+    };
+    call.record.upstream_model = head.model.and_then(|m| m.as_str().map(str::to_owned));
+    let spend = settle(&call, reservation, usage.as_ref(), price.as_ref(), true);
+    meter_success(&mut call, usage, spend);
+    call.record.status = status.as_u16();
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
+    call.finish();
+    r
+}
+
+/// `GET /v1/models`: forwarded with the real key, recorded, not a model turn.
+async fn list_models(
+    mut call: Call,
+    headers: HeaderMap,
+    url: String,
+    changes: Vec<Change>,
+) -> Response {
+    let shared = call.shared.clone();
+    call.record.changes = changes;
+    let send = shared.client.get(&url).headers(headers).send();
+    let resp = match tokio::time::timeout(shared.timeouts.first_byte, send).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let d = format!("the upstream could not be reached: {}", error_chain(&e));
+            return call.refuse(
+                StatusCode::BAD_GATEWAY,
+                Outcome::UpstreamError,
+                "upstream_error",
+                &d,
+            );
+        }
+        Err(_) => {
+            return call.refuse(
+                StatusCode::GATEWAY_TIMEOUT,
+                Outcome::UpstreamError,
+                "upstream_timeout",
+                "the upstream sent no response",
+            );
+        }
+    };
+    let status = resp.status();
+    call.record.upstream_status = Some(status.as_u16());
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        call.record.changes.push(Change::ReplacedAuthError);
+        return call.refuse(
+            StatusCode::BAD_GATEWAY,
+            Outcome::UpstreamError,
+            "upstream_auth_error",
+            "the upstream refused the proxy's credentials",
+        );
+    }
+    let up_headers = resp.headers().clone();
+    let body = match tokio::time::timeout(shared.timeouts.idle, resp.bytes()).await {
+        Ok(Ok(b)) => b,
+        _ => {
+            return call.refuse(
+                StatusCode::BAD_GATEWAY,
+                Outcome::UpstreamError,
+                "upstream_error",
+                "the upstream's response broke off",
+            );
+        }
+    };
+    let (body, _) = shared.redactor.redact(body);
+    call.record.response_digest = Some(digest(&body));
+    call.record.status = status.as_u16();
+    if !status.is_success() {
+        call.record.outcome = Outcome::UpstreamError;
+    }
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
+    call.finish();
+    r
+}

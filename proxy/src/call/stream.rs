@@ -1,0 +1,262 @@
+//! A streamed answer. The client's response body pulls straight from the upstream — each chunk is
+//! parsed for usage, redacted and handed on in the same poll, with no task or channel in between.
+//! If the client goes away, dropping the body hands the rest of the upstream stream to a drain
+//! task, so the usage is still read and the call still recorded.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use http::HeaderMap;
+use sha2::{Digest, Sha256};
+
+use super::{Call, copy_response_headers, error_chain, meter_success, settle, write_transcript};
+use crate::budget::Reservation;
+use crate::config::Price;
+use crate::record::{Change, Outcome};
+use crate::secret::StreamRedactor;
+use crate::sse::SseParser;
+use crate::usage::StreamUsage;
+
+type Upstream = BoxStream<'static, reqwest::Result<Bytes>>;
+
+struct Pump {
+    call: Call,
+    upstream: Upstream,
+    reservation: Reservation,
+    price: Option<Price>,
+    sent_at: Instant,
+    hide_usage_chunk: bool,
+    parser: SseParser,
+    meter: StreamUsage,
+    to_client: StreamRedactor,
+    to_record: StreamRedactor,
+    hasher: Sha256,
+    transcript: Option<Vec<u8>>,
+    hid: bool,
+}
+
+enum Step {
+    Data(Bytes),
+    End,
+    Fail(String),
+}
+
+impl Pump {
+    async fn next_chunk(&mut self) -> Step {
+        let idle = self.call.shared.timeouts.idle;
+        match tokio::time::timeout(idle, self.upstream.next()).await {
+            Ok(Some(Ok(c))) => Step::Data(c),
+            Ok(None) => Step::End,
+            Ok(Some(Err(e))) => Step::Fail(format!(
+                "the upstream stream broke off: {}",
+                error_chain(&e)
+            )),
+            Err(_) => Step::Fail("the upstream stream stalled (idle timeout)".into()),
+        }
+    }
+
+    /// Meters and records one upstream chunk; returns what the client may see of it now.
+    fn process(&mut self, chunk: &[u8]) -> Bytes {
+        if self.call.record.ttfb_ms.is_none() {
+            self.call.record.ttfb_ms = Some(self.sent_at.elapsed().as_secs_f64() * 1e3);
+        }
+        let rec = self.to_record.push(chunk);
+        self.hasher.update(&rec);
+        if let Some(t) = self.transcript.as_mut() {
+            t.extend_from_slice(&rec);
+        }
+        let events = self.parser.push(chunk);
+        if self.hide_usage_chunk {
+            // Whole events are forwarded as they complete, so the usage-only one can be left out.
+            let mut out = BytesMut::new();
+            for ev in events {
+                if let Some(d) = &ev.data
+                    && self.meter.observe(d)
+                {
+                    self.hid = true;
+                    continue;
+                }
+                out.extend_from_slice(&ev.raw);
+            }
+            self.to_client.push(&out)
+        } else {
+            for ev in &events {
+                if let Some(d) = &ev.data {
+                    self.meter.observe(d);
+                }
+            }
+            self.to_client.push(chunk)
+        }
+    }
+
+    /// The bytes held back at the end of the stream (an unterminated last event, a possible key
+    /// prefix).
+    fn flush(&mut self) -> Bytes {
+        let mut tail = BytesMut::new();
+        if let Some(ev) = self.parser.finish() {
+            let usage_only = ev.data.as_deref().is_some_and(|d| self.meter.observe(d));
+            if self.hide_usage_chunk {
+                if usage_only {
+                    self.hid = true;
+                } else {
+                    tail.extend_from_slice(&ev.raw);
+                }
+            }
+        }
+        let mut out = BytesMut::from(&self.to_client.push(&tail)[..]);
+        out.extend_from_slice(&self.to_client.finish());
+        out.freeze()
+    }
+
+    /// Settles the reservation and writes the record.
+    fn finish(mut self, failure: Option<String>, client_gone: bool) {
+        let rec_tail = self.to_record.finish();
+        self.hasher.update(&rec_tail);
+        if let Some(t) = self.transcript.as_mut() {
+            t.extend_from_slice(&rec_tail);
+        }
+        let shared = self.call.shared.clone();
+        let mut call = self.call;
+        call.record.client_disconnected = client_gone;
+        call.record.response_digest =
+            Some(format!("sha256:{}", hex::encode(self.hasher.finalize())));
+        if let (Some(dir), Some(t)) = (shared.transcript_dir.clone(), self.transcript.take()) {
+            shared
+                .tracker
+                .spawn(async move { write_transcript(&dir, &t).await });
+        }
+        if self.hid {
+            call.record.changes.push(Change::HidUsageChunk);
+        }
+        let redactions = self.to_client.redactions();
+        if redactions > 0 {
+            call.record
+                .changes
+                .push(Change::RedactedKey { count: redactions });
+        }
+        call.record.upstream_model = self.meter.model.clone();
+        let usage = self.meter.into_usage();
+        let spend = settle(
+            &call,
+            self.reservation,
+            usage.as_ref(),
+            self.price.as_ref(),
+            true,
+        );
+        meter_success(&mut call, usage, spend);
+        if let Some(msg) = failure {
+            call.record.outcome = Outcome::UpstreamError;
+            call.record.detail = Some(msg);
+            call.with_meter(|m| m.upstream_errors += 1);
+        } else if call.record.outcome == Outcome::Unmetered {
+            call.record.detail = Some("the stream ended without usage".into());
+        }
+        call.finish();
+    }
+
+    /// Reads the rest of the upstream for the meter after the client left.
+    async fn drain(mut self) {
+        let failure = loop {
+            match self.next_chunk().await {
+                Step::Data(c) => {
+                    let _ = self.process(&c);
+                }
+                Step::End => break None,
+                Step::Fail(m) => break Some(m),
+            }
+        };
+        let _ = self.flush();
+        self.finish(failure, true);
+    }
+}
+
+/// Owns the pump while the client's body is alive; on drop mid-stream it hands the pump to a
+/// drain task.
+struct Guard(Option<Pump>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(pump) = self.0.take() {
+            let shared = pump.call.shared.clone();
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    h.spawn(shared.tracker.track_future(pump.drain()));
+                }
+                Err(_) => tracing::error!(
+                    attempt = ?pump.call.record.attempt_id,
+                    seq = pump.call.record.seq,
+                    "a stream was dropped outside the runtime; its record is lost"
+                ),
+            }
+        }
+    }
+}
+
+pub(super) fn stream_back(
+    mut call: Call,
+    upstream: reqwest::Response,
+    reservation: Reservation,
+    price: Option<Price>,
+    sent_at: Instant,
+    hide_usage_chunk: bool,
+) -> Response {
+    let shared = call.shared.clone();
+    let status = upstream.status();
+    call.record.status = status.as_u16();
+    let mut headers = HeaderMap::new();
+    copy_response_headers(upstream.headers(), &mut headers, &shared.redactor);
+    let pump = Pump {
+        call,
+        upstream: upstream.bytes_stream().boxed(),
+        reservation,
+        price,
+        sent_at,
+        hide_usage_chunk,
+        parser: SseParser::new(),
+        meter: StreamUsage::new(shared.api),
+        to_client: shared.redactor.stream(),
+        to_record: shared.redactor.stream(),
+        hasher: Sha256::new(),
+        transcript: shared.transcript_dir.as_ref().map(|_| Vec::new()),
+        hid: false,
+    };
+    let body = futures_util::stream::unfold(Guard(Some(pump)), |mut guard| async move {
+        loop {
+            let pump = guard.0.as_mut()?;
+            match pump.next_chunk().await {
+                Step::Data(c) => {
+                    let out = pump.process(&c);
+                    if !out.is_empty() {
+                        return Some((Ok::<Bytes, std::io::Error>(out), guard));
+                    }
+                }
+                Step::End => {
+                    let mut pump = guard.0.take()?;
+                    let tail = pump.flush();
+                    pump.finish(None, false);
+                    if tail.is_empty() {
+                        return None;
+                    }
+                    return Some((Ok(tail), guard));
+                }
+                Step::Fail(msg) => {
+                    let mut pump = guard.0.take()?;
+                    let tail = pump.flush();
+                    pump.finish(Some(msg.clone()), false);
+                    // The client sees a broken stream, not a clean end. Bytes held back for
+                    // redaction cannot contain the key, but the last event is incomplete anyway.
+                    drop(tail);
+                    return Some((Err(std::io::Error::other(msg)), guard));
+                }
+            }
+        }
+    });
+    let mut r = Response::new(Body::from_stream(body));
+    *r.status_mut() = status;
+    *r.headers_mut() = headers;
+    r
+}

@@ -1,0 +1,235 @@
+//! What the controller tells the proxy: the upstream, the key, timeouts, budgets, and per attempt
+//! its listener, session id and per-role contracts and budgets.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::control::ControlPlane;
+use crate::record::RecordSink;
+use crate::secret::SecretKey;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ApiKind {
+    /// OpenAI-compatible Chat Completions (OpenAI, DeepSeek, …): `Authorization: Bearer KEY`.
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+    /// Anthropic Messages: `x-api-key: KEY`.
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+}
+
+/// Who is calling the model on behalf of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The harness under test, through the attempt's socket or token.
+    Agent,
+    /// The model answering the agent's clarifying questions, called by the controller through
+    /// [`crate::ProxyHandle::oracle_call`]; never reachable from the agent's socket.
+    Oracle,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Oracle => "oracle",
+        }
+    }
+}
+
+/// A rule for one top-level request parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamRule {
+    /// The parameter must be present and equal to this value (numbers compare numerically).
+    Exact(Value),
+    /// A number within bounds; absent is allowed unless `required`.
+    Range {
+        min: Option<f64>,
+        max: Option<f64>,
+        #[serde(default)]
+        required: bool,
+    },
+    /// The parameter must not be sent.
+    Forbidden,
+}
+
+/// What a role may ask of the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contract {
+    /// The exact model id (no prefix or alias matching).
+    pub model: String,
+    /// Rules for top-level request parameters, e.g. `temperature`, `max_tokens`, `stream`.
+    pub params: BTreeMap<String, ParamRule>,
+    /// When set, requests must carry this header with a value exactly equal to the attempt's
+    /// session id.
+    pub session_header: Option<String>,
+    /// The largest output a call may produce when its request names no limit; used for the
+    /// worst-case budget reservation.
+    pub default_max_output_tokens: u64,
+}
+
+impl Contract {
+    /// Only the model id is fixed.
+    pub fn model_only(model: &str) -> Self {
+        Self {
+            model: model.to_owned(),
+            params: BTreeMap::new(),
+            session_header: None,
+            default_max_output_tokens: 32_768,
+        }
+    }
+
+    /// v0.4's contract: temperature 0, `max_tokens` 32768, streaming (with usage, which the proxy
+    /// requests from the upstream itself).
+    pub fn v04(model: &str) -> Self {
+        let mut c = Self::model_only(model);
+        c.params
+            .insert("temperature".into(), ParamRule::Exact(Value::from(0)));
+        c.params
+            .insert("max_tokens".into(), ParamRule::Exact(Value::from(32_768)));
+        c.params
+            .insert("stream".into(), ParamRule::Exact(Value::Bool(true)));
+        c
+    }
+}
+
+/// Limits for one role of one attempt. `None` is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub max_requests: Option<u64>,
+    pub max_tokens: Option<u64>,
+    /// Counted from registration; calls that would start after it are refused.
+    pub max_wall_time: Option<Duration>,
+}
+
+/// Limits across all attempts of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunBudget {
+    pub max_tokens: Option<u64>,
+    /// In US dollars, priced with [`PriceTable`]; a model missing from the table is refused
+    /// when a spend limit is set.
+    pub max_spend_usd: Option<f64>,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub cached_input_per_mtok: f64,
+    pub cache_write_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PriceTable {
+    pub models: BTreeMap<String, Price>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// From sending the request to receiving the response headers.
+    pub first_byte: Duration,
+    /// Longest silence between two body chunks.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(300),
+            idle: Duration::from_secs(300),
+        }
+    }
+}
+
+pub struct ProxyConfig {
+    /// Base URL; request paths are appended (`https://api.deepseek.com` + `/v1/chat/completions`
+    /// style, or a base ending in `/v1`, in which case a client's leading `/v1` is not repeated).
+    pub upstream: String,
+    pub api: ApiKind,
+    pub key: SecretKey,
+    pub timeouts: Timeouts,
+    pub run_budget: RunBudget,
+    pub prices: PriceTable,
+    pub sink: Arc<dyn RecordSink>,
+    /// `GET /metrics` is served here (loopback).
+    pub admin_listen: Option<SocketAddr>,
+    /// The loopback TCP listener for token-identified attempts.
+    pub tcp_listen: Option<SocketAddr>,
+    pub control: Option<Arc<dyn ControlPlane>>,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Redacted request and response bodies are written here, named by their SHA-256.
+    pub transcript_dir: Option<PathBuf>,
+    /// An explicitly configured outbound proxy; environment variables are never consulted.
+    pub outbound_proxy: Option<String>,
+    /// Extra root certificates (PEM) for the upstream, e.g. a test CA.
+    pub extra_root_pem: Option<Vec<u8>>,
+}
+
+impl ProxyConfig {
+    pub fn new(upstream: &str, api: ApiKind, key: SecretKey, sink: Arc<dyn RecordSink>) -> Self {
+        Self {
+            upstream: upstream.to_owned(),
+            api,
+            key,
+            timeouts: Timeouts::default(),
+            run_budget: RunBudget::default(),
+            prices: PriceTable::default(),
+            sink,
+            admin_listen: None,
+            tcp_listen: None,
+            control: None,
+            max_body_bytes: 32 * 1024 * 1024,
+            transcript_dir: None,
+            outbound_proxy: None,
+            extra_root_pem: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ProxyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyConfig")
+            .field("upstream", &self.upstream)
+            .field("api", &self.api)
+            .field("key", &self.key)
+            .field("timeouts", &self.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an attempt reaches the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// Its own Unix socket at this path; the socket is the identity.
+    Unix(PathBuf),
+    /// The shared loopback TCP listener with a per-attempt bearer token the proxy issues.
+    Token,
+}
+
+#[derive(Debug, Clone)]
+pub struct RoleSpec {
+    pub contract: Contract,
+    pub budget: Budget,
+}
+
+#[derive(Debug, Clone)]
+pub struct AttemptSpec {
+    pub attempt_id: String,
+    pub arm: String,
+    pub session_id: String,
+    pub listen: Listen,
+    /// Roles the attempt may use; a role absent here is refused.
+    pub roles: BTreeMap<Role, RoleSpec>,
+}

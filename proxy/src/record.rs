@@ -1,0 +1,208 @@
+//! One record per call, and the sinks records go to.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Role;
+use crate::usage::Usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Forwarded, answered with 2xx, usage recorded.
+    Ok,
+    /// Answered with 2xx, but no usage arrived (the call is counted at its reserved worst case).
+    Unmetered,
+    ContractViolation,
+    BudgetExhausted,
+    /// The upstream failed: non-2xx status, timeout, connection error or an unreadable response.
+    UpstreamError,
+    /// The request was refused before reaching the upstream (malformed, oversize, wrong method
+    /// or path).
+    BadRequest,
+    /// No registered attempt matches the socket or token.
+    UnknownAttempt,
+    /// The record sink could not durably note the call's start, so it was not forwarded.
+    NotRecorded,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Unmetered => "unmetered",
+            Outcome::ContractViolation => "contract_violation",
+            Outcome::BudgetExhausted => "budget_exhausted",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::BadRequest => "bad_request",
+            Outcome::UnknownAttempt => "unknown_attempt",
+            Outcome::NotRecorded => "not_recorded",
+        }
+    }
+}
+
+/// Something the proxy did to a request or response on its way through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    /// A client header that was not forwarded (credentials, hop-by-hop, encoding).
+    DroppedHeader { name: String },
+    /// The real credential was added in this header.
+    InjectedCredential { header: String },
+    /// `Accept-Encoding: identity` was sent so the meter reads plain bytes.
+    AcceptEncodingIdentity,
+    /// `stream_options.include_usage: true` was added to a streaming request.
+    AddedStreamUsage,
+    /// The usage-only stream chunk the client had not asked for was not passed on.
+    HidUsageChunk,
+    /// The key appeared in the upstream's response and was replaced by `[REDACTED]`.
+    RedactedKey { count: usize },
+    /// An upstream 401/403 body was replaced by a generic error.
+    ReplacedAuthError,
+}
+
+/// One model call (or refused attempt at one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// `None` when no registered attempt matched.
+    pub attempt_id: Option<String>,
+    pub arm: Option<String>,
+    pub role: Role,
+    /// 1, 2, … per attempt over all its roles, in the order calls arrived.
+    pub seq: u64,
+    /// Unix time in milliseconds when the request arrived.
+    pub started_at_ms: u64,
+    pub method: String,
+    pub path: String,
+    /// The model the request named.
+    pub model: Option<String>,
+    /// The model the upstream said answered.
+    pub upstream_model: Option<String>,
+    pub stream: bool,
+    /// Status the client received.
+    pub status: u16,
+    pub upstream_status: Option<u16>,
+    pub outcome: Outcome,
+    /// A short human-readable reason for non-ok outcomes (never contains the key).
+    pub detail: Option<String>,
+    pub latency_ms: f64,
+    /// Time from forwarding the request to the first upstream body byte.
+    pub ttfb_ms: Option<f64>,
+    pub usage: Option<Usage>,
+    /// What this call cost, priced with the run's table (0 when the model has no price).
+    pub spend_usd: f64,
+    /// Tokens reserved before forwarding (input estimate + bounded max output).
+    pub reserved_tokens: u64,
+    /// `sha256:<hex>` of the request body as forwarded (redacted).
+    pub request_digest: Option<String>,
+    /// `sha256:<hex>` of the upstream's response body (redacted).
+    pub response_digest: Option<String>,
+    pub changes: Vec<Change>,
+    /// The client went away before the response ended; the upstream was drained anyway.
+    pub client_disconnected: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write call record: {0}")]
+pub struct RecordError(pub String);
+
+/// What the proxy knows of a call at the moment it is about to forward it upstream.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallStarted {
+    pub attempt_id: String,
+    pub arm: Option<String>,
+    pub role: Role,
+    pub seq: u64,
+    pub started_at_ms: u64,
+    pub path: String,
+    pub model: Option<String>,
+    pub stream: bool,
+    pub reserved_tokens: u64,
+}
+
+/// The future [`RecordSink::call_started`] returns.
+pub type StartFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RecordError>> + Send + 'a>>;
+
+/// Where records go. Called from the proxy's tasks; must not block for long.
+pub trait RecordSink: Send + Sync {
+    fn record(&self, record: &CallRecord) -> Result<(), RecordError>;
+
+    /// Called after a call passed its contract and budget checks and before any byte of it goes
+    /// upstream; the call is forwarded only once this resolves `Ok`. A sink whose records must
+    /// survive a crash (the controller's ledger) resolves only when the start is durable, so an
+    /// attempt killed in the middle of a paid call is still known to have spent — and is never
+    /// rerun. An `Err` refuses the call (503) without forwarding it.
+    fn call_started<'a>(&'a self, _started: &'a CallStarted) -> StartFuture<'a> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Appends one JSON object per line; each line is flushed as written.
+pub struct JsonlSink {
+    file: Mutex<File>,
+}
+
+impl JsonlSink {
+    pub fn open(path: &Path) -> Result<Self, RecordError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| RecordError(format!("{}: {e}", path.display())))?;
+        Ok(Self {
+            file: Mutex::new(file),
+        })
+    }
+}
+
+impl RecordSink for JsonlSink {
+    fn record(&self, record: &CallRecord) -> Result<(), RecordError> {
+        let mut line = serde_json::to_vec(record).map_err(|e| RecordError(e.to_string()))?;
+        line.push(b'\n');
+        let mut f = self
+            .file
+            .lock()
+            .map_err(|_| RecordError("sink lock poisoned".into()))?;
+        f.write_all(&line).map_err(|e| RecordError(e.to_string()))
+    }
+}
+
+/// Keeps records in memory (tests, and controllers that bridge to the ledger later).
+#[derive(Default)]
+pub struct MemorySink {
+    records: Mutex<Vec<CallRecord>>,
+}
+
+impl MemorySink {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn records(&self) -> Vec<CallRecord> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl RecordSink for MemorySink {
+    fn record(&self, record: &CallRecord) -> Result<(), RecordError> {
+        self.records
+            .lock()
+            .map_err(|_| RecordError("sink lock poisoned".into()))?
+            .push(record.clone());
+        Ok(())
+    }
+}
+
+/// Discards records (for `eval proxy` without `--meter-out`).
+pub struct NullSink;
+
+impl RecordSink for NullSink {
+    fn record(&self, _record: &CallRecord) -> Result<(), RecordError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,530 @@
+//! The proxy's lifetime: start, attempt registration (one Unix socket or one token each),
+//! the admin listener, oracle calls on the controller's behalf, and shutdown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::budget::{RoleMeter, RoleState, RunLedger};
+use crate::config::{ApiKind, AttemptSpec, Contract, Listen, Price, ProxyConfig, Role};
+use crate::control::ControlPlane;
+use crate::errors::ProxyError;
+use crate::metrics::Metrics;
+use crate::record::RecordSink;
+use crate::secret::{Redactor, SecretKey};
+
+pub(crate) struct RoleEntry {
+    pub contract: Contract,
+    pub state: Mutex<RoleState>,
+}
+
+pub(crate) struct Attempt {
+    pub id: String,
+    pub arm: String,
+    pub session_id: String,
+    pub started: Instant,
+    pub roles: BTreeMap<Role, RoleEntry>,
+    pub seq: AtomicU64,
+    pub closed: AtomicBool,
+    stop: CancellationToken,
+    socket: Option<PathBuf>,
+    token_digest: Option<[u8; 32]>,
+}
+
+pub(crate) struct Shared {
+    pub upstream: String,
+    pub api: ApiKind,
+    pub key: SecretKey,
+    pub redactor: Redactor,
+    pub timeouts: crate::config::Timeouts,
+    pub prices: BTreeMap<String, Price>,
+    pub max_body: usize,
+    pub transcript_dir: Option<PathBuf>,
+    pub client: reqwest::Client,
+    pub sink: Arc<dyn RecordSink>,
+    pub control: Option<Arc<dyn ControlPlane>>,
+    pub run: RunLedger,
+    pub metrics: Metrics,
+    pub tracker: TaskTracker,
+    pub cancel: CancellationToken,
+    attempts: RwLock<HashMap<String, Arc<Attempt>>>,
+    tokens: RwLock<HashMap<[u8; 32], String>>,
+}
+
+impl Shared {
+    pub fn attempt(&self, id: &str) -> Option<Arc<Attempt>> {
+        let map = self.attempts.read().unwrap_or_else(|p| p.into_inner());
+        map.get(id).cloned()
+    }
+
+    fn attempt_by_token(&self, token: &str) -> Option<Arc<Attempt>> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let id = {
+            let tokens = self.tokens.read().unwrap_or_else(|p| p.into_inner());
+            tokens.get(&digest).cloned()
+        }?;
+        self.attempt(&id)
+    }
+}
+
+/// Starts proxies.
+pub struct Proxy;
+
+/// What registering an attempt gives back.
+#[derive(Clone)]
+pub struct AttemptRegistration {
+    pub attempt_id: String,
+    /// The socket path for Unix attempts.
+    pub socket: Option<PathBuf>,
+    /// For token attempts: the bearer token clients present (`Authorization: Bearer …` or
+    /// `x-api-key: …`). Not the upstream key; worthless outside this proxy.
+    pub token: Option<String>,
+    /// For token attempts: the proxy's TCP address.
+    pub tcp_addr: Option<std::net::SocketAddr>,
+}
+
+impl std::fmt::Debug for AttemptRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptRegistration")
+            .field("attempt_id", &self.attempt_id)
+            .field("socket", &self.socket)
+            .field("token", &self.token.as_ref().map(|_| "[REDACTED]"))
+            .field("tcp_addr", &self.tcp_addr)
+            .finish()
+    }
+}
+
+/// What an attempt used, per role, when it was closed.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AttemptMeter {
+    pub attempt_id: String,
+    pub roles: BTreeMap<Role, RoleMeter>,
+}
+
+/// The answer to an oracle call, collected whole (an SSE stream's bytes when the contract
+/// requires streaming).
+#[derive(Debug, Clone)]
+pub struct OracleReply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// A running proxy. Dropping it does not stop it; call [`ProxyHandle::shutdown`].
+#[derive(Clone)]
+pub struct ProxyHandle {
+    shared: Arc<Shared>,
+    tcp_addr: Option<std::net::SocketAddr>,
+    admin_addr: Option<std::net::SocketAddr>,
+}
+
+fn build_client(cfg: &ProxyConfig) -> Result<reqwest::Client, ProxyError> {
+    // reqwest is built without a default crypto provider; ring is ours. A second install
+    // (another proxy in the same process) fails harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut b = reqwest::Client::builder()
+        .no_proxy()
+        .retry(reqwest::retry::never())
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(cfg.timeouts.connect)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true);
+    if let Some(p) = &cfg.outbound_proxy {
+        b = b.proxy(reqwest::Proxy::all(p).map_err(|e| ProxyError::Client(e.to_string()))?);
+    }
+    if let Some(pem) = &cfg.extra_root_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| ProxyError::Client(e.to_string()))?;
+        b = b.tls_certs_merge(certs);
+    }
+    b.build().map_err(|e| ProxyError::Client(e.to_string()))
+}
+
+impl Proxy {
+    /// Builds the upstream client, opens the optional TCP and admin listeners, and returns the
+    /// handle. Must be called inside a Tokio runtime.
+    pub async fn start(cfg: ProxyConfig) -> Result<ProxyHandle, ProxyError> {
+        let url = reqwest::Url::parse(&cfg.upstream)
+            .map_err(|_| ProxyError::Upstream(cfg.upstream.clone()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ProxyError::Upstream(cfg.upstream.clone()));
+        }
+        let client = build_client(&cfg)?;
+        let shared = Arc::new(Shared {
+            upstream: cfg.upstream.trim_end_matches('/').to_owned(),
+            api: cfg.api,
+            redactor: cfg.key.redactor(),
+            key: cfg.key,
+            timeouts: cfg.timeouts,
+            prices: cfg.prices.models,
+            max_body: cfg.max_body_bytes,
+            transcript_dir: cfg.transcript_dir,
+            client,
+            sink: cfg.sink,
+            control: cfg.control,
+            run: RunLedger::new(cfg.run_budget),
+            metrics: Metrics::default(),
+            tracker: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+            attempts: RwLock::new(HashMap::new()),
+            tokens: RwLock::new(HashMap::new()),
+        });
+        let mut tcp_addr = None;
+        if let Some(addr) = cfg.tcp_listen {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ProxyError::Listen {
+                    what: addr.to_string(),
+                    source,
+                })?;
+            tcp_addr = l.local_addr().ok();
+            let app = Router::new().fallback(tcp_entry).with_state(shared.clone());
+            let stop = shared.cancel.clone();
+            shared.tracker.spawn(async move {
+                use axum::serve::ListenerExt;
+                let l = l.tap_io(|s| {
+                    let _ = s.set_nodelay(true);
+                });
+                let _ = axum::serve(l, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+            });
+        }
+        let mut admin_addr = None;
+        if let Some(addr) = cfg.admin_listen {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ProxyError::Listen {
+                    what: addr.to_string(),
+                    source,
+                })?;
+            admin_addr = l.local_addr().ok();
+            let app = Router::new()
+                .route("/metrics", axum::routing::get(metrics_entry))
+                .with_state(shared.clone());
+            let stop = shared.cancel.clone();
+            shared.tracker.spawn(async move {
+                let _ = axum::serve(l, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+            });
+        }
+        Ok(ProxyHandle {
+            shared,
+            tcp_addr,
+            admin_addr,
+        })
+    }
+}
+
+async fn metrics_entry(State(shared): State<Arc<Shared>>) -> Response {
+    let mut r = Response::new(Body::from(shared.metrics.render()));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+async fn tcp_entry(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let token = presented_token(req.headers());
+    let attempt = token.and_then(|t| shared.attempt_by_token(&t));
+    crate::call::serve(shared, attempt, Role::Agent, req).await
+}
+
+async fn unix_entry(State((shared, id)): State<(Arc<Shared>, Arc<str>)>, req: Request) -> Response {
+    let attempt = shared.attempt(&id);
+    crate::call::serve(shared, attempt, Role::Agent, req).await
+}
+
+fn presented_token(h: &HeaderMap) -> Option<String> {
+    if let Some(v) = h
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        && let Some(t) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+    {
+        return Some(t.trim().to_owned());
+    }
+    h.get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_owned())
+}
+
+fn random_token() -> Result<String, ProxyError> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| ProxyError::Random(e.to_string()))?;
+    Ok(format!("evp-{}", hex::encode(b)))
+}
+
+impl ProxyHandle {
+    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.tcp_addr
+    }
+
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Opens the attempt's socket (mode 0666 so a container's non-root user can connect; the
+    /// parent directory, created 0755 if missing, is the caller's access boundary) or issues its
+    /// token.
+    pub async fn register_attempt(
+        &self,
+        spec: AttemptSpec,
+    ) -> Result<AttemptRegistration, ProxyError> {
+        let shared = &self.shared;
+        if shared.attempt(&spec.attempt_id).is_some() {
+            return Err(ProxyError::Duplicate(spec.attempt_id));
+        }
+        let stop = shared.cancel.child_token();
+        let mut reg = AttemptRegistration {
+            attempt_id: spec.attempt_id.clone(),
+            socket: None,
+            token: None,
+            tcp_addr: None,
+        };
+        let mut token_digest = None;
+        let listener = match &spec.listen {
+            Listen::Unix(path) => {
+                let listen_err = |source| ProxyError::Listen {
+                    what: path.display().to_string(),
+                    source,
+                };
+                if let Some(dir) = path.parent()
+                    && !dir.as_os_str().is_empty()
+                    && !dir.exists()
+                {
+                    std::fs::create_dir_all(dir).map_err(listen_err)?;
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                        .map_err(listen_err)?;
+                }
+                if let Ok(meta) = std::fs::symlink_metadata(path) {
+                    use std::os::unix::fs::FileTypeExt;
+                    if meta.file_type().is_socket() {
+                        std::fs::remove_file(path).map_err(listen_err)?;
+                    }
+                }
+                let l = tokio::net::UnixListener::bind(path).map_err(listen_err)?;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+                    .map_err(listen_err)?;
+                reg.socket = Some(path.clone());
+                Some(l)
+            }
+            Listen::Token => {
+                let addr = self.tcp_addr.ok_or(ProxyError::NoTcpListener)?;
+                let token = random_token()?;
+                token_digest = Some(Sha256::digest(token.as_bytes()).into());
+                reg.token = Some(token);
+                reg.tcp_addr = Some(addr);
+                None
+            }
+        };
+        let attempt = Arc::new(Attempt {
+            id: spec.attempt_id.clone(),
+            arm: spec.arm,
+            session_id: spec.session_id,
+            started: Instant::now(),
+            roles: spec
+                .roles
+                .into_iter()
+                .map(|(role, rs)| {
+                    (
+                        role,
+                        RoleEntry {
+                            contract: rs.contract,
+                            state: Mutex::new(RoleState::new(rs.budget)),
+                        },
+                    )
+                })
+                .collect(),
+            seq: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            stop: stop.clone(),
+            socket: reg.socket.clone(),
+            token_digest,
+        });
+        {
+            let mut map = shared.attempts.write().unwrap_or_else(|p| p.into_inner());
+            if map.contains_key(&spec.attempt_id) {
+                return Err(ProxyError::Duplicate(spec.attempt_id));
+            }
+            map.insert(spec.attempt_id.clone(), attempt);
+        }
+        if let Some(d) = token_digest {
+            let mut t = shared.tokens.write().unwrap_or_else(|p| p.into_inner());
+            t.insert(d, spec.attempt_id.clone());
+        }
+        if let Some(l) = listener {
+            let id: Arc<str> = Arc::from(spec.attempt_id.as_str());
+            let app = Router::new()
+                .fallback(unix_entry)
+                .with_state((shared.clone(), id));
+            shared.tracker.spawn(async move {
+                let _ = axum::serve(l, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+            });
+        }
+        Ok(reg)
+    }
+
+    /// Stops accepting the attempt's requests, removes its socket or token, and returns its
+    /// meter. Calls still streaming finish and are recorded, but are not in the returned meter;
+    /// use [`ProxyHandle::close_attempt_and_wait`] to include them.
+    pub fn close_attempt(&self, attempt_id: &str) -> Result<AttemptMeter, ProxyError> {
+        let attempt = {
+            let mut map = self
+                .shared
+                .attempts
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            map.remove(attempt_id)
+        }
+        .ok_or_else(|| ProxyError::UnknownAttempt(attempt_id.to_owned()))?;
+        attempt
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        attempt.stop.cancel();
+        if let Some(d) = attempt.token_digest {
+            let mut t = self
+                .shared
+                .tokens
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            t.remove(&d);
+        }
+        if let Some(p) = &attempt.socket {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(meter_of(&attempt))
+    }
+
+    /// Like `close_attempt`, but first waits (up to `grace`) for the attempt's in-flight calls to
+    /// be recorded.
+    pub async fn close_attempt_and_wait(
+        &self,
+        attempt_id: &str,
+        grace: Duration,
+    ) -> Result<AttemptMeter, ProxyError> {
+        let attempt = self
+            .shared
+            .attempt(attempt_id)
+            .ok_or_else(|| ProxyError::UnknownAttempt(attempt_id.to_owned()))?;
+        let meter = self.close_attempt(attempt_id)?;
+        let deadline = Instant::now() + grace;
+        // The map no longer holds the attempt; only in-flight calls keep a reference.
+        while Arc::strong_count(&attempt) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = meter;
+        Ok(meter_of(&attempt))
+    }
+
+    /// The attempt's meter so far, without closing it.
+    pub fn meter(&self, attempt_id: &str) -> Result<AttemptMeter, ProxyError> {
+        let a = self
+            .shared
+            .attempt(attempt_id)
+            .ok_or_else(|| ProxyError::UnknownAttempt(attempt_id.to_owned()))?;
+        Ok(meter_of(&a))
+    }
+
+    /// Run-wide tokens and spend settled so far.
+    pub fn run_usage(&self) -> (u64, f64) {
+        self.shared.run.used()
+    }
+
+    /// Makes a model call in the attempt's `oracle` role (its own contract and budget), e.g. to
+    /// answer a clarifying question. `headers` may carry the session header or
+    /// `anthropic-version`; credentials in it are dropped like any client's.
+    pub async fn oracle_call(
+        &self,
+        attempt_id: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<OracleReply, ProxyError> {
+        let attempt = self
+            .shared
+            .attempt(attempt_id)
+            .ok_or_else(|| ProxyError::UnknownAttempt(attempt_id.to_owned()))?;
+        if !attempt.roles.contains_key(&Role::Oracle) {
+            return Err(ProxyError::NoRole {
+                attempt: attempt_id.to_owned(),
+                role: "oracle",
+            });
+        }
+        let path = match self.shared.api {
+            ApiKind::OpenAiChat => "/v1/chat/completions",
+            ApiKind::AnthropicMessages => "/v1/messages",
+        };
+        let mut req = Request::new(Body::from(body));
+        *req.method_mut() = http::Method::POST;
+        *req.uri_mut() = http::Uri::from_static(path);
+        *req.headers_mut() = headers;
+        req.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        let resp = crate::call::serve(self.shared.clone(), Some(attempt), Role::Oracle, req).await;
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| ProxyError::Oracle(e.to_string()))?
+            .to_bytes();
+        Ok(OracleReply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+
+    /// Stops every listener, lets in-flight calls finish and be recorded (up to `grace`), and
+    /// removes the sockets.
+    pub async fn shutdown(&self, grace: Duration) {
+        let ids: Vec<String> = {
+            let map = self
+                .shared
+                .attempts
+                .read()
+                .unwrap_or_else(|p| p.into_inner());
+            map.keys().cloned().collect()
+        };
+        for id in ids {
+            let _ = self.close_attempt(&id);
+        }
+        self.shared.cancel.cancel();
+        self.shared.tracker.close();
+        let _ = tokio::time::timeout(grace, self.shared.tracker.wait()).await;
+    }
+}
+
+fn meter_of(a: &Attempt) -> AttemptMeter {
+    AttemptMeter {
+        attempt_id: a.id.clone(),
+        roles: a
+            .roles
+            .iter()
+            .map(|(r, e)| {
+                let s = e.state.lock().unwrap_or_else(|p| p.into_inner());
+                (*r, s.meter.clone())
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,184 @@
+//! An incremental Server-Sent-Events parser: bytes go in as they arrive, split anywhere (even
+//! inside a CRLF), and complete events come out with the exact bytes they were made of, so a
+//! caller can forward events unchanged or drop one.
+
+use bytes::Bytes;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, if any.
+    pub event: Option<String>,
+    /// The `data:` lines joined with `\n`; `None` when the event had no data line (e.g. only
+    /// comments or blank lines).
+    pub data: Option<String>,
+    /// The exact bytes of the event, terminating blank line included.
+    pub raw: Bytes,
+}
+
+#[derive(Default)]
+pub struct SseParser {
+    /// Bytes of the current, not yet terminated line.
+    line: Vec<u8>,
+    /// Bytes of the current event consumed so far (complete lines with their terminators).
+    raw: Vec<u8>,
+    /// The previous chunk ended in `\r`: a `\n` at the start of the next one belongs to it.
+    after_cr: bool,
+    event: Option<String>,
+    data: Option<String>,
+}
+
+impl SseParser {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes; returns the events they complete.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        let mut rest = chunk;
+        if self.after_cr && !rest.is_empty() {
+            self.after_cr = false;
+            if let Some((&b'\n', tail)) = rest.split_first() {
+                self.raw.push(b'\n');
+                rest = tail;
+            }
+        }
+        while let Some(i) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.line.extend_from_slice(&rest[..i]);
+            let term_len = if rest[i] == b'\r' {
+                match rest.get(i + 1) {
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                    None => {
+                        self.after_cr = true;
+                        1
+                    }
+                }
+            } else {
+                1
+            };
+            let line = std::mem::take(&mut self.line);
+            self.raw.extend_from_slice(&line);
+            self.raw.extend_from_slice(&rest[i..i + term_len]);
+            rest = &rest[i + term_len..];
+            // When a CRLF is split after the `\r`, the `\n` is attributed to the next event's
+            // bytes, which keeps every byte accounted for.
+            if let Some(ev) = self.line_done(&line) {
+                out.push(ev);
+            }
+        }
+        self.line.extend_from_slice(rest);
+        out
+    }
+
+    /// Ends the stream: whatever is left becomes a final event (the SSE spec would discard an
+    /// unterminated event; a meter still wants its data, and a forwarder its bytes).
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        let line = std::mem::take(&mut self.line);
+        self.raw.extend_from_slice(&line);
+        if !line.is_empty() {
+            self.field(&line);
+        }
+        if self.raw.is_empty() {
+            return None;
+        }
+        Some(self.take_event())
+    }
+
+    fn line_done(&mut self, line: &[u8]) -> Option<SseEvent> {
+        if line.is_empty() {
+            return Some(self.take_event());
+        }
+        self.field(line);
+        None
+    }
+
+    fn field(&mut self, line: &[u8]) {
+        if line.first() == Some(&b':') {
+            return; // comment
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        let value = String::from_utf8_lossy(value);
+        match name {
+            b"data" => match &mut self.data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(&value);
+                }
+                None => self.data = Some(value.into_owned()),
+            },
+            b"event" => self.event = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+
+    fn take_event(&mut self) -> SseEvent {
+        SseEvent {
+            event: self.event.take(),
+            data: self.data.take(),
+            raw: Bytes::from(std::mem::take(&mut self.raw)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STREAM: &str = ": keep-alive\r\n\r\nevent: message_start\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\ndata: x\n\ndata:y\r\rdata: [DONE]\n\n";
+
+    fn parse_split(splits: &[usize]) -> Vec<SseEvent> {
+        let bytes = STREAM.as_bytes();
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        let mut last = 0;
+        for &s in splits {
+            out.extend(p.push(&bytes[last..s]));
+            last = s;
+        }
+        out.extend(p.push(&bytes[last..]));
+        out.extend(p.finish());
+        out
+    }
+
+    #[test]
+    fn events_are_the_same_wherever_the_stream_is_split() {
+        let whole = parse_split(&[]);
+        let datas: Vec<_> = whole.iter().map(|e| e.data.clone()).collect();
+        assert_eq!(
+            datas,
+            vec![
+                None,
+                Some("{\"a\":\n1}".to_owned()),
+                Some("x".to_owned()),
+                Some("y".to_owned()),
+                Some("[DONE]".to_owned())
+            ]
+        );
+        assert_eq!(whole[1].event.as_deref(), Some("message_start"));
+        for a in 0..=STREAM.len() {
+            for b in a..=STREAM.len() {
+                let got = parse_split(&[a, b]);
+                let d: Vec<_> = got
+                    .iter()
+                    .filter(|e| e.data.is_some())
+                    .map(|e| e.data.clone())
+                    .collect();
+                let w: Vec<_> = whole
+                    .iter()
+                    .filter(|e| e.data.is_some())
+                    .map(|e| e.data.clone())
+                    .collect();
+                assert_eq!(d, w, "split at {a},{b}");
+                let raw: Vec<u8> = got.iter().flat_map(|e| e.raw.to_vec()).collect();
+                assert_eq!(raw, STREAM.as_bytes(), "bytes lost at {a},{b}");
+            }
+        }
+    }
+}

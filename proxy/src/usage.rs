@@ -1,0 +1,220 @@
+//! Token usage as the upstream reported it, read from OpenAI-compatible (incl. DeepSeek) and
+//! Anthropic response bodies and stream events.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::ApiKind;
+
+/// Normalised token counts of one call, plus the upstream's own `usage` object verbatim.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All prompt tokens, cached ones included (Anthropic: input + cache read + cache creation).
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Prompt tokens served from cache (OpenAI `cached_tokens`, DeepSeek
+    /// `prompt_cache_hit_tokens`, Anthropic `cache_read_input_tokens`).
+    pub cached_input_tokens: u64,
+    /// Prompt tokens written to cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_creation_tokens: u64,
+    /// DeepSeek `prompt_cache_miss_tokens`, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_miss_tokens: Option<u64>,
+    /// OpenAI/DeepSeek `completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: u64,
+    /// The upstream's final `usage` object (Anthropic streams: `message_start` usage with the
+    /// fields of the last `message_delta` usage replacing it).
+    pub raw: Value,
+}
+
+impl Usage {
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// Reads an OpenAI-compatible `usage` object.
+    pub fn from_openai(u: &Value) -> Option<Self> {
+        let obj = u.as_object()?;
+        let n = |v: Option<&Value>| v.and_then(Value::as_u64);
+        let prompt = n(obj.get("prompt_tokens"))?;
+        let completion = n(obj.get("completion_tokens")).unwrap_or(0);
+        let cached = n(u.pointer("/prompt_tokens_details/cached_tokens"))
+            .or_else(|| n(obj.get("prompt_cache_hit_tokens")))
+            .unwrap_or(0);
+        Some(Self {
+            input_tokens: prompt,
+            output_tokens: completion,
+            cached_input_tokens: cached,
+            cache_creation_tokens: 0,
+            cache_miss_tokens: n(obj.get("prompt_cache_miss_tokens")),
+            reasoning_tokens: n(u.pointer("/completion_tokens_details/reasoning_tokens"))
+                .unwrap_or(0),
+            raw: u.clone(),
+        })
+    }
+
+    /// Reads an Anthropic `usage` object (complete, as in a non-streaming response).
+    pub fn from_anthropic(u: &Value) -> Option<Self> {
+        let obj = u.as_object()?;
+        let n = |k: &str| obj.get(k).and_then(Value::as_u64).unwrap_or(0);
+        if !obj.contains_key("input_tokens") && !obj.contains_key("output_tokens") {
+            return None;
+        }
+        let read = n("cache_read_input_tokens");
+        let creation = n("cache_creation_input_tokens");
+        Some(Self {
+            input_tokens: n("input_tokens") + read + creation,
+            output_tokens: n("output_tokens"),
+            cached_input_tokens: read,
+            cache_creation_tokens: creation,
+            cache_miss_tokens: None,
+            reasoning_tokens: 0,
+            raw: u.clone(),
+        })
+    }
+
+    /// Reads the usage of a complete (non-streaming) response body.
+    pub fn from_body(api: ApiKind, body: &Value) -> Option<Self> {
+        Self::from_usage(api, body.get("usage")?)
+    }
+
+    /// Reads a `usage` object of the given API's shape.
+    pub fn from_usage(api: ApiKind, u: &Value) -> Option<Self> {
+        match api {
+            ApiKind::OpenAiChat => Self::from_openai(u),
+            ApiKind::AnthropicMessages => Self::from_anthropic(u),
+        }
+    }
+}
+
+/// Follows a stream's events and keeps the latest usage. Usage is always replaced, never summed:
+/// OpenAI sends it once (or cumulatively per chunk with some gateways) and Anthropic's
+/// `message_delta` usage is cumulative.
+#[derive(Debug)]
+pub struct StreamUsage {
+    api: ApiKind,
+    /// Anthropic: the raw usage object, merged field by field as events arrive.
+    merged: serde_json::Map<String, Value>,
+    latest: Option<Usage>,
+    pub model: Option<String>,
+}
+
+impl StreamUsage {
+    pub fn new(api: ApiKind) -> Self {
+        Self {
+            api,
+            merged: serde_json::Map::new(),
+            latest: None,
+            model: None,
+        }
+    }
+
+    /// Looks at one event's data. Returns true when the event is an OpenAI usage-only chunk
+    /// (no choices, only usage) — the chunk a client that did not ask for usage must not see.
+    pub fn observe(&mut self, data: &str) -> bool {
+        if data == "[DONE]" {
+            return false;
+        }
+        // Most events are content deltas; decoding only the ones that can carry the model or
+        // usage keeps the meter cheap on long streams.
+        let interesting = match self.api {
+            ApiKind::OpenAiChat => self.model.is_none() || data.contains("\"usage\""),
+            ApiKind::AnthropicMessages => {
+                data.contains("\"message_start\"") || data.contains("\"message_delta\"")
+            }
+        };
+        if !interesting {
+            return false;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            return false;
+        };
+        match self.api {
+            ApiKind::OpenAiChat => {
+                if self.model.is_none() {
+                    self.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
+                }
+                let usage = v.get("usage").filter(|u| u.is_object());
+                if let Some(u) = usage.and_then(Usage::from_openai) {
+                    self.latest = Some(u);
+                }
+                let no_choices = v
+                    .get("choices")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty);
+                usage.is_some() && no_choices
+            }
+            ApiKind::AnthropicMessages => {
+                let u = match v.get("type").and_then(Value::as_str) {
+                    Some("message_start") => {
+                        if self.model.is_none() {
+                            self.model = v
+                                .pointer("/message/model")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned);
+                        }
+                        v.pointer("/message/usage")
+                    }
+                    Some("message_delta") => v.get("usage"),
+                    _ => None,
+                };
+                if let Some(Value::Object(fields)) = u {
+                    for (k, val) in fields {
+                        if !val.is_null() {
+                            self.merged.insert(k.clone(), val.clone());
+                        }
+                    }
+                    self.latest = Usage::from_anthropic(&Value::Object(self.merged.clone()));
+                }
+                false
+            }
+        }
+    }
+
+    pub fn usage(&self) -> Option<&Usage> {
+        self.latest.as_ref()
+    }
+
+    pub fn into_usage(self) -> Option<Usage> {
+        self.latest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn anthropic_message_delta_replaces_never_adds() {
+        let mut s = StreamUsage::new(ApiKind::AnthropicMessages);
+        s.observe(&json!({"type":"message_start","message":{"model":"m","usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":1}}}).to_string());
+        s.observe(&json!({"type":"message_delta","usage":{"output_tokens":7}}).to_string());
+        s.observe(&json!({"type":"message_delta","usage":{"output_tokens":9}}).to_string());
+        let u = s.usage().unwrap();
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.cached_input_tokens,
+                u.cache_creation_tokens
+            ),
+            (17, 9, 5, 2)
+        );
+    }
+
+    #[test]
+    fn deepseek_and_openai_cache_fields() {
+        let d = Usage::from_openai(&json!({"prompt_tokens":100,"completion_tokens":20,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36,"completion_tokens_details":{"reasoning_tokens":12}})).unwrap();
+        assert_eq!(
+            (
+                d.cached_input_tokens,
+                d.cache_miss_tokens,
+                d.reasoning_tokens
+            ),
+            (64, Some(36), 12)
+        );
+        let o = Usage::from_openai(&json!({"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":50}})).unwrap();
+        assert_eq!(o.cached_input_tokens, 50);
+    }
+}

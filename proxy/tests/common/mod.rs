@@ -1,0 +1,450 @@
+//! A scripted upstream (axum on 127.0.0.1:0) and small clients for Unix sockets and TCP.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use eval_proxy::*;
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+pub const KEY: &str = "sk-test-UPSTREAM-KEY-7f3a9c1e55d04b2a";
+pub const MODEL: &str = "deepseek-v4-flash";
+
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+pub struct UpstreamState {
+    pub seen: Mutex<Vec<Seen>>,
+    pub chunk2_sent: AtomicBool,
+    pub go_on: Notify,
+    pub finished_streams: std::sync::atomic::AtomicUsize,
+}
+
+pub struct Upstream {
+    pub url: String,
+    pub state: Arc<UpstreamState>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Upstream {
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+}
+
+pub async fn upstream() -> Upstream {
+    let state = Arc::new(UpstreamState::default());
+    let app = Router::new().fallback(script).with_state(state.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(l, app)
+            .with_graceful_shutdown(s.cancelled_owned())
+            .await
+            .unwrap();
+    });
+    Upstream { url, state, stop }
+}
+
+fn json_response(status: u16, v: Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(v.to_string()))
+        .unwrap()
+}
+
+fn sse_response(chunks: Vec<(u64, String)>, state: Arc<UpstreamState>) -> Response {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::spawn(async move {
+        for (delay, c) in chunks {
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            if tx.send(Ok(Bytes::from(c))).await.is_err() {
+                break;
+            }
+        }
+        state.finished_streams.fetch_add(1, Ordering::SeqCst);
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures_util::stream::poll_fn(
+            move |cx| rx.poll_recv(cx),
+        )))
+        .unwrap()
+}
+
+/// Usage a request asks the upstream to report: `{"prompt": n, "completion": m}` in the first
+/// message's content as `usage:P:C`, else 11/7.
+fn wanted_usage(body: &Value) -> (u64, u64) {
+    let content = body
+        .pointer("/messages/0/content")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if let Some(rest) = content.split("usage:").nth(1) {
+        let mut it = rest.split(':').map(|x| {
+            x.trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse::<u64>()
+                .unwrap_or(0)
+        });
+        return (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    }
+    (11, 7)
+}
+
+async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Response {
+    let path = req.uri().path().to_owned();
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    let script = req
+        .headers()
+        .get("x-test-script")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("openai-json")
+        .to_owned();
+    let auth = req
+        .headers()
+        .get("authorization")
+        .or(req.headers().get("x-api-key"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = req.into_body().collect().await.unwrap().to_bytes();
+    state.seen.lock().unwrap().push(Seen {
+        path: path.clone(),
+        headers,
+        body: body.clone(),
+    });
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (p, c) = wanted_usage(&v);
+    let echo = v
+        .pointer("/messages/0/content")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let include_usage = v.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
+    match script.as_str() {
+        "models" => json_response(
+            200,
+            json!({"object":"list","data":[{"id": MODEL, "object":"model"}]}),
+        ),
+        "openai-json" => json_response(
+            200,
+            json!({
+                "id":"c1","object":"chat.completion","model": MODEL,
+                "choices":[{"index":0,"message":{"role":"assistant","content": echo},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c,
+                         "prompt_tokens_details":{"cached_tokens":3},
+                         "completion_tokens_details":{"reasoning_tokens":2}}
+            }),
+        ),
+        "deepseek-json" => json_response(
+            200,
+            json!({
+                "id":"c1","object":"chat.completion","model": MODEL,
+                "choices":[{"index":0,"message":{"role":"assistant","content":"ok","reasoning_content":"hm"},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":100,"completion_tokens":40,"total_tokens":140,
+                         "prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36,
+                         "completion_tokens_details":{"reasoning_tokens":25}}
+            }),
+        ),
+        "delay-json" => {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            json_response(
+                200,
+                json!({"id":"c","object":"chat.completion","model":MODEL,"choices":[],
+                "usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}}),
+            )
+        }
+        "openai-stream" | "openai-stream-crlf" => {
+            let nl = if script.ends_with("crlf") {
+                "\r\n"
+            } else {
+                "\n"
+            };
+            let mut chunks = vec![];
+            for (i, piece) in ["Hel", "lo ", "there"].iter().enumerate() {
+                let ev = json!({"id":"c","object":"chat.completion.chunk","model":MODEL,
+                    "choices":[{"index":0,"delta":{"content": format!("{piece}{}", if i == 0 { echo.as_str().unwrap_or("") } else { "" })},"finish_reason":null}]});
+                chunks.push((0, format!(": comment{nl}data: {ev}{nl}{nl}")));
+            }
+            if include_usage {
+                let ev = json!({"id":"c","object":"chat.completion.chunk","model":MODEL,"choices":[],
+                    "usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c,
+                             "prompt_cache_hit_tokens":5,"prompt_cache_miss_tokens":p.saturating_sub(5),
+                             "completion_tokens_details":{"reasoning_tokens":4}}});
+                // split across chunks at an awkward byte
+                let s = format!("data: {ev}{nl}{nl}");
+                let (a, b) = s.split_at(17);
+                chunks.push((0, a.to_owned()));
+                chunks.push((5, b.to_owned()));
+            }
+            chunks.push((0, format!("data: [DONE]{nl}{nl}")));
+            sse_response(chunks, state)
+        }
+        "stream-no-usage" => sse_response(
+            vec![(
+                0,
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n".into(),
+            )],
+            state,
+        ),
+        "slow-stream" => {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+            let st = state.clone();
+            tokio::spawn(async move {
+                let first = json!({"choices":[{"index":0,"delta":{"content":"first"}}]});
+                let _ = tx.send(Ok(Bytes::from(format!("data: {first}\n\n")))).await;
+                let _ = tokio::time::timeout(Duration::from_secs(3), st.go_on.notified()).await;
+                st.chunk2_sent.store(true, Ordering::SeqCst);
+                let second = json!({"choices":[{"index":0,"delta":{"content":"second"}}]});
+                let _ = tx
+                    .send(Ok(Bytes::from(format!("data: {second}\n\n"))))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let u = json!({"choices":[],"usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}});
+                let _ = tx
+                    .send(Ok(Bytes::from(format!("data: {u}\n\ndata: [DONE]\n\n"))))
+                    .await;
+                st.finished_streams.fetch_add(1, Ordering::SeqCst);
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(futures_util::stream::poll_fn(
+                    move |cx| rx.poll_recv(cx),
+                )))
+                .unwrap()
+        }
+        "anthropic-json" => json_response(
+            200,
+            json!({
+                "id":"msg_1","type":"message","role":"assistant","model":MODEL,
+                "content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn",
+                "usage":{"input_tokens":21,"output_tokens":9,"cache_read_input_tokens":50,"cache_creation_input_tokens":8}
+            }),
+        ),
+        "anthropic-stream" => {
+            let evs = [
+                (
+                    "message_start",
+                    json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":MODEL,"content":[],
+                    "usage":{"input_tokens":30,"output_tokens":1,"cache_read_input_tokens":12,"cache_creation_input_tokens":4}}}),
+                ),
+                (
+                    "content_block_start",
+                    json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+                ),
+                (
+                    "content_block_delta",
+                    json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}),
+                ),
+                (
+                    "message_delta",
+                    json!({"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":10}}),
+                ),
+                (
+                    "message_delta",
+                    json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}),
+                ),
+                ("message_stop", json!({"type":"message_stop"})),
+            ];
+            let chunks = evs
+                .iter()
+                .map(|(n, d)| (0, format!("event: {n}\r\ndata: {d}\r\n\r\n")))
+                .collect();
+            sse_response(chunks, state)
+        }
+        "echo-key-json" => json_response(
+            200,
+            json!({
+                "id":"c","object":"chat.completion","model":MODEL,
+                "choices":[{"index":0,"message":{"role":"assistant","content": format!("you sent {auth}")},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}
+            }),
+        ),
+        "echo-key-stream" => {
+            let ev = json!({"choices":[{"index":0,"delta":{"content": format!("key={auth}!")}}]});
+            let s = format!("data: {ev}\n\n");
+            let at = s.find("UPSTREAM").unwrap();
+            let chunks = vec![
+                (0, s[..at].to_owned()),
+                (20, s[at..at + 3].to_owned()),
+                (20, s[at + 3..].to_owned()),
+                (0, "data: [DONE]\n\n".to_owned()),
+            ];
+            sse_response(chunks, state)
+        }
+        "auth-401" => json_response(401, json!({"error":{"message": format!("bad key {auth}")}})),
+        "error-500" => json_response(
+            500,
+            json!({"error":{"message":"internal trouble","type":"server_error"}}),
+        ),
+        "garbage" => Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(Body::from("<<<not json>>>"))
+            .unwrap(),
+        "hang" => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            json_response(200, json!({}))
+        }
+        other => json_response(400, json!({"error": format!("unknown script {other}")})),
+    }
+}
+
+pub fn sink() -> Arc<MemorySink> {
+    Arc::new(MemorySink::new())
+}
+
+pub fn config(up: &Upstream, api: ApiKind, sink: Arc<dyn RecordSink>) -> ProxyConfig {
+    let key = SecretKey::from_value_for_tests(KEY).unwrap();
+    let mut c = ProxyConfig::new(&up.url, api, key, sink);
+    c.timeouts.first_byte = Duration::from_secs(20);
+    c.timeouts.idle = Duration::from_secs(5);
+    c
+}
+
+pub fn spec(id: &str, listen: Listen, contract: Contract, budget: Budget) -> AttemptSpec {
+    let mut roles = BTreeMap::new();
+    roles.insert(Role::Agent, RoleSpec { contract, budget });
+    AttemptSpec {
+        attempt_id: id.to_owned(),
+        arm: "native".to_owned(),
+        session_id: format!("session-{id}"),
+        listen,
+        roles,
+    }
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Opens an HTTP/1 connection on a Unix socket and sends one request; returns the response head
+/// with its body still streaming.
+pub async fn unix_send(
+    path: &Path,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> http::Response<hyper::body::Incoming> {
+    let stream = tokio::net::UnixStream::connect(path).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "localhost");
+    for (n, v) in headers {
+        b = b.header(*n, *v);
+    }
+    let body: Bytes = body.into();
+    let req = b.body(http_body_util::Full::new(body)).unwrap();
+    sender.send_request(req).await.unwrap()
+}
+
+pub async fn unix_call(
+    path: &Path,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Reply {
+    let r = unix_send(path, method, uri, headers, body).await;
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+pub async fn post(path: &Path, script: &str, body: &Value) -> Reply {
+    unix_call(
+        path,
+        "POST",
+        "/v1/chat/completions",
+        &[
+            ("content-type", "application/json"),
+            ("x-test-script", script),
+            ("authorization", "Bearer client-own-key"),
+        ],
+        body.to_string(),
+    )
+    .await
+}
+
+pub fn chat(content: &str, stream: bool) -> Value {
+    json!({"model": MODEL, "messages":[{"role":"user","content": content}], "stream": stream})
+}
+
+/// Every file under `dir`, read whole.
+pub fn read_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(read_tree(&p));
+        } else if p.is_file() {
+            out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+        }
+    }
+    out
+}
+
+pub fn contains(h: &[u8], needle: &str) -> bool {
+    h.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
