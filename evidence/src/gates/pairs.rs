@@ -1,0 +1,199 @@
+//! Views of a run for gates and reports: each slot's final attempt, the pairs of a suite
+//! (baseline and gated candidate matched by task and repetition) and metric lookup with the
+//! protocol's missing-data rule.
+
+use std::collections::BTreeMap;
+
+use crate::report::{AttemptData, Outcome, Phase, RunData, SuiteData};
+
+/// Built-in metrics, read from the attempt's accounting when the grader did not emit the name.
+pub const BUILTIN_METRICS: [&str; 6] = [
+    "model_turns",
+    "tokens",
+    "input_tokens",
+    "output_tokens",
+    "duration_seconds",
+    "oracle_calls",
+];
+
+/// The value of `metric` for a finished attempt: the grader's metric, else a built-in, else the
+/// protocol's missing-data value; `Err` explains why there is none.
+pub fn metric_value(run: &RunData, a: &AttemptData, metric: &str) -> Result<f64, String> {
+    if let Some(v) = a.metrics.get(metric) {
+        return Ok(*v);
+    }
+    let builtin = match metric {
+        "model_turns" => Some(a.model_turns as f64),
+        "tokens" => Some(a.tokens.total() as f64),
+        "input_tokens" => Some(a.tokens.input as f64),
+        "output_tokens" => Some(a.tokens.output as f64),
+        "duration_seconds" => Some(a.duration_seconds),
+        "oracle_calls" => Some(f64::from(a.oracle_calls)),
+        _ => None,
+    };
+    if let Some(v) = builtin {
+        return Ok(v);
+    }
+    run.plan
+        .missing_metric_values
+        .get(metric)
+        .copied()
+        .ok_or_else(|| {
+            format!(
+                "attempt {} (#{}) has no metric {metric:?} and the protocol declares no missing-data value for it",
+                a.slot, a.attempt
+            )
+        })
+}
+
+pub fn is_final(a: &AttemptData) -> bool {
+    matches!(&a.outcome, Some(o) if *o != Outcome::InfraFault)
+}
+
+/// Each slot's final attempt (highest attempt number with a non-infra outcome), by slot id.
+pub fn final_attempts(run: &RunData) -> BTreeMap<&str, &AttemptData> {
+    let mut out: BTreeMap<&str, &AttemptData> = BTreeMap::new();
+    for a in run.attempts.iter().filter(|a| is_final(a)) {
+        match out.get(a.slot.as_str()) {
+            Some(prev) if prev.attempt >= a.attempt => {}
+            _ => {
+                out.insert(&a.slot, a);
+            }
+        }
+    }
+    out
+}
+
+/// The baseline and candidate final attempts of one (task, repetition), as far as they exist.
+type PairSlot<'a> = (Option<&'a AttemptData>, Option<&'a AttemptData>);
+
+/// One baseline/candidate pair of a suite.
+#[derive(Clone, Debug)]
+pub struct Pair<'a> {
+    pub task: &'a str,
+    pub rep: u32,
+    pub baseline: &'a AttemptData,
+    pub candidate: &'a AttemptData,
+}
+
+/// A suite's statistical view: pairs in the order their first slot was scheduled (v0.4's
+/// "pairs in statistical order"), and each arm's final statistical attempts.
+pub struct SuiteView<'a> {
+    pub suite: &'a SuiteData,
+    pub pairs: Vec<Pair<'a>>,
+    pub arm_attempts: BTreeMap<&'a str, Vec<&'a AttemptData>>,
+}
+
+impl<'a> SuiteView<'a> {
+    pub fn new(run: &'a RunData, suite: &'a SuiteData) -> Self {
+        Self::for_arms(run, suite, &suite.baseline, &suite.candidate)
+    }
+
+    /// Pairs of `baseline` against any arm `candidate` of the suite.
+    pub fn for_arms(
+        run: &'a RunData,
+        suite: &'a SuiteData,
+        baseline: &str,
+        candidate: &str,
+    ) -> Self {
+        let finals = final_attempts(run);
+        let position: BTreeMap<&str, usize> = run
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let mut arm_attempts: BTreeMap<&str, Vec<&AttemptData>> = BTreeMap::new();
+        let mut by_key: BTreeMap<(&str, u32), PairSlot> = BTreeMap::new();
+        for slot in run
+            .slots
+            .iter()
+            .filter(|s| s.phase == Phase::Statistical && s.suite == suite.id)
+        {
+            let Some(a) = finals.get(slot.id.as_str()) else {
+                continue;
+            };
+            arm_attempts.entry(slot.arm.as_str()).or_default().push(a);
+            let e = by_key.entry((slot.task.as_str(), slot.rep)).or_default();
+            if slot.arm == baseline {
+                e.0 = Some(a);
+            } else if slot.arm == candidate {
+                e.1 = Some(a);
+            }
+        }
+        let mut pairs: Vec<(usize, Pair)> = by_key
+            .into_iter()
+            .filter_map(|((task, rep), (b, c))| {
+                let (b, c) = (b?, c?);
+                let first = position
+                    .get(b.slot.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX)
+                    .min(position.get(c.slot.as_str()).copied().unwrap_or(usize::MAX));
+                Some((
+                    first,
+                    Pair {
+                        task,
+                        rep,
+                        baseline: b,
+                        candidate: c,
+                    },
+                ))
+            })
+            .collect();
+        pairs.sort_by_key(|(p, _)| *p);
+        Self {
+            suite,
+            pairs: pairs.into_iter().map(|(_, p)| p).collect(),
+            arm_attempts,
+        }
+    }
+
+    /// Distinct tasks of the pairs, in first-appearance order.
+    pub fn tasks(&self) -> Vec<&'a str> {
+        let mut out: Vec<&str> = Vec::new();
+        for p in &self.pairs {
+            if !out.contains(&p.task) {
+                out.push(p.task);
+            }
+        }
+        out
+    }
+
+    /// Task-level arm means of `metric` over the pairs (repetitions averaged), in task order.
+    pub fn task_means(&self, run: &RunData, metric: &str) -> Result<TaskMeans, String> {
+        let tasks = self.tasks();
+        let mut b = vec![Vec::new(); tasks.len()];
+        let mut c = vec![Vec::new(); tasks.len()];
+        let mut diffs = Vec::with_capacity(self.pairs.len());
+        let mut clusters = Vec::with_capacity(self.pairs.len());
+        for p in &self.pairs {
+            let i = tasks.iter().position(|t| *t == p.task).unwrap_or(0);
+            let vb = metric_value(run, p.baseline, metric)?;
+            let vc = metric_value(run, p.candidate, metric)?;
+            b[i].push(vb);
+            c[i].push(vc);
+            diffs.push(vc - vb);
+            clusters.push(p.task.to_string());
+        }
+        Ok(TaskMeans {
+            tasks: tasks.iter().map(|t| t.to_string()).collect(),
+            baseline: b.iter().map(|v| crate::stats::data::mean(v)).collect(),
+            candidate: c.iter().map(|v| crate::stats::data::mean(v)).collect(),
+            reps: b.iter().zip(&c).map(|(b, c)| (b.len(), c.len())).collect(),
+            pair_diffs: diffs,
+            pair_tasks: clusters,
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct TaskMeans {
+    pub tasks: Vec<String>,
+    pub baseline: Vec<f64>,
+    pub candidate: Vec<f64>,
+    pub reps: Vec<(usize, usize)>,
+    /// Pair differences in pair order with their task, for v0.4's bootstrap.
+    pub pair_diffs: Vec<f64>,
+    pub pair_tasks: Vec<String>,
+}

@@ -1,0 +1,498 @@
+//! `build_report`: statistics, gates and the release verdict of one run, from [`RunData`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::run_data::{LedgerHeadRef, Outcome, Phase, RUN_DATA_VERSION, RunData, StatPlan};
+use crate::gates::pairs::{SuiteView, final_attempts, metric_value};
+use crate::gates::{GateResult, Statistic, Verdict, evaluate_gates};
+use crate::stats::PairedTasks;
+use crate::stats::paired::{PairedConfig, PairedSummary, paired_summary};
+use crate::stats::resample::{ExactMode, ResampleConfig};
+
+/// Schema id of the JSON report; bump the number on any incompatible change.
+pub const REPORT_SCHEMA: &str = "eval.report/1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("run data version {0} is newer than this eval understands ({RUN_DATA_VERSION})")]
+    Version(u32),
+    #[error("cannot serialise the report: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The report (JSON schema `eval.report/1`; see ARCHITECTURE.md "Report").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub matrix: String,
+    pub protocol: String,
+    pub identity: String,
+    pub driver_digest: String,
+    /// The ledger head the report was computed from.
+    pub ledger_head: LedgerHeadRef,
+    pub release_allowed: bool,
+    /// Every reason release is not allowed (empty when allowed).
+    pub reasons: Vec<String>,
+    /// The ledger does not verify, the freeze drifted or the identity is retired (exit 3).
+    pub integrity_failure: bool,
+    pub checks: Checks,
+    pub completeness: Completeness,
+    pub gates: Vec<GateResult>,
+    pub suites: Vec<SuiteReport>,
+    pub accounting: Vec<ArmAccounting>,
+    pub infra_faults: Vec<FaultRow>,
+    pub reruns: Vec<RerunRow>,
+    pub plan: StatPlan,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checks {
+    pub all_gates_passed: bool,
+    pub run_complete: bool,
+    pub ledger_verified: bool,
+    pub ledger_problems: Vec<String>,
+    pub freeze_drift: Vec<String>,
+    pub identity_retired: bool,
+    pub fixture_upstream: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Completeness {
+    pub statistical_total: usize,
+    pub statistical_resolved: usize,
+    pub infrastructure_total: usize,
+    pub infrastructure_completed: usize,
+    /// Slots not resolved / not completed.
+    pub missing: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SuiteReport {
+    pub id: String,
+    pub baseline: String,
+    pub candidate: String,
+    pub other_arms: Vec<String>,
+    /// The metric of the forest plot and the task tables.
+    pub metric: String,
+    pub n_tasks: usize,
+    /// Fewer tasks than the protocol's minimum: a robustness check, not population-calibrated.
+    pub robustness_check: bool,
+    /// Every non-baseline arm against the baseline (the gated candidate first).
+    pub comparisons: Vec<Comparison>,
+    pub tasks: Vec<TaskTableRow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub arm: String,
+    pub gated: bool,
+    pub summary: Option<PairedSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskTableRow {
+    pub task: String,
+    /// arm → the metric's value per repetition (`null` where missing) and the outcome of each.
+    pub arms: BTreeMap<String, Vec<RepCell>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepCell {
+    pub rep: u32,
+    pub value: Option<f64>,
+    pub outcome: Option<Outcome>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArmAccounting {
+    pub suite: String,
+    pub arm: String,
+    /// Every attempt (reruns and faulted ones included).
+    pub attempts: usize,
+    pub model_turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub oracle_calls: u64,
+    pub duration_seconds: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FaultRow {
+    pub slot: String,
+    pub attempt: u32,
+    pub code: Option<String>,
+    pub rerun: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RerunRow {
+    pub slot: String,
+    pub attempt: u32,
+    pub rerun_of: Option<u32>,
+    pub outcome: Option<Outcome>,
+}
+
+pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
+    if run.version > RUN_DATA_VERSION {
+        return Err(ReportError::Version(run.version));
+    }
+    let gates = evaluate_gates(run);
+    let completeness = completeness(run);
+    let run_complete = completeness.missing.is_empty();
+    let all_gates_passed = gates.iter().all(|g| g.passed);
+    let mut reasons = Vec::new();
+    if run.gates.is_empty() {
+        reasons.push("the protocol declares no gates".to_string());
+    }
+    for g in gates.iter().filter(|g| !g.passed) {
+        for r in g.rules.iter().filter(|r| r.verdict != Verdict::Pass) {
+            reasons.push(format!(
+                "gate {} rule {} ({}): {}",
+                g.id,
+                r.id,
+                verdict_text(r.verdict),
+                r.reason.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    if !run_complete {
+        reasons.push(format!(
+            "run incomplete: {} of {} statistical slots resolved, {} of {} infrastructure slots completed",
+            completeness.statistical_resolved,
+            completeness.statistical_total,
+            completeness.infrastructure_completed,
+            completeness.infrastructure_total
+        ));
+    }
+    if !run.ledger_verified {
+        reasons.push(format!(
+            "the ledger does not verify: {}",
+            if run.ledger_problems.is_empty() {
+                "(no detail)".into()
+            } else {
+                run.ledger_problems.join("; ")
+            }
+        ));
+    }
+    if !run.freeze_drift.is_empty() {
+        reasons.push(format!(
+            "the freeze drifted: {}",
+            run.freeze_drift.join(", ")
+        ));
+    }
+    if run.identity_retired {
+        reasons.push(format!("identity {} is retired", run.identity));
+    }
+    if run.fixture_upstream {
+        reasons
+            .push("the upstream was the fixture: fixture evidence never allows a release".into());
+    }
+    let release_allowed = reasons.is_empty();
+    Ok(Report {
+        schema: REPORT_SCHEMA.into(),
+        matrix: run.matrix.clone(),
+        protocol: run.protocol.clone(),
+        identity: run.identity.clone(),
+        driver_digest: run.driver_digest.clone(),
+        ledger_head: run.ledger_head.clone(),
+        release_allowed,
+        reasons,
+        integrity_failure: !run.ledger_verified
+            || !run.freeze_drift.is_empty()
+            || run.identity_retired,
+        checks: Checks {
+            all_gates_passed,
+            run_complete,
+            ledger_verified: run.ledger_verified,
+            ledger_problems: run.ledger_problems.clone(),
+            freeze_drift: run.freeze_drift.clone(),
+            identity_retired: run.identity_retired,
+            fixture_upstream: run.fixture_upstream,
+        },
+        completeness,
+        gates,
+        suites: run.suites.iter().map(|s| suite_report(run, s)).collect(),
+        accounting: accounting(run),
+        infra_faults: run
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == Some(Outcome::InfraFault))
+            .map(|a| FaultRow {
+                slot: a.slot.clone(),
+                attempt: a.attempt,
+                code: a.infra_fault.clone(),
+                rerun: run
+                    .attempts
+                    .iter()
+                    .any(|b| b.slot == a.slot && b.rerun_of == Some(a.attempt)),
+            })
+            .collect(),
+        reruns: run
+            .attempts
+            .iter()
+            .filter(|a| a.rerun_of.is_some())
+            .map(|a| RerunRow {
+                slot: a.slot.clone(),
+                attempt: a.attempt,
+                rerun_of: a.rerun_of,
+                outcome: a.outcome.clone(),
+            })
+            .collect(),
+        plan: run.plan.clone(),
+    })
+}
+
+impl Report {
+    /// 0 release allowed · 1 not allowed · 3 integrity failure.
+    pub fn exit_status(&self) -> u8 {
+        if self.integrity_failure {
+            3
+        } else if self.release_allowed {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+pub fn verdict_text(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "fail",
+        Verdict::NotComputable => "not computable",
+        Verdict::InsufficientTasks => "insufficient tasks",
+    }
+}
+
+fn completeness(run: &RunData) -> Completeness {
+    let finals = final_attempts(run);
+    let mut c = Completeness {
+        statistical_total: 0,
+        statistical_resolved: 0,
+        infrastructure_total: 0,
+        infrastructure_completed: 0,
+        missing: Vec::new(),
+    };
+    for s in &run.slots {
+        match s.phase {
+            Phase::Statistical => {
+                c.statistical_total += 1;
+                if finals.contains_key(s.id.as_str()) {
+                    c.statistical_resolved += 1;
+                } else {
+                    c.missing.push(s.id.clone());
+                }
+            }
+            Phase::Infrastructure => {
+                c.infrastructure_total += 1;
+                if run
+                    .attempts
+                    .iter()
+                    .any(|a| a.slot == s.id && a.outcome == Some(Outcome::Completed))
+                {
+                    c.infrastructure_completed += 1;
+                } else {
+                    c.missing.push(s.id.clone());
+                }
+            }
+        }
+    }
+    c
+}
+
+/// The suite's headline metric: that of its first task-level gate rule, else of its first pair
+/// rule, else its first declared metric, else `score`.
+fn primary_metric(run: &RunData, suite: &str) -> String {
+    let rules: Vec<_> = run
+        .gates
+        .iter()
+        .filter(|g| g.suite.as_deref() == Some(suite))
+        .flat_map(|g| g.rules.iter())
+        .collect();
+    let task_level = [
+        Statistic::BootstrapLower,
+        Statistic::BootstrapUpper,
+        Statistic::ContrastLower,
+        Statistic::SignFlipP,
+    ];
+    rules
+        .iter()
+        .find(|r| task_level.contains(&r.statistic))
+        .or_else(|| {
+            rules
+                .iter()
+                .find(|r| r.statistic == Statistic::PairDiffMean)
+        })
+        .and_then(|r| r.metric.clone())
+        .or_else(|| {
+            run.suites
+                .iter()
+                .find(|s| s.id == suite)
+                .and_then(|s| s.metrics.first().cloned())
+        })
+        .unwrap_or_else(|| "score".into())
+}
+
+fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteReport {
+    let metric = primary_metric(run, &suite.id);
+    let exact = run
+        .plan
+        .exact
+        .parse::<ExactMode>()
+        .unwrap_or(ExactMode::Auto);
+    let cfg = PairedConfig {
+        resample: ResampleConfig {
+            resamples: run.plan.resamples,
+            seed: run.plan.seed,
+            exact,
+            threads: 0,
+        },
+        confidence: run.plan.confidence,
+        min_tasks: run.plan.min_suite_tasks,
+    };
+    let mut arms = vec![suite.candidate.clone()];
+    arms.extend(
+        suite
+            .other_arms
+            .iter()
+            .filter(|a| **a != suite.candidate)
+            .cloned(),
+    );
+    let comparisons: Vec<Comparison> = arms
+        .iter()
+        .map(|arm| {
+            let view = SuiteView::for_arms(run, suite, &suite.baseline, arm);
+            let result = view
+                .task_means(run, &metric)
+                .and_then(|tm| {
+                    PairedTasks::from_means(tm.tasks, tm.baseline, tm.candidate)
+                        .map_err(|e| e.to_string())
+                })
+                .and_then(|pt| {
+                    paired_summary(&pt, &suite.baseline, arm, &metric, &cfg)
+                        .map_err(|e| e.to_string())
+                });
+            match result {
+                Ok(s) => Comparison {
+                    arm: arm.clone(),
+                    gated: *arm == suite.candidate,
+                    summary: Some(s),
+                    error: None,
+                },
+                Err(e) => Comparison {
+                    arm: arm.clone(),
+                    gated: *arm == suite.candidate,
+                    summary: None,
+                    error: Some(e),
+                },
+            }
+        })
+        .collect();
+    let finals = final_attempts(run);
+    let mut all_arms = vec![suite.baseline.clone()];
+    all_arms.extend(arms.iter().cloned());
+    let tasks = suite
+        .tasks
+        .iter()
+        .map(|task| {
+            let mut by_arm = BTreeMap::new();
+            for arm in &all_arms {
+                let cells = run
+                    .slots
+                    .iter()
+                    .filter(|s| {
+                        s.phase == Phase::Statistical
+                            && s.suite == suite.id
+                            && s.task == *task
+                            && s.arm == *arm
+                    })
+                    .map(|s| {
+                        let a = finals.get(s.id.as_str());
+                        RepCell {
+                            rep: s.rep,
+                            value: a.and_then(|a| metric_value(run, a, &metric).ok()),
+                            outcome: a.and_then(|a| a.outcome.clone()),
+                        }
+                    })
+                    .collect();
+                let mut cells: Vec<RepCell> = cells;
+                cells.sort_by_key(|c| c.rep);
+                by_arm.insert(arm.clone(), cells);
+            }
+            TaskTableRow {
+                task: task.clone(),
+                arms: by_arm,
+            }
+        })
+        .collect();
+    let n_tasks = comparisons
+        .first()
+        .and_then(|c| c.summary.as_ref())
+        .map_or(0, |s| s.n_tasks);
+    SuiteReport {
+        id: suite.id.clone(),
+        baseline: suite.baseline.clone(),
+        candidate: suite.candidate.clone(),
+        other_arms: suite.other_arms.clone(),
+        metric,
+        n_tasks,
+        robustness_check: suite.tasks.len() < run.plan.min_suite_tasks,
+        comparisons,
+        tasks,
+    }
+}
+
+fn accounting(run: &RunData) -> Vec<ArmAccounting> {
+    let mut out: Vec<ArmAccounting> = Vec::new();
+    for a in &run.attempts {
+        let i = match out
+            .iter()
+            .position(|x| x.suite == a.suite && x.arm == a.arm)
+        {
+            Some(i) => i,
+            None => {
+                out.push(ArmAccounting {
+                    suite: a.suite.clone(),
+                    arm: a.arm.clone(),
+                    attempts: 0,
+                    model_turns: 0,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    cached_tokens: 0,
+                    reasoning_tokens: 0,
+                    oracle_calls: 0,
+                    duration_seconds: 0.0,
+                });
+                out.len() - 1
+            }
+        };
+        let x = &mut out[i];
+        x.attempts += 1;
+        x.model_turns += a.model_turns;
+        x.input_tokens += a.tokens.input;
+        x.output_tokens += a.tokens.output;
+        x.cached_tokens += a.tokens.cached;
+        x.reasoning_tokens += a.tokens.reasoning;
+        x.oracle_calls += u64::from(a.oracle_calls);
+        x.duration_seconds += a.duration_seconds;
+    }
+    out
+}
+
+/// Payload of the `report` ledger entry the controller appends after writing a report.
+pub fn report_entry_payload(report: &Report) -> Result<serde_json::Value, ReportError> {
+    let bytes = crate::canonical::to_vec(report)?;
+    Ok(serde_json::json!({
+        "report_schema": report.schema,
+        "report_digest": crate::ledger::Digest::of(&bytes).to_string(),
+        "ledger_head": report.ledger_head,
+        "identity": report.identity,
+        "release_allowed": report.release_allowed,
+    }))
+}

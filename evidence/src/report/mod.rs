@@ -1,0 +1,11 @@
+//! Reports: computed from [`RunData`] (never from a ledger directly — the controller builds the
+//! `RunData` from a verified ledger), rendered as text, JSON (schema [`REPORT_SCHEMA`]),
+//! Markdown or one self-contained HTML file.
+
+pub mod build;
+pub mod render;
+pub mod run_data;
+
+pub use build::{REPORT_SCHEMA, Report, ReportError, build_report, report_entry_payload};
+pub use render::{Format, render};
+pub use run_data::*;

@@ -1,0 +1,649 @@
+//! Rendering a [`Report`] as text, JSON, Markdown or one self-contained HTML file (inline CSS and
+//! SVG; no scripts, no network).
+
+use std::fmt::Write as _;
+
+use super::build::{Report, ReportError, SuiteReport, verdict_text};
+use crate::gates::evaluate::{fmt_value, op_text};
+use crate::gates::{GateResult, Verdict};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Md,
+    Html,
+}
+
+pub fn render(report: &Report, format: Format) -> Result<String, ReportError> {
+    Ok(match format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(report)?;
+            s.push('\n');
+            s
+        }
+        Format::Text => text(report),
+        Format::Md => markdown(report),
+        Format::Html => html(report),
+    })
+}
+
+fn verdict_line(r: &Report) -> String {
+    if r.release_allowed {
+        "RELEASE ALLOWED".into()
+    } else if r.integrity_failure {
+        "RELEASE NOT ALLOWED (integrity failure)".into()
+    } else {
+        "RELEASE NOT ALLOWED".into()
+    }
+}
+
+fn num(v: f64) -> String {
+    if v.is_finite() {
+        let s = format!("{v:.4}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        if s == "-0" { "0".into() } else { s.to_string() }
+    } else {
+        fmt_value(v)
+    }
+}
+
+fn rule_value(r: &crate::gates::RuleResult) -> String {
+    r.value.map_or_else(|| r.value_text.clone(), num)
+}
+
+fn rule_cond(r: &crate::gates::RuleResult) -> String {
+    match r.threshold {
+        Some(t) => format!("{} {}", op_text(r.op), num(t)),
+        None => op_text(r.op).into(),
+    }
+}
+
+fn rule_subject(r: &crate::gates::RuleResult) -> String {
+    let mut s = r.statistic.name();
+    if let Some(m) = &r.metric {
+        let _ = write!(s, "({m})");
+    }
+    if let Some(a) = r.arm {
+        let _ = write!(s, " [{a:?}]");
+    }
+    s
+}
+
+fn text(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", verdict_line(r));
+    for reason in &r.reasons {
+        let _ = writeln!(o, "  - {reason}");
+    }
+    let _ = writeln!(
+        o,
+        "\nmatrix {}  protocol {}  identity {}",
+        r.matrix, r.protocol, r.identity
+    );
+    let _ = writeln!(
+        o,
+        "driver {}  ledger head {}:{}",
+        r.driver_digest, r.ledger_head.seq, r.ledger_head.hash
+    );
+    if r.checks.fixture_upstream {
+        let _ = writeln!(o, "FIXTURE EVIDENCE: this run used the fixture upstream");
+    }
+    let _ = writeln!(o, "\nGates");
+    for g in &r.gates {
+        let _ = writeln!(
+            o,
+            "  [{}] {}{}",
+            if g.passed { "PASS" } else { "FAIL" },
+            g.id,
+            g.suite
+                .as_ref()
+                .map(|s| format!(" (suite {s})"))
+                .unwrap_or_default()
+        );
+        for rule in &g.rules {
+            let _ = writeln!(
+                o,
+                "      {:<18} {} = {} {}  -> {}{}",
+                rule.id,
+                rule_subject(rule),
+                rule_value(rule),
+                rule_cond(rule),
+                verdict_text(rule.verdict),
+                rule.reason
+                    .as_ref()
+                    .map(|x| format!(" ({x})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    for s in &r.suites {
+        let _ = writeln!(
+            o,
+            "\nSuite {} — metric {}, {} tasks{}",
+            s.id,
+            s.metric,
+            s.n_tasks,
+            if s.robustness_check {
+                " (robustness check)"
+            } else {
+                ""
+            }
+        );
+        for c in &s.comparisons {
+            match &c.summary {
+                Some(p) => {
+                    let _ = writeln!(
+                        o,
+                        "  {} vs {}{}: mean diff {} BCa [{}, {}] percentile [{}, {}] ({}), sign-flip p = {} ({})",
+                        c.arm,
+                        s.baseline,
+                        if c.gated { " (gated)" } else { "" },
+                        num(p.mean_diff),
+                        num(p.ci.bca.map_or(f64::NAN, |x| x[0])),
+                        num(p.ci.bca.map_or(f64::NAN, |x| x[1])),
+                        num(p.ci.percentile[0]),
+                        num(p.ci.percentile[1]),
+                        kind_text(p.method),
+                        num(p.sign_flip_p),
+                        p.sign_flip.method
+                    );
+                    for n in &p.notes {
+                        let _ = writeln!(o, "      note: {n}");
+                    }
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  {} vs {}: {}",
+                        c.arm,
+                        s.baseline,
+                        c.error.as_deref().unwrap_or("no data")
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(o, "\nAccounting per arm (all attempts)");
+    for a in &r.accounting {
+        let _ = writeln!(
+            o,
+            "  {}/{}: {} attempts, {} turns, {} in + {} out tokens, {} oracle calls, {}s",
+            a.suite,
+            a.arm,
+            a.attempts,
+            a.model_turns,
+            a.input_tokens,
+            a.output_tokens,
+            a.oracle_calls,
+            num(a.duration_seconds)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nInfra faults: {}  reruns: {}",
+        r.infra_faults.len(),
+        r.reruns.len()
+    );
+    for f in &r.infra_faults {
+        let _ = writeln!(
+            o,
+            "  {} #{}: {}{}",
+            f.slot,
+            f.attempt,
+            f.code.as_deref().unwrap_or("?"),
+            if f.rerun { " (rerun)" } else { "" }
+        );
+    }
+    o
+}
+
+fn markdown(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# {}\n", verdict_line(r));
+    for reason in &r.reasons {
+        let _ = writeln!(o, "- {}", md_escape(reason));
+    }
+    let _ = writeln!(
+        o,
+        "\n| | |\n|---|---|\n| matrix | `{}` |\n| protocol | `{}` |\n| identity | `{}` |\n| driver | `{}` |\n| ledger head | `{}:{}` |\n| fixture upstream | {} |",
+        r.matrix,
+        r.protocol,
+        r.identity,
+        r.driver_digest,
+        r.ledger_head.seq,
+        r.ledger_head.hash,
+        r.checks.fixture_upstream
+    );
+    let _ = writeln!(
+        o,
+        "\n## Gates\n\n| gate | rule | statistic | value | condition | verdict | reason |\n|---|---|---|---|---|---|---|"
+    );
+    for g in &r.gates {
+        for rule in &g.rules {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                g.id,
+                rule.id,
+                rule_subject(rule),
+                rule_value(rule),
+                md_escape(&rule_cond(rule)),
+                verdict_text(rule.verdict),
+                md_escape(rule.reason.as_deref().unwrap_or(""))
+            );
+        }
+    }
+    for s in &r.suites {
+        let _ = writeln!(
+            o,
+            "\n## Suite `{}` ({}, {} tasks{})\n",
+            s.id,
+            s.metric,
+            s.n_tasks,
+            if s.robustness_check {
+                ", robustness check"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            o,
+            "| arm vs {} | mean diff | BCa | percentile | sign-flip p | method |\n|---|---|---|---|---|---|",
+            s.baseline
+        );
+        for c in &s.comparisons {
+            if let Some(p) = &c.summary {
+                let bca = p.ci.bca.unwrap_or([f64::NAN; 2]);
+                let _ = writeln!(
+                    o,
+                    "| {}{} | {} | [{}, {}] | [{}, {}] | {} ({}) | {} |",
+                    c.arm,
+                    if c.gated { " (gated)" } else { "" },
+                    num(p.mean_diff),
+                    num(bca[0]),
+                    num(bca[1]),
+                    num(p.ci.percentile[0]),
+                    num(p.ci.percentile[1]),
+                    num(p.sign_flip_p),
+                    p.sign_flip.method,
+                    kind_text(p.method)
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\n## Accounting\n\n| suite | arm | attempts | turns | input tokens | output tokens | oracle calls |\n|---|---|---|---|---|---|---|"
+    );
+    for a in &r.accounting {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            a.suite,
+            a.arm,
+            a.attempts,
+            a.model_turns,
+            a.input_tokens,
+            a.output_tokens,
+            a.oracle_calls
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n## Infra faults and reruns\n\n{} faults, {} reruns.",
+        r.infra_faults.len(),
+        r.reruns.len()
+    );
+    o
+}
+
+fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
+    match k {
+        crate::stats::ResampleKind::Sampled => "sampled",
+        crate::stats::ResampleKind::Exact => "exact",
+    }
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}\
+h1.verdict{padding:.5em .8em;border-radius:6px;color:#fff}h1.allowed{background:#1b7f3b}h1.blocked{background:#b3261e}\
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
+th{background:#f3f3f3}.pass{color:#1b7f3b;font-weight:600}.fail{color:#b3261e;font-weight:600}code{font-size:12px}\
+.note{color:#555;font-size:13px}.fixture{background:#fff3cd;border:1px solid #e0c060;padding:.5em}";
+
+fn html(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>eval report: {}</title><style>{CSS}</style></head><body>\n",
+        esc(&r.matrix)
+    );
+    let _ = writeln!(
+        o,
+        "<h1 id=\"verdict\" class=\"verdict {}\" data-release-allowed=\"{}\">{}</h1>",
+        if r.release_allowed {
+            "allowed"
+        } else {
+            "blocked"
+        },
+        r.release_allowed,
+        esc(&verdict_line(r))
+    );
+    if !r.reasons.is_empty() {
+        let _ = writeln!(o, "<ul id=\"reasons\">");
+        for reason in &r.reasons {
+            let _ = writeln!(o, "<li>{}</li>", esc(reason));
+        }
+        let _ = writeln!(o, "</ul>");
+    }
+    if r.checks.fixture_upstream {
+        let _ = writeln!(
+            o,
+            "<p class=\"fixture\">Fixture evidence: this run used the embedded fixture upstream.</p>"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<table><tr><th>matrix</th><td><code>{}</code></td></tr><tr><th>protocol</th><td><code>{}</code></td></tr><tr><th>identity</th><td><code>{}</code></td></tr><tr><th>driver</th><td><code>{}</code></td></tr><tr><th>ledger head</th><td><code>{}:{}</code></td></tr><tr><th>complete</th><td>{} / {} statistical, {} / {} infrastructure</td></tr></table>",
+        esc(&r.matrix),
+        esc(&r.protocol),
+        esc(&r.identity),
+        esc(&r.driver_digest),
+        r.ledger_head.seq,
+        esc(&r.ledger_head.hash),
+        r.completeness.statistical_resolved,
+        r.completeness.statistical_total,
+        r.completeness.infrastructure_completed,
+        r.completeness.infrastructure_total
+    );
+    let _ = writeln!(o, "<h2>Gates</h2>");
+    gates_table(&mut o, &r.gates);
+    for s in &r.suites {
+        suite_html(&mut o, s);
+    }
+    let _ = writeln!(
+        o,
+        "<h2>Token and turn accounting per arm</h2><table><tr><th>suite</th><th>arm</th><th>attempts</th><th>model turns</th><th>input tokens</th><th>output tokens</th><th>cached</th><th>reasoning</th><th>oracle calls</th><th>duration (s)</th></tr>"
+    );
+    for a in &r.accounting {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&a.suite),
+            esc(&a.arm),
+            a.attempts,
+            a.model_turns,
+            a.input_tokens,
+            a.output_tokens,
+            a.cached_tokens,
+            a.reasoning_tokens,
+            a.oracle_calls,
+            num(a.duration_seconds)
+        );
+    }
+    let _ = writeln!(o, "</table><h2>Infrastructure faults and reruns</h2>");
+    if r.infra_faults.is_empty() && r.reruns.is_empty() {
+        let _ = writeln!(o, "<p>None.</p>");
+    } else {
+        let _ = writeln!(
+            o,
+            "<table><tr><th>slot</th><th>attempt</th><th>fault code</th><th>rerun</th></tr>"
+        );
+        for f in &r.infra_faults {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&f.slot),
+                f.attempt,
+                esc(f.code.as_deref().unwrap_or("?")),
+                if f.rerun { "yes" } else { "no" }
+            );
+        }
+        let _ = writeln!(
+            o,
+            "</table><table><tr><th>rerun</th><th>attempt</th><th>reruns</th><th>outcome</th></tr>"
+        );
+        for x in &r.reruns {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&x.slot),
+                x.attempt,
+                x.rerun_of.map_or("—".into(), |a| format!("#{a}")),
+                esc(&format!("{:?}", x.outcome))
+            );
+        }
+        let _ = writeln!(o, "</table>");
+    }
+    let _ = writeln!(
+        o,
+        "<p class=\"note\">Report schema {}. Intervals: {} resamples, seed {}, confidence {}, default method {}.</p></body></html>",
+        esc(&r.schema),
+        r.plan.resamples,
+        r.plan.seed,
+        r.plan.confidence,
+        esc(&r.plan.method)
+    );
+    o
+}
+
+fn gates_table(o: &mut String, gates: &[GateResult]) {
+    let _ = writeln!(
+        o,
+        "<table id=\"gates\"><tr><th>gate</th><th>rule</th><th>statistic</th><th>value</th><th>condition</th><th>verdict</th><th>reason</th></tr>"
+    );
+    for g in gates {
+        for rule in &g.rules {
+            let class = if rule.verdict == Verdict::Pass {
+                "pass"
+            } else {
+                "fail"
+            };
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td></tr>",
+                esc(&g.id),
+                esc(&rule.id),
+                esc(&rule_subject(rule)),
+                esc(&rule_value(rule)),
+                esc(&rule_cond(rule)),
+                verdict_text(rule.verdict),
+                esc(rule.reason.as_deref().unwrap_or(""))
+            );
+        }
+    }
+    let _ = writeln!(o, "</table>");
+}
+
+fn suite_html(o: &mut String, s: &SuiteReport) {
+    let _ = writeln!(
+        o,
+        "<h2>Suite <code>{}</code></h2><p>Metric <code>{}</code>, {} tasks, baseline <code>{}</code>, gated candidate <code>{}</code>.{}</p>",
+        esc(&s.id),
+        esc(&s.metric),
+        s.n_tasks,
+        esc(&s.baseline),
+        esc(&s.candidate),
+        if s.robustness_check {
+            " <strong>Robustness check</strong>: fewer tasks than the protocol's minimum; not population-calibrated evidence."
+        } else {
+            ""
+        }
+    );
+    forest_plot(o, s);
+    for c in &s.comparisons {
+        if let Some(p) = &c.summary {
+            for n in &p.notes {
+                let _ = writeln!(o, "<p class=\"note\">{}: {}</p>", esc(&c.arm), esc(n));
+            }
+        } else if let Some(e) = &c.error {
+            let _ = writeln!(o, "<p class=\"note\">{}: {}</p>", esc(&c.arm), esc(e));
+        }
+    }
+    let arms: Vec<&String> = s
+        .tasks
+        .first()
+        .map(|t| t.arms.keys().collect())
+        .unwrap_or_default();
+    let mut ordered: Vec<&String> = Vec::new();
+    for a in std::iter::once(&s.baseline).chain(s.comparisons.iter().map(|c| &c.arm)) {
+        if arms.contains(&a) && !ordered.contains(&a) {
+            ordered.push(a);
+        }
+    }
+    let _ = write!(o, "<table class=\"tasks\"><tr><th>task</th>");
+    for a in &ordered {
+        let _ = write!(o, "<th>{}</th>", esc(a));
+    }
+    let _ = writeln!(o, "</tr>");
+    for t in &s.tasks {
+        let _ = write!(o, "<tr><td>{}</td>", esc(&t.task));
+        for a in &ordered {
+            let cells = t.arms.get(*a).map(|c| {
+                c.iter()
+                    .map(|x| format!("r{}: {}", x.rep, x.value.map_or("—".into(), num)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
+            let _ = write!(o, "<td>{}</td>", esc(&cells.unwrap_or_default()));
+        }
+        let _ = writeln!(o, "</tr>");
+    }
+    let _ = writeln!(o, "</table>");
+}
+
+/// (arm, gated, mean difference, BCa interval, percentile interval).
+type ForestRow<'a> = (&'a str, bool, f64, [f64; 2], [f64; 2]);
+
+/// One SVG per suite: each arm's mean difference against the baseline with its BCa interval
+/// (thick) and percentile interval (thin), and a line at zero.
+fn forest_plot(o: &mut String, s: &SuiteReport) {
+    let rows: Vec<ForestRow> = s
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            c.summary.as_ref().map(|p| {
+                (
+                    c.arm.as_str(),
+                    c.gated,
+                    p.mean_diff,
+                    p.ci.bca.unwrap_or(p.ci.percentile),
+                    p.ci.percentile,
+                )
+            })
+        })
+        .collect();
+    let (w, left, right, row_h, top) = (720.0, 170.0, 30.0, 34.0, 24.0);
+    let h = top + row_h * rows.len().max(1) as f64 + 30.0;
+    let mut lo: f64 = 0.0;
+    let mut hi: f64 = 0.0;
+    for r in &rows {
+        for v in [r.2, r.3[0], r.3[1], r.4[0], r.4[1]] {
+            if v.is_finite() {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+    }
+    if hi - lo < 1e-12 {
+        lo -= 1.0;
+        hi += 1.0;
+    }
+    let pad = (hi - lo) * 0.08;
+    let (lo, hi) = (lo - pad, hi + pad);
+    let x = |v: f64| left + (v.clamp(lo, hi) - lo) / (hi - lo) * (w - left - right);
+    let _ = writeln!(
+        o,
+        "<svg class=\"forest\" id=\"forest-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"forest plot of suite {}\">",
+        esc(&s.id),
+        esc(&s.id)
+    );
+    let _ = writeln!(
+        o,
+        "<title>Suite {}: mean difference in {} against {} with intervals</title>",
+        esc(&s.id),
+        esc(&s.metric),
+        esc(&s.baseline)
+    );
+    let _ = writeln!(
+        o,
+        "<line x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"#888\" stroke-dasharray=\"4 3\"/>",
+        x(0.0),
+        top - 8.0,
+        h - 24.0
+    );
+    for (i, (arm, gated, m, bca, pct)) in rows.iter().enumerate() {
+        let y = top + row_h * i as f64 + row_h / 2.0;
+        let color = if *gated { "#1f4e9c" } else { "#777" };
+        let _ = writeln!(
+            o,
+            "<text x=\"8\" y=\"{:.1}\" font-size=\"13\">{}{}</text>",
+            y + 4.0,
+            esc(arm),
+            if *gated { " (gated)" } else { "" }
+        );
+        let _ = writeln!(
+            o,
+            "<line class=\"ci-percentile\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"1\"/>",
+            x(pct[0]),
+            x(pct[1])
+        );
+        let _ = writeln!(
+            o,
+            "<line class=\"ci-bca\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"4\"/>",
+            x(bca[0]),
+            x(bca[1])
+        );
+        let _ = writeln!(
+            o,
+            "<rect class=\"estimate\" x=\"{:.1}\" y=\"{:.1}\" width=\"9\" height=\"9\" fill=\"{color}\"><title>{}: {} [{}, {}]</title></rect>",
+            x(*m) - 4.5,
+            y - 4.5,
+            esc(arm),
+            num(*m),
+            num(bca[0]),
+            num(bca[1])
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">0</text>",
+        x(lo),
+        h - 8.0,
+        num(lo),
+        x(hi),
+        h - 8.0,
+        num(hi),
+        x(0.0),
+        h - 8.0
+    );
+    let _ = writeln!(o, "</svg>");
+    let _ = writeln!(
+        o,
+        "<p class=\"note\">Square: mean task-level difference against <code>{}</code>; thick line: {}% BCa interval; thin line: percentile interval; dashed line: zero.</p>",
+        esc(&s.baseline),
+        s.comparisons
+            .iter()
+            .find_map(|c| c.summary.as_ref().map(|p| num(p.ci.level * 100.0)))
+            .unwrap_or_else(|| "—".into())
+    );
+}

@@ -1,0 +1,218 @@
+//! `RunData`: the plain, ledger-independent input a report is computed from.
+//!
+//! The controller builds it from a verified ledger (plus the freeze and the identity registry);
+//! nothing in `report` reads a ledger itself. It is serde so that fixtures and other tools can
+//! feed the report engine from JSON. Field meanings are documented here and in
+//! `/work/notes/report-input.md` (merged into ARCHITECTURE.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gates::Gate;
+
+/// Version of the `RunData` shape; bump on any incompatible change.
+pub const RUN_DATA_VERSION: u32 = 1;
+
+/// Everything a report needs about one matrix run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunData {
+    pub version: u32,
+    /// Matrix name (e.g. `v0.4`).
+    pub matrix: String,
+    /// Protocol name (e.g. `v0.4`).
+    pub protocol: String,
+    /// Frozen protocol identity (`sha256:<hex>` root digest of the freeze manifest).
+    pub identity: String,
+    /// Digest of the controller ("driver") source embedded in the `eval` binary that ran.
+    pub driver_digest: String,
+    /// The ledger head the data was read from.
+    pub ledger_head: LedgerHeadRef,
+    /// The ledger was verified end to end (every hash recomputed) before this was built.
+    pub ledger_verified: bool,
+    /// Why the ledger did not verify (empty when it did).
+    #[serde(default)]
+    pub ledger_problems: Vec<String>,
+    /// Paths/digests that drifted from the freeze (empty = no drift).
+    #[serde(default)]
+    pub freeze_drift: Vec<String>,
+    /// The identity has a `retire` entry in the registry.
+    pub identity_retired: bool,
+    /// The run used the embedded fixture upstream (never release evidence).
+    pub fixture_upstream: bool,
+    /// The protocol's statistical plan.
+    pub plan: StatPlan,
+    /// The protocol's release gates, in declaration order.
+    pub gates: Vec<Gate>,
+    /// Infra fault codes the protocol allows to be rerun.
+    pub rerunnable_fault_codes: Vec<String>,
+    /// Maximum reruns per statistical slot (protocol limit); `None` = no limit declared.
+    #[serde(default)]
+    pub max_reruns_per_slot: Option<u32>,
+    /// Maximum attempts per infrastructure slot; `None` = no limit declared.
+    #[serde(default)]
+    pub max_infra_attempts: Option<u32>,
+    pub suites: Vec<SuiteData>,
+    /// Every slot of the expanded matrix (infrastructure and statistical), in schedule order.
+    pub slots: Vec<SlotData>,
+    /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts included).
+    pub attempts: Vec<AttemptData>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerHeadRef {
+    pub seq: u64,
+    /// `sha256:<hex>`.
+    pub hash: String,
+}
+
+/// The protocol's statistical plan, as far as the report needs it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatPlan {
+    /// Bootstrap resamples (B).
+    pub resamples: u64,
+    /// Seed of the ChaCha8 resampler.
+    pub seed: u64,
+    /// Two-sided confidence level, e.g. 0.95.
+    pub confidence: f64,
+    /// Default interval method of bootstrap rules: `bca`, `percentile` or `v04-percentile`.
+    pub method: String,
+    /// For `v04-percentile`: the mulberry32 seed string, `{identity}` standing for the identity's
+    /// hex digest (no `sha256:` prefix) and `{suite}` for the suite id. Default
+    /// `{identity}:{suite}` (v0.4's).
+    #[serde(default)]
+    pub seed_string: Option<String>,
+    /// Interval methods reported beside the gating one (informational).
+    #[serde(default)]
+    pub report_methods: Vec<String>,
+    /// `auto` | `always` | `never`: exact multiset enumeration.
+    #[serde(default = "default_exact")]
+    pub exact: String,
+    /// Suites with fewer tasks are robustness checks, not population-calibrated evidence.
+    pub min_suite_tasks: usize,
+    /// Missing-data rule: value used for a metric that a final non-infra attempt did not emit
+    /// (e.g. `score = 0` for a crashed agent). A metric missing with no rule makes every
+    /// statistic that reads it NaN, which fails its gate with the reason shown.
+    #[serde(default)]
+    pub missing_metric_values: BTreeMap<String, f64>,
+}
+
+fn default_exact() -> String {
+    "auto".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteData {
+    pub id: String,
+    /// Task ids in matrix order.
+    pub tasks: Vec<String>,
+    pub baseline: String,
+    /// The gated candidate.
+    pub candidate: String,
+    /// Arms run and reported but never gated.
+    #[serde(default)]
+    pub other_arms: Vec<String>,
+    pub repetitions: u32,
+    /// Metric names the suite's grader emits.
+    #[serde(default)]
+    pub metrics: Vec<String>,
+    /// Oracle (clarifying-question) calls allowed per attempt (0 = no oracle).
+    #[serde(default)]
+    pub max_oracle_calls: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Infrastructure,
+    Statistical,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotData {
+    /// `stat-<suite>-<task>-<arm>-r<rep>` / `infra-…-r0`.
+    pub id: String,
+    pub phase: Phase,
+    pub suite: String,
+    pub task: String,
+    pub arm: String,
+    pub rep: u32,
+}
+
+/// How an attempt ended (DESIGN.md "Failures stay", plus the run issue's outcomes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    AgentError,
+    Timeout,
+    BudgetExhausted,
+    ContractViolation,
+    AccountingMismatch,
+    Interrupted,
+    /// Infrastructure fault; the code is in `AttemptData::infra_fault`.
+    InfraFault,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptData {
+    pub slot: String,
+    pub phase: Phase,
+    pub suite: String,
+    pub task: String,
+    pub arm: String,
+    pub rep: u32,
+    /// 1, 2, … per slot (contiguous when reruns are well-formed).
+    pub attempt: u32,
+    /// `None` while the attempt has started but not ended.
+    #[serde(default)]
+    pub outcome: Option<Outcome>,
+    /// The typed fault code when `outcome == InfraFault`.
+    #[serde(default)]
+    pub infra_fault: Option<String>,
+    /// The attempt number (same slot) this one reruns, if a rerun.
+    #[serde(default)]
+    pub rerun_of: Option<u32>,
+    /// Grader metrics (e.g. `score`, `hidden_score`, `critical_misses`, `regressions`,
+    /// `clarification_questions`).
+    #[serde(default)]
+    pub metrics: BTreeMap<String, f64>,
+    /// Model turns metered by the proxy for the agent role.
+    pub model_turns: u64,
+    /// Total tokens metered by the proxy (input + output, from the upstream's usage).
+    pub tokens: TokenCounts,
+    /// Wall-clock duration of the agent run, seconds.
+    pub duration_seconds: f64,
+    /// Calls in the oracle role (clarifying questions answered by a model or a script).
+    pub oracle_calls: u32,
+    /// The harness's own count of model turns / tokens, when the runtime reported it.
+    #[serde(default)]
+    pub harness_turns: Option<u64>,
+    #[serde(default)]
+    pub harness_tokens: Option<u64>,
+    /// Upstream endpoint the proxy forwarded to (e.g. `https://api.deepseek.com`, `fixture`).
+    pub upstream: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenCounts {
+    pub input: u64,
+    pub output: u64,
+    #[serde(default)]
+    pub cached: u64,
+    #[serde(default)]
+    pub reasoning: u64,
+}
+
+impl TokenCounts {
+    pub fn total(&self) -> u64 {
+        self.input.saturating_add(self.output)
+    }
+}

@@ -1,0 +1,224 @@
+//! The paired estimator on task-level data: everything `eval stats paired` prints, and what the
+//! report shows per suite.
+
+use serde::{Deserialize, Serialize};
+
+use super::StatsError;
+use super::data::{PairedTasks, mean};
+use super::interval::{Intervals, intervals};
+use super::resample::{ResampleConfig, ResampleKind, multiset_count, resample};
+use super::signflip::{SignFlip, sign_flip};
+
+/// `eval stats paired --json` output (schema version 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairedSummary {
+    pub schema: String,
+    pub n_tasks: usize,
+    pub baseline: String,
+    pub candidate: String,
+    pub metric: String,
+    pub mean_baseline: f64,
+    pub mean_candidate: f64,
+    pub mean_diff: f64,
+    /// (mean_candidate − mean_baseline) / mean_baseline; `null` when the baseline mean is 0.
+    pub relative_improvement: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_improvement_note: Option<String>,
+    /// Intervals of the mean difference.
+    pub ci: CiOut,
+    /// Intervals of the relative improvement; `null` when a resample's baseline mean is 0.
+    pub relative_ci: Option<CiOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relative_ci_note: Option<String>,
+    /// `sampled` or `exact`.
+    pub method: ResampleKind,
+    /// `bootstrap` (ChaCha8, percentile and BCa) or `v04-percentile`.
+    pub interval_method: String,
+    /// B (sampled), or the number of distinct multisets enumerated (exact).
+    pub resamples: u64,
+    /// Exact mode: nⁿ, the ordered resamples the multisets stand for (as a decimal string).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordered_resamples: Option<String>,
+    pub seed: serde_json::Value,
+    pub sign_flip_p: f64,
+    pub sign_flip: SignFlip,
+    pub tasks: Vec<TaskRow>,
+    /// Honesty notes (small n, exactness, degeneracy).
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CiOut {
+    pub level: f64,
+    pub percentile: [f64; 2],
+    /// `null` for `v04-percentile`.
+    pub bca: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub z0: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceleration: Option<f64>,
+    pub degenerate: bool,
+}
+
+impl From<&Intervals> for CiOut {
+    fn from(i: &Intervals) -> Self {
+        Self {
+            level: i.level,
+            percentile: i.percentile,
+            bca: Some(i.bca),
+            z0: Some(i.z0),
+            acceleration: Some(i.acceleration),
+            degenerate: i.degenerate,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskRow {
+    pub task: String,
+    pub baseline: f64,
+    pub candidate: f64,
+    pub diff: f64,
+    pub reps: [usize; 2],
+}
+
+pub struct PairedConfig {
+    pub resample: ResampleConfig,
+    pub confidence: f64,
+    /// Suites with fewer tasks get a robustness-check note.
+    pub min_tasks: usize,
+}
+
+/// Relative improvement of arm means; `Err(note)` when undefined.
+pub fn relative(mb: f64, mc: f64) -> Result<f64, String> {
+    if mb == 0.0 {
+        Err(if mc == 0.0 {
+            "baseline and candidate means are both 0: relative improvement undefined (0/0)".into()
+        } else {
+            "baseline mean is 0: relative improvement undefined (division by zero); read mean_diff or a contrast rule instead".into()
+        })
+    } else {
+        Ok((mc - mb) / mb)
+    }
+}
+
+pub fn paired_summary(
+    data: &PairedTasks,
+    baseline: &str,
+    candidate: &str,
+    metric: &str,
+    cfg: &PairedConfig,
+) -> Result<PairedSummary, StatsError> {
+    let n = data.n();
+    let diffs = data.differences();
+    let cols: [&[f64]; 3] = [&data.baseline, &data.candidate, &diffs];
+    let dist = resample(&cols, &cfg.resample)?;
+    let diff_ci = intervals(&cols, &dist, &|m: &[f64]| m[2], cfg.confidence)?;
+    let mb = mean(&data.baseline);
+    let mc = mean(&data.candidate);
+    let (rel, rel_note) = match relative(mb, mc) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e)),
+    };
+    let (rel_ci, rel_ci_note) = if rel.is_none() {
+        (
+            None,
+            Some("undefined because the relative improvement is".to_string() + " undefined"),
+        )
+    } else {
+        let zero = (0..dist.len()).filter(|&r| dist.row(r)[0] == 0.0).count();
+        if zero > 0 {
+            (
+                None,
+                Some(format!(
+                    "{zero} resamples have a baseline mean of 0, where the ratio is undefined; gate relative improvement as a contrast (m_c − k·m_b)"
+                )),
+            )
+        } else {
+            let i = intervals(
+                &cols,
+                &dist,
+                &|m: &[f64]| (m[1] - m[0]) / m[0],
+                cfg.confidence,
+            )?;
+            (Some(CiOut::from(&i)), None)
+        }
+    };
+    let sf = sign_flip(&diffs, cfg.resample.resamples, cfg.resample.seed);
+    let mut notes = honesty_notes(n, cfg.min_tasks, dist.kind, &sf, cfg.confidence);
+    if diff_ci.degenerate {
+        notes.push("every resample gives the same mean difference (all task differences equal or one task): the interval has zero width and says nothing about uncertainty".into());
+    }
+    let (resamples, ordered) = match dist.kind {
+        ResampleKind::Sampled => (cfg.resample.resamples, None),
+        ResampleKind::Exact => (multiset_count(n) as u64, Some(dist.total.to_string())),
+    };
+    Ok(PairedSummary {
+        schema: "eval.stats.paired/1".into(),
+        n_tasks: n,
+        baseline: baseline.into(),
+        candidate: candidate.into(),
+        metric: metric.into(),
+        mean_baseline: mb,
+        mean_candidate: mc,
+        mean_diff: mean(&diffs),
+        relative_improvement: rel,
+        relative_improvement_note: rel_note,
+        ci: CiOut::from(&diff_ci),
+        relative_ci: rel_ci,
+        relative_ci_note: rel_ci_note,
+        method: dist.kind,
+        interval_method: "bootstrap".into(),
+        resamples,
+        ordered_resamples: ordered,
+        seed: serde_json::Value::from(cfg.resample.seed),
+        sign_flip_p: sf.p,
+        sign_flip: sf,
+        tasks: (0..n)
+            .map(|i| TaskRow {
+                task: data.tasks[i].clone(),
+                baseline: data.baseline[i],
+                candidate: data.candidate[i],
+                diff: diffs[i],
+                reps: [data.reps[i].0, data.reps[i].1],
+            })
+            .collect(),
+        notes,
+    })
+}
+
+/// The notes every small suite carries.
+pub fn honesty_notes(
+    n: usize,
+    min_tasks: usize,
+    kind: ResampleKind,
+    sf: &SignFlip,
+    confidence: f64,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if n < min_tasks {
+        notes.push(format!(
+            "robustness check: {n} tasks is below the protocol's minimum of {min_tasks}; not population-calibrated evidence"
+        ));
+    }
+    if kind == ResampleKind::Exact {
+        notes.push(format!(
+            "exact enumeration of all {} multisets of {n} tasks: the interval describes these tasks exactly and is not population-calibrated",
+            multiset_count(n)
+        ));
+    }
+    let alpha = (1.0 - confidence) / 2.0;
+    if sf.min_attainable_p > alpha {
+        notes.push(format!(
+            "insufficient tasks: with {n} tasks no sign-flip test can reach p ≤ {} (smallest attainable p = 2^-{n} = {})",
+            (alpha * 1e12).round() / 1e12,
+            sf.min_attainable_p
+        ));
+    }
+    if n < 10 {
+        notes.push(format!(
+            "with {n} tasks a bootstrap bound is poorly calibrated (run `eval stats calibrate --n {n}`)"
+        ));
+    }
+    notes
+}
