@@ -1,0 +1,119 @@
+//! `eval ledger prove`, `ledger verify-receipt`, `ledger consistency` and
+//! `ledger verify --public-key`: the signed-evidence side of the ledger commands.
+
+use super::keygen::parse_public_key;
+use crate::cli::{
+    LedgerConsistencyArgs, LedgerProveArgs, LedgerVerifyArgs, LedgerVerifyReceiptArgs,
+};
+use crate::exit::{CmdResult, Failure, Status};
+use eval_evidence::ledger::Head;
+use eval_evidence::signing::{self, SignedCheckpoint};
+use std::path::Path;
+
+pub fn prove(args: LedgerProveArgs) -> CmdResult {
+    if args.seq == 0 {
+        return Err(Failure::usage("--seq: entries are numbered from 1"));
+    }
+    let receipt = signing::prove(&args.path, args.seq)?;
+    write_json(&args.out, &receipt)?;
+    println!(
+        "wrote receipt {}: entry {} ({}) is leaf {} of the tree of size {} signed at seq {} by {}",
+        args.out.display(),
+        receipt.entry.seq,
+        receipt.entry.kind,
+        receipt.leaf_index,
+        receipt.tree_size,
+        receipt.checkpoint_seq,
+        receipt.key_id
+    );
+    Ok(Status::Ok)
+}
+
+pub fn verify_receipt(args: LedgerVerifyReceiptArgs) -> CmdResult {
+    let key = parse_public_key(&args.public_key)?;
+    let receipt = signing::read_receipt(&args.receipt)?;
+    let v = signing::verify_receipt(&receipt, &key)
+        .map_err(|e| Failure::integrity(format!("{}: {e}", args.receipt.display())))?;
+    println!(
+        "ok: entry {} ({}, {}) is in {} at tree size {} (root {}), signed by {}",
+        v.entry.seq,
+        v.entry.kind,
+        v.entry.hash,
+        v.origin,
+        v.tree_size,
+        v.root,
+        key.key_id_text()
+    );
+    Ok(Status::Ok)
+}
+
+pub fn consistency(args: LedgerConsistencyArgs) -> CmdResult {
+    let from = SignedCheckpoint::read_file(&args.from)?;
+    let to = SignedCheckpoint::read_file(&args.to)?;
+    let proof = signing::prove_consistency(&args.path, &from, &to)?;
+    let text = serde_json::to_string_pretty(&proof)
+        .map_err(|e| Failure::usage(format!("encoding the proof: {e}")))?;
+    println!("{text}");
+    Ok(Status::Ok)
+}
+
+/// `ledger verify --public-key KEY`: the chain, and every checkpoint's signature, root and
+/// consistency with its predecessor. Exit 3 on any failure (or when nothing is signed).
+pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head>) -> CmdResult {
+    let key = parse_public_key(key_arg)?;
+    let report = signing::verify_ledger_signatures_expecting(&args.path, &key, expect)?;
+    if args.json {
+        let mut v = serde_json::to_value(&report)
+            .map_err(|e| Failure::usage(format!("encoding the report: {e}")))?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("signatures".into(), true.into());
+        }
+        println!("{v}");
+        return Ok(if report.ok {
+            Status::Ok
+        } else {
+            Status::Integrity
+        });
+    }
+    match &report.error {
+        None => {
+            let last = report.last_checkpoint.as_ref();
+            println!(
+                "ok: {} entries verify; head {}; {} checkpoints signed by {} verify; the last (seq {}) covers entries 1..{} of {}",
+                report.entries,
+                report.head,
+                report.checkpoints,
+                key.key_id_text(),
+                last.map_or(0, |c| c.seq),
+                last.map_or(0, |c| c.tree_size),
+                last.map_or("", |c| c.origin.as_str()),
+            );
+            Ok(Status::Ok)
+        }
+        Some(f) => Err(Failure::integrity(format!(
+            "{}: {} ({}; {} entries and {} checkpoints verified before it)",
+            args.path.display(),
+            f.message,
+            f.reason,
+            report.entries,
+            report.checkpoints
+        ))),
+    }
+}
+
+/// Writes pretty JSON through a temporary file and a rename, so no half-written file remains.
+pub(super) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Failure> {
+    let mut bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| Failure::usage(format!("encoding {}: {e}", path.display())))?;
+    bytes.push(b'\n');
+    write_atomically(path, &bytes)
+}
+
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,221 @@
+//! The report attestation: an in-toto Statement v1 in a DSSE envelope, signed with the run's key.
+//!
+//! ```text
+//! PAE(type, body) = "DSSEv1" SP len(type) SP type SP len(body) SP body     (len: ASCII decimal)
+//! envelope  = {"payload": base64(statement), "payloadType": "application/vnd.in-toto+json",
+//!              "signatures": [{"keyid": "eval+1a2b3c4d", "sig": base64(Ed25519(PAE))}]}
+//! statement = {"_type": "https://in-toto.io/Statement/v1",
+//!              "predicate": {"driver_digest", "final_checkpoint": {"note","origin","root",
+//!                            "seq","tree_size"}, "identity", "verdict"},
+//!              "predicateType": "urn:eval:report-attestation:v1",
+//!              "subject": [{"digest": {"sha256": hex}, "name": "report.json"}]}
+//! ```
+//! The statement is canonical JSON; the signature covers PAE of the exact payload bytes.
+
+use super::checkpoint::SignedCheckpoint;
+use super::scan::RecordedCheckpoint;
+use super::{PublicKey, SigningError, SigningKeyPair};
+use crate::ledger::Digest;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub const PREDICATE_TYPE: &str = "urn:eval:report-attestation:v1";
+/// The subject name of the JSON report.
+pub const REPORT_SUBJECT: &str = "report.json";
+
+/// DSSE's pre-authentication encoding.
+pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + payload_type.len() + 32);
+    out.extend_from_slice(
+        format!(
+            "DSSEv1 {} {payload_type} {} ",
+            payload_type.len(),
+            body.len()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(body);
+    out
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub payload: String,
+    #[serde(rename = "payloadType")]
+    pub payload_type: String,
+    pub signatures: Vec<EnvelopeSignature>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvelopeSignature {
+    #[serde(default)]
+    pub keyid: String,
+    pub sig: String,
+}
+
+/// Builds and signs the attestation of a report (returns the envelope as canonical JSON bytes).
+pub fn attest_report(
+    report_json: &[u8],
+    identity: &str,
+    driver_digest: &Digest,
+    final_checkpoint: &RecordedCheckpoint,
+    verdict: &serde_json::Value,
+    key: &SigningKeyPair,
+) -> Result<Vec<u8>, SigningError> {
+    let cp = &final_checkpoint.checkpoint;
+    let statement = json!({
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": REPORT_SUBJECT, "digest": {"sha256": Digest::of(report_json).hex()}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "identity": identity,
+            "driver_digest": driver_digest,
+            "final_checkpoint": {
+                "seq": final_checkpoint.seq,
+                "origin": cp.head.origin,
+                "tree_size": cp.head.tree_size,
+                "root": cp.head.root,
+                "note": cp.note(),
+            },
+            "verdict": verdict,
+        },
+    });
+    let body = crate::canonical::to_vec(&statement)?;
+    let sig = key.sign(&pae(PAYLOAD_TYPE, &body));
+    let envelope = Envelope {
+        payload: B64.encode(&body),
+        payload_type: PAYLOAD_TYPE.into(),
+        signatures: vec![EnvelopeSignature {
+            keyid: key.public().key_id_text(),
+            sig: B64.encode(sig),
+        }],
+    };
+    Ok(crate::canonical::to_vec(&envelope)?)
+}
+
+/// What a verified attestation says.
+#[derive(Clone, Debug)]
+pub struct VerifiedAttestation {
+    pub statement: serde_json::Value,
+    /// SHA-256 of the attested JSON report.
+    pub report_digest: Digest,
+    pub identity: String,
+    pub final_checkpoint: SignedCheckpoint,
+    pub verdict: serde_json::Value,
+}
+
+/// Verifies an envelope: a signature by `key` over PAE(payloadType, payload), an in-toto v1
+/// statement of our predicate type, and a final checkpoint that `key` signed too. When
+/// `report_json` is given, its digest must be the subject's.
+pub fn verify_attestation(
+    envelope_json: &[u8],
+    key: &PublicKey,
+    report_json: Option<&[u8]>,
+) -> Result<VerifiedAttestation, SigningError> {
+    let bad = |m: String| SigningError::BadSignature(m);
+    let env: Envelope = serde_json::from_slice(envelope_json)
+        .map_err(|e| SigningError::Proof(format!("not a DSSE envelope: {e}")))?;
+    if env.payload_type != PAYLOAD_TYPE {
+        return Err(SigningError::Proof(format!(
+            "payloadType is {:?}, not {PAYLOAD_TYPE:?}",
+            env.payload_type
+        )));
+    }
+    let body = B64
+        .decode(&env.payload)
+        .map_err(|_| SigningError::Proof("the payload is not base64".into()))?;
+    let message = pae(&env.payload_type, &body);
+    let mut signed = false;
+    for s in &env.signatures {
+        let Ok(raw) = B64.decode(&s.sig) else {
+            continue;
+        };
+        let Ok(sig) = <[u8; 64]>::try_from(raw.as_slice()) else {
+            continue;
+        };
+        if key.verify(&message, &sig).is_ok() {
+            signed = true;
+            break;
+        }
+    }
+    if !signed {
+        return Err(bad(format!(
+            "no signature in the envelope verifies with key {}",
+            key.key_id_text()
+        )));
+    }
+    let statement: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| SigningError::Proof(format!("the statement is not JSON: {e}")))?;
+    let field = |path: &[&str]| -> Option<&serde_json::Value> {
+        path.iter().try_fold(&statement, |v, k| v.get(k))
+    };
+    let proof = |m: &str| SigningError::Proof(m.to_owned());
+    if field(&["_type"]).and_then(|v| v.as_str()) != Some(STATEMENT_TYPE) {
+        return Err(proof("the statement is not an in-toto Statement v1"));
+    }
+    if field(&["predicateType"]).and_then(|v| v.as_str()) != Some(PREDICATE_TYPE) {
+        return Err(proof("the statement is not an eval report attestation"));
+    }
+    let report_digest = statement
+        .get("subject")
+        .and_then(|s| s.as_array())
+        .and_then(|s| {
+            s.iter()
+                .find(|s| s.get("name").and_then(|n| n.as_str()) == Some(REPORT_SUBJECT))
+        })
+        .and_then(|s| s.get("digest")?.get("sha256")?.as_str())
+        .and_then(Digest::from_hex)
+        .ok_or_else(|| proof("the statement has no report.json subject with a sha256 digest"))?;
+    if let Some(report) = report_json
+        && Digest::of(report) != report_digest
+    {
+        return Err(SigningError::Proof(format!(
+            "the report's digest {} is not the attested {report_digest}",
+            Digest::of(report)
+        )));
+    }
+    let note = field(&["predicate", "final_checkpoint", "note"])
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| proof("the predicate has no final checkpoint"))?;
+    let cp = SignedCheckpoint::parse(note)?;
+    cp.verify(key)?;
+    let fc = field(&["predicate", "final_checkpoint"]);
+    let agrees = fc.and_then(|v| v.get("tree_size")?.as_u64()) == Some(cp.head.tree_size)
+        && fc.and_then(|v| v.get("origin")?.as_str()) == Some(cp.head.origin.as_str())
+        && fc.and_then(|v| v.get("root")?.as_str()) == Some(cp.head.root.to_string().as_str());
+    if !agrees {
+        return Err(proof(
+            "the final checkpoint's fields disagree with its signed note",
+        ));
+    }
+    Ok(VerifiedAttestation {
+        identity: field(&["predicate", "identity"])
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        verdict: field(&["predicate", "verdict"])
+            .cloned()
+            .unwrap_or_default(),
+        report_digest,
+        final_checkpoint: cp,
+        statement,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pae_matches_the_dsse_spec_example() {
+        // From the DSSE protocol document: PAE("http://example.com/HelloWorld", "hello world").
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
+    }
+}

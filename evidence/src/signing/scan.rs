@@ -1,0 +1,291 @@
+//! One streaming pass over a ledger that verifies the chain, builds the Merkle tree and checks
+//! every `checkpoint` entry against the tree, its predecessor and (when given) the public key.
+//! Receipts, consistency proofs, `ledger verify --public-key` and the [`super::Checkpointer`] all
+//! rest on this pass, so they agree on what a valid checkpoint is.
+
+use super::checkpoint::{CHECKPOINT_KIND, CheckpointPayload, SignedCheckpoint};
+use super::merkle::{MerkleTree, leaf_hash, verify_consistency};
+use super::{PublicKey, SigningError};
+use crate::ledger::{
+    Digest, Entry, Head, JsonlReader, LedgerReader, SourceKind, Verifier, detect_source,
+};
+use serde::Serialize;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+/// A checkpoint as recorded in a ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedCheckpoint {
+    /// The `seq` of the `checkpoint` entry (always greater than the tree size it signs).
+    pub seq: u64,
+    pub checkpoint: SignedCheckpoint,
+}
+
+/// Why a ledger's signed evidence does not hold, and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ScanFailure {
+    /// The first entry at fault (0 when the fault is the ledger as a whole).
+    pub seq: u64,
+    /// `chain`, `malformed_checkpoint`, `future_tree_size`, `root_mismatch`, `rewind`,
+    /// `origin_changed`, `inconsistent`, `bad_signature` or `no_checkpoint`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for ScanFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+pub(crate) struct LedgerScan {
+    chain: Verifier,
+    head: Head,
+    pub tree: MerkleTree,
+    key: Option<PublicKey>,
+    pub last_checkpoint: Option<RecordedCheckpoint>,
+    pub checkpoints: u64,
+    pub failure: Option<ScanFailure>,
+    keep_seq: Option<u64>,
+    pub kept: Option<Entry>,
+}
+
+impl LedgerScan {
+    pub fn new(key: Option<PublicKey>, keep_seq: Option<u64>) -> Self {
+        Self::expecting(key, keep_seq, None)
+    }
+
+    /// Also requires the chain to contain `expect` (see [`crate::ledger::verify`]).
+    pub fn expecting(key: Option<PublicKey>, keep_seq: Option<u64>, expect: Option<Head>) -> Self {
+        Self {
+            chain: Verifier::new(expect),
+            head: Head::EMPTY,
+            tree: MerkleTree::new(),
+            key,
+            last_checkpoint: None,
+            checkpoints: 0,
+            failure: None,
+            keep_seq,
+            kept: None,
+        }
+    }
+
+    /// The last entry that verified.
+    pub fn head(&self) -> Head {
+        self.head
+    }
+
+    pub fn push(&mut self, e: &Entry) -> ControlFlow<()> {
+        if self.failure.is_some() {
+            return ControlFlow::Break(());
+        }
+        if self.chain.push(e).is_break() {
+            let chain = std::mem::replace(&mut self.chain, Verifier::new(None)).finish();
+            let (seq, message) = match chain.error {
+                Some(f) => (f.seq(), f.to_string()),
+                None => (e.seq, format!("seq {}: the chain does not verify", e.seq)),
+            };
+            return self.fail(seq, "chain", message);
+        }
+        if e.kind == CHECKPOINT_KIND
+            && let Err((reason, message)) = self.check_checkpoint(e)
+        {
+            return self.fail(e.seq, reason, format!("seq {}: {message}", e.seq));
+        }
+        self.tree.push(leaf_hash(e));
+        self.head = Head {
+            seq: e.seq,
+            hash: e.hash,
+        };
+        if self.keep_seq == Some(e.seq) {
+            self.kept = Some(e.clone());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn fail(&mut self, seq: u64, reason: &'static str, message: String) -> ControlFlow<()> {
+        self.failure = Some(ScanFailure {
+            seq,
+            reason,
+            message,
+        });
+        ControlFlow::Break(())
+    }
+
+    fn check_checkpoint(&mut self, e: &Entry) -> Result<(), (&'static str, String)> {
+        let cp = CheckpointPayload::parse(&e.payload).map_err(|m| ("malformed_checkpoint", m))?;
+        let head = &cp.head;
+        // Leaves 1..seq-1 are in the tree now; a checkpoint signs only entries before it.
+        let Some(root) = self.tree.root(head.tree_size) else {
+            return Err((
+                "future_tree_size",
+                format!(
+                    "the checkpoint claims tree size {} but only {} entries precede it",
+                    head.tree_size,
+                    self.tree.len()
+                ),
+            ));
+        };
+        if root != head.root {
+            return Err((
+                "root_mismatch",
+                format!(
+                    "the checkpoint's root for tree size {} is {}, but the entries give {root}",
+                    head.tree_size, head.root
+                ),
+            ));
+        }
+        if let Some(prev) = &self.last_checkpoint {
+            let p = &prev.checkpoint.head;
+            if head.tree_size < p.tree_size {
+                return Err((
+                    "rewind",
+                    format!(
+                        "tree size {} is smaller than the previous checkpoint's {} (seq {})",
+                        head.tree_size, p.tree_size, prev.seq
+                    ),
+                ));
+            }
+            if head.origin != p.origin {
+                return Err((
+                    "origin_changed",
+                    format!(
+                        "origin {:?} differs from the previous checkpoint's {:?}",
+                        head.origin, p.origin
+                    ),
+                ));
+            }
+            let proof = self
+                .tree
+                .consistency_proof(p.tree_size, head.tree_size)
+                .unwrap_or_default();
+            verify_consistency(p.tree_size, head.tree_size, &p.root, &head.root, &proof)
+                .map_err(|m| ("inconsistent", m))?;
+        }
+        if let Some(key) = &self.key {
+            cp.verify(key)
+                .map_err(|err| ("bad_signature", err.to_string()))?;
+        }
+        self.checkpoints += 1;
+        self.last_checkpoint = Some(RecordedCheckpoint {
+            seq: e.seq,
+            checkpoint: cp,
+        });
+        Ok(())
+    }
+
+    /// Streams the ledger or export at `path` through the scan.
+    pub fn run(mut self, path: &Path) -> Result<Self, SigningError> {
+        match detect_source(path)? {
+            SourceKind::Sqlite => LedgerReader::open(path)?.for_each(|e| self.push(&e))?,
+            SourceKind::Jsonl => {
+                for entry in JsonlReader::open(path)? {
+                    if self.push(&entry?).is_break() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// The failure as an error, for callers that cannot go on from a broken ledger.
+    pub fn into_result(self) -> Result<Self, SigningError> {
+        match &self.failure {
+            None => Ok(self),
+            Some(f) => Err(match f.reason {
+                "rewind" => SigningError::Rewind(f.message.clone()),
+                "inconsistent" | "origin_changed" => SigningError::Inconsistent(f.message.clone()),
+                "bad_signature" => SigningError::BadSignature(f.message.clone()),
+                _ => SigningError::Integrity(f.message.clone()),
+            }),
+        }
+    }
+}
+
+/// A short description of a checkpoint for reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckpointSummary {
+    pub seq: u64,
+    pub origin: String,
+    pub tree_size: u64,
+    pub root: Digest,
+}
+
+/// The outcome of `verify_ledger_signatures` (what `ledger verify --public-key --json` prints).
+#[derive(Clone, Debug, Serialize)]
+pub struct SignatureReport {
+    pub ok: bool,
+    /// Entries whose chain verified.
+    pub entries: u64,
+    pub head: Head,
+    /// Checkpoints that verified.
+    pub checkpoints: u64,
+    pub last_checkpoint: Option<CheckpointSummary>,
+    /// Entries after the last verified checkpoint's tree (not yet covered by a signature; the
+    /// final checkpoint entry itself is always one of them).
+    pub unsigned_tail: u64,
+    pub key: String,
+    pub error: Option<ScanFailure>,
+}
+
+/// Verifies the chain, every checkpoint's signature with `key`, that every checkpoint's root is
+/// the root of the entries before it, and that each is consistent with its predecessor. A ledger
+/// without any checkpoint fails (`no_checkpoint`): nothing in it is signed.
+pub fn verify_ledger_signatures(
+    path: &Path,
+    key: &PublicKey,
+) -> Result<SignatureReport, SigningError> {
+    verify_ledger_signatures_expecting(path, key, None)
+}
+
+/// [`verify_ledger_signatures`] that also requires the chain to reach `expect` (SEQ:HASH), as
+/// `ledger verify --expect-head` does.
+pub fn verify_ledger_signatures_expecting(
+    path: &Path,
+    key: &PublicKey,
+    expect: Option<Head>,
+) -> Result<SignatureReport, SigningError> {
+    let scan = LedgerScan::expecting(Some(key.clone()), None, expect).run(path)?;
+    let head = scan.head();
+    let mut error = scan.failure.clone();
+    if error.is_none()
+        && let Some(x) = expect
+        && x.seq > head.seq
+    {
+        error = Some(ScanFailure {
+            seq: x.seq,
+            reason: "chain",
+            message: crate::ledger::VerifyFailure::Truncated {
+                seq: x.seq,
+                last_seq: head.seq,
+            }
+            .to_string(),
+        });
+    }
+    if error.is_none() && scan.last_checkpoint.is_none() {
+        error = Some(ScanFailure {
+            seq: 0,
+            reason: "no_checkpoint",
+            message: "the ledger holds no signed checkpoint".into(),
+        });
+    }
+    let last = scan.last_checkpoint.as_ref().map(|c| CheckpointSummary {
+        seq: c.seq,
+        origin: c.checkpoint.head.origin.clone(),
+        tree_size: c.checkpoint.head.tree_size,
+        root: c.checkpoint.head.root,
+    });
+    Ok(SignatureReport {
+        ok: error.is_none(),
+        entries: head.seq,
+        head,
+        checkpoints: scan.checkpoints,
+        unsigned_tail: head
+            .seq
+            .saturating_sub(last.as_ref().map_or(0, |c| c.tree_size)),
+        last_checkpoint: last,
+        key: key.to_string(),
+        error,
+    })
+}
