@@ -1,0 +1,153 @@
+//! `eval demo [--state DIR]`: the whole pipeline on the fixture runtime and the fixture upstream —
+//! init → freeze → run the 96-attempt demo matrix → verify the ledger → write the report — then
+//! print where everything is.
+
+use crate::cli::{DemoArgs, FreezeArgs, InitArgs, ReportFormat, StateArg};
+use crate::exit::{CmdResult, Failure, Status};
+use crate::run::admission::{self, UpstreamChoice};
+use eval_protocols::Project;
+use std::path::{Path, PathBuf};
+
+fn absolute(p: &Path) -> Result<PathBuf, Failure> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    std::env::current_dir()
+        .map(|d| d.join(p))
+        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))
+}
+
+pub fn run(args: DemoArgs) -> CmdResult {
+    let base = match &args.state {
+        Some(dir) => absolute(dir)?,
+        None => {
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            std::env::temp_dir().join(format!("eval-demo-{}-{stamp}", std::process::id()))
+        }
+    };
+    let project_dir = base.join("project");
+    println!("eval demo: working in {}", base.display());
+    println!("== eval init {}", project_dir.display());
+    super::init::run(InitArgs {
+        dir: project_dir.clone(),
+    })?;
+    // Every later step works from inside the project, exactly as a user would.
+    std::env::set_current_dir(&project_dir)
+        .map_err(|e| Failure::usage(format!("cd {}: {e}", project_dir.display())))?;
+    println!("== eval freeze --protocol demo");
+    super::freeze::run(FreezeArgs {
+        protocol: "demo".into(),
+        state: StateArg {
+            state: PathBuf::from("runs"),
+        },
+    })?;
+    println!("== eval run --matrix demo --upstream fixture");
+    let project = Project::open(".");
+    let state_rel = PathBuf::from("runs");
+    let upstream = UpstreamChoice::Fixture;
+    let admitted = super::run::gather(&project, &state_rel, "demo", None, &upstream)?;
+    let refusals = admission::admit(&admitted.facts);
+    if !refusals.is_empty() {
+        let lines: Vec<String> = refusals.iter().map(|r| format!("  - {r}")).collect();
+        return Err(Failure::integrity(format!(
+            "refusing to run the demo:\n{}",
+            lines.join("\n")
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+    let t0 = std::time::Instant::now();
+    let finished = runtime.block_on(super::run::run_admitted(
+        &project,
+        &state_rel,
+        &admitted,
+        upstream,
+        super::run::SessionOptions::default(),
+    ))?;
+    let wall = t0.elapsed().as_secs_f64();
+    // Ending the runtime ends every task of the run, and with them the last ledger writer handle,
+    // so the report below can take the ledger.
+    drop(runtime);
+    print!("{}", super::status::render_text(&finished.summary));
+    if let Some(why) = &finished.end.stopped {
+        return Err(Failure::usage(format!("the demo run stopped: {why}")));
+    }
+    let ledger_path = crate::run::ledger_path(&state_rel, "demo");
+    println!("== eval ledger verify {}", ledger_path.display());
+    let v = eval_evidence::ledger::verify(&ledger_path, None)?;
+    if !v.ok {
+        return Err(Failure::integrity(format!(
+            "the demo ledger does not verify: {:?}",
+            v.error
+        )));
+    }
+    println!("ok: {} entries; head {}", v.entries, v.head);
+    println!("== eval report --matrix demo");
+    let data = crate::run::report_data::build(Path::new("."), &state_rel, "demo")
+        .map_err(|e| Failure::integrity(e.to_string()))?;
+    let run_dir = crate::run::run_dir(&state_rel, "demo");
+    let report = super::report::publish(&data, &state_rel, None)?;
+    let mut verdict = Status::Ok;
+    for (format, name) in [
+        (ReportFormat::Md, "report.md"),
+        (ReportFormat::Html, "report.html"),
+    ] {
+        verdict = super::report::write_rendered(&report, format, Some(&run_dir.join(name)))?;
+    }
+    let container: f64 = crate::run::report_data::container_seconds(&ledger_path);
+    let attempts = finished.summary.attempts.max(1);
+    println!();
+    println!(
+        "demo: {} attempts in {:.1}s wall ({:.2}s per attempt); time inside containers {:.1}s in total",
+        finished.summary.attempts,
+        wall,
+        wall / attempts as f64,
+        container
+    );
+    if let Some(t) = &finished.fixture {
+        println!(
+            "fixture upstream: {} calls served, {} prompt + {} completion tokens (its own count; the ledger's model_call entries add up to the same)",
+            t.calls, t.prompt_tokens, t.completion_tokens
+        );
+    }
+    println!("where everything is:");
+    println!("  project   {}", project_dir.display());
+    println!(
+        "  freeze    {}",
+        project_dir.join("runs/freezes/demo.json").display()
+    );
+    println!(
+        "  registry  {}",
+        project_dir.join("runs/registry.jsonl").display()
+    );
+    println!("  ledger    {}", project_dir.join(&ledger_path).display());
+    println!(
+        "  artifacts {}",
+        project_dir
+            .join(crate::run::artifacts_dir(&state_rel, "demo"))
+            .display()
+    );
+    for name in ["report.json", "report.md", "report.html"] {
+        println!(
+            "  report    {}",
+            project_dir.join(&run_dir).join(name).display()
+        );
+    }
+    println!(
+        "the report's verdict is expected to be \"not allowed\": a fixture run is never evidence."
+    );
+    if args.state.is_none() {
+        println!(
+            "(a scratch directory: remove it with `rm -rf {}`)",
+            base.display()
+        );
+    }
+    // The demo succeeded when everything ran and verified; the verdict is the report's business.
+    let _ = verdict;
+    Ok(Status::Ok)
+}

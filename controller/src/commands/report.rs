@@ -1,0 +1,136 @@
+//! `eval report`: statistics, gates and the release verdict of a run.
+//!
+//! The only input is [`RunData`], built from the run's verified ledger by [`load_run_data`]
+//! (the one function that reads the ledger for reports). Exit 0 when release is allowed, 1 when
+//! not, 3 on an integrity failure (ledger, freeze drift, retired identity).
+
+use std::path::Path;
+
+use eval_evidence::ledger::{Digest, LedgerWriter, NewEntry};
+use eval_evidence::report::{Format, Report, RunData, build_report, render, report_entry_payload};
+
+use crate::cli::{ReportArgs, ReportFormat};
+use crate::exit::{CmdResult, Failure, Status};
+
+/// Builds the report input from the state directory's ledger for `args.matrix`: verifies the
+/// ledger, reads the freeze, the registry and every attempt. Filled in by the run issue.
+pub fn load_run_data(args: &ReportArgs) -> Result<RunData, Failure> {
+    use crate::run::report_data::{ReportDataError, build};
+    build(Path::new("."), &args.state.state, &args.matrix).map_err(|e| match e {
+        ReportDataError::Integrity(m) => Failure::integrity(m),
+        other => Failure::usage(other.to_string()),
+    })
+}
+
+pub fn run(args: ReportArgs) -> CmdResult {
+    if let Some(file) = &args.verify {
+        return super::attest::verify_report_attestation(file, args.public_key.as_deref());
+    }
+    let state = &args.state.state;
+    let data = load_run_data(&args)?;
+    // The key is checked against the preregistered one before anything is written.
+    let key = match args.signing_key_file.as_deref() {
+        Some(path) => {
+            let key = super::keygen::load_signing_key(Some(path))?;
+            if let Some(expected) = eval_protocols::frozen_public_key(state, &data.protocol)? {
+                key.ensure_public_matches(&expected)?;
+            }
+            Some(key)
+        }
+        None => None,
+    };
+    let report = publish(&data, state, key)?;
+    write_rendered(&report, args.format, args.out.as_deref())
+}
+
+/// Records a report as evidence: `report.json` (canonical) in the run directory, a `report`
+/// entry in the run's ledger (the JSON report's digest and the head it was computed from), the
+/// verdict in the identity registry (what other protocols' preconditions read; never for a
+/// fixture run), and — with a signing key — a signed checkpoint covering the `report` entry and
+/// `report.intoto.json` attesting the report.
+pub fn publish(
+    data: &RunData,
+    state: &Path,
+    key: Option<eval_evidence::signing::SigningKeyPair>,
+) -> Result<Report, Failure> {
+    let report = build_report(data).map_err(|e| Failure::usage(e.to_string()))?;
+    let run_dir = crate::run::run_dir(state, &data.matrix);
+    let json = eval_evidence::canonical::to_vec(&report)
+        .map_err(|e| Failure::usage(format!("cannot serialise the report: {e}")))?;
+    let json_path = run_dir.join("report.json");
+    std::fs::write(&json_path, &json)
+        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", json_path.display())))?;
+    let payload = report_entry_payload(&report).map_err(|e| Failure::usage(e.to_string()))?;
+    let ledger_path = crate::run::ledger_path(state, &data.matrix);
+    let writer = LedgerWriter::open(&ledger_path)?;
+    writer.append_blocking(NewEntry::new("report", &payload)?)?;
+    if !data.fixture_upstream {
+        eval_protocols::record_report(state, &payload)?;
+    }
+    if let Some(key) = key {
+        use eval_evidence::signing::{Checkpointer, origin_for_identity};
+        let origin = origin_for_identity(&data.identity)?;
+        let key = std::sync::Arc::new(key);
+        let mut checkpointer = Checkpointer::open(key.clone(), &origin, &writer)?;
+        let checkpoint = checkpointer.checkpoint_blocking(&writer)?;
+        let driver = Digest::parse(&data.driver_digest).ok_or_else(|| {
+            Failure::integrity(format!(
+                "the run recorded a malformed driver digest {:?}",
+                data.driver_digest
+            ))
+        })?;
+        let verdict = serde_json::json!({
+            "release_allowed": report.release_allowed,
+            "reasons": report.reasons,
+            "exit_status": report.exit_status(),
+        });
+        super::attest::write_report_attestation(
+            &json,
+            &data.identity,
+            &driver,
+            &checkpoint,
+            &verdict,
+            &key,
+            &run_dir.join("report.intoto.json"),
+        )?;
+    }
+    writer.close();
+    Ok(report)
+}
+
+/// Renders `report` to `out` (or standard output) and returns the exit status.
+pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>) -> CmdResult {
+    let format = match format {
+        ReportFormat::Text => Format::Text,
+        ReportFormat::Json => Format::Json,
+        ReportFormat::Md => Format::Md,
+        ReportFormat::Html => Format::Html,
+    };
+    let body = render(report, format).map_err(|e| Failure::usage(e.to_string()))?;
+    match out {
+        Some(path) => {
+            std::fs::write(path, body)
+                .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))?;
+            println!(
+                "{}: release {} ({})",
+                path.display(),
+                if report.release_allowed {
+                    "allowed"
+                } else {
+                    "not allowed"
+                },
+                if report.reasons.is_empty() {
+                    "every check passed".to_string()
+                } else {
+                    format!("{} reasons", report.reasons.len())
+                }
+            );
+        }
+        None => print!("{body}"),
+    }
+    Ok(match report.exit_status() {
+        0 => Status::Ok,
+        3 => Status::Integrity,
+        _ => Status::GateNotPassed,
+    })
+}

@@ -1,0 +1,590 @@
+//! `eval run`: admission, then the orchestrated, resumable run (see `crate::run`).
+
+use crate::cli::RunArgs;
+use crate::exit::{CmdResult, Failure, Status};
+use crate::run::ProgressSink;
+use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
+use crate::run::events::{self, AttemptOutcome, Phase, RunStarted, SlotRecord, UpstreamRecord};
+use crate::run::replay::{RunState, StatusSummary};
+use eval_evidence::ledger::{self, LedgerReader};
+use eval_protocols::{Loaded, Project, Registry};
+use std::io::IsTerminal as _;
+use std::path::Path;
+
+/// Everything admission found, plus what the run needs from the same reads.
+pub struct Admitted {
+    pub loaded: Loaded,
+    pub identity: String,
+    pub facts: AdmissionFacts,
+    /// Each arm's frozen image id and expected attestation, fixed when verify found no drift
+    /// (empty otherwise: admission refuses then).
+    pub arms: std::collections::BTreeMap<String, crate::run::attempt::FrozenArm>,
+}
+
+fn ledger_check(path: &Path) -> LedgerCheck {
+    if !path.exists() {
+        return LedgerCheck::Absent;
+    }
+    match ledger::verify(path, None) {
+        Err(e) => LedgerCheck::Broken(e.to_string()),
+        Ok(r) if !r.ok => LedgerCheck::Broken(
+            r.error
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+        ),
+        Ok(_) => {
+            let entries = match LedgerReader::open(path).and_then(|r| r.entries()) {
+                Ok(e) => e,
+                Err(e) => return LedgerCheck::Broken(e.to_string()),
+            };
+            match RunState::replay(&entries) {
+                Err(e) => LedgerCheck::Broken(e.to_string()),
+                Ok(st) => LedgerCheck::Verified {
+                    identity: st.started.map(|s| s.identity),
+                },
+            }
+        }
+    }
+}
+
+/// Gathers the admission facts from the project, the state directory and the command line.
+pub fn gather(
+    project: &Project,
+    state: &Path,
+    matrix: &str,
+    protocol: Option<&str>,
+    upstream: &UpstreamChoice,
+) -> Result<Admitted, Failure> {
+    let m = project
+        .load_matrix(matrix)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let name = protocol.unwrap_or(&m.protocol).to_owned();
+    let loaded = project
+        .load(&name)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    if loaded.matrix.name != matrix {
+        return Err(Failure::usage(format!(
+            "protocol {name} runs matrix {:?}, not {matrix:?}",
+            loaded.matrix.name
+        )));
+    }
+    let running_driver = crate::driver::driver_digest().to_string();
+    let reg = Registry::open(state).map_err(|e| Failure::integrity(e.to_string()))?;
+    let mut facts = AdmissionFacts {
+        protocol: name.clone(),
+        identity: None,
+        drift: vec![],
+        retired: None,
+        frozen_driver: None,
+        running_driver,
+        ledger: ledger_check(&crate::run::ledger_path(state, matrix)),
+        preconditions: eval_protocols::unmet_preconditions(&reg, &loaded.protocol)
+            .into_iter()
+            .map(|u| PreconditionState {
+                name: u.protocol,
+                passed: false,
+                why: u.reason,
+            })
+            .collect(),
+        upstream: upstream.clone(),
+    };
+    let mut arms = std::collections::BTreeMap::new();
+    if let Some(identity) = reg.frozen_identity(&name) {
+        facts.identity = Some(identity.to_string());
+        facts.retired = reg.retirement(&identity).map(|r| r.reason);
+        let report = eval_protocols::verify(
+            project,
+            &name,
+            state,
+            crate::driver::driver_digest(),
+            &crate::commands::freeze::resolve_image_digest,
+        )
+        .map_err(|e| Failure::integrity(e.to_string()))?;
+        facts.drift = report
+            .drift
+            .iter()
+            .map(|d| format!("{} ({})", d.path, d.change))
+            .collect();
+        facts.frozen_driver = Some(report.frozen_driver.to_string());
+        if facts.drift.is_empty() {
+            let rec = reg
+                .frozen(&name)
+                .ok_or_else(|| Failure::integrity(format!("protocol {name} is not frozen")))?;
+            let doc = eval_protocols::freeze::read_doc(state, &rec)?;
+            match crate::run::attempt::frozen_arms(&project.root, &loaded.protocol, &doc.images) {
+                Ok(a) => arms = a,
+                Err(e) => facts.drift.push(e.to_string()),
+            }
+        }
+    } else if reg.is_retired(&name) {
+        facts.retired = Some("retired".into());
+    }
+    let identity = facts.identity.clone().unwrap_or_default();
+    Ok(Admitted {
+        loaded,
+        identity,
+        facts,
+        arms,
+    })
+}
+
+/// The schedule as recorded in `run_started`.
+pub fn slot_records(loaded: &Loaded) -> Vec<SlotRecord> {
+    loaded
+        .matrix
+        .schedule()
+        .slots
+        .into_iter()
+        .map(|s| SlotRecord {
+            id: s.id,
+            phase: match s.phase {
+                eval_matrix::Phase::Infrastructure => Phase::Infrastructure,
+                eval_matrix::Phase::Statistical => Phase::Statistical,
+            },
+            suite: s.suite,
+            task: s.task,
+            arm: s.arm,
+            rep: s.rep,
+        })
+        .collect()
+}
+
+/// The `run_started` payload for this session (the runner fills in `session`).
+pub fn run_started(a: &Admitted, concurrency: usize, upstream: UpstreamRecord) -> RunStarted {
+    let p = &a.loaded.protocol;
+    RunStarted {
+        schema: events::SCHEMA,
+        session: 0,
+        matrix: a.loaded.matrix.name.clone(),
+        protocol: p.name.clone(),
+        identity: a.identity.clone(),
+        driver: crate::driver::driver_digest().to_string(),
+        fixture_evidence: upstream.kind == "fixture",
+        upstream,
+        concurrency,
+        rerunnable_codes: p.reruns.codes.clone(),
+        max_reruns: p.reruns.max_reruns_per_slot,
+        max_infra_attempts: p.reruns.max_infra_attempts.max(1),
+        slots: slot_records(&a.loaded),
+        started_at: events::now_rfc3339(),
+    }
+}
+
+fn key_available(args: &RunArgs) -> bool {
+    if let Some(var) = &args.key.api_key_env {
+        return std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    }
+    if let Some(file) = &args.key.api_key_file {
+        return std::fs::metadata(file).is_ok_and(|m| m.len() > 0);
+    }
+    false
+}
+
+pub fn run(args: RunArgs) -> CmdResult {
+    let upstream = match args.upstream.as_deref() {
+        Some("fixture") => UpstreamChoice::Fixture,
+        Some(url) => UpstreamChoice::Remote {
+            url: url.to_owned(),
+            key_available: key_available(&args),
+        },
+        None => {
+            return Err(Failure::usage(
+                "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH) or --upstream fixture",
+            ));
+        }
+    };
+    let project = Project::open(".");
+    let state = args.state.state.clone();
+    let admitted = gather(
+        &project,
+        &state,
+        &args.matrix,
+        args.protocol.as_deref(),
+        &upstream,
+    )?;
+    let refusals = admission::admit(&admitted.facts);
+    if !refusals.is_empty() {
+        let lines: Vec<String> = refusals.iter().map(|r| format!("  - {r}")).collect();
+        return Err(Failure::integrity(format!(
+            "refusing to run matrix {}:\n{}",
+            args.matrix,
+            lines.join("\n")
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(execute(&args, &project, &state, &admitted, upstream))
+}
+
+/// What a finished session says, for `eval run` and `eval demo`.
+pub struct Finished {
+    pub end: crate::run::runner::SessionEnd,
+    pub summary: StatusSummary,
+    pub fixture: Option<crate::fixture_upstream::FixtureTally>,
+}
+
+fn proxy_api(api: eval_protocols::protocol::ApiKind) -> eval_proxy::ApiKind {
+    match api {
+        eval_protocols::protocol::ApiKind::OpenaiChat => eval_proxy::ApiKind::OpenAiChat,
+        eval_protocols::protocol::ApiKind::AnthropicMessages => {
+            eval_proxy::ApiKind::AnthropicMessages
+        }
+    }
+}
+
+/// The command-line choices a session takes besides the project and the upstream.
+#[derive(Default)]
+pub struct SessionOptions {
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<std::path::PathBuf>,
+    pub concurrency: Option<usize>,
+    pub signing_key: Option<std::path::PathBuf>,
+    /// Extra container labels.
+    pub extra_labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Runs one session after admission: the upstream, the proxy, the executor, the runner.
+pub async fn run_admitted(
+    project: &Project,
+    state: &Path,
+    admitted: &Admitted,
+    upstream: UpstreamChoice,
+    opts: SessionOptions,
+) -> Result<Finished, Failure> {
+    let SessionOptions {
+        api_key_env,
+        api_key_file,
+        concurrency,
+        signing_key,
+        extra_labels,
+    } = opts;
+    let key_source = (&api_key_env, &api_key_file);
+    let signing_key = signing_key.as_deref();
+    use crate::fixture_upstream::{FixtureKey, FixtureUpstream};
+    use crate::run::attempt::{Bridge, Control, DockerExecutor, ExecutorConfig};
+    use std::sync::Arc;
+
+    let loaded = &admitted.loaded;
+    let p = &loaded.protocol;
+    let matrix = loaded.matrix.name.clone();
+    // The signing key is loaded and checked against the frozen public key before anything is
+    // written: a run signed by another key than the preregistered one never starts.
+    let signing = match signing_key {
+        Some(path) => Some(eval_evidence::signing::SigningKeyPair::load(path)?),
+        None => None,
+    };
+    if let Some(frozen) = eval_protocols::frozen_public_key(state, &p.name)? {
+        match &signing {
+            Some(key) => key.ensure_public_matches(&frozen)?,
+            None => {
+                return Err(Failure::usage(format!(
+                    "protocol {} preregistered the signing key {frozen}: give its private half with --signing-key-file FILE (or EVAL_SIGNING_KEY_FILE)",
+                    p.name
+                )));
+            }
+        }
+    }
+    let agent_model = p
+        .models
+        .get("agent")
+        .ok_or_else(|| Failure::usage(format!("protocol {}: no [models.agent]", p.name)))?;
+    // The key: generated for the fixture upstream, else from the environment or a file.
+    let mut fixture = None;
+    let mut forbidden = Vec::new();
+    let (key, upstream_rec) = match &upstream {
+        UpstreamChoice::Fixture => {
+            let k = FixtureKey::generate()
+                .map_err(|e| Failure::usage(format!("cannot generate a fixture key: {e}")))?;
+            let server = FixtureUpstream::start(k.clone())
+                .await
+                .map_err(|e| Failure::usage(format!("cannot start the fixture upstream: {e}")))?;
+            let url = server.base_url();
+            fixture = Some(server);
+            forbidden = k.expose().as_bytes().to_vec();
+            let key = eval_proxy::SecretKey::from_value_for_tests(k.expose())
+                .map_err(|e| Failure::usage(e.to_string()))?;
+            (
+                key,
+                UpstreamRecord {
+                    kind: "fixture".into(),
+                    url,
+                },
+            )
+        }
+        UpstreamChoice::Remote { url, .. } => {
+            let key = match key_source {
+                (Some(var), _) => eval_proxy::SecretKey::from_env(var),
+                (None, Some(file)) => eval_proxy::SecretKey::from_file(file),
+                (None, None) => {
+                    return Err(Failure::integrity(format!(
+                        "no API key for upstream {url}: give --api-key-env VAR or --api-key-file PATH"
+                    )));
+                }
+            }
+            .map_err(|e| Failure::integrity(e.to_string()))?;
+            (
+                key,
+                UpstreamRecord {
+                    kind: "remote".into(),
+                    url: url.clone(),
+                },
+            )
+        }
+    };
+    let run_dir = crate::run::run_dir(state, &matrix);
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| Failure::usage(format!("{}: {e}", run_dir.display())))?;
+    let ledger_path = crate::run::ledger_path(state, &matrix);
+    let entries = if ledger_path.exists() {
+        LedgerReader::open(&ledger_path)?.entries()?
+    } else {
+        Vec::new()
+    };
+    let writer = eval_evidence::ledger::LedgerWriter::open(&ledger_path)?;
+    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, &upstream_rec.kind)
+        .map_err(|e| Failure::integrity(e.to_string()))?;
+    if let Some(key) = signing {
+        use eval_evidence::signing::{Checkpointer, origin_for_identity};
+        let origin =
+            origin_for_identity(&admitted.identity).map_err(|e| Failure::usage(e.to_string()))?;
+        let c = Checkpointer::open(Arc::new(key), &origin, &writer)
+            .map_err(|e| Failure::integrity(e.to_string()))?;
+        rec = rec.with_checkpointer(c);
+    }
+    let (bridge, sink) = Bridge::start(rec.clone());
+    let control = Control::new(rec.clone());
+    let mut cfg = eval_proxy::ProxyConfig::new(
+        &upstream_rec.url,
+        proxy_api(agent_model.api),
+        key,
+        Arc::new(sink),
+    );
+    cfg.control = Some(control.clone());
+    cfg.run_budget = eval_proxy::RunBudget {
+        max_tokens: Some(p.budgets.run.max_tokens),
+        max_spend_usd: Some(p.budgets.run.max_spend_usd),
+    };
+    for price in &p.budgets.prices {
+        cfg.prices.models.insert(
+            price.model.clone(),
+            eval_proxy::Price {
+                input_per_mtok: price.input_usd_per_mtok,
+                cached_input_per_mtok: price
+                    .cached_input_usd_per_mtok
+                    .unwrap_or(price.input_usd_per_mtok),
+                cache_write_per_mtok: price.input_usd_per_mtok,
+                output_per_mtok: price.output_usd_per_mtok,
+            },
+        );
+    }
+    let proxy = eval_proxy::Proxy::start(cfg)
+        .await
+        .map_err(|e| Failure::usage(format!("cannot start the proxy: {e}")))?;
+    control.set_proxy(proxy.clone());
+    let docker = eval_runtimes::DockerRuntime::connect()
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let store =
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))
+            .map_err(|e| Failure::usage(e.to_string()))?;
+    let exec = DockerExecutor::new(
+        loaded,
+        Arc::new(docker),
+        proxy.clone(),
+        control.clone(),
+        bridge,
+        ExecutorConfig {
+            root: project.root.clone(),
+            work: run_dir.join("attempts"),
+            store,
+            identity: admitted.identity.clone(),
+            forbidden,
+            extra_labels,
+            frozen: admitted.arms.clone(),
+        },
+    )
+    .map_err(|e| Failure::usage(e.to_string()))?;
+    let concurrency = concurrency.unwrap_or(loaded.matrix.concurrency).max(1);
+    let started = run_started(admitted, concurrency, upstream_rec);
+    let total = started
+        .slots
+        .iter()
+        .filter(|s| s.phase == Phase::Statistical)
+        .count() as u64;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    let progress = Arc::new(Progress::new(total));
+    let exec = Arc::new(exec);
+    let end = crate::run::runner::run_session(rec.clone(), started, exec.clone(), progress, cancel)
+        .await
+        .map_err(|e| Failure::integrity(e.to_string()))?;
+    exec.cleanup();
+    let tally = fixture.as_ref().map(|f| f.tally());
+    if let Some(t) = &tally {
+        // The fixture upstream's own count, so anyone can cross-check the proxy's meter.
+        rec.append("fixture_upstream", t)
+            .await
+            .map_err(|e| Failure::integrity(e.to_string()))?;
+    }
+    proxy.shutdown(std::time::Duration::from_secs(5)).await;
+    // The proxy and the control plane hold each other (oracle calls); break that cycle so the
+    // ledger writer they both reach is released when this session ends.
+    control.release_proxy();
+    if let Some(f) = fixture {
+        f.shutdown().await;
+    }
+    let summary = rec.state().summary();
+    drop(rec);
+    writer.close();
+    Ok(Finished {
+        end,
+        summary,
+        fixture: tally,
+    })
+}
+
+async fn execute(
+    args: &RunArgs,
+    project: &Project,
+    state: &Path,
+    admitted: &Admitted,
+    upstream: UpstreamChoice,
+) -> CmdResult {
+    let finished = run_admitted(
+        project,
+        state,
+        admitted,
+        upstream,
+        SessionOptions {
+            api_key_env: args.key.api_key_env.clone(),
+            api_key_file: args.key.api_key_file.clone(),
+            concurrency: args.concurrency,
+            signing_key: args.signing_key_file.clone(),
+            extra_labels: std::collections::BTreeMap::new(),
+        },
+    )
+    .await?;
+    print!(
+        "{}",
+        crate::commands::status::render_text(&finished.summary)
+    );
+    println!(
+        "ledger: {}",
+        crate::run::ledger_path(state, &args.matrix).display()
+    );
+    match &finished.end.stopped {
+        None if finished.end.complete => Ok(Status::Ok),
+        None => Ok(Status::Ok),
+        Some(why) => Err(Failure::usage(format!("the run stopped: {why}"))),
+    }
+}
+
+/// Progress on a terminal (indicatif) or as plain log lines.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    pub fn new(total: u64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Self { bar }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("{text}");
+                }
+            }
+        }
+    }
+
+    fn update(&self, s: &StatusSummary) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(s.done);
+            bar.set_message(format!(
+                "running {} · infra faults {} · reruns {} · tokens {}",
+                s.running.len(),
+                s.infra_faults,
+                s.reruns,
+                s.tokens.total()
+            ));
+        }
+    }
+}
+
+impl ProgressSink for Progress {
+    fn session_started(&self, s: &StatusSummary) {
+        self.line(&format!(
+            "eval run: matrix {} session {}: {}/{} statistical slots done, {}/{} infrastructure slots completed",
+            s.matrix, s.sessions, s.done, s.total, s.infra_completed, s.infra_total
+        ));
+        self.update(s);
+    }
+
+    fn attempt_started(&self, attempt: &str) {
+        if self.bar.is_none() {
+            self.line(&format!("start  {attempt}"));
+        }
+    }
+
+    fn attempt_finished(&self, attempt: &str, o: &AttemptOutcome, s: &StatusSummary) {
+        let code = o
+            .infra_fault
+            .as_deref()
+            .map(|c| format!("({c})"))
+            .unwrap_or_default();
+        self.line(&format!(
+            "done   {attempt}: {}{code} · turns {} · tokens {} · {:.1}s  [{}/{} done]",
+            o.outcome.as_str(),
+            o.model_turns,
+            o.tokens.total(),
+            o.duration_seconds,
+            s.done,
+            s.total
+        ));
+        self.update(s);
+    }
+
+    fn rerun(&self, attempt: &str, code: &str) {
+        self.line(&format!("rerun  {attempt} after {code}"));
+    }
+
+    fn error(&self, message: &str) {
+        self.line(&format!("error  {message}"));
+    }
+
+    fn session_finished(&self, s: &StatusSummary) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        self.line(&format!(
+            "eval run: {}/{} done, infra faults {}, reruns {}, tokens {}{}",
+            s.done,
+            s.total,
+            s.infra_faults,
+            s.reruns,
+            s.tokens.total(),
+            if s.complete { " — complete" } else { "" }
+        ));
+    }
+}

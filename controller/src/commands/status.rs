@@ -1,0 +1,106 @@
+//! `eval status`: a run's progress, read from its ledger (also while the run is going).
+
+use crate::cli::StatusArgs;
+use crate::exit::{CmdResult, Failure, Status};
+use crate::run::replay::{RunState, StatusSummary};
+use eval_evidence::ledger::{self, LedgerReader};
+
+/// Reads, verifies and replays a matrix's ledger.
+pub fn load_summary(state: &std::path::Path, matrix: &str) -> Result<StatusSummary, Failure> {
+    let path = crate::run::ledger_path(state, matrix);
+    if !path.exists() {
+        return Err(Failure::usage(format!(
+            "no run of matrix {matrix:?} in {} (no {})",
+            state.display(),
+            path.display()
+        )));
+    }
+    let report = ledger::verify(&path, None)?;
+    if !report.ok {
+        let why = report
+            .error
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        return Err(Failure::integrity(format!(
+            "{}: the ledger does not verify: {why}",
+            path.display()
+        )));
+    }
+    let entries = LedgerReader::open(&path)?.entries()?;
+    let st = RunState::replay(&entries)
+        .map_err(|e| Failure::integrity(format!("{}: {e}", path.display())))?;
+    Ok(st.summary())
+}
+
+pub fn run(args: StatusArgs) -> CmdResult {
+    let sum = load_summary(&args.state.state, &args.matrix)?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&sum)
+            .map_err(|e| Failure::usage(format!("cannot print status: {e}")))?;
+        println!("{text}");
+        return Ok(Status::Ok);
+    }
+    print!("{}", render_text(&sum));
+    Ok(Status::Ok)
+}
+
+pub fn render_text(sum: &StatusSummary) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "matrix {} ({}){}",
+        sum.matrix,
+        sum.identity,
+        if sum.fixture_evidence {
+            " — FIXTURE upstream: not evidence"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "infrastructure: {}/{} completed{}",
+        sum.infra_completed,
+        sum.infra_total,
+        if sum.infra_failed > 0 {
+            format!(", {} failed", sum.infra_failed)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "statistical: {}/{} done ({} resolved){}",
+        sum.done,
+        sum.total,
+        sum.resolved,
+        if sum.complete { " — complete" } else { "" }
+    );
+    for (group, g) in &sum.groups {
+        let _ = writeln!(
+            out,
+            "  {group:<40} {:>3}/{:<3} infra faults {:<2} tokens {}",
+            g.done, g.total, g.infra_faults, g.tokens
+        );
+    }
+    let outcomes: Vec<String> = sum
+        .by_outcome
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "attempts: {} ({}); infra faults {}; reruns {}; tokens in {} out {}",
+        sum.attempts,
+        outcomes.join(", "),
+        sum.infra_faults,
+        sum.reruns,
+        sum.tokens.input,
+        sum.tokens.output
+    );
+    if !sum.running.is_empty() {
+        let _ = writeln!(out, "running now: {}", sum.running.join(", "));
+    }
+    out
+}

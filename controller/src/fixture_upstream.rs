@@ -1,0 +1,466 @@
+//! The embedded fixture upstream: a deterministic, OpenAI-compatible model server on
+//! `127.0.0.1:0` so the whole pipeline runs without a real key.
+//!
+//! - `POST /v1/chat/completions` (and `/chat/completions`), streaming (SSE) and not;
+//!   `GET /v1/models`.
+//! - Requires `Authorization: Bearer <key>` with a random key the controller generated for this
+//!   run, so key injection by the proxy is exercised end to end (a request with any other key
+//!   gets 401).
+//! - Answers come from [`answer`] (a pure function of the request, wrapping the runtimes crate's
+//!   fixture model); `usage` is honest (it counts what was actually sent and answered), and the
+//!   server keeps its own tally ([`FixtureTally`]) so tests can cross-check the proxy's meter.
+//! - Every response carries `"system_fingerprint": "eval-fixture"` and the header
+//!   `x-eval-fixture: 1`: nothing it produces can pass for a real model's output.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// The fixture upstream's own count of what it served.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FixtureTally {
+    pub calls: u64,
+    pub stream_calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub rejected_unauthorized: u64,
+}
+
+/// A random API key, held only in memory. `Debug` never shows it.
+#[derive(Clone)]
+pub struct FixtureKey(String);
+
+impl FixtureKey {
+    /// 32 random bytes from the OS, hex encoded.
+    pub fn generate() -> std::io::Result<Self> {
+        use std::io::Read;
+        let mut buf = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+        Ok(Self(format!("fxk-{}", hex::encode(buf))))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for FixtureKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FixtureKey([REDACTED])")
+    }
+}
+
+struct Shared {
+    key: FixtureKey,
+    tally: Mutex<FixtureTally>,
+}
+
+/// A running fixture upstream. Dropping it does not stop it; call [`FixtureUpstream::shutdown`].
+pub struct FixtureUpstream {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FixtureUpstream {
+    /// Binds `127.0.0.1:0` and serves until [`Self::shutdown`].
+    pub async fn start(key: FixtureKey) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            key,
+            tally: Mutex::new(FixtureTally::default()),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/models", get(models))
+            .with_state(shared.clone());
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stopped.cancelled().await })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            shared,
+            stop,
+            task,
+        })
+    }
+
+    /// Base URL for an OpenAI-compatible client: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn tally(&self) -> FixtureTally {
+        self.shared
+            .tally
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default()
+    }
+
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+fn openai_error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        [("x-eval-fixture", "1")],
+        axum::Json(json!({"error": {"message": message, "type": kind, "code": kind}})),
+    )
+        .into_response()
+}
+
+fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
+    let expected = format!("Bearer {}", shared.key.expose());
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| constant_time_eq(v.as_bytes(), expected.as_bytes()))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if !authorized(&shared, &headers) {
+        return openai_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "invalid API key",
+        );
+    }
+    axum::Json(json!({"object": "list", "data": [{"id": "fixture", "object": "model", "owned_by": "eval-fixture"}]}))
+        .into_response()
+}
+
+/// What the fixture model says to one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixtureAnswer {
+    pub content: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The fixture model: a pure function of the request body.
+pub fn answer(request: &Value) -> Result<FixtureAnswer, String> {
+    fixture_model_adapter::respond(request)
+}
+
+/// Thin adapter over `eval_runtimes::fixture_model`, so a change of its signature stays here.
+mod fixture_model_adapter {
+    use super::FixtureAnswer;
+    use serde_json::Value;
+
+    pub fn respond(request: &Value) -> Result<FixtureAnswer, String> {
+        let a = eval_runtimes::fixture_model::respond(request).map_err(|e| e.to_string())?;
+        Ok(FixtureAnswer {
+            content: a.content,
+            prompt_tokens: a.usage.prompt_tokens,
+            completion_tokens: a.usage.completion_tokens,
+        })
+    }
+}
+
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if !authorized(&shared, &headers) {
+        if let Ok(mut t) = shared.tally.lock() {
+            t.rejected_unauthorized += 1;
+        }
+        return openai_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "invalid API key",
+        );
+    }
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return openai_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("body is not JSON: {e}"),
+            );
+        }
+    };
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if model.is_empty() {
+        return openai_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "`model` is required",
+        );
+    }
+    let ans = match answer(&request) {
+        Ok(a) => a,
+        Err(e) => return openai_error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
+    };
+    let stream = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if let Ok(mut t) = shared.tally.lock() {
+        t.calls += 1;
+        if stream {
+            t.stream_calls += 1;
+        }
+        t.prompt_tokens += ans.prompt_tokens;
+        t.completion_tokens += ans.completion_tokens;
+    }
+    let id = format!(
+        "fixture-{}",
+        &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))[..16]
+    );
+    let usage = json!({
+        "prompt_tokens": ans.prompt_tokens,
+        "completion_tokens": ans.completion_tokens,
+        "total_tokens": ans.prompt_tokens + ans.completion_tokens,
+    });
+    if !stream {
+        let body = json!({
+            "id": id, "object": "chat.completion", "created": 0, "model": model,
+            "system_fingerprint": "eval-fixture",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ans.content},
+                         "finish_reason": "stop"}],
+            "usage": usage,
+        });
+        return ([("x-eval-fixture", "1")], axum::Json(body)).into_response();
+    }
+    let mut events: Vec<Value> = Vec::new();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+               "system_fingerprint": "eval-fixture",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    events.push(chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    ));
+    for piece in split_pieces(&ans.content, 64) {
+        events.push(chunk(json!({"content": piece}), Value::Null));
+    }
+    events.push(chunk(json!({}), json!("stop")));
+    if include_usage {
+        events.push(
+            json!({"id": id, "object": "chat.completion.chunk", "created": 0,
+                           "model": model, "system_fingerprint": "eval-fixture",
+                           "choices": [], "usage": usage}),
+        );
+    }
+    let mut frames: Vec<Result<bytes::Bytes, std::io::Error>> = events
+        .into_iter()
+        .map(|e| Ok(bytes::Bytes::from(format!("data: {e}\n\n"))))
+        .collect();
+    frames.push(Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n")));
+    let body = Body::from_stream(futures_util::stream::iter(frames));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        [("x-eval-fixture", "1")],
+        body,
+    )
+        .into_response()
+}
+
+/// Splits text into pieces of at most `max` bytes on char boundaries.
+fn split_pieces(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(max);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (head, tail) = rest.split_at(end);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn client() -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    fn request(stream: bool) -> Value {
+        json!({"model": "fixture-model", "stream": stream,
+               "stream_options": {"include_usage": true},
+               "messages": [{"role": "system", "content": "fixture-skill: 0.5"},
+                            {"role": "user", "content": "Make clamp work. é"}]})
+    }
+
+    #[tokio::test]
+    async fn answers_with_honest_usage_and_requires_the_key() {
+        let key = FixtureKey::generate().unwrap();
+        assert!(!format!("{key:?}").contains(key.expose()));
+        let up = FixtureUpstream::start(key.clone()).await.unwrap();
+        let c = client();
+        let url = format!("{}/chat/completions", up.base_url());
+
+        let r = c
+            .post(&url)
+            .body(request(false).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+        let r = c
+            .post(&url)
+            .bearer_auth("wrong")
+            .body(request(false).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+
+        let r = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body(request(false).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-eval-fixture"], "1");
+        let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        let expected = answer(&request(false)).unwrap();
+        let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+        assert_eq!(content, expected.content);
+        assert_eq!(
+            v["usage"]["completion_tokens"],
+            content.len().div_ceil(4) as u64
+        );
+        // 18 + 19 bytes of content ("é" is two bytes), 2 messages.
+        assert_eq!(v["usage"]["prompt_tokens"], (18u64 + 19).div_ceil(4) + 8);
+        assert_eq!(v["system_fingerprint"], "eval-fixture");
+
+        let tally = up.tally();
+        assert_eq!(tally.calls, 1);
+        assert_eq!(tally.rejected_unauthorized, 2);
+        assert_eq!(
+            tally.prompt_tokens,
+            v["usage"]["prompt_tokens"].as_u64().unwrap()
+        );
+        up.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn streams_sse_with_a_usage_chunk_only_when_asked() {
+        let key = FixtureKey::generate().unwrap();
+        let up = FixtureUpstream::start(key.clone()).await.unwrap();
+        let c = client();
+        let url = format!("{}/chat/completions", up.base_url());
+        let r = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body(request(true).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "text/event-stream");
+        let text = r.text().await.unwrap();
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        let mut content = String::new();
+        let mut usage = None;
+        for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            if line == "[DONE]" {
+                continue;
+            }
+            let v: Value = serde_json::from_str(line).unwrap();
+            if let Some(piece) = v["choices"][0]["delta"]["content"].as_str() {
+                content.push_str(piece);
+            }
+            if !v["usage"].is_null() {
+                usage = Some(v["usage"].clone());
+            }
+        }
+        let expected = answer(&request(true)).unwrap();
+        assert_eq!(content, expected.content);
+        assert_eq!(
+            usage.unwrap()["completion_tokens"],
+            expected.completion_tokens
+        );
+
+        let mut no_usage = request(true);
+        no_usage["stream_options"] = json!({"include_usage": false});
+        let text = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body(no_usage.to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("\"usage\""));
+        assert_eq!(up.tally().stream_calls, 2);
+        up.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn malformed_requests_get_openai_errors() {
+        let key = FixtureKey::generate().unwrap();
+        let up = FixtureUpstream::start(key.clone()).await.unwrap();
+        let c = client();
+        let url = format!("{}/chat/completions", up.base_url());
+        let r = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400);
+        let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        let r = c
+            .get(format!("{}/models", up.base_url()))
+            .bearer_auth(key.expose())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(up.tally().calls, 0);
+        up.shutdown().await;
+    }
+}

@@ -1,0 +1,292 @@
+//! The run ledger's event schema: one payload type per entry kind the orchestrator writes.
+//!
+//! Every payload that concerns one attempt names it in `attempt` (`<slot>#<n>`), so
+//! `eval ledger show --attempt` and replay can find it without knowing the kind. Payloads carry
+//! `schema` = [`SCHEMA`]; replay refuses a newer one. Times are RFC 3339 UTC inside the payload
+//! (the entry's `recorded_at` is not hashed).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of these payload shapes.
+pub const SCHEMA: u32 = 1;
+
+pub const RUN_STARTED: &str = "run_started";
+pub const ATTEMPT_STARTED: &str = "attempt_started";
+pub const ATTESTATION: &str = "attestation";
+pub const MODEL_CALL: &str = "model_call";
+/// Written, and committed, before the proxy forwards a call: a call in flight when the
+/// controller dies is still known to have been made.
+pub const MODEL_CALL_STARTED: &str = "model_call_started";
+pub const CLARIFICATION: &str = "clarification";
+pub const ATTEMPT_OUTCOME: &str = "attempt_outcome";
+pub const RERUN: &str = "rerun";
+pub const RUN_FINISHED: &str = "run_finished";
+pub const REPORT: &str = "report";
+
+/// The code of an attempt closed because the controller stopped before it made a model call.
+pub const INTERRUPTED_BEFORE_MODEL_CALL: &str = "interrupted_before_model_call";
+
+/// The attempt id: `<slot>#<n>`, `n` counting from 1 within the slot.
+pub fn attempt_id(slot: &str, number: u32) -> String {
+    format!("{slot}#{number}")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Infrastructure,
+    Statistical,
+}
+
+/// One slot of the expanded schedule, as recorded in `run_started` (so `eval status` and the
+/// report need nothing but the ledger).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    pub id: String,
+    pub phase: Phase,
+    pub suite: String,
+    pub task: String,
+    pub arm: String,
+    pub rep: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamRecord {
+    /// `fixture` for the embedded fixture upstream, `remote` otherwise.
+    pub kind: String,
+    /// The base URL (never a key); for the fixture, its loopback address.
+    pub url: String,
+}
+
+/// `run_started`: one per invocation of `eval run` (a resume starts a new session).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    pub schema: u32,
+    pub session: u32,
+    pub matrix: String,
+    pub protocol: String,
+    pub identity: String,
+    pub driver: String,
+    pub upstream: UpstreamRecord,
+    /// True when the upstream is the fixture: this run can never be evidence for a release.
+    pub fixture_evidence: bool,
+    pub concurrency: usize,
+    pub rerunnable_codes: Vec<String>,
+    /// Reruns allowed per statistical slot.
+    pub max_reruns: u32,
+    /// Attempts allowed per infrastructure slot (rerun after any failure).
+    pub max_infra_attempts: u32,
+    pub slots: Vec<SlotRecord>,
+    pub started_at: String,
+}
+
+/// `attempt_started`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptStarted {
+    pub schema: u32,
+    pub attempt: String,
+    pub slot: String,
+    pub number: u32,
+    pub phase: Phase,
+    pub suite: String,
+    pub task: String,
+    pub arm: String,
+    pub rep: u32,
+    /// The attempt number this one reruns (the faulted attempt stays in the ledger).
+    pub rerun_of: Option<u32>,
+    pub session: u32,
+    pub started_at: String,
+}
+
+/// `attestation`: what the shim reported and whether it matched the frozen values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attestation {
+    pub schema: u32,
+    pub attempt: String,
+    pub ok: bool,
+    pub image: String,
+    /// Path → digest reported by the shim.
+    pub reported: BTreeMap<String, String>,
+    /// Path → digest frozen for this arm.
+    pub expected: BTreeMap<String, String>,
+    /// Why not ok (mismatched, missing or extra paths; candidate bytes in a baseline arm).
+    pub problems: Vec<String>,
+}
+
+/// Token counts of one call or one attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cached: u64,
+    pub reasoning: u64,
+}
+
+impl Tokens {
+    pub fn add(&mut self, other: &Tokens) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cached += other.cached;
+        self.reasoning += other.reasoning;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.input + self.output
+    }
+}
+
+/// `model_call_started`: the proxy is about to forward a call of this attempt (it waits for
+/// this entry to commit first).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallStarted {
+    pub schema: u32,
+    pub attempt: String,
+    /// `agent` or `oracle`.
+    pub role: String,
+    pub seq: u64,
+    pub model: String,
+    pub path: String,
+    pub stream: bool,
+    pub reserved_tokens: u64,
+}
+
+/// `model_call`: one call metered by the proxy, bridged from its record sink.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCall {
+    pub schema: u32,
+    pub attempt: String,
+    /// `agent` or `oracle`.
+    pub role: String,
+    pub seq: u64,
+    pub model: String,
+    pub status: u16,
+    /// `ok`, `contract_violation`, `budget_exhausted`, `upstream_error`, …
+    pub result: String,
+    pub tokens: Tokens,
+    pub metered: bool,
+    pub latency_ms: u64,
+    /// The proxy's full record (redacted), for audit.
+    pub record: serde_json::Value,
+}
+
+/// `clarification`: one question the agent asked and what it was told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clarification {
+    pub schema: u32,
+    pub attempt: String,
+    /// 1-based index among this attempt's questions (including refused ones).
+    pub index: u32,
+    pub question: String,
+    /// `None` when refused.
+    pub answer: Option<String>,
+    /// `scripted`, `oracle_model`, or `refused_limit` / `refused_no_oracle`.
+    pub source: String,
+}
+
+/// The outcome of an attempt. Exactly one per attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    AgentError,
+    Timeout,
+    BudgetExhausted,
+    ContractViolation,
+    AccountingMismatch,
+    Interrupted,
+    InfraFault,
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::AgentError => "agent_error",
+            Outcome::Timeout => "timeout",
+            Outcome::BudgetExhausted => "budget_exhausted",
+            Outcome::ContractViolation => "contract_violation",
+            Outcome::AccountingMismatch => "accounting_mismatch",
+            Outcome::Interrupted => "interrupted",
+            Outcome::InfraFault => "infra_fault",
+        }
+    }
+}
+
+/// Digests of what the attempt left behind, all in the artifact store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactDigests {
+    pub workspace: Option<String>,
+    pub grader_output: Option<String>,
+    pub agent_log: Option<String>,
+    pub grader_log: Option<String>,
+    pub agent_metrics: Option<String>,
+}
+
+/// What the harness said it used (its metrics file), for the accounting cross-check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HarnessAccount {
+    pub model_turns: u64,
+    pub total_tokens: u64,
+}
+
+/// `attempt_outcome`: the attempt's receipt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttemptOutcome {
+    pub schema: u32,
+    pub attempt: String,
+    pub slot: String,
+    pub number: u32,
+    pub arm: String,
+    pub outcome: Outcome,
+    /// The typed fault code when `outcome` is `infra_fault`.
+    pub infra_fault: Option<String>,
+    pub detail: Option<String>,
+    pub image: Option<String>,
+    /// Digest of the canonical `attestation` payload (when attestation happened).
+    pub attestation: Option<String>,
+    /// Ledger seqs of this attempt's `model_call` entries.
+    pub model_calls: Vec<u64>,
+    pub model_turns: u64,
+    pub tokens: Tokens,
+    pub oracle_calls: u64,
+    pub clarification_questions: u64,
+    pub harness: Option<HarnessAccount>,
+    pub metrics: BTreeMap<String, f64>,
+    pub artifacts: ArtifactDigests,
+    pub duration_seconds: f64,
+    /// Seconds spent inside containers (agent + grader), for the overhead benchmark.
+    pub container_seconds: f64,
+    pub upstream: String,
+    /// True when written by resume or Ctrl-C rather than by the attempt itself.
+    pub closed_by_controller: bool,
+    pub finished_at: String,
+}
+
+/// `rerun`: the decision to rerun a faulted attempt, written before the new attempt starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rerun {
+    pub schema: u32,
+    pub attempt: String,
+    pub slot: String,
+    pub number: u32,
+    pub reruns: String,
+    pub rerun_of: u32,
+    pub code: String,
+    pub reason: String,
+}
+
+/// `run_finished`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFinished {
+    pub schema: u32,
+    pub session: u32,
+    pub complete: bool,
+    /// Why the session stopped early (Ctrl-C, a failed infrastructure slot …).
+    pub stopped: Option<String>,
+    pub finished_at: String,
+}
+
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}

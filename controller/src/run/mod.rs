@@ -1,0 +1,344 @@
+//! The orchestrated, resumable matrix run (`eval run`): admission, the schedule runner, the
+//! attempt lifecycle, the ledger event schema, replay and resume.
+//!
+//! Architecture invariants:
+//! - The ledger is the only memory of a run. Resume, `eval status` and the report read the run
+//!   through [`replay::RunState`]; nothing is kept in side files.
+//! - Every attempt gets exactly one `attempt_outcome`. An attempt that started and was lost is
+//!   closed by rule ([`replay::closing_outcome`]) before anything else is started.
+//! - Only [`replay::is_rerunnable`] decides reruns; agent failures are outcomes, never reruns.
+//! - Every append goes through one [`Recorder`] (one ledger writer), which also keeps the
+//!   in-memory [`replay::RunState`] by applying the very entries it appended.
+
+pub mod admission;
+pub mod attempt;
+pub mod events;
+pub mod replay;
+pub mod report_data;
+pub mod runner;
+
+use eval_evidence::ledger::{Digest, Entry, LedgerError, LedgerWriter, NewEntry};
+use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, Outcome, SlotRecord, Tokens};
+use replay::{ReplayError, RunState, StatusSummary};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    #[error("container runtime: {0}")]
+    Runtime(String),
+    #[error("signing a checkpoint: {0}")]
+    Signing(String),
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One attempt to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptSpec {
+    pub slot: SlotRecord,
+    pub number: u32,
+    /// `<slot>#<n>`.
+    pub attempt: String,
+    pub rerun_of: Option<u32>,
+}
+
+impl AttemptSpec {
+    pub(crate) fn bare(slot: &str, number: u32) -> Self {
+        Self {
+            slot: SlotRecord {
+                id: slot.to_owned(),
+                phase: events::Phase::Statistical,
+                suite: String::new(),
+                task: String::new(),
+                arm: String::new(),
+                rep: 0,
+            },
+            number,
+            attempt: events::attempt_id(slot, number),
+            rerun_of: None,
+        }
+    }
+}
+
+/// What an executor says about an attempt it ran.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttemptReport {
+    pub outcome: Option<Outcome>,
+    pub infra_fault: Option<String>,
+    pub detail: Option<String>,
+    pub image: Option<String>,
+    pub attestation: Option<String>,
+    pub model_turns: u64,
+    pub tokens: Tokens,
+    pub oracle_calls: u64,
+    pub clarification_questions: u64,
+    pub harness: Option<HarnessAccount>,
+    pub metrics: BTreeMap<String, f64>,
+    pub artifacts: ArtifactDigests,
+    pub container_seconds: f64,
+    /// Stopped by the cancellation token before it ended on its own.
+    pub cancelled: bool,
+}
+
+impl AttemptReport {
+    #[cfg(test)]
+    pub fn outcome(o: Outcome) -> Self {
+        Self {
+            outcome: Some(o),
+            ..Self::default()
+        }
+    }
+
+    pub fn infra(code: &str, detail: impl Into<String>) -> Self {
+        Self {
+            outcome: Some(Outcome::InfraFault),
+            infra_fault: Some(code.to_owned()),
+            detail: Some(detail.into()),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn closed(o: Outcome, code: Option<String>, detail: &str) -> Self {
+        Self {
+            outcome: Some(o),
+            infra_fault: code,
+            detail: Some(detail.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn into_outcome(
+        self,
+        spec: &AttemptSpec,
+        arm: &str,
+        upstream: &str,
+        duration_seconds: f64,
+    ) -> AttemptOutcome {
+        let outcome = self.outcome.unwrap_or(Outcome::InfraFault);
+        let infra_fault = match outcome {
+            Outcome::InfraFault => Some(
+                self.infra_fault
+                    .unwrap_or_else(|| "controller_error".to_owned()),
+            ),
+            _ => None,
+        };
+        let mut metrics = self.metrics;
+        metrics.insert(
+            "clarification_questions".into(),
+            self.clarification_questions as f64,
+        );
+        AttemptOutcome {
+            schema: events::SCHEMA,
+            attempt: spec.attempt.clone(),
+            slot: spec.slot.id.clone(),
+            number: spec.number,
+            arm: arm.to_owned(),
+            outcome,
+            infra_fault,
+            detail: self.detail,
+            image: self.image,
+            attestation: self.attestation,
+            model_calls: Vec::new(),
+            model_turns: self.model_turns,
+            tokens: self.tokens,
+            oracle_calls: self.oracle_calls,
+            clarification_questions: self.clarification_questions,
+            harness: self.harness,
+            metrics,
+            artifacts: self.artifacts,
+            duration_seconds,
+            container_seconds: self.container_seconds,
+            upstream: upstream.to_owned(),
+            closed_by_controller: false,
+            finished_at: events::now_rfc3339(),
+        }
+    }
+}
+
+/// Runs attempts. The Docker + proxy implementation lives in `attempt.rs`; tests use scripted
+/// ones. `run` never fails: every failure is an outcome (typed infra fault codes included).
+pub trait AttemptExecutor: Send + Sync + 'static {
+    fn run<'a>(
+        &'a self,
+        spec: &'a AttemptSpec,
+        rec: Recorder,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, AttemptReport>;
+
+    /// Removes every container this run's label set names (left over by a crash); returns how
+    /// many.
+    fn sweep(&self) -> BoxFuture<'_, Result<usize, String>>;
+}
+
+/// Where progress goes (a terminal display or log lines; see `commands/run.rs`).
+pub trait ProgressSink: Send + Sync {
+    fn session_started(&self, summary: &StatusSummary);
+    fn attempt_started(&self, attempt: &str);
+    fn attempt_finished(&self, attempt: &str, outcome: &AttemptOutcome, summary: &StatusSummary);
+    fn rerun(&self, attempt: &str, code: &str);
+    fn error(&self, message: &str);
+    fn session_finished(&self, summary: &StatusSummary);
+}
+
+/// A progress sink that says nothing.
+#[cfg(test)]
+pub struct QuietProgress;
+
+#[cfg(test)]
+impl ProgressSink for QuietProgress {
+    fn session_started(&self, _: &StatusSummary) {}
+    fn attempt_started(&self, _: &str) {}
+    fn attempt_finished(&self, _: &str, _: &AttemptOutcome, _: &StatusSummary) {}
+    fn rerun(&self, _: &str, _: &str) {}
+    fn error(&self, _: &str) {}
+    fn session_finished(&self, _: &StatusSummary) {}
+}
+
+struct RecorderInner {
+    state: RunState,
+    /// attempt id → seqs of its `model_call` entries.
+    calls: BTreeMap<String, Vec<u64>>,
+}
+
+/// The one way the run writes its ledger. Cloneable; every clone shares the writer and state.
+#[derive(Clone)]
+pub struct Recorder {
+    ledger: LedgerWriter,
+    inner: Arc<Mutex<RecorderInner>>,
+    upstream_kind: Arc<str>,
+    /// Signs a checkpoint after every attempt outcome and at the end of a session.
+    checkpointer: Option<Arc<tokio::sync::Mutex<eval_evidence::signing::Checkpointer>>>,
+}
+
+impl Recorder {
+    /// `entries` are the ledger's existing entries (already verified by admission).
+    pub fn new(
+        ledger: LedgerWriter,
+        entries: &[Entry],
+        upstream_kind: &str,
+    ) -> Result<Self, RunError> {
+        let state = RunState::replay(entries)?;
+        let mut calls: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for e in entries.iter().filter(|e| e.kind == events::MODEL_CALL) {
+            if let Ok(v) = e.payload_json()
+                && let Some(a) = v.get("attempt").and_then(|a| a.as_str())
+            {
+                calls.entry(a.to_owned()).or_default().push(e.seq);
+            }
+        }
+        Ok(Self {
+            ledger,
+            inner: Arc::new(Mutex::new(RecorderInner { state, calls })),
+            upstream_kind: upstream_kind.into(),
+            checkpointer: None,
+        })
+    }
+
+    /// Signs checkpoints with `c` from now on.
+    pub fn with_checkpointer(mut self, c: eval_evidence::signing::Checkpointer) -> Self {
+        self.checkpointer = Some(Arc::new(tokio::sync::Mutex::new(c)));
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, RecorderInner> {
+        // A poisoned lock only means another task panicked mid-update of an in-memory mirror;
+        // the ledger itself is intact, so keep going with what is there.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A read guard on the replayed state.
+    pub fn state(&self) -> StateGuard<'_> {
+        StateGuard(self.lock())
+    }
+
+    pub fn upstream_kind(&self) -> String {
+        self.upstream_kind.to_string()
+    }
+
+    /// Appends one entry and applies it to the in-memory state.
+    pub async fn append<T: Serialize + ?Sized>(
+        &self,
+        kind: &str,
+        payload: &T,
+    ) -> Result<u64, RunError> {
+        let entry = NewEntry::new(kind, payload)?;
+        let bytes = entry.payload().to_vec();
+        let appended = self.ledger.append(entry).await?;
+        let e = Entry {
+            seq: appended.seq,
+            prev: Digest::ZERO,
+            kind: kind.to_owned(),
+            payload: bytes,
+            hash: appended.hash,
+            recorded_at: String::new(),
+        };
+        {
+            let mut inner = self.lock();
+            inner.state.apply(&e)?;
+            if kind == events::MODEL_CALL
+                && let Ok(v) = e.payload_json()
+                && let Some(a) = v.get("attempt").and_then(|a| a.as_str())
+            {
+                inner.calls.entry(a.to_owned()).or_default().push(e.seq);
+            }
+        }
+        if (kind == events::ATTEMPT_OUTCOME || kind == events::RUN_FINISHED)
+            && let Some(c) = &self.checkpointer
+        {
+            c.lock()
+                .await
+                .checkpoint(&self.ledger)
+                .await
+                .map_err(|e| RunError::Signing(e.to_string()))?;
+        }
+        Ok(appended.seq)
+    }
+
+    /// See [`replay::AttemptState::may_have_spent`].
+    pub fn may_have_spent(&self, attempt: &str) -> bool {
+        self.lock()
+            .state
+            .attempt(attempt)
+            .is_some_and(|a| a.may_have_spent())
+    }
+
+    pub fn model_call_seqs_of(&self, attempt: &str) -> Vec<u64> {
+        self.lock().calls.get(attempt).cloned().unwrap_or_default()
+    }
+}
+
+pub struct StateGuard<'a>(MutexGuard<'a, RecorderInner>);
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = RunState;
+    fn deref(&self) -> &RunState {
+        &self.0.state
+    }
+}
+
+/// `STATE/<matrix>/`: where one matrix's run lives.
+pub fn run_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
+    state.join(matrix)
+}
+
+/// `STATE/<matrix>/ledger.sqlite`.
+pub fn ledger_path(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
+    run_dir(state, matrix).join("ledger.sqlite")
+}
+
+/// `STATE/<matrix>/artifacts/`.
+pub fn artifacts_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
+    run_dir(state, matrix).join("artifacts")
+}
+
+#[cfg(test)]
+mod tests;

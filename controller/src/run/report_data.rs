@@ -1,0 +1,235 @@
+//! Builds the report input ([`RunData`]) from a run's ledger — the only place reports read it.
+//! The ledger is verified first; a broken chain still yields data (with `ledger_verified =
+//! false` and the reason) so the report can say what is wrong, and `eval report` exits 3.
+
+use super::events::{self, Outcome, Phase};
+use super::replay::RunState;
+use eval_evidence::ledger::{self, LedgerReader};
+use eval_evidence::report::{
+    self as rd, AttemptData, LedgerHeadRef, RunData, SlotData, StatPlan, SuiteData, TokenCounts,
+};
+use eval_protocols::{Project, Registry};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportDataError {
+    #[error("no run of matrix {matrix:?} in {state} (no ledger at {path})")]
+    NoRun {
+        matrix: String,
+        state: String,
+        path: String,
+    },
+    #[error("{0}")]
+    Input(String),
+    #[error("{0}")]
+    Integrity(String),
+}
+
+fn phase(p: Phase) -> rd::Phase {
+    match p {
+        Phase::Infrastructure => rd::Phase::Infrastructure,
+        Phase::Statistical => rd::Phase::Statistical,
+    }
+}
+
+fn outcome(o: Outcome) -> rd::Outcome {
+    match o {
+        Outcome::Completed => rd::Outcome::Completed,
+        Outcome::AgentError => rd::Outcome::AgentError,
+        Outcome::Timeout => rd::Outcome::Timeout,
+        Outcome::BudgetExhausted => rd::Outcome::BudgetExhausted,
+        Outcome::ContractViolation => rd::Outcome::ContractViolation,
+        Outcome::AccountingMismatch => rd::Outcome::AccountingMismatch,
+        Outcome::Interrupted => rd::Outcome::Interrupted,
+        Outcome::InfraFault => rd::Outcome::InfraFault,
+    }
+}
+
+/// Reads `STATE/<matrix>/ledger.sqlite`, verifies it, and assembles the report input with the
+/// protocol (from the project at `root`), the freeze and the registry.
+pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportDataError> {
+    let path = super::ledger_path(state, matrix);
+    if !path.exists() {
+        return Err(ReportDataError::NoRun {
+            matrix: matrix.into(),
+            state: state.display().to_string(),
+            path: path.display().to_string(),
+        });
+    }
+    let verified =
+        ledger::verify(&path, None).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    let mut problems: Vec<String> = verified.error.iter().map(|e| e.to_string()).collect();
+    let all = LedgerReader::open(&path)
+        .and_then(|r| r.entries())
+        .map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    // Only the verified prefix is evidence.
+    let entries: Vec<_> = all.into_iter().take(verified.entries as usize).collect();
+    let st = match RunState::replay(&entries) {
+        Ok(st) => st,
+        Err(e) => {
+            problems.push(e.to_string());
+            RunState::default()
+        }
+    };
+    let started = st.started.clone().ok_or_else(|| {
+        ReportDataError::Input(format!("{}: no run_started entry", path.display()))
+    })?;
+    let project = Project::open(root);
+    let loaded = project
+        .load(&started.protocol)
+        .map_err(|e| ReportDataError::Input(e.to_string()))?;
+    let p = &loaded.protocol;
+    let reg = Registry::open(state).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    let frozen = reg.frozen_identity(&started.protocol);
+    let mut drift = Vec::new();
+    match &frozen {
+        Some(id) if id.to_string() == started.identity => {
+            match eval_protocols::verify(
+                &project,
+                &started.protocol,
+                state,
+                crate::driver::driver_digest(),
+                &crate::commands::freeze::resolve_image_digest,
+            ) {
+                Ok(r) => drift.extend(r.drift.iter().map(|d| format!("{} ({})", d.path, d.change))),
+                Err(e) => drift.push(e.to_string()),
+            }
+        }
+        Some(id) => drift.push(format!(
+            "the run used identity {}, but {} is now frozen as {id}",
+            started.identity, started.protocol
+        )),
+        None => drift.push(format!("protocol {} is not frozen", started.protocol)),
+    }
+    let retired = frozen.is_some_and(|id| reg.retirement(&id).is_some());
+    let suites = loaded
+        .matrix
+        .suites
+        .iter()
+        .map(|s| SuiteData {
+            id: s.id.clone(),
+            tasks: s.tasks.clone(),
+            baseline: s.baseline.clone(),
+            candidate: s.candidate.clone(),
+            other_arms: s
+                .arms
+                .iter()
+                .filter(|a| **a != s.baseline && **a != s.candidate)
+                .cloned()
+                .collect(),
+            repetitions: s.repetitions,
+            metrics: p
+                .suites
+                .get(&s.id)
+                .map(|x| x.metrics.clone())
+                .unwrap_or_default(),
+            max_oracle_calls: p.suites.get(&s.id).map_or(0, |x| x.max_oracle_calls),
+        })
+        .collect();
+    let slots = st
+        .slots
+        .iter()
+        .map(|s| SlotData {
+            id: s.id.clone(),
+            phase: phase(s.phase),
+            suite: s.suite.clone(),
+            task: s.task.clone(),
+            arm: s.arm.clone(),
+            rep: s.rep,
+        })
+        .collect();
+    let mut attempts = Vec::new();
+    for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
+        let Ok(a) = serde_json::from_slice::<events::AttemptStarted>(&e.payload) else {
+            continue;
+        };
+        let o = st
+            .attempts
+            .get(&a.slot)
+            .and_then(|v| v.iter().find(|x| x.number == a.number))
+            .and_then(|x| x.outcome.clone());
+        attempts.push(AttemptData {
+            slot: a.slot.clone(),
+            phase: phase(a.phase),
+            suite: a.suite.clone(),
+            task: a.task.clone(),
+            arm: a.arm.clone(),
+            rep: a.rep,
+            attempt: a.number,
+            outcome: o.as_ref().map(|o| outcome(o.outcome)),
+            infra_fault: o.as_ref().and_then(|o| o.infra_fault.clone()),
+            rerun_of: a.rerun_of,
+            metrics: o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
+            model_turns: o.as_ref().map_or(0, |o| o.model_turns),
+            tokens: o
+                .as_ref()
+                .map(|o| TokenCounts {
+                    input: o.tokens.input,
+                    output: o.tokens.output,
+                    cached: o.tokens.cached,
+                    reasoning: o.tokens.reasoning,
+                })
+                .unwrap_or_default(),
+            duration_seconds: o.as_ref().map_or(0.0, |o| o.duration_seconds),
+            oracle_calls: o
+                .as_ref()
+                .map_or(0, |o| o.clarification_questions.max(o.oracle_calls) as u32),
+            harness_turns: o.as_ref().and_then(|o| o.harness.map(|h| h.model_turns)),
+            harness_tokens: o.as_ref().and_then(|o| o.harness.map(|h| h.total_tokens)),
+            upstream: started.upstream.url.clone(),
+        });
+    }
+    Ok(RunData {
+        version: rd::RUN_DATA_VERSION,
+        matrix: started.matrix.clone(),
+        protocol: started.protocol.clone(),
+        identity: started.identity.clone(),
+        driver_digest: started.driver.clone(),
+        ledger_head: LedgerHeadRef {
+            seq: verified.head.seq,
+            hash: verified.head.hash.to_string(),
+        },
+        ledger_verified: verified.ok && problems.is_empty(),
+        ledger_problems: problems,
+        freeze_drift: drift,
+        identity_retired: retired,
+        fixture_upstream: started.fixture_evidence,
+        plan: StatPlan {
+            resamples: p.statistics.resamples,
+            seed: p.statistics.seed,
+            confidence: p.statistics.confidence,
+            method: p.statistics.method.clone(),
+            exact: p.statistics.exact.clone(),
+            min_suite_tasks: p.statistics.min_suite_tasks as usize,
+            missing_metric_values: p.missing_data.values.clone(),
+            seed_string: p.statistics.seed_string.clone(),
+            report_methods: p.statistics.report_methods.clone(),
+        },
+        gates: p.gates.clone(),
+        rerunnable_fault_codes: {
+            let mut c = p.reruns.codes.clone();
+            c.push(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned());
+            c
+        },
+        max_reruns_per_slot: Some(p.reruns.max_reruns_per_slot),
+        max_infra_attempts: Some(p.reruns.max_infra_attempts.max(1)),
+        suites,
+        slots,
+        attempts,
+    })
+}
+
+/// Total seconds attempts spent inside containers, from the ledger (for `eval demo`'s figures).
+pub fn container_seconds(path: &Path) -> f64 {
+    LedgerReader::open(path)
+        .and_then(|r| r.entries())
+        .map(|entries| {
+            entries
+                .iter()
+                .filter(|e| e.kind == events::ATTEMPT_OUTCOME)
+                .filter_map(|e| serde_json::from_slice::<events::AttemptOutcome>(&e.payload).ok())
+                .map(|o| o.container_seconds)
+                .sum()
+        })
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,273 @@
+//! The schedule runner: closes what a crash left open, then runs infrastructure slots, then
+//! statistical slots in schedule order, up to `concurrency` attempts at once, rerunning by rule.
+
+use super::events::{
+    self, AttemptOutcome, AttemptStarted, Outcome, Phase, Rerun, RunFinished, RunStarted,
+    SlotRecord,
+};
+use super::replay::{self, ReplayError, SlotStatus};
+use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// What a session ended with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionEnd {
+    pub complete: bool,
+    pub stopped: Option<String>,
+    pub closed_on_resume: usize,
+    pub swept_containers: usize,
+}
+
+/// Closes every attempt that started and never finished, by the rule in
+/// [`replay::closing_outcome`]. Returns how many were closed.
+pub async fn close_unfinished(rec: &Recorder, detail: &str) -> Result<usize, RunError> {
+    let open: Vec<(String, u32, String, Outcome, Option<String>)> = {
+        let st = rec.state();
+        st.unfinished()
+            .into_iter()
+            .map(|a| {
+                let (o, code) = replay::closing_outcome(a);
+                let arm = st
+                    .slots
+                    .iter()
+                    .find(|s| s.id == a.slot)
+                    .map(|s| s.arm.clone())
+                    .unwrap_or_default();
+                (a.slot.clone(), a.number, arm, o, code)
+            })
+            .collect()
+    };
+    for (slot, number, arm, outcome, code) in &open {
+        let mut p = AttemptReport::closed(*outcome, code.clone(), detail).into_outcome(
+            &AttemptSpec::bare(slot, *number),
+            arm,
+            &rec.upstream_kind(),
+            0.0,
+        );
+        p.closed_by_controller = true;
+        rec.append(events::ATTEMPT_OUTCOME, &p).await?;
+    }
+    Ok(open.len())
+}
+
+/// Runs one session of the run: the caller has replayed the ledger into `rec` and admitted it.
+pub async fn run_session(
+    rec: Recorder,
+    mut started: RunStarted,
+    exec: Arc<dyn AttemptExecutor>,
+    progress: Arc<dyn ProgressSink>,
+    cancel: CancellationToken,
+) -> Result<SessionEnd, RunError> {
+    let closed = close_unfinished(
+        &rec,
+        "the controller stopped (crash, kill or Ctrl-C) before this attempt finished",
+    )
+    .await?;
+    let swept = exec.sweep().await.map_err(RunError::Runtime)?;
+    {
+        let st = rec.state();
+        if !st.slots.is_empty() && st.slots != started.slots {
+            return Err(RunError::Replay(ReplayError::Malformed {
+                seq: 0,
+                kind: events::RUN_STARTED.into(),
+                reason: "the matrix now expands to another schedule than the one this ledger ran"
+                    .into(),
+            }));
+        }
+        started.session = st.sessions + 1;
+    }
+    let concurrency = started.concurrency.max(1);
+    rec.append(events::RUN_STARTED, &started).await?;
+    progress.session_started(&rec.state().summary());
+
+    let sem = Arc::new(Semaphore::new(concurrency));
+    let tracker = TaskTracker::new();
+    let mut stopped: Option<String> = None;
+
+    for phase in [Phase::Infrastructure, Phase::Statistical] {
+        let todo: Vec<SlotRecord> = {
+            let st = rec.state();
+            st.statuses()
+                .into_iter()
+                .filter(|(s, status)| {
+                    s.phase == phase
+                        && matches!(status, SlotStatus::Pending | SlotStatus::NeedsRerun { .. })
+                })
+                .map(|(s, _)| s.clone())
+                .collect()
+        };
+        for slot in todo {
+            // Permits are taken here, in schedule order, so attempts start in that order.
+            let permit = tokio::select! {
+                p = sem.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = cancel.cancelled() => break,
+            };
+            let (rec, exec, progress, cancel) =
+                (rec.clone(), exec.clone(), progress.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let result = run_slot(&rec, &slot, exec.as_ref(), progress.as_ref(), &cancel).await;
+                drop(permit);
+                if let Err(e) = result {
+                    progress.error(&format!("{}: {e}", slot.id));
+                    // A ledger that cannot be written is fatal for the whole run.
+                    cancel.cancel();
+                }
+            });
+        }
+        // Barrier: no statistical slot starts before every infrastructure attempt has ended.
+        tracker.close();
+        tracker.wait().await;
+        tracker.reopen();
+        if cancel.is_cancelled() {
+            stopped = Some(
+                "interrupted (Ctrl-C or a fatal error); run the same command again to continue"
+                    .into(),
+            );
+            break;
+        }
+        if phase == Phase::Infrastructure {
+            let st = rec.state();
+            let failed: Vec<String> = st
+                .statuses()
+                .into_iter()
+                .filter(|(s, status)| {
+                    s.phase == Phase::Infrastructure && !matches!(status, SlotStatus::Final { .. })
+                })
+                .map(|(s, _)| s.id.clone())
+                .collect();
+            if !failed.is_empty() {
+                stopped = Some(format!(
+                    "infrastructure slot(s) {} did not complete within the rerun limit; statistical slots are refused until they do",
+                    failed.join(", ")
+                ));
+                break;
+            }
+        }
+    }
+    let summary = rec.state().summary();
+    let complete = summary.complete;
+    rec.append(
+        events::RUN_FINISHED,
+        &RunFinished {
+            schema: events::SCHEMA,
+            session: started.session,
+            complete,
+            stopped: stopped.clone(),
+            finished_at: events::now_rfc3339(),
+        },
+    )
+    .await?;
+    progress.session_finished(&summary);
+    Ok(SessionEnd {
+        complete,
+        stopped,
+        closed_on_resume: closed,
+        swept_containers: swept,
+    })
+}
+
+/// Runs a slot's attempts until it is final (or needs nothing), rerunning by rule.
+async fn run_slot(
+    rec: &Recorder,
+    slot: &SlotRecord,
+    exec: &dyn AttemptExecutor,
+    progress: &dyn ProgressSink,
+    cancel: &CancellationToken,
+) -> Result<(), RunError> {
+    loop {
+        if cancel.is_cancelled() {
+            return Ok(());
+        }
+        let status = {
+            let st = rec.state();
+            st.status_of(slot, &st.rules())
+        };
+        let (number, rerun_of) = match status {
+            SlotStatus::Pending => (1, None),
+            SlotStatus::NeedsRerun { next, code } => (next, Some((next - 1, code))),
+            _ => return Ok(()),
+        };
+        let spec = AttemptSpec {
+            slot: slot.clone(),
+            number,
+            attempt: events::attempt_id(&slot.id, number),
+            rerun_of: rerun_of.as_ref().map(|(n, _)| *n),
+        };
+        if let Some((of, code)) = &rerun_of {
+            let reason = if slot.phase == Phase::Infrastructure {
+                "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
+            } else {
+                format!("infra fault {code} is rerunnable")
+            };
+            rec.append(
+                events::RERUN,
+                &Rerun {
+                    schema: events::SCHEMA,
+                    attempt: spec.attempt.clone(),
+                    slot: slot.id.clone(),
+                    number,
+                    reruns: events::attempt_id(&slot.id, *of),
+                    rerun_of: *of,
+                    code: code.clone(),
+                    reason,
+                },
+            )
+            .await?;
+            progress.rerun(&spec.attempt, code);
+        }
+        let session = rec.state().sessions;
+        rec.append(
+            events::ATTEMPT_STARTED,
+            &AttemptStarted {
+                schema: events::SCHEMA,
+                attempt: spec.attempt.clone(),
+                slot: slot.id.clone(),
+                number,
+                phase: slot.phase,
+                suite: slot.suite.clone(),
+                task: slot.task.clone(),
+                arm: slot.arm.clone(),
+                rep: slot.rep,
+                rerun_of: spec.rerun_of,
+                session,
+                started_at: events::now_rfc3339(),
+            },
+        )
+        .await?;
+        progress.attempt_started(&spec.attempt);
+        let t0 = std::time::Instant::now();
+        let report = exec.run(&spec, rec.clone(), cancel.clone()).await;
+        let elapsed = t0.elapsed().as_secs_f64();
+        let mut report = report;
+        if report.cancelled {
+            let (o, code) = if !rec.may_have_spent(&spec.attempt) {
+                (
+                    Outcome::InfraFault,
+                    Some(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned()),
+                )
+            } else {
+                (Outcome::Interrupted, None)
+            };
+            report.outcome = Some(o);
+            report.infra_fault = code;
+            report.detail = Some("stopped by Ctrl-C".into());
+        }
+        let mut p: AttemptOutcome =
+            report
+                .clone()
+                .into_outcome(&spec, &slot.arm, &rec.upstream_kind(), elapsed);
+        p.closed_by_controller = report.cancelled;
+        p.model_calls = rec.model_call_seqs_of(&spec.attempt);
+        rec.append(events::ATTEMPT_OUTCOME, &p).await?;
+        progress.attempt_finished(&spec.attempt, &p, &rec.state().summary());
+        if report.cancelled {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,533 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The runner against a scripted executor and a real ledger file.
+
+use super::events::*;
+use super::replay::{RunState, SlotStatus};
+use super::runner::run_session;
+use super::*;
+use eval_evidence::ledger::{self, LedgerReader};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[derive(Clone, Copy, Debug)]
+enum Script {
+    Outcome(Outcome, u64),
+    Fault(&'static str),
+    WaitForCancel(u64),
+}
+
+struct Scripted {
+    script: Box<dyn Fn(&AttemptSpec) -> Script + Send + Sync>,
+    order: Mutex<Vec<String>>,
+    swept: AtomicUsize,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+}
+
+impl Scripted {
+    fn new(f: impl Fn(&AttemptSpec) -> Script + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(Self {
+            script: Box::new(f),
+            order: Mutex::new(Vec::new()),
+            swept: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            max_running: AtomicUsize::new(0),
+        })
+    }
+}
+
+async fn model_call(rec: &Recorder, attempt: &str, seq: u64) {
+    rec.append(
+        MODEL_CALL,
+        &ModelCall {
+            schema: SCHEMA,
+            attempt: attempt.into(),
+            role: "agent".into(),
+            seq,
+            model: "m".into(),
+            status: 200,
+            result: "ok".into(),
+            tokens: Tokens {
+                input: 7,
+                output: 3,
+                cached: 0,
+                reasoning: 0,
+            },
+            metered: true,
+            latency_ms: 1,
+            record: serde_json::json!({}),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+impl AttemptExecutor for Scripted {
+    fn run<'a>(
+        &'a self,
+        spec: &'a AttemptSpec,
+        rec: Recorder,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, AttemptReport> {
+        Box::pin(async move {
+            self.order.lock().unwrap().push(spec.attempt.clone());
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_running.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            let r = match (self.script)(spec) {
+                Script::Outcome(o, calls) => {
+                    for i in 0..calls {
+                        model_call(&rec, &spec.attempt, i + 1).await;
+                    }
+                    let mut r = AttemptReport::outcome(o);
+                    r.model_turns = calls;
+                    r
+                }
+                Script::Fault(code) => AttemptReport::infra(code, "scripted"),
+                Script::WaitForCancel(calls) => {
+                    for i in 0..calls {
+                        model_call(&rec, &spec.attempt, i + 1).await;
+                    }
+                    cancel.cancelled().await;
+                    AttemptReport {
+                        cancelled: true,
+                        ..AttemptReport::default()
+                    }
+                }
+            };
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            r
+        })
+    }
+
+    fn sweep(&self) -> BoxFuture<'_, Result<usize, String>> {
+        self.swept.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Ok(0) })
+    }
+}
+
+fn slots() -> Vec<SlotRecord> {
+    let mut v = Vec::new();
+    for (task, arm) in [("t1", "base"), ("t1", "cand")] {
+        v.push(SlotRecord {
+            id: format!("infra-s-{task}-{arm}-r0"),
+            phase: Phase::Infrastructure,
+            suite: "s".into(),
+            task: task.into(),
+            arm: arm.into(),
+            rep: 0,
+        });
+    }
+    for task in ["t1", "t2"] {
+        for arm in ["base", "cand"] {
+            for rep in 1..=2 {
+                v.push(SlotRecord {
+                    id: format!("stat-s-{task}-{arm}-r{rep}"),
+                    phase: Phase::Statistical,
+                    suite: "s".into(),
+                    task: task.into(),
+                    arm: arm.into(),
+                    rep,
+                });
+            }
+        }
+    }
+    // A fixed "shuffled" order for the statistical part.
+    let (infra, mut stat): (Vec<_>, Vec<_>) = v
+        .into_iter()
+        .partition(|s| s.phase == Phase::Infrastructure);
+    stat.reverse();
+    infra.into_iter().chain(stat).collect()
+}
+
+fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
+    RunStarted {
+        schema: SCHEMA,
+        session: 0,
+        matrix: "m".into(),
+        protocol: "p".into(),
+        identity: "sha256:00".into(),
+        driver: "sha256:11".into(),
+        upstream: UpstreamRecord {
+            kind: "fixture".into(),
+            url: "http://127.0.0.1:1/v1".into(),
+        },
+        fixture_evidence: true,
+        concurrency,
+        rerunnable_codes: codes.iter().map(|c| c.to_string()).collect(),
+        max_reruns,
+        max_infra_attempts: max_reruns + 1,
+        slots: slots(),
+        started_at: now_rfc3339(),
+    }
+}
+
+async fn session(
+    path: &std::path::Path,
+    st: RunStarted,
+    exec: Arc<Scripted>,
+    cancel: CancellationToken,
+) -> runner::SessionEnd {
+    let entries = if path.exists() {
+        LedgerReader::open(path).unwrap().entries().unwrap()
+    } else {
+        Vec::new()
+    };
+    let writer = LedgerWriter::open(path).unwrap();
+    let rec = Recorder::new(writer.clone(), &entries, "fixture").unwrap();
+    let end = run_session(rec, st, exec, Arc::new(QuietProgress), cancel)
+        .await
+        .unwrap();
+    writer.close();
+    end
+}
+
+fn replayed(path: &std::path::Path) -> (RunState, Vec<Entry>) {
+    let report = ledger::verify(path, None).unwrap();
+    assert!(report.ok, "{:?}", report.error);
+    let entries = LedgerReader::open(path).unwrap().entries().unwrap();
+    (RunState::replay(&entries).unwrap(), entries)
+}
+
+fn kinds_of(entries: &[Entry], kind: &str) -> Vec<serde_json::Value> {
+    entries
+        .iter()
+        .filter(|e| e.kind == kind)
+        .map(|e| e.payload_json().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn runs_infra_first_then_the_schedule_order_at_concurrency_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 2));
+    let end = session(
+        &path,
+        started(1, &[], 1),
+        exec.clone(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(end.complete, "{end:?}");
+    let expected: Vec<String> = slots().iter().map(|s| attempt_id(&s.id, 1)).collect();
+    assert_eq!(*exec.order.lock().unwrap(), expected);
+    let (st, entries) = replayed(&path);
+    let sum = st.summary();
+    assert_eq!((sum.total, sum.done, sum.infra_completed), (8, 8, 2));
+    assert!(sum.complete);
+    // Each outcome lists exactly its own model calls.
+    for o in kinds_of(&entries, ATTEMPT_OUTCOME) {
+        assert_eq!(o["model_calls"].as_array().unwrap().len(), 2, "{o}");
+    }
+    assert_eq!(kinds_of(&entries, RUN_FINISHED)[0]["complete"], true);
+}
+
+#[tokio::test]
+async fn concurrency_is_bounded_and_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 0));
+    let end = session(
+        &path,
+        started(3, &[], 1),
+        exec.clone(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(end.complete);
+    assert_eq!(exec.max_running.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn only_listed_faults_are_rerun_and_reruns_are_linked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| match (spec.slot.id.as_str(), spec.number) {
+        ("stat-s-t1-base-r1", 1) => Script::Fault("container_runtime_failure"),
+        ("stat-s-t1-base-r2", _) => Script::Fault("attestation_mismatch"),
+        ("stat-s-t2-cand-r1", _) => Script::Outcome(Outcome::AgentError, 1),
+        ("stat-s-t2-cand-r2", _) => Script::Fault("container_runtime_failure"),
+        _ => Script::Outcome(Outcome::Completed, 1),
+    });
+    let end = session(
+        &path,
+        started(2, &["container_runtime_failure"], 2),
+        exec,
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(end.complete);
+    let (st, entries) = replayed(&path);
+    let reruns = kinds_of(&entries, RERUN);
+    // t1-base-r1: one rerun; t2-cand-r2: two reruns (limit), then final infra fault.
+    assert_eq!(reruns.len(), 3, "{reruns:?}");
+    let r = reruns
+        .iter()
+        .find(|r| r["slot"] == "stat-s-t1-base-r1")
+        .unwrap();
+    assert_eq!(r["reruns"], "stat-s-t1-base-r1#1");
+    assert_eq!(r["attempt"], "stat-s-t1-base-r1#2");
+    let statuses: BTreeMap<String, SlotStatus> = st
+        .statuses()
+        .into_iter()
+        .map(|(s, x)| (s.id.clone(), x))
+        .collect();
+    assert_eq!(
+        statuses["stat-s-t1-base-r1"],
+        SlotStatus::Final {
+            number: 2,
+            outcome: Outcome::Completed
+        }
+    );
+    assert_eq!(
+        statuses["stat-s-t1-base-r2"],
+        SlotStatus::Final {
+            number: 1,
+            outcome: Outcome::InfraFault
+        }
+    );
+    assert_eq!(
+        statuses["stat-s-t2-cand-r1"],
+        SlotStatus::Final {
+            number: 1,
+            outcome: Outcome::AgentError
+        }
+    );
+    assert_eq!(
+        statuses["stat-s-t2-cand-r2"],
+        SlotStatus::Final {
+            number: 3,
+            outcome: Outcome::InfraFault
+        }
+    );
+    let sum = st.summary();
+    assert_eq!(sum.reruns, 3);
+    assert_eq!(sum.infra_faults, 5);
+    assert_eq!(sum.done, 6);
+    // The rerun entry precedes its attempt, and numbers are contiguous (replay checks both).
+    let started_kinds: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.kind == ATTEMPT_STARTED || e.kind == RERUN)
+        .collect();
+    for pair in started_kinds.windows(2) {
+        if pair[0].kind == RERUN {
+            assert_eq!(pair[1].kind, ATTEMPT_STARTED);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_infra_slot_is_rerun_after_a_task_failure_and_blocks_when_it_never_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| match (spec.slot.id.as_str(), spec.number) {
+        ("infra-s-t1-base-r0", 1) => Script::Outcome(Outcome::AgentError, 1),
+        _ => Script::Outcome(Outcome::Completed, 0),
+    });
+    let end = session(&path, started(1, &[], 1), exec, CancellationToken::new()).await;
+    assert!(end.complete, "{end:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| {
+        if spec.slot.id == "infra-s-t1-cand-r0" {
+            Script::Outcome(Outcome::Timeout, 0)
+        } else {
+            Script::Outcome(Outcome::Completed, 0)
+        }
+    });
+    let end = session(
+        &path,
+        started(1, &[], 2),
+        exec.clone(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(!end.complete);
+    assert!(end.stopped.unwrap().contains("infra-s-t1-cand-r0"));
+    // No statistical attempt ran.
+    assert!(
+        exec.order
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|a| a.starts_with("infra-"))
+    );
+    let (st, _) = replayed(&path);
+    assert_eq!(st.attempts["infra-s-t1-cand-r0"].len(), 3);
+}
+
+#[tokio::test]
+async fn ctrl_c_closes_running_attempts_by_the_model_call_rule_and_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let cancel = CancellationToken::new();
+    let exec = Scripted::new(|spec| match spec.slot.id.as_str() {
+        // Two stat attempts hang until Ctrl-C: one after a model call, one before.
+        "stat-s-t2-cand-r2" => Script::WaitForCancel(1),
+        "stat-s-t2-cand-r1" => Script::WaitForCancel(0),
+        _ => Script::Outcome(Outcome::Completed, 1),
+    });
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        c2.cancel();
+    });
+    let end = session(&path, started(2, &[], 1), exec, cancel).await;
+    assert!(!end.complete);
+    let (st, _) = replayed(&path);
+    let statuses: BTreeMap<String, SlotStatus> = st
+        .statuses()
+        .into_iter()
+        .map(|(s, x)| (s.id.clone(), x))
+        .collect();
+    assert_eq!(
+        statuses["stat-s-t2-cand-r2"],
+        SlotStatus::Final {
+            number: 1,
+            outcome: Outcome::Interrupted
+        }
+    );
+    assert!(matches!(
+        statuses["stat-s-t2-cand-r1"],
+        SlotStatus::NeedsRerun { next: 2, .. }
+    ));
+
+    // Resume: everything else runs, the interrupted-before-call slot is rerun, the other not.
+    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 1));
+    let end = session(
+        &path,
+        started(2, &[], 1),
+        exec.clone(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(end.complete, "{end:?}");
+    assert!(
+        !exec
+            .order
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|a| a.starts_with("stat-s-t2-cand-r2"))
+    );
+    assert!(
+        exec.order
+            .lock()
+            .unwrap()
+            .contains(&"stat-s-t2-cand-r1#2".to_owned())
+    );
+    let (st, entries) = replayed(&path);
+    assert!(st.summary().complete);
+    assert_eq!(st.sessions, 2);
+    // Exactly one outcome per attempt, every started attempt has one.
+    let started_n = entries.iter().filter(|e| e.kind == ATTEMPT_STARTED).count();
+    let outcome_n = entries.iter().filter(|e| e.kind == ATTEMPT_OUTCOME).count();
+    assert_eq!(started_n, outcome_n);
+}
+
+#[tokio::test]
+async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    // Simulate a crash: a session that started two attempts and never finished them.
+    {
+        let writer = LedgerWriter::open(&path).unwrap();
+        let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
+        let mut s = started(1, &[], 1);
+        s.session = 1;
+        rec.append(RUN_STARTED, &s).await.unwrap();
+        for (slot, calls) in [("infra-s-t1-base-r0", 0u64), ("infra-s-t1-cand-r0", 2)] {
+            let spec = slots().into_iter().find(|x| x.id == slot).unwrap();
+            rec.append(
+                ATTEMPT_STARTED,
+                &AttemptStarted {
+                    schema: SCHEMA,
+                    attempt: attempt_id(slot, 1),
+                    slot: slot.into(),
+                    number: 1,
+                    phase: spec.phase,
+                    suite: spec.suite,
+                    task: spec.task,
+                    arm: spec.arm,
+                    rep: 0,
+                    rerun_of: None,
+                    session: 1,
+                    started_at: now_rfc3339(),
+                },
+            )
+            .await
+            .unwrap();
+            for i in 0..calls {
+                model_call(&rec, &attempt_id(slot, 1), i + 1).await;
+            }
+        }
+        drop(rec);
+        writer.close();
+    }
+    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 1));
+    let end = session(
+        &path,
+        started(1, &[], 1),
+        exec.clone(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(end.closed_on_resume, 2);
+    assert_eq!(exec.swept.load(Ordering::SeqCst), 1);
+    assert!(end.complete);
+    let (st, entries) = replayed(&path);
+    let closed: Vec<serde_json::Value> = kinds_of(&entries, ATTEMPT_OUTCOME)
+        .into_iter()
+        .filter(|o| o["closed_by_controller"] == true)
+        .collect();
+    assert_eq!(closed.len(), 2);
+    let a = closed
+        .iter()
+        .find(|o| o["slot"] == "infra-s-t1-base-r0")
+        .unwrap();
+    assert_eq!(a["infra_fault"], INTERRUPTED_BEFORE_MODEL_CALL);
+    let b = closed
+        .iter()
+        .find(|o| o["slot"] == "infra-s-t1-cand-r0")
+        .unwrap();
+    assert_eq!(b["outcome"], "interrupted");
+    // Infra slots are rerun after any failure, so both got a second attempt.
+    assert_eq!(st.attempts["infra-s-t1-base-r0"].len(), 2);
+    assert_eq!(st.attempts["infra-s-t1-cand-r0"].len(), 2);
+}
+
+#[tokio::test]
+async fn a_checkpoint_is_signed_after_every_attempt_and_at_the_end() {
+    use eval_evidence::signing::{Checkpointer, KEY_NAME, SigningKeyPair, origin_for_identity};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let writer = LedgerWriter::open(&path).unwrap();
+    let key = Arc::new(SigningKeyPair::generate(KEY_NAME).unwrap());
+    let st = started(2, &[], 1);
+    let origin = origin_for_identity(&st.identity).unwrap();
+    let c = Checkpointer::open(key, &origin, &writer).unwrap();
+    let rec = Recorder::new(writer.clone(), &[], "fixture")
+        .unwrap()
+        .with_checkpointer(c);
+    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 1));
+    let end = run_session(
+        rec,
+        st,
+        exec,
+        Arc::new(QuietProgress),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    writer.close();
+    assert!(end.complete);
+    let (_, entries) = replayed(&path);
+    let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+    let outcomes = kinds.iter().filter(|k| **k == ATTEMPT_OUTCOME).count();
+    let checkpoints = kinds.iter().filter(|k| **k == "checkpoint").count();
+    assert_eq!(checkpoints, outcomes + 1);
+    // Attempts finish concurrently, so checkpoints interleave; the run ends with one.
+    assert_eq!(*kinds.last().unwrap(), "checkpoint");
+    assert_eq!(kinds[kinds.len() - 2], RUN_FINISHED);
+}

@@ -1,0 +1,175 @@
+//! Shared pieces of the run tests: the `eval` binary, a fresh demo project per test, the engine
+//! check, the static binaries, ledger reading and a label sweep that runs even when a test fails.
+#![allow(dead_code)]
+
+use eval_evidence::ledger::{Entry, LedgerReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn eval_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_eval"))
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn eval(dir: &Path, args: &[&str]) -> Output {
+    Command::new(eval_bin())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("EVAL_SIGNING_KEY_FILE")
+        .output()
+        .unwrap()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// True when a Docker engine answers (tests that need one skip otherwise, unless
+/// `EVAL_REQUIRE_DOCKER` is set).
+pub fn docker_available() -> bool {
+    let ok = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok && std::env::var_os("EVAL_REQUIRE_DOCKER").is_some() {
+        panic!("EVAL_REQUIRE_DOCKER is set but no Docker engine answers");
+    }
+    ok
+}
+
+/// Builds the static in-container binaries once if they are missing.
+pub fn static_binaries() {
+    use eval_runtimes::static_bins;
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if [
+            static_bins::SHIM,
+            static_bins::FIXTURE_AGENT,
+            static_bins::FIXTURE_GRADER,
+        ]
+        .iter()
+        .all(|b| static_bins::locate(b).is_ok())
+        {
+            return;
+        }
+        let st = Command::new(repo_root().join("scripts/build-static.sh"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "scripts/build-static.sh failed");
+    });
+}
+
+/// `eval init` into a fresh directory, made unique (so its identity is unique too).
+pub fn demo_project() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::Builder::new().prefix("evrun").tempdir().unwrap();
+    let dir = tmp.path().join("proj");
+    let o = eval(tmp.path(), &["init", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let p = dir.join("protocols/demo/protocol.toml");
+    let mut s = std::fs::read_to_string(&p).unwrap();
+    s.push_str(&format!(
+        "\n# test instance {} {nanos}\n",
+        std::process::id()
+    ));
+    std::fs::write(&p, s).unwrap();
+    (tmp, dir)
+}
+
+pub fn edit(path: &Path, f: impl FnOnce(String) -> String) {
+    let s = std::fs::read_to_string(path).unwrap();
+    std::fs::write(path, f(s)).unwrap();
+}
+
+/// Replaces `from` by `to` in a file, insisting that `from` is there (so a changed template
+/// fails the test loudly instead of silently testing nothing).
+pub fn replace_in(path: &Path, from: &str, to: &str) {
+    edit(path, |s| {
+        assert!(
+            s.contains(from),
+            "{} no longer contains {from:?}",
+            path.display()
+        );
+        s.replace(from, to)
+    });
+}
+
+pub fn entries(ledger: &Path) -> Vec<Entry> {
+    LedgerReader::open(ledger).unwrap().entries().unwrap()
+}
+
+pub fn payloads(entries: &[Entry], kind: &str) -> Vec<serde_json::Value> {
+    entries
+        .iter()
+        .filter(|e| e.kind == kind)
+        .map(|e| e.payload_json().unwrap())
+        .collect()
+}
+
+/// Containers carrying `label` (`key=value`).
+pub fn containers_with(label: &str) -> Vec<String> {
+    let o = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label={label}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Removes every container with `label` when dropped.
+pub struct Sweep(pub String);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        let ids = containers_with(&self.0);
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .arg("rm")
+                .arg("-f")
+                .args(&ids)
+                .output();
+        }
+    }
+}
+
+/// Recursively collects every file's bytes under `dir` (for key greps).
+pub fn all_bytes(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                all_bytes(&p, out);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push((p, b));
+            }
+        }
+    }
+}
+
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+pub fn identity_of(dir: &Path) -> String {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runs/freezes/demo.json")).unwrap())
+            .unwrap();
+    v["identity"].as_str().unwrap().to_owned()
+}
