@@ -10,6 +10,8 @@ EVAL_TEST_CHROMIUM=$(scripts/ensure-chromium.sh)
 export EVAL_TEST_PYTHON EVAL_TEST_CHROMIUM
 export EVAL_REQUIRE_DOCKER=1
 
+echo "== static in-container binaries"
+scripts/build-static.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

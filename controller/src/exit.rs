@@ -5,7 +5,6 @@
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // GateNotPassed is produced by `eval report` (statistics issue)
 pub enum Status {
     Ok = 0,
     GateNotPassed = 1,
@@ -35,18 +34,16 @@ impl Failure {
         }
     }
 
-    #[allow(dead_code)] // used by `eval report` (statistics issue)
-    pub fn gate(message: impl Into<String>) -> Self {
+    /// Exit 3 when the library says the evidence itself is at fault, else exit 2.
+    fn classified(integrity: bool, message: String) -> Self {
         Self {
-            status: Status::GateNotPassed,
-            message: message.into(),
+            status: if integrity {
+                Status::Integrity
+            } else {
+                Status::Usage
+            },
+            message,
         }
-    }
-
-    pub fn not_implemented(command: &str) -> Self {
-        Self::usage(format!(
-            "`eval {command}` is not implemented yet (see the open issues)"
-        ))
     }
 }
 
@@ -56,12 +53,40 @@ impl fmt::Display for Failure {
     }
 }
 
+impl From<eval_evidence::signing::SigningError> for Failure {
+    fn from(e: eval_evidence::signing::SigningError) -> Self {
+        Self::classified(e.is_integrity(), e.to_string())
+    }
+}
+
 impl From<eval_evidence::LedgerError> for Failure {
     fn from(e: eval_evidence::LedgerError) -> Self {
-        let status = if e.is_integrity() {
-            Status::Integrity
-        } else {
-            Status::Usage
+        Self::classified(e.is_integrity(), e.to_string())
+    }
+}
+
+impl From<eval_protocols::ProtocolError> for Failure {
+    fn from(e: eval_protocols::ProtocolError) -> Self {
+        Self::classified(e.is_integrity(), e.to_string())
+    }
+}
+
+pub type CmdResult = Result<Status, Failure>;
+
+impl From<eval_evidence::stats::StatsError> for Failure {
+    fn from(e: eval_evidence::stats::StatsError) -> Self {
+        Self::usage(e.to_string())
+    }
+}
+
+impl From<eval_runtimes::RuntimeError> for Failure {
+    fn from(e: eval_runtimes::RuntimeError) -> Self {
+        use eval_runtimes::FaultCode;
+        // Bytes that differ from what was frozen, or a container that differs from the policy,
+        // are integrity failures; an engine that is down or a missing static binary is not.
+        let status = match e.fault() {
+            Some(FaultCode::AttestationMismatch | FaultCode::PolicyViolation) => Status::Integrity,
+            _ => Status::Usage,
         };
         Self {
             status,
@@ -69,5 +94,3 @@ impl From<eval_evidence::LedgerError> for Failure {
         }
     }
 }
-
-pub type CmdResult = Result<Status, Failure>;

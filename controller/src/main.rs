@@ -3,7 +3,10 @@
 
 mod cli;
 mod commands;
+mod driver;
 mod exit;
+mod fixture_upstream;
+mod run;
 
 use clap::Parser;
 

@@ -21,7 +21,13 @@ fn text(o: &Output) -> String {
 
 fn notes(path: &Path, n: usize) {
     for i in 0..n {
-        let o = eval(&["ledger", "note", path.to_str().unwrap(), "--text", &format!("remark {i}")]);
+        let o = eval(&[
+            "ledger",
+            "note",
+            path.to_str().unwrap(),
+            "--text",
+            &format!("remark {i}"),
+        ]);
         assert!(o.status.success(), "{}", text(&o));
     }
 }
@@ -42,12 +48,35 @@ fn note_then_verify_json_reports_the_head() {
 
     // The head it printed is accepted as --expect-head, and a wrong one is an integrity failure.
     let head = format!("3:{}", v["head"]["hash"].as_str().unwrap());
-    let o = eval(&["ledger", "verify", l.to_str().unwrap(), "--expect-head", &head]);
+    let o = eval(&[
+        "ledger",
+        "verify",
+        l.to_str().unwrap(),
+        "--expect-head",
+        &head,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = eval(&["ledger", "verify", l.to_str().unwrap(), "--expect-head", "5:sha256:00"]);
-    assert_eq!(o.status.code(), Some(2), "a malformed head is a usage error: {}", text(&o));
+    let o = eval(&[
+        "ledger",
+        "verify",
+        l.to_str().unwrap(),
+        "--expect-head",
+        "5:sha256:00",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a malformed head is a usage error: {}",
+        text(&o)
+    );
     let far = format!("9:{}", v["head"]["hash"].as_str().unwrap());
-    let o = eval(&["ledger", "verify", l.to_str().unwrap(), "--expect-head", &far]);
+    let o = eval(&[
+        "ledger",
+        "verify",
+        l.to_str().unwrap(),
+        "--expect-head",
+        &far,
+    ]);
     assert_eq!(o.status.code(), Some(3));
     assert!(text(&o).contains("seq 9: truncated"), "{}", text(&o));
 }
@@ -82,13 +111,26 @@ fn export_verifies_and_show_filters() {
     let l = dir.path().join("ledger.sqlite");
     notes(&l, 4);
     let out = dir.path().join("ledger.jsonl");
-    let o = eval(&["ledger", "export", l.to_str().unwrap(), "--jsonl", out.to_str().unwrap()]);
+    let o = eval(&[
+        "ledger",
+        "export",
+        l.to_str().unwrap(),
+        "--jsonl",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 4);
     let o = eval(&["ledger", "verify", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
-    let o = eval(&["ledger", "show", l.to_str().unwrap(), "--kind", "note", "--json"]);
+    let o = eval(&[
+        "ledger",
+        "show",
+        l.to_str().unwrap(),
+        "--kind",
+        "note",
+        "--json",
+    ]);
     assert!(o.status.success());
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -147,6 +189,9 @@ fn unimplemented_and_unknown_commands_exit_2() {
         "demo", "init", "plan", "freeze", "verify", "retire", "run", "status", "report", "stats",
         "proxy", "ledger", "keygen",
     ] {
-        assert!(help.contains(&format!("  {cmd} ")), "--help lists {cmd}: {help}");
+        assert!(
+            help.contains(&format!("  {cmd} ")),
+            "--help lists {cmd}: {help}"
+        );
     }
 }

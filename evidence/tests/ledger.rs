@@ -1,5 +1,10 @@
 //! Behaviour of the hash-chained ledger against real SQLite files.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use eval_evidence::ledger::{
     self, Digest, Head, LedgerReader, LedgerWriter, NewEntry, VerifyFailure, export_jsonl,
@@ -78,11 +83,16 @@ fn batch_is_contiguous_and_atomic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite");
     let w = fill(&path, 3);
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let got = rt
         .block_on(w.append_batch((10..15).map(note).collect()))
         .unwrap();
-    assert_eq!(got.iter().map(|a| a.seq).collect::<Vec<_>>(), vec![4, 5, 6, 7, 8]);
+    assert_eq!(
+        got.iter().map(|a| a.seq).collect::<Vec<_>>(),
+        vec![4, 5, 6, 7, 8]
+    );
     w.close();
     assert!(ledger::verify(&path, None).unwrap().ok);
 }
@@ -94,14 +104,21 @@ fn stored_payload_bytes_are_the_hashed_bytes() {
     let w = LedgerWriter::open(&path).unwrap();
     // Key order and a float that a naive re-serialisation could change.
     let a = w
-        .append_blocking(NewEntry::new("note", &json!({"z": 0.1, "a": 1e300, "m": [3, 2]})).unwrap())
+        .append_blocking(
+            NewEntry::new("note", &json!({"z": 0.1, "a": 1e300, "m": [3, 2]})).unwrap(),
+        )
         .unwrap();
     w.close();
     let e = &LedgerReader::open(&path).unwrap().entries().unwrap()[0];
     assert_eq!(e.payload, br#"{"a":1e+300,"m":[3,2],"z":0.1}"#);
     assert_eq!(
         a.hash,
-        ledger::entry_hash(&Digest::ZERO, 1, "note", br#"{"a":1e+300,"m":[3,2],"z":0.1}"#)
+        ledger::entry_hash(
+            &Digest::ZERO,
+            1,
+            "note",
+            br#"{"a":1e+300,"m":[3,2],"z":0.1}"#
+        )
     );
 }
 
@@ -115,7 +132,9 @@ fn sqlite_refuses_update_delete_and_insert_or_replace() {
         .execute("UPDATE entries SET kind = 'x' WHERE seq = 2", [])
         .unwrap_err();
     assert!(err.to_string().contains("append-only"), "{err}");
-    let err = c.execute("DELETE FROM entries WHERE seq = 3", []).unwrap_err();
+    let err = c
+        .execute("DELETE FROM entries WHERE seq = 3", [])
+        .unwrap_err();
     assert!(err.to_string().contains("append-only"), "{err}");
     let (prev, hash): (Vec<u8>, Vec<u8>) = c
         .query_row("SELECT prev, hash FROM entries WHERE seq = 2", [], |r| {
@@ -163,7 +182,10 @@ fn a_changed_payload_byte_is_caught_at_its_seq() {
         )
         .unwrap();
     let f = first_failure(&path, None);
-    assert!(matches!(f, VerifyFailure::HashMismatch { seq: 6, .. }), "{f:?}");
+    assert!(
+        matches!(f, VerifyFailure::HashMismatch { seq: 6, .. }),
+        "{f:?}"
+    );
 }
 
 #[test]
@@ -190,7 +212,10 @@ fn a_changed_byte_in_the_file_itself_is_caught() {
     bytes[at] = b'N';
     std::fs::write(&path, bytes).unwrap();
     let f = first_failure(&path, None);
-    assert!(matches!(f, VerifyFailure::HashMismatch { seq: 6, .. }), "{f:?}");
+    assert!(
+        matches!(f, VerifyFailure::HashMismatch { seq: 6, .. }),
+        "{f:?}"
+    );
 }
 
 #[test]
@@ -279,7 +304,10 @@ fn export_round_trips_and_an_edited_line_is_caught() {
     assert_ne!(text, edited);
     std::fs::write(&out, edited).unwrap();
     let f = first_failure(&out, None);
-    assert!(matches!(f, VerifyFailure::HashMismatch { seq: 3, .. }), "{f:?}");
+    assert!(
+        matches!(f, VerifyFailure::HashMismatch { seq: 3, .. }),
+        "{f:?}"
+    );
 }
 
 #[test]
@@ -323,8 +351,10 @@ fn a_newer_format_version_is_refused() {
     let path = dir.path().join("l.sqlite");
     fill(&path, 1).close();
     let c = Connection::open(&path).unwrap();
-    c.execute_batch("DROP TRIGGER meta_no_update; UPDATE meta SET value = '99' WHERE key = 'version';")
-        .unwrap();
+    c.execute_batch(
+        "DROP TRIGGER meta_no_update; UPDATE meta SET value = '99' WHERE key = 'version';",
+    )
+    .unwrap();
     drop(c);
     let e = ledger::verify(&path, None).unwrap_err();
     assert!(e.to_string().contains("version 99 is newer"), "{e}");
@@ -390,7 +420,12 @@ fn sigkill_mid_stream_leaves_a_verifying_ledger_ending_at_the_last_ack() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "sigkill_child_appender", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "sigkill_child_appender",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("EVAL_LEDGER_CHILD_PATH", &path)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -433,7 +468,10 @@ fn sigkill_mid_stream_leaves_a_verifying_ledger_ending_at_the_last_ack() {
 fn the_documented_python_verifier_agrees() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md"))
         .unwrap();
-    let start = doc.find("```python\nimport hashlib").expect("script in ARCHITECTURE.md") + 10;
+    let start = doc
+        .find("```python\nimport hashlib")
+        .expect("script in ARCHITECTURE.md")
+        + 10;
     let script = &doc[start..start + doc[start..].find("```").unwrap()];
     let dir = tempfile::tempdir().unwrap();
     let py = dir.path().join("verify.py");
@@ -442,7 +480,11 @@ fn the_documented_python_verifier_agrees() {
     let w = fill(&path, 20);
     // A payload that itself contains the bytes the script splits on.
     w.append_blocking(
-        NewEntry::new("note", &json!({"a": {"prev": 1, "z": ",\"prev\":"}, "w": 0.5})).unwrap(),
+        NewEntry::new(
+            "note",
+            &json!({"a": {"prev": 1, "z": ",\"prev\":"}, "w": 0.5}),
+        )
+        .unwrap(),
     )
     .unwrap();
     w.close();

@@ -15,9 +15,9 @@ pub fn run(cmd: LedgerCommand) -> CmdResult {
         }
         LedgerCommand::Show(args) => show(args),
         LedgerCommand::Note(args) => note(args),
-        LedgerCommand::Prove(_) => Err(Failure::not_implemented("ledger prove")),
-        LedgerCommand::VerifyReceipt(_) => Err(Failure::not_implemented("ledger verify-receipt")),
-        LedgerCommand::Consistency(_) => Err(Failure::not_implemented("ledger consistency")),
+        LedgerCommand::Prove(args) => super::proofs::prove(args),
+        LedgerCommand::VerifyReceipt(args) => super::proofs::verify_receipt(args),
+        LedgerCommand::Consistency(args) => super::proofs::consistency(args),
     }
 }
 
@@ -30,8 +30,8 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
             ))
         })?),
     };
-    if args.public_key.is_some() {
-        return Err(Failure::not_implemented("ledger verify --public-key"));
+    if let Some(key) = &args.public_key {
+        return super::proofs::verify_signed(&args, key, expect);
     }
     let report = match ledger::verify(&args.path, expect) {
         Ok(report) => report,

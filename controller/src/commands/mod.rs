@@ -2,25 +2,39 @@
 //! the libraries, prints, and returns a status; library errors become exit statuses in `exit.rs`.
 #![allow(clippy::print_stdout)] // the CLI layer is where output reaches the user
 
+pub mod attest;
+mod demo;
+pub mod freeze;
+mod init;
+pub mod keygen;
 mod ledger;
+mod plan;
+mod proofs;
+mod proxy;
+pub mod report;
+mod retire;
+mod run;
+mod stats;
+mod status;
+mod verify;
 
 use crate::cli::Command;
-use crate::exit::{CmdResult, Failure};
+use crate::exit::CmdResult;
 
 pub fn dispatch(command: Command) -> CmdResult {
     match command {
         Command::Ledger(cmd) => ledger::run(cmd),
-        Command::Demo(_) => Err(Failure::not_implemented("demo")),
-        Command::Init(_) => Err(Failure::not_implemented("init")),
-        Command::Plan(_) => Err(Failure::not_implemented("plan")),
-        Command::Freeze(_) => Err(Failure::not_implemented("freeze")),
-        Command::Verify(_) => Err(Failure::not_implemented("verify")),
-        Command::Retire(_) => Err(Failure::not_implemented("retire")),
-        Command::Run(_) => Err(Failure::not_implemented("run")),
-        Command::Status(_) => Err(Failure::not_implemented("status")),
-        Command::Report(_) => Err(Failure::not_implemented("report")),
-        Command::Stats(_) => Err(Failure::not_implemented("stats")),
-        Command::Proxy(_) => Err(Failure::not_implemented("proxy")),
-        Command::Keygen(_) => Err(Failure::not_implemented("keygen")),
+        Command::Demo(args) => demo::run(args),
+        Command::Init(args) => init::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Freeze(args) => freeze::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Retire(args) => retire::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Stats(cmd) => stats::run(cmd),
+        Command::Proxy(args) => proxy::run(args),
+        Command::Keygen(args) => keygen::run(args),
     }
 }

@@ -52,13 +52,28 @@ enum Request {
     Head(oneshot::Sender<Head>),
 }
 
-/// A cloneable handle to the ledger's single writer. The writer thread ends when the last handle
-/// is dropped (after committing everything it acknowledged) or on [`LedgerWriter::close`].
+/// A cloneable handle to the ledger's single writer. When the last handle is dropped, the writer
+/// commits everything it acknowledged, releases the ledger's lock and its thread ends — before the
+/// drop returns, so the same process (or another) can open the ledger again right away.
 #[derive(Clone)]
 pub struct LedgerWriter {
-    tx: mpsc::UnboundedSender<Request>,
+    inner: std::sync::Arc<Inner>,
+}
+
+struct Inner {
+    /// `None` only while dropping: closing the channel is what tells the thread to finish.
+    tx: Option<mpsc::UnboundedSender<Request>>,
     path: PathBuf,
-    done: std::sync::Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(handle) = self.thread.take() {
+            let _ = handle.join();
+        }
+    }
 }
 
 /// Most entries one transaction takes, so that one huge burst cannot delay every acknowledgement.
@@ -97,14 +112,23 @@ impl LedgerWriter {
             })
             .map_err(LedgerError::io(path))?;
         Ok(Self {
-            tx,
-            path: path.to_path_buf(),
-            done: std::sync::Arc::new(std::sync::Mutex::new(Some(handle))),
+            inner: std::sync::Arc::new(Inner {
+                tx: Some(tx),
+                path: path.to_path_buf(),
+                thread: Some(handle),
+            }),
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
+    }
+
+    fn sender(&self) -> Result<&mpsc::UnboundedSender<Request>, LedgerError> {
+        self.inner
+            .tx
+            .as_ref()
+            .ok_or_else(|| LedgerError::WriterGone("the writer is closing".into()))
     }
 
     /// Appends one entry; resolves after its transaction has committed.
@@ -136,7 +160,7 @@ impl LedgerWriter {
     /// The head as the writer knows it (everything acknowledged so far).
     pub async fn head(&self) -> Result<Head, LedgerError> {
         let (tx, rx) = oneshot::channel();
-        self.tx
+        self.sender()?
             .send(Request::Head(tx))
             .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?;
         rx.await
@@ -148,22 +172,16 @@ impl LedgerWriter {
         entries: Vec<NewEntry>,
     ) -> Result<oneshot::Receiver<Result<Vec<Appended>, String>>, LedgerError> {
         let (tx, rx) = oneshot::channel();
-        self.tx
+        self.sender()?
             .send(Request::Append(entries, tx))
             .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?;
         Ok(rx)
     }
 
-    /// Drops this handle and, if it was the last, waits for the writer thread to finish.
+    /// Drops this handle; if it was the last, waits until the writer has committed everything,
+    /// released the lock and ended (the same as dropping it, said out loud).
     pub fn close(self) {
-        let done = self.done.clone();
         drop(self);
-        if std::sync::Arc::strong_count(&done) == 1
-            && let Ok(mut slot) = done.lock()
-            && let Some(handle) = slot.take()
-        {
-            let _ = handle.join();
-        }
     }
 }
 
