@@ -169,19 +169,7 @@ impl FreezeDoc {
 /// public half with (`SigningKeyPair::ensure_public_matches`). Not frozen: a state error (exit 2);
 /// a freeze file that is modified or disagrees with its identity: an integrity error (exit 3).
 pub fn frozen_public_key(state: &Path, name: &str) -> Result<Option<PublicKey>, ProtocolError> {
-    let reg = Registry::open(state)?;
-    let rec = reg.frozen(name).ok_or_else(|| {
-        ProtocolError::State(format!(
-            "protocol {name} is not frozen in {} (run `eval freeze --protocol {name}` first)",
-            state.display()
-        ))
-    })?;
-    let doc = read_doc(state, &rec)?;
-    if doc.identity != rec.identity || doc.name != name {
-        return Err(ProtocolError::Integrity(format!(
-            "the freeze file of {name} does not match its registry entry"
-        )));
-    }
+    let (_, _, doc) = load_frozen(state, name)?;
     doc.signing_public_key()
 }
 
@@ -441,6 +429,28 @@ fn write_atomic(file: &Path, bytes: &[u8]) -> Result<(), ProtocolError> {
     Ok(())
 }
 
+/// The registry, `name`'s freeze record and its freeze file, checked against each other. Not
+/// frozen: a state error (exit 2); a freeze file that disagrees with its record: integrity (exit 3).
+fn load_frozen(
+    state: &Path,
+    name: &str,
+) -> Result<(Registry, FreezeRecord, FreezeDoc), ProtocolError> {
+    let reg = Registry::open(state)?;
+    let rec = reg.frozen(name).ok_or_else(|| {
+        ProtocolError::State(format!(
+            "protocol {name} is not frozen in {} (run `eval freeze --protocol {name}` first)",
+            state.display()
+        ))
+    })?;
+    let doc = read_doc(state, &rec)?;
+    if doc.identity != rec.identity || doc.name != name {
+        return Err(ProtocolError::Integrity(format!(
+            "the freeze file of {name} does not match its registry entry"
+        )));
+    }
+    Ok((reg, rec, doc))
+}
+
 /// Reads the freeze file a registry record names, refusing one whose bytes are not the recorded
 /// ones.
 pub fn read_doc(state: &Path, rec: &FreezeRecord) -> Result<FreezeDoc, ProtocolError> {
@@ -616,19 +626,7 @@ pub fn verify(
     current_driver: Digest,
     images: ImageResolver<'_>,
 ) -> Result<VerifyReport, ProtocolError> {
-    let reg = Registry::open(state)?;
-    let rec = reg.frozen(name).ok_or_else(|| {
-        ProtocolError::State(format!(
-            "protocol {name} is not frozen in {} (run `eval freeze --protocol {name}` first)",
-            state.display()
-        ))
-    })?;
-    let doc = read_doc(state, &rec)?;
-    if doc.identity != rec.identity || doc.name != name {
-        return Err(ProtocolError::Integrity(format!(
-            "the freeze file of {name} does not match its registry entry"
-        )));
-    }
+    let (reg, rec, doc) = load_frozen(state, name)?;
     let frozen = doc.manifest().ok_or_else(|| {
         ProtocolError::Integrity(format!(
             "the freeze file of {name} holds no readable manifest"

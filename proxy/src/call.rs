@@ -169,6 +169,12 @@ impl Call {
         resp
     }
 
+    /// Refuses the call because the upstream failed (unreachable, timed out, broken off, or
+    /// answered garbage): a gateway status in the API's error shape, and an `upstream_error`.
+    fn upstream_failed(self, status: StatusCode, detail: &str) -> Response {
+        self.refuse(status, Outcome::UpstreamError, "upstream_error", detail)
+    }
+
     fn finish(mut self) {
         self.record.latency_ms = self.t0.elapsed().as_secs_f64() * 1e3;
         if let Some(d) = &self.record.detail {
@@ -526,12 +532,7 @@ async fn run(mut call: Call, req: Request) -> Response {
             let detail = format!("the upstream could not be reached: {}", error_chain(&e));
             settle(&call, reservation, None, price.as_ref(), !connect);
             call.record.changes = changes;
-            return call.refuse(
-                StatusCode::BAD_GATEWAY,
-                Outcome::UpstreamError,
-                "upstream_error",
-                &detail,
-            );
+            return call.upstream_failed(StatusCode::BAD_GATEWAY, &detail);
         }
         Err(_) => {
             settle(&call, reservation, None, price.as_ref(), true);
@@ -685,10 +686,8 @@ async fn whole_back(
                 }
                 if buf.len() + chunk.len() > 4 * shared.max_body {
                     settle(&call, reservation, None, price.as_ref(), true);
-                    return call.refuse(
+                    return call.upstream_failed(
                         StatusCode::BAD_GATEWAY,
-                        Outcome::UpstreamError,
-                        "upstream_error",
                         "the upstream's response is too large",
                     );
                 }
@@ -698,12 +697,7 @@ async fn whole_back(
             Ok(Some(Err(e))) => {
                 settle(&call, reservation, None, price.as_ref(), true);
                 let d = format!("the upstream's response broke off: {}", error_chain(&e));
-                return call.refuse(
-                    StatusCode::BAD_GATEWAY,
-                    Outcome::UpstreamError,
-                    "upstream_error",
-                    &d,
-                );
+                return call.upstream_failed(StatusCode::BAD_GATEWAY, &d);
             }
             Err(_) => {
                 settle(&call, reservation, None, price.as_ref(), true);
@@ -743,7 +737,7 @@ async fn whole_back(
                 "the upstream answered status {} with a body that is not JSON",
                 status.as_u16()
             );
-            return call.refuse(status, Outcome::UpstreamError, "upstream_error", &d);
+            return call.upstream_failed(status, &d);
         }
         call.record.outcome = Outcome::UpstreamError;
         call.record.detail = Some(format!("upstream status {}", status.as_u16()));
@@ -757,10 +751,8 @@ async fn whole_back(
     }
     let Some(head) = head else {
         settle(&call, reservation, None, price.as_ref(), true);
-        return call.refuse(
+        return call.upstream_failed(
             StatusCode::BAD_GATEWAY,
-            Outcome::UpstreamError,
-            "upstream_error",
             "the upstream answered with a body that is not JSON",
         );
     };
@@ -789,12 +781,7 @@ async fn list_models(
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let d = format!("the upstream could not be reached: {}", error_chain(&e));
-            return call.refuse(
-                StatusCode::BAD_GATEWAY,
-                Outcome::UpstreamError,
-                "upstream_error",
-                &d,
-            );
+            return call.upstream_failed(StatusCode::BAD_GATEWAY, &d);
         }
         Err(_) => {
             return call.refuse(
@@ -820,12 +807,8 @@ async fn list_models(
     let body = match tokio::time::timeout(shared.timeouts.idle, resp.bytes()).await {
         Ok(Ok(b)) => b,
         _ => {
-            return call.refuse(
-                StatusCode::BAD_GATEWAY,
-                Outcome::UpstreamError,
-                "upstream_error",
-                "the upstream's response broke off",
-            );
+            return call
+                .upstream_failed(StatusCode::BAD_GATEWAY, "the upstream's response broke off");
         }
     };
     let (body, _) = shared.redactor.redact(body);

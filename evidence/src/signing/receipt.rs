@@ -134,6 +134,16 @@ pub fn prove(path: &Path, seq: u64) -> Result<Receipt, SigningError> {
 }
 
 pub fn read_receipt(path: &Path) -> Result<Receipt, SigningError> {
+    read_document(path, RECEIPT_FORMAT, "a receipt")
+}
+
+/// Reads a versioned JSON document of the given `format` (refusing other formats and newer
+/// versions) into `T`; errors name the file.
+fn read_document<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    format: &str,
+    what: &str,
+) -> Result<T, SigningError> {
     let bytes = std::fs::read(path).map_err(SigningError::io(path))?;
     let doc = |reason: String| SigningError::Document {
         path: path.to_path_buf(),
@@ -141,8 +151,8 @@ pub fn read_receipt(path: &Path) -> Result<Receipt, SigningError> {
     };
     let v: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| doc(format!("not JSON: {e}")))?;
-    check_format(&v, RECEIPT_FORMAT).map_err(doc)?;
-    serde_json::from_value(v).map_err(|e| doc(format!("not a receipt: {e}")))
+    check_format(&v, format).map_err(doc)?;
+    serde_json::from_value(v).map_err(|e| doc(format!("not {what}: {e}")))
 }
 
 fn check_format(v: &serde_json::Value, format: &str) -> Result<(), String> {
@@ -302,13 +312,5 @@ pub fn verify_consistency_proof(
 }
 
 pub fn read_consistency_proof(path: &Path) -> Result<ConsistencyProof, SigningError> {
-    let bytes = std::fs::read(path).map_err(SigningError::io(path))?;
-    let doc = |reason: String| SigningError::Document {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| doc(format!("not JSON: {e}")))?;
-    check_format(&v, CONSISTENCY_FORMAT).map_err(doc)?;
-    serde_json::from_value(v).map_err(|e| doc(format!("not a consistency proof: {e}")))
+    read_document(path, CONSISTENCY_FORMAT, "a consistency proof")
 }
