@@ -26,7 +26,17 @@ pub struct RoleMeter {
     pub unmetered_calls: u64,
     pub contract_violations: u64,
     pub budget_exhaustions: u64,
+    /// Every upstream failure: the sum of the three kinds below.
     pub upstream_errors: u64,
+    /// Upstream answered 4xx (other than 429): caused by the request, so by the agent.
+    #[serde(default)]
+    pub upstream_client_errors: u64,
+    /// Upstream answered 5xx or 429 after the proxy's retries: the provider's fault.
+    #[serde(default)]
+    pub upstream_server_errors: u64,
+    /// No answer from the upstream (connect, reset, timeout): the network's fault.
+    #[serde(default)]
+    pub upstream_transport_errors: u64,
     pub spend_usd: f64,
 }
 

@@ -252,6 +252,12 @@ pub struct AttemptOutcome {
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
+    /// The accounting cross-check's result: `matched`, `mismatch`, `metrics_missing`,
+    /// `metrics_unreadable` (the declared file is absent, not a regular file, too large or not
+    /// JSON) or `not_declared` (the runtime names no metrics file: not cross-checked). `None` only
+    /// in ledgers written before this field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<String>,
     pub metrics: BTreeMap<String, f64>,
     pub artifacts: ArtifactDigests,
     pub duration_seconds: f64,

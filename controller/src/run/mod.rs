@@ -82,6 +82,8 @@ pub struct AttemptReport {
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
+    /// See [`AttemptOutcome::accounting`].
+    pub accounting: Option<String>,
     pub metrics: BTreeMap<String, f64>,
     pub artifacts: ArtifactDigests,
     pub container_seconds: f64,
@@ -153,6 +155,7 @@ impl AttemptReport {
             oracle_calls: self.oracle_calls,
             clarification_questions: self.clarification_questions,
             harness: self.harness,
+            accounting: self.accounting,
             metrics,
             artifacts: self.artifacts,
             duration_seconds,

@@ -575,6 +575,7 @@ mod tests {
             oracle_calls: 0,
             clarification_questions: 0,
             harness: None,
+            accounting: None,
             metrics: BTreeMap::new(),
             artifacts: ArtifactDigests::default(),
             duration_seconds: 1.0,
