@@ -321,7 +321,6 @@ impl Beneath {
     }
 
     /// Opens a directory beneath the root (the root itself for no components) for reading.
-    #[allow(dead_code)] // the archive walk (next commit) uses it
     pub(crate) fn open_dir(&self, comps: &[&[u8]]) -> Result<Dir, LeftoverError> {
         let shown = show(comps);
         let fd = if comps.is_empty() {
