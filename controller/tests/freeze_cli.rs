@@ -430,3 +430,19 @@ fn freeze_refuses_a_runtime_metrics_path_outside_the_workspace() {
     // Nothing was frozen.
     assert!(!proj.join("runs/freezes/demo.json").exists());
 }
+
+#[test]
+fn plan_refuses_an_oversized_matrix_with_exit_2_naming_the_field_and_limit() {
+    let (_tmp, proj) = init();
+    let file = proj.join("matrix/demo.toml");
+    let good = fs::read_to_string(&file).unwrap();
+    let bad = good.replacen("repetitions = 2", "repetitions = 3000000", 1);
+    assert_ne!(bad, good);
+    fs::write(&file, bad).unwrap();
+    let o = eval(&proj, &["plan", "--matrix", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("matrix/demo.toml"), "{out}");
+    assert!(out.contains("suites[0].repetitions"), "{out}");
+    assert!(out.contains("3000000 is above the limit of 10000"), "{out}");
+}
