@@ -534,7 +534,9 @@ mod tests {
         assert_eq!(b.read_file("m.json", 100).unwrap(), b"{\"x\":1}");
         assert_eq!(b.read_file("./sub//h", 100).unwrap(), b"{\"x\":1}");
         // The per-component fallback resolves the same path to the same file.
-        let fd = b.walk(&[b"sub", b"h"], OFlags::RDONLY | OFlags::NOFOLLOW).unwrap();
+        let fd = b
+            .walk(&[b"sub", b"h"], OFlags::RDONLY | OFlags::NOFOLLOW)
+            .unwrap();
         let mut text = String::new();
         File::from(fd).read_to_string(&mut text).unwrap();
         assert_eq!(text, "{\"x\":1}");
