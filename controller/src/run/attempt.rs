@@ -1085,7 +1085,7 @@ impl DockerExecutor {
                 }
             }
         }
-        match self.store.put_dir(&workspace) {
+        match self.store.put_dir(&workspace).map(|s| s.digest) {
             Ok(d) => report.artifacts.workspace = Some(d.to_string()),
             Err(e) => {
                 report.outcome = Some(Outcome::InfraFault);
