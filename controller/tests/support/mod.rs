@@ -34,18 +34,24 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// True when a Docker engine answers (tests that need one skip otherwise, unless
-/// `EVAL_REQUIRE_DOCKER` is set).
+#[path = "../../../runtimes/tests/support/docker_policy.rs"]
+pub mod docker_policy;
+
+/// True when a Docker engine answers. Without one the test fails, unless `EVAL_SKIP_DOCKER=1`
+/// asks for the skip (then it is printed and counted; see [`docker_policy`]).
 pub fn docker_available() -> bool {
-    let ok = Command::new("docker")
+    let probe = Command::new("docker")
         .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok && std::env::var_os("EVAL_REQUIRE_DOCKER").is_some() {
-        panic!("EVAL_REQUIRE_DOCKER is set but no Docker engine answers");
-    }
-    ok
+        .output();
+    let engine = match probe {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`docker version` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run `docker`: {e}")),
+    };
+    docker_policy::require(engine)
 }
 
 /// Builds the static in-container binaries once if they are missing.
