@@ -179,3 +179,39 @@ pub fn identity_of(dir: &Path) -> String {
             .unwrap();
     v["identity"].as_str().unwrap().to_owned()
 }
+
+/// A demo project whose matrix keeps one task per suite and one repetition: the same arms,
+/// infrastructure slots and outcome paths in 9 statistical + 6 infrastructure slots, for the
+/// tests that run it several times.
+pub fn small_demo_project() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = demo_project();
+    let m = dir.join("matrix/demo.toml");
+    for (first, rest) in [
+        ("  \"demo-simple-1\",\n", "demo-simple-"),
+        ("  \"demo-icae-1\",\n", "demo-icae-"),
+        ("  \"demo-evocode-1\",\n", "demo-evocode-"),
+    ] {
+        edit(&m, |s| {
+            assert!(s.contains(first), "{} changed shape", m.display());
+            s.lines()
+                .filter(|l| !(l.starts_with(&format!("  \"{rest}")) && !first.contains(l.trim())))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        });
+    }
+    replace_in(&m, "repetitions = 2", "repetitions = 1");
+    (tmp, dir)
+}
+
+/// `eval` with extra environment variables.
+pub fn eval_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(eval_bin());
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("EVAL_SIGNING_KEY_FILE")
+        .env_remove("EVAL_TEST_CRASH_AT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
