@@ -262,6 +262,9 @@ async fn run_slot(
         let elapsed = t0.elapsed().as_secs_f64();
         // Something of this attempt (or of another one) could not be recorded: its outcome
         // would stand on incomplete evidence. It stays open, and resume closes it by rule.
+        if let Some(why) = &report.recording_failure {
+            rec.record_failed(&format!("{}: {why}", spec.attempt));
+        }
         if let Some(why) = rec.fatal() {
             return Err(RunError::Record(why));
         }

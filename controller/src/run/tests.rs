@@ -16,6 +16,8 @@ enum Script {
     /// One model call is recorded, a second cannot be (the executor only logs that, as the
     /// proxy's record sink does), then the attempt "completes".
     RecordFails,
+    /// The executor itself reports that something (an artifact, say) could not be recorded.
+    ReportsRecordingFailure,
 }
 
 struct Scripted {
@@ -95,6 +97,13 @@ impl AttemptExecutor for Scripted {
                         .await;
                     assert!(lost.is_err());
                     AttemptReport::outcome(Outcome::Completed)
+                }
+                Script::ReportsRecordingFailure => {
+                    model_call(&rec, &spec.attempt, 1).await;
+                    AttemptReport {
+                        recording_failure: Some("the workspace artifact was not stored".into()),
+                        ..AttemptReport::outcome(Outcome::Completed)
+                    }
                 }
                 Script::WaitForCancel(calls) => {
                     for i in 0..calls {
@@ -592,4 +601,40 @@ async fn a_recording_failure_stops_the_run_with_an_integrity_error_and_resume_cl
         closed.outcome.as_ref().unwrap().outcome,
         Outcome::Interrupted
     );
+}
+
+#[tokio::test]
+async fn an_executor_reported_recording_failure_stops_the_run_without_an_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| match spec.slot.id.as_str() {
+        "infra-s-t1-base-r0" => Script::ReportsRecordingFailure,
+        _ => Script::Outcome(Outcome::Completed, 1),
+    });
+    let writer = LedgerWriter::open(&path).unwrap();
+    let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
+    let err = run_session(
+        rec,
+        started(1, &[], 1),
+        exec.clone(),
+        Arc::new(QuietProgress),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    writer.close();
+    assert!(
+        err.to_string()
+            .contains("workspace artifact was not stored"),
+        "{err}"
+    );
+    let (st, entries) = replayed(&path);
+    assert!(kinds_of(&entries, ATTEMPT_OUTCOME).is_empty());
+    assert!(
+        st.attempt("infra-s-t1-base-r0#1")
+            .unwrap()
+            .outcome
+            .is_none()
+    );
+    assert_eq!(exec.order.lock().unwrap().len(), 1);
 }
