@@ -186,15 +186,17 @@ pub fn identity_of(dir: &Path) -> String {
 pub fn small_demo_project() -> (tempfile::TempDir, PathBuf) {
     let (tmp, dir) = demo_project();
     let m = dir.join("matrix/demo.toml");
-    for (first, rest) in [
-        ("  \"demo-simple-1\",\n", "demo-simple-"),
-        ("  \"demo-icae-1\",\n", "demo-icae-"),
-        ("  \"demo-evocode-1\",\n", "demo-evocode-"),
+    for (keep, prefix) in [
+        ("demo-simple-1", "demo-simple-"),
+        ("demo-icae-1", "demo-icae-"),
+        ("demo-evocode-1", "demo-evocode-"),
     ] {
+        let keep_line = format!("  \"{keep}\",");
+        let task_line = format!("  \"{prefix}");
         edit(&m, |s| {
-            assert!(s.contains(first), "{} changed shape", m.display());
+            assert!(s.contains(&keep_line), "{} changed shape", m.display());
             s.lines()
-                .filter(|l| !(l.starts_with(&format!("  \"{rest}")) && !first.contains(l.trim())))
+                .filter(|l| *l == keep_line || !l.starts_with(&task_line))
                 .map(|l| format!("{l}\n"))
                 .collect()
         });
