@@ -459,7 +459,9 @@ pub struct StatusSummary {
     /// Attempts that ended as `infra_fault`.
     pub infra_faults: u64,
     pub infra_fault_codes: BTreeMap<String, u64>,
+    /// Attempts numbered above 1 (counted from numbers, not from `rerun` entries).
     pub reruns: u64,
+    /// Finished attempts of every phase (infrastructure included), and their outcomes.
     pub attempts: u64,
     pub by_outcome: BTreeMap<String, u64>,
     pub running: Vec<String>,
@@ -467,7 +469,7 @@ pub struct StatusSummary {
     pub tokens: Tokens,
     /// Tokens of the infrastructure attempts, kept out of `tokens` and `groups`.
     pub infra_tokens: Tokens,
-    /// `suite/arm` → progress.
+    /// `suite/arm` → progress of its statistical slots (infrastructure slots are in no group).
     pub groups: BTreeMap<String, GroupSummary>,
 }
 
