@@ -8,7 +8,6 @@ scripts/ensure-docker.sh
 EVAL_TEST_PYTHON=$(scripts/ensure-python.sh)
 EVAL_TEST_CHROMIUM=$(scripts/ensure-chromium.sh)
 export EVAL_TEST_PYTHON EVAL_TEST_CHROMIUM
-export EVAL_REQUIRE_DOCKER=1
 
 echo "== static in-container binaries"
 scripts/build-static.sh

@@ -1,6 +1,41 @@
 //! `eval`: the command-line entry point. Parsing lives in `cli`, exit statuses in `exit`, and each
 //! command in `commands/<name>.rs`.
 
+// Shadow the standard print macros for every module below (macros are scoped by text order):
+// each print goes through `out`, which treats a closed pipe as "stop quietly". See `out.rs`.
+#[allow(unused_macros)]
+macro_rules! println {
+    () => {
+        $crate::out::stdout(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::stdout(::std::format_args!("{}\n", ::std::format_args!($($arg)*)))
+    };
+}
+#[allow(unused_macros)]
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::out::stdout(::std::format_args!($($arg)*))
+    };
+}
+#[allow(unused_macros)]
+macro_rules! eprintln {
+    () => {
+        $crate::out::stderr(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::stderr(::std::format_args!("{}\n", ::std::format_args!($($arg)*)))
+    };
+}
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::out::stderr(::std::format_args!($($arg)*))
+    };
+}
+
+mod out;
+
 mod cli;
 mod commands;
 mod driver;
@@ -29,12 +64,11 @@ fn main() -> std::process::ExitCode {
     let status = match commands::dispatch(cli.command) {
         Ok(status) => status,
         Err(failure) => {
-            #[allow(clippy::print_stderr)] // the CLI layer is where messages reach the user
-            {
-                eprintln!("eval: {}", failure.message);
-            }
+            eprintln!("eval: {}", failure.message);
             failure.status
         }
     };
+    // A closed pipe must end the process here with status 0 rather than surface at exit.
+    out::flush();
     std::process::ExitCode::from(status as u8)
 }

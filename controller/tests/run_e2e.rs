@@ -20,7 +20,6 @@ use support::*;
 #[test]
 fn fixture_run_end_to_end_with_every_outcome() {
     if !docker_available() {
-        eprintln!("skipping: no Docker engine");
         return;
     }
     static_binaries();

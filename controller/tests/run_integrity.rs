@@ -56,7 +56,6 @@ fn outcomes_mentioning(ledger: &Path, needle: &str) -> usize {
 #[test]
 fn a_candidate_byte_changed_after_admission_ends_the_attempt_before_the_agent_starts() {
     if !docker_available() {
-        eprintln!("skipping: no Docker engine");
         return;
     }
     static_binaries();
@@ -154,7 +153,6 @@ fn a_candidate_byte_changed_after_admission_ends_the_attempt_before_the_agent_st
 #[test]
 fn a_harness_that_misreports_its_tokens_ends_as_accounting_mismatch() {
     if !docker_available() {
-        eprintln!("skipping: no Docker engine");
         return;
     }
     static_binaries();
@@ -265,7 +263,6 @@ fn a_run_refuses_a_signing_key_other_than_the_frozen_one_before_writing() {
 #[test]
 fn a_model_answers_clarifying_questions_through_the_proxys_oracle_role() {
     if !docker_available() {
-        eprintln!("skipping: no Docker engine");
         return;
     }
     static_binaries();

@@ -584,3 +584,31 @@ async fn a_failing_test_leaves_no_container_behind() {
     );
     assert_eq!(rt.sweep(&filter).await.unwrap(), 0);
 }
+
+#[test]
+fn docker_policy_fails_without_an_engine_unless_skipping_is_asked_for() {
+    use support::docker_policy::{DockerPolicy, decide};
+    let down = || Err("connection refused".to_owned());
+    // An engine that answers always runs the test, whatever the variable says.
+    assert_eq!(decide(Ok(()), None), DockerPolicy::Run);
+    assert_eq!(decide(Ok(()), Some("1")), DockerPolicy::Run);
+    // No engine and no explicit request: the test fails, naming the way out.
+    match decide(down(), None) {
+        DockerPolicy::Fail(msg) => {
+            assert!(msg.contains("connection refused"), "{msg}");
+            assert!(msg.contains("EVAL_SKIP_DOCKER=1"), "{msg}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    // Only the exact opt-in skips; anything else still fails.
+    assert_eq!(
+        decide(down(), Some("1")),
+        DockerPolicy::Skip("connection refused".into())
+    );
+    for v in ["0", "", "yes", "true"] {
+        assert!(
+            matches!(decide(down(), Some(v)), DockerPolicy::Fail(_)),
+            "{v:?} must not skip"
+        );
+    }
+}

@@ -91,13 +91,16 @@ pub fn render_text(sum: &StatusSummary) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "attempts: {} ({}); infra faults {}; reruns {}; tokens in {} out {}",
+        "attempts: {} ({}); infra faults {}; reruns {}",
         sum.attempts,
         outcomes.join(", "),
         sum.infra_faults,
         sum.reruns,
-        sum.tokens.input,
-        sum.tokens.output
+    );
+    let _ = writeln!(
+        out,
+        "tokens: statistical in {} out {}; infrastructure in {} out {}",
+        sum.tokens.input, sum.tokens.output, sum.infra_tokens.input, sum.infra_tokens.output
     );
     if !sum.running.is_empty() {
         let _ = writeln!(out, "running now: {}", sum.running.join(", "));

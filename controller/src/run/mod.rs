@@ -37,6 +37,10 @@ pub enum RunError {
     Runtime(String),
     #[error("signing a checkpoint: {0}")]
     Signing(String),
+    /// Something of the run could not be recorded (a ledger append, an artifact): the evidence
+    /// would be incomplete, so the run stops instead of going on without it.
+    #[error("the run stopped because its evidence could not be recorded: {0}")]
+    Record(String),
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -89,6 +93,10 @@ pub struct AttemptReport {
     pub container_seconds: f64,
     /// Stopped by the cancellation token before it ended on its own.
     pub cancelled: bool,
+    /// Something of this attempt (a model call, its start, an attestation, a question, a note,
+    /// an artifact) could not be recorded: the evidence is incomplete, so the run must stop with
+    /// an integrity error (exit 3) instead of writing this attempt's outcome as if it were whole.
+    pub recording_failure: Option<String>,
 }
 
 impl AttemptReport {
@@ -220,6 +228,11 @@ pub struct Recorder {
     upstream_kind: Arc<str>,
     /// Signs a checkpoint after every attempt outcome and at the end of a session.
     checkpointer: Option<Arc<tokio::sync::Mutex<eval_evidence::signing::Checkpointer>>>,
+    /// The first recording failure, sticky: once set, the runner records no further outcome
+    /// and ends the session with [`RunError::Record`].
+    fatal: Arc<Mutex<Option<String>>>,
+    /// A test-only crash point (see [`crash_point`]), read once at construction.
+    crash_at: Option<Arc<CrashPoint>>,
 }
 
 impl Recorder {
@@ -243,6 +256,8 @@ impl Recorder {
             inner: Arc::new(Mutex::new(RecorderInner { state, calls })),
             upstream_kind: upstream_kind.into(),
             checkpointer: None,
+            fatal: Arc::new(Mutex::new(None)),
+            crash_at: CrashPoint::from_env().map(Arc::new),
         })
     }
 
@@ -267,43 +282,110 @@ impl Recorder {
         self.upstream_kind.to_string()
     }
 
-    /// Appends one entry and applies it to the in-memory state.
+    /// Appends one entry and applies it to the in-memory state. A failure is also remembered
+    /// as fatal (see [`Self::fatal`]): callers that can only log it (the proxy's record sink)
+    /// still stop the run.
     pub async fn append<T: Serialize + ?Sized>(
         &self,
         kind: &str,
         payload: &T,
     ) -> Result<u64, RunError> {
-        let entry = NewEntry::new(kind, payload)?;
-        let bytes = entry.payload().to_vec();
-        let appended = self.ledger.append(entry).await?;
-        let e = Entry {
-            seq: appended.seq,
-            prev: Digest::ZERO,
-            kind: kind.to_owned(),
-            payload: bytes,
-            hash: appended.hash,
-            recorded_at: String::new(),
-        };
+        let entry = NewEntry::new(kind, payload).map_err(|e| self.failed(kind, e.into()))?;
+        let seqs = self.append_entries(vec![entry]).await?;
+        seqs.first()
+            .copied()
+            .ok_or_else(|| self.failed(kind, RunError::Record("empty acknowledgement".into())))
+    }
+
+    /// Appends entries atomically (one transaction, contiguous seqs) and applies them in order.
+    pub async fn append_batch(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, RunError> {
+        self.append_entries(entries).await
+    }
+
+    async fn append_entries(&self, entries: Vec<NewEntry>) -> Result<Vec<u64>, RunError> {
+        let kinds: Vec<String> = entries.iter().map(|e| e.kind().to_owned()).collect();
+        let what = kinds.join("+");
+        let copies: Vec<(String, Vec<u8>)> = entries
+            .iter()
+            .map(|e| (e.kind().to_owned(), e.payload().to_vec()))
+            .collect();
+        if let Some(c) = &self.crash_at {
+            c.check("before", &copies);
+        }
+        let appended = self
+            .ledger
+            .append_batch(entries)
+            .await
+            .map_err(|e| self.failed(&what, e.into()))?;
+        if appended.len() != copies.len() {
+            return Err(self.failed(
+                &what,
+                RunError::Record(format!(
+                    "{} entries acknowledged for {} appended",
+                    appended.len(),
+                    copies.len()
+                )),
+            ));
+        }
         {
             let mut inner = self.lock();
-            inner.state.apply(&e)?;
-            if kind == events::MODEL_CALL
-                && let Ok(v) = e.payload_json()
-                && let Some(a) = v.get("attempt").and_then(|a| a.as_str())
-            {
-                inner.calls.entry(a.to_owned()).or_default().push(e.seq);
+            for ((kind, payload), a) in copies.iter().zip(&appended) {
+                let e = Entry {
+                    seq: a.seq,
+                    prev: Digest::ZERO,
+                    kind: kind.clone(),
+                    payload: payload.clone(),
+                    hash: a.hash,
+                    recorded_at: String::new(),
+                };
+                if let Err(err) = inner.state.apply(&e) {
+                    drop(inner);
+                    return Err(self.failed(kind, err.into()));
+                }
+                if kind == events::MODEL_CALL
+                    && let Ok(v) = e.payload_json()
+                    && let Some(id) = v.get("attempt").and_then(|a| a.as_str())
+                {
+                    inner.calls.entry(id.to_owned()).or_default().push(e.seq);
+                }
             }
         }
-        if (kind == events::ATTEMPT_OUTCOME || kind == events::RUN_FINISHED)
+        if let Some(c) = &self.crash_at {
+            c.check("after", &copies);
+        }
+        if kinds
+            .iter()
+            .any(|k| k == events::ATTEMPT_OUTCOME || k == events::RUN_FINISHED)
             && let Some(c) = &self.checkpointer
         {
             c.lock()
                 .await
                 .checkpoint(&self.ledger)
                 .await
-                .map_err(|e| RunError::Signing(e.to_string()))?;
+                .map_err(|e| self.failed("checkpoint", RunError::Signing(e.to_string())))?;
         }
-        Ok(appended.seq)
+        Ok(appended.iter().map(|a| a.seq).collect())
+    }
+
+    /// Remembers the first recording failure and hands the error back.
+    fn failed(&self, what: &str, e: RunError) -> RunError {
+        self.record_failed(&format!("recording {what}: {e}"));
+        e
+    }
+
+    /// Marks the run as unable to record its evidence (for failures outside the ledger, e.g. an
+    /// artifact that could not be stored). The runner stops the run at the next attempt boundary
+    /// with [`RunError::Record`].
+    pub fn record_failed(&self, what: &str) {
+        let mut f = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(what.to_owned());
+        }
+    }
+
+    /// The first recording failure of this session, if any.
+    pub fn fatal(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// See [`replay::AttemptState::may_have_spent`].
@@ -317,6 +399,69 @@ impl Recorder {
     pub fn model_call_seqs_of(&self, attempt: &str) -> Vec<u64> {
         self.lock().calls.get(attempt).cloned().unwrap_or_default()
     }
+}
+
+/// A crash point for the crash-safety tests: `EVAL_TEST_CRASH_AT=<when>:<kind>[@<attempt part>]`
+/// (`when` is `before` or `after`) kills this process with SIGKILL right before or right after
+/// the first append of an entry of `kind` whose `attempt` contains `<attempt part>`. Only debug
+/// builds read the variable, so a release binary has no way to be crashed on purpose.
+#[derive(Debug)]
+struct CrashPoint {
+    when: String,
+    kind: String,
+    attempt: Option<String>,
+}
+
+impl CrashPoint {
+    fn from_env() -> Option<Self> {
+        if !cfg!(debug_assertions) {
+            return None;
+        }
+        let v = std::env::var("EVAL_TEST_CRASH_AT").ok()?;
+        Self::parse(&v)
+    }
+
+    fn parse(v: &str) -> Option<Self> {
+        let (when, rest) = v.split_once(':')?;
+        let (kind, attempt) = match rest.split_once('@') {
+            Some((k, a)) => (k, Some(a.to_owned())),
+            None => (rest, None),
+        };
+        Some(Self {
+            when: when.to_owned(),
+            kind: kind.to_owned(),
+            attempt,
+        })
+    }
+
+    fn matches(&self, when: &str, entries: &[(String, Vec<u8>)]) -> bool {
+        self.when == when
+            && entries.iter().any(|(kind, payload)| {
+                *kind == self.kind
+                    && self.attempt.as_deref().is_none_or(|want| {
+                        serde_json::from_slice::<serde_json::Value>(payload)
+                            .ok()
+                            .and_then(|v| v.get("attempt")?.as_str().map(|a| a.contains(want)))
+                            .unwrap_or(false)
+                    })
+            })
+    }
+
+    fn check(&self, when: &str, entries: &[(String, Vec<u8>)]) {
+        if self.matches(when, entries) {
+            crash_point();
+        }
+    }
+}
+
+/// Dies the way a `kill -9` kills: no destructor, no flush, no further write.
+fn crash_point() {
+    let pid = std::process::id().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status();
+    // `kill` missing or refused: abort is the nearest thing (no unwinding, no destructors).
+    std::process::abort();
 }
 
 pub struct StateGuard<'a>(MutexGuard<'a, RecorderInner>);

@@ -87,7 +87,6 @@ pub struct RunState {
     pub slots: Vec<SlotRecord>,
     /// Attempts per slot, in number order.
     pub attempts: BTreeMap<String, Vec<AttemptState>>,
-    pub reruns: u64,
     pub finished_sessions: u32,
     pub report_entries: u64,
 }
@@ -210,7 +209,9 @@ impl RunState {
                 }
                 a.outcome = Some(p);
             }
-            events::RERUN => self.reruns += 1,
+            // Reruns are counted from attempt numbers (see `summary`): an old ledger may hold a
+            // `rerun` entry twice for one attempt (a crash between two separate appends).
+            events::RERUN => {}
             events::RUN_FINISHED => self.finished_sessions += 1,
             events::REPORT => self.report_entries += 1,
             _ => {}
@@ -326,14 +327,15 @@ impl RunState {
             sum.fixture_evidence = s.fixture_evidence;
         }
         sum.sessions = self.sessions;
-        sum.reruns = self.reruns;
+        sum.reruns = self
+            .attempts
+            .values()
+            .flat_map(|v| v.iter())
+            .filter(|a| a.number > 1)
+            .count() as u64;
         let mut infra_done = true;
         for slot in &self.slots {
             let status = self.status_of(slot, &rules);
-            let group = sum
-                .groups
-                .entry(format!("{}/{}", slot.suite, slot.arm))
-                .or_default();
             match slot.phase {
                 Phase::Infrastructure => {
                     sum.infra_total += 1;
@@ -347,6 +349,10 @@ impl RunState {
                     }
                 }
                 Phase::Statistical => {
+                    let group = sum
+                        .groups
+                        .entry(format!("{}/{}", slot.suite, slot.arm))
+                        .or_default();
                     sum.total += 1;
                     group.total += 1;
                     match status {
@@ -376,9 +382,17 @@ impl RunState {
                             let code = o.infra_fault.clone().unwrap_or_default();
                             *sum.infra_fault_codes.entry(code).or_default() += 1;
                         }
-                        sum.tokens.add(&o.tokens);
                         sum.attempts += 1;
-                        if let Some(slot) = self.slots.iter().find(|s| s.id == a.slot) {
+                        let slot = self.slots.iter().find(|s| s.id == a.slot);
+                        // Infrastructure attempts are not part of any statistical group; their
+                        // tokens are kept apart so the groups and `tokens` add up to the
+                        // statistical attempts alone.
+                        if slot.is_none_or(|s| s.phase == Phase::Infrastructure) {
+                            sum.infra_tokens.add(&o.tokens);
+                            continue;
+                        }
+                        sum.tokens.add(&o.tokens);
+                        if let Some(slot) = slot {
                             let g = sum
                                 .groups
                                 .entry(format!("{}/{}", slot.suite, slot.arm))
@@ -445,12 +459,17 @@ pub struct StatusSummary {
     /// Attempts that ended as `infra_fault`.
     pub infra_faults: u64,
     pub infra_fault_codes: BTreeMap<String, u64>,
+    /// Attempts numbered above 1 (counted from numbers, not from `rerun` entries).
     pub reruns: u64,
+    /// Finished attempts of every phase (infrastructure included), and their outcomes.
     pub attempts: u64,
     pub by_outcome: BTreeMap<String, u64>,
     pub running: Vec<String>,
+    /// Tokens of the statistical attempts (every attempt of a statistical slot, reruns too).
     pub tokens: Tokens,
-    /// `suite/arm` → progress.
+    /// Tokens of the infrastructure attempts, kept out of `tokens` and `groups`.
+    pub infra_tokens: Tokens,
+    /// `suite/arm` → progress of its statistical slots (infrastructure slots are in no group).
     pub groups: BTreeMap<String, GroupSummary>,
 }
 
@@ -664,7 +683,68 @@ mod tests {
         assert!(!sum.complete);
         assert_eq!(sum.infra_faults, 2);
         assert_eq!(sum.by_outcome["agent_error"], 1);
-        assert_eq!(sum.tokens.input, 50);
+        // Two infrastructure attempts, three statistical ones (10 input tokens each): the
+        // statistical totals and groups hold only the latter.
+        assert_eq!(sum.tokens.input, 30);
+        assert_eq!(sum.infra_tokens.input, 20);
+        let group_tokens: u64 = sum.groups.values().map(|g| g.tokens).sum();
+        assert_eq!(group_tokens, 45);
+        assert_eq!(sum.groups.values().map(|g| g.total).sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn infrastructure_slots_make_no_status_group_of_their_own() {
+        // An arm that only has an infrastructure slot must not appear as a statistical group.
+        let mut b = Builder::new();
+        let mut st = started(&[], 0);
+        st.slots[0].arm = "only-infra".into();
+        b.push(RUN_STARTED, &st);
+        b.push(ATTEMPT_STARTED, &start("infra-s-t1-a-r0", 1, None));
+        b.push(
+            ATTEMPT_OUTCOME,
+            &outcome("infra-s-t1-a-r0", 1, Outcome::Completed, None),
+        );
+        let sum = RunState::replay(&b.entries).unwrap().summary();
+        assert!(!sum.groups.contains_key("s/only-infra"), "{:?}", sum.groups);
+        assert_eq!(sum.tokens.total(), 0);
+        assert_eq!(sum.infra_tokens.total(), 15);
+    }
+
+    #[test]
+    fn reruns_are_counted_by_attempt_numbers_not_by_rerun_entries() {
+        // A ledger written before `rerun` and `attempt_started` were one batch may hold the same
+        // `rerun` twice (a crash between the two appends, then resume announced it again).
+        let slot = "stat-s-t1-a-r1";
+        let rerun = Rerun {
+            schema: SCHEMA,
+            attempt: attempt_id(slot, 2),
+            slot: slot.into(),
+            number: 2,
+            reruns: attempt_id(slot, 1),
+            rerun_of: 1,
+            code: INTERRUPTED_BEFORE_MODEL_CALL.into(),
+            reason: "r".into(),
+        };
+        let mut b = Builder::new();
+        b.push(RUN_STARTED, &started(&[], 2));
+        b.push(ATTEMPT_STARTED, &start(slot, 1, None));
+        b.push(
+            ATTEMPT_OUTCOME,
+            &outcome(
+                slot,
+                1,
+                Outcome::InfraFault,
+                Some(INTERRUPTED_BEFORE_MODEL_CALL),
+            ),
+        );
+        b.push(RERUN, &rerun);
+        b.push(RUN_STARTED, &started(&[], 2));
+        b.push(RERUN, &rerun);
+        b.push(ATTEMPT_STARTED, &start(slot, 2, Some(1)));
+        b.push(ATTEMPT_OUTCOME, &outcome(slot, 2, Outcome::Completed, None));
+        let sum = RunState::replay(&b.entries).unwrap().summary();
+        assert_eq!(sum.reruns, 1);
+        assert_eq!(sum.attempts, 2);
     }
 
     #[test]

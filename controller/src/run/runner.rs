@@ -7,6 +7,7 @@ use super::events::{
 };
 use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
+use eval_evidence::ledger::NewEntry;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -115,7 +116,9 @@ pub async fn run_session(
                 drop(permit);
                 if let Err(e) = result {
                     progress.error(&format!("{}: {e}", slot.id));
-                    // A ledger that cannot be written is fatal for the whole run.
+                    // Any failure of the runner itself is a recording failure: the whole run
+                    // stops, and the session ends as an integrity error.
+                    rec.record_failed(&format!("{}: {e}", slot.id));
                     cancel.cancel();
                 }
             });
@@ -149,6 +152,11 @@ pub async fn run_session(
                 break;
             }
         }
+    }
+    // A recording failure ends the session as an integrity error, without a `run_finished` that
+    // would present the session as closed normally.
+    if let Some(why) = rec.fatal() {
+        return Err(RunError::Record(why));
     }
     let summary = rec.state().summary();
     let complete = summary.complete;
@@ -184,6 +192,9 @@ async fn run_slot(
         if cancel.is_cancelled() {
             return Ok(());
         }
+        if let Some(why) = rec.fatal() {
+            return Err(RunError::Record(why));
+        }
         let status = {
             let st = rec.state();
             st.status_of(slot, &st.rules())
@@ -199,30 +210,8 @@ async fn run_slot(
             attempt: events::attempt_id(&slot.id, number),
             rerun_of: rerun_of.as_ref().map(|(n, _)| *n),
         };
-        if let Some((of, code)) = &rerun_of {
-            let reason = if slot.phase == Phase::Infrastructure {
-                "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
-            } else {
-                format!("infra fault {code} is rerunnable")
-            };
-            rec.append(
-                events::RERUN,
-                &Rerun {
-                    schema: events::SCHEMA,
-                    attempt: spec.attempt.clone(),
-                    slot: slot.id.clone(),
-                    number,
-                    reruns: events::attempt_id(&slot.id, *of),
-                    rerun_of: *of,
-                    code: code.clone(),
-                    reason,
-                },
-            )
-            .await?;
-            progress.rerun(&spec.attempt, code);
-        }
         let session = rec.state().sessions;
-        rec.append(
+        let attempt_started = NewEntry::new(
             events::ATTEMPT_STARTED,
             &AttemptStarted {
                 schema: events::SCHEMA,
@@ -238,12 +227,47 @@ async fn run_slot(
                 session,
                 started_at: events::now_rfc3339(),
             },
-        )
-        .await?;
+        )?;
+        // A rerun and the attempt it starts are one batch: a crash can leave neither or both,
+        // never a `rerun` whose attempt resume would announce a second time.
+        let mut batch = Vec::with_capacity(2);
+        if let Some((of, code)) = &rerun_of {
+            let reason = if slot.phase == Phase::Infrastructure {
+                "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
+            } else {
+                format!("infra fault {code} is rerunnable")
+            };
+            batch.push(NewEntry::new(
+                events::RERUN,
+                &Rerun {
+                    schema: events::SCHEMA,
+                    attempt: spec.attempt.clone(),
+                    slot: slot.id.clone(),
+                    number,
+                    reruns: events::attempt_id(&slot.id, *of),
+                    rerun_of: *of,
+                    code: code.clone(),
+                    reason,
+                },
+            )?);
+        }
+        batch.push(attempt_started);
+        rec.append_batch(batch).await?;
+        if let Some((_, code)) = &rerun_of {
+            progress.rerun(&spec.attempt, code);
+        }
         progress.attempt_started(&spec.attempt);
         let t0 = std::time::Instant::now();
         let report = exec.run(&spec, rec.clone(), cancel.clone()).await;
         let elapsed = t0.elapsed().as_secs_f64();
+        // Something of this attempt (or of another one) could not be recorded: its outcome
+        // would stand on incomplete evidence. It stays open, and resume closes it by rule.
+        if let Some(why) = &report.recording_failure {
+            rec.record_failed(&format!("{}: {why}", spec.attempt));
+        }
+        if let Some(why) = rec.fatal() {
+            return Err(RunError::Record(why));
+        }
         let mut report = report;
         if report.cancelled {
             let (o, code) = if !rec.may_have_spent(&spec.attempt) {

@@ -13,6 +13,11 @@ enum Script {
     Outcome(Outcome, u64),
     Fault(&'static str),
     WaitForCancel(u64),
+    /// One model call is recorded, a second cannot be (the executor only logs that, as the
+    /// proxy's record sink does), then the attempt "completes".
+    RecordFails,
+    /// The executor itself reports that something (an artifact, say) could not be recorded.
+    ReportsRecordingFailure,
 }
 
 struct Scripted {
@@ -83,6 +88,23 @@ impl AttemptExecutor for Scripted {
                     r
                 }
                 Script::Fault(code) => AttemptReport::infra(code, "scripted"),
+                Script::RecordFails => {
+                    model_call(&rec, &spec.attempt, 1).await;
+                    // An entry kind the ledger refuses stands in for a full disk or a broken
+                    // ledger file: the append fails and the caller can do no more than log it.
+                    let lost = rec
+                        .append("Not A Kind", &serde_json::json!({"attempt": spec.attempt}))
+                        .await;
+                    assert!(lost.is_err());
+                    AttemptReport::outcome(Outcome::Completed)
+                }
+                Script::ReportsRecordingFailure => {
+                    model_call(&rec, &spec.attempt, 1).await;
+                    AttemptReport {
+                        recording_failure: Some("the workspace artifact was not stored".into()),
+                        ..AttemptReport::outcome(Outcome::Completed)
+                    }
+                }
                 Script::WaitForCancel(calls) => {
                     for i in 0..calls {
                         model_call(&rec, &spec.attempt, i + 1).await;
@@ -530,4 +552,89 @@ async fn a_checkpoint_is_signed_after_every_attempt_and_at_the_end() {
     // Attempts finish concurrently, so checkpoints interleave; the run ends with one.
     assert_eq!(*kinds.last().unwrap(), "checkpoint");
     assert_eq!(kinds[kinds.len() - 2], RUN_FINISHED);
+}
+
+#[tokio::test]
+async fn a_recording_failure_stops_the_run_with_an_integrity_error_and_resume_closes_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| match spec.slot.id.as_str() {
+        "infra-s-t1-cand-r0" => Script::RecordFails,
+        _ => Script::Outcome(Outcome::Completed, 1),
+    });
+    let writer = LedgerWriter::open(&path).unwrap();
+    let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
+    let err = run_session(
+        rec,
+        started(1, &[], 1),
+        exec.clone(),
+        Arc::new(QuietProgress),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    writer.close();
+    assert!(matches!(err, RunError::Record(_)), "{err}");
+    assert!(err.to_string().contains("Not A Kind"), "{err}");
+    let (st, entries) = replayed(&path);
+    // The failed attempt got no outcome (its evidence is incomplete), nothing started after it,
+    // and the session is not presented as having finished normally.
+    assert!(
+        st.attempt("infra-s-t1-cand-r0#1")
+            .unwrap()
+            .outcome
+            .is_none()
+    );
+    assert_eq!(
+        exec.order.lock().unwrap().clone(),
+        vec!["infra-s-t1-base-r0#1", "infra-s-t1-cand-r0#1"]
+    );
+    assert!(kinds_of(&entries, RUN_FINISHED).is_empty());
+
+    // Resume closes it by the model-call rule (a call was recorded: interrupted, spent).
+    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 1));
+    let end = session(&path, started(1, &[], 1), exec, CancellationToken::new()).await;
+    assert_eq!(end.closed_on_resume, 1);
+    let (st, _) = replayed(&path);
+    let closed = st.attempt("infra-s-t1-cand-r0#1").unwrap();
+    assert_eq!(
+        closed.outcome.as_ref().unwrap().outcome,
+        Outcome::Interrupted
+    );
+}
+
+#[tokio::test]
+async fn an_executor_reported_recording_failure_stops_the_run_without_an_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| match spec.slot.id.as_str() {
+        "infra-s-t1-base-r0" => Script::ReportsRecordingFailure,
+        _ => Script::Outcome(Outcome::Completed, 1),
+    });
+    let writer = LedgerWriter::open(&path).unwrap();
+    let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
+    let err = run_session(
+        rec,
+        started(1, &[], 1),
+        exec.clone(),
+        Arc::new(QuietProgress),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    writer.close();
+    assert!(
+        err.to_string()
+            .contains("workspace artifact was not stored"),
+        "{err}"
+    );
+    let (st, entries) = replayed(&path);
+    assert!(kinds_of(&entries, ATTEMPT_OUTCOME).is_empty());
+    assert!(
+        st.attempt("infra-s-t1-base-r0#1")
+            .unwrap()
+            .outcome
+            .is_none()
+    );
+    assert_eq!(exec.order.lock().unwrap().len(), 1);
 }

@@ -34,18 +34,24 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// True when a Docker engine answers (tests that need one skip otherwise, unless
-/// `EVAL_REQUIRE_DOCKER` is set).
+#[path = "../../../runtimes/tests/support/docker_policy.rs"]
+pub mod docker_policy;
+
+/// True when a Docker engine answers. Without one the test fails, unless `EVAL_SKIP_DOCKER=1`
+/// asks for the skip (then it is printed and counted; see [`docker_policy`]).
 pub fn docker_available() -> bool {
-    let ok = Command::new("docker")
+    let probe = Command::new("docker")
         .args(["version", "--format", "{{.Server.Version}}"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok && std::env::var_os("EVAL_REQUIRE_DOCKER").is_some() {
-        panic!("EVAL_REQUIRE_DOCKER is set but no Docker engine answers");
-    }
-    ok
+        .output();
+    let engine = match probe {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`docker version` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run `docker`: {e}")),
+    };
+    docker_policy::require(engine)
 }
 
 /// Builds the static in-container binaries once if they are missing.
@@ -172,4 +178,42 @@ pub fn identity_of(dir: &Path) -> String {
         serde_json::from_slice(&std::fs::read(dir.join("runs/freezes/demo.json")).unwrap())
             .unwrap();
     v["identity"].as_str().unwrap().to_owned()
+}
+
+/// A demo project whose matrix keeps one task per suite and one repetition: the same arms,
+/// infrastructure slots and outcome paths in 9 statistical + 6 infrastructure slots, for the
+/// tests that run it several times.
+pub fn small_demo_project() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = demo_project();
+    let m = dir.join("matrix/demo.toml");
+    for (keep, prefix) in [
+        ("demo-simple-1", "demo-simple-"),
+        ("demo-icae-1", "demo-icae-"),
+        ("demo-evocode-1", "demo-evocode-"),
+    ] {
+        let keep_line = format!("  \"{keep}\",");
+        let task_line = format!("  \"{prefix}");
+        edit(&m, |s| {
+            assert!(s.contains(&keep_line), "{} changed shape", m.display());
+            s.lines()
+                .filter(|l| *l == keep_line || !l.starts_with(&task_line))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        });
+    }
+    replace_in(&m, "repetitions = 2", "repetitions = 1");
+    (tmp, dir)
+}
+
+/// `eval` with extra environment variables.
+pub fn eval_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(eval_bin());
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("EVAL_SIGNING_KEY_FILE")
+        .env_remove("EVAL_TEST_CRASH_AT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
 }
