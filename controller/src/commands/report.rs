@@ -2,7 +2,9 @@
 //!
 //! The only input is [`RunData`], built from the run's verified ledger by [`load_run_data`]
 //! (the one function that reads the ledger for reports). Exit 0 when release is allowed, 1 when
-//! not, 3 on an integrity failure (ledger, freeze drift, retired identity).
+//! not, 3 on an integrity failure (ledger, freeze drift, retired identity). With a preregistered
+//! public key the signed evidence and every referenced artifact are verified before anything is
+//! computed; a failure there exits 3 with nothing written, appended or recorded.
 
 use std::path::Path;
 
@@ -111,19 +113,16 @@ pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>)
         Some(path) => {
             std::fs::write(path, body)
                 .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))?;
+            // "every check passed" only when nothing at all is flagged: an unsigned run or one
+            // whose candidate never made a model call must not read as clean.
+            let summary = match (report.reasons.len(), report.anomalies.len()) {
+                (0, 0) => "every check passed".to_string(),
+                (r, a) => format!("{r} reasons, {a} anomalies"),
+            };
             println!(
-                "{}: release {} ({})",
+                "{}: {} ({summary})",
                 path.display(),
-                if report.release_allowed {
-                    "allowed"
-                } else {
-                    "not allowed"
-                },
-                if report.reasons.is_empty() {
-                    "every check passed".to_string()
-                } else {
-                    format!("{} reasons", report.reasons.len())
-                }
+                report.verdict_line()
             );
         }
         None => print!("{body}"),

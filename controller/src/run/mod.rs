@@ -294,7 +294,11 @@ impl Recorder {
                 inner.calls.entry(a.to_owned()).or_default().push(e.seq);
             }
         }
-        if (kind == events::ATTEMPT_OUTCOME || kind == events::RUN_FINISHED)
+        // `fixture_upstream` follows `run_finished`: signing after it too keeps a finished
+        // run signed to its end (a report refuses one with an unsigned tail).
+        if (kind == events::ATTEMPT_OUTCOME
+            || kind == events::RUN_FINISHED
+            || kind == "fixture_upstream")
             && let Some(c) = &self.checkpointer
         {
             c.lock()
