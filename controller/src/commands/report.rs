@@ -83,7 +83,9 @@ pub fn publish(
         })?;
         let verdict = serde_json::json!({
             "release_allowed": report.release_allowed,
+            "verdict": report.verdict_line(),
             "reasons": report.reasons,
+            "anomalies": report.anomalies,
             "exit_status": report.exit_status(),
         });
         super::attest::write_report_attestation(
@@ -119,11 +121,7 @@ pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>)
                 (0, 0) => "every check passed".to_string(),
                 (r, a) => format!("{r} reasons, {a} anomalies"),
             };
-            println!(
-                "{}: {} ({summary})",
-                path.display(),
-                report.verdict_line()
-            );
+            println!("{}: {} ({summary})", path.display(), report.verdict_line());
         }
         None => print!("{body}"),
     }

@@ -11,11 +11,11 @@ use super::events::{self, Outcome, Phase};
 use super::replay::RunState;
 use eval_evidence::ledger::{self, Digest, Entry, LedgerReader};
 use eval_evidence::report::{
-    self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan,
-    SuiteData, TokenCounts,
+    self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan, SuiteData,
+    TokenCounts,
 };
-use std::collections::BTreeMap;
 use eval_protocols::{Project, Registry};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -329,10 +329,7 @@ pub fn referenced_artifacts(entries: &[Entry]) -> Vec<ArtifactRef> {
                 out.push(ArtifactRef {
                     seq: e.seq,
                     kind: e.kind.clone(),
-                    attempt: v
-                        .get("attempt")
-                        .and_then(|a| a.as_str())
-                        .map(str::to_owned),
+                    attempt: v.get("attempt").and_then(|a| a.as_str()).map(str::to_owned),
                     name: name.clone(),
                     digest: d.to_owned(),
                 });
@@ -356,12 +353,15 @@ pub fn verify_artifacts_at(entries: &[Entry], dir: &Path) -> Result<u64, (u64, S
         return Ok(0);
     }
     if !dir.is_dir() {
-        return Err((refs[0].seq, format!(
-            "{}: {} is missing: the artifact store {} does not exist",
-            refs[0].digest,
-            refs[0],
-            dir.display()
-        )));
+        return Err((
+            refs[0].seq,
+            format!(
+                "{}: {} is missing: the artifact store {} does not exist",
+                refs[0].digest,
+                refs[0],
+                dir.display()
+            ),
+        ));
     }
     let store = eval_evidence::artifacts::ArtifactStore::open(dir)
         .map_err(|e| (refs[0].seq, e.to_string()))?;
@@ -374,13 +374,13 @@ pub fn verify_artifacts_at(entries: &[Entry], dir: &Path) -> Result<u64, (u64, S
         }
         store.verify(&digest).map_err(|e| {
             let m = match e {
-            eval_evidence::artifacts::ArtifactError::Missing { .. } => {
-                format!("{r} is missing from {}", dir.display())
-            }
-            eval_evidence::artifacts::ArtifactError::Corrupt { actual, .. } => {
-                format!("{r} was altered: its bytes now hash to {actual}")
-            }
-            other => format!("{r}: {other}"),
+                eval_evidence::artifacts::ArtifactError::Missing { .. } => {
+                    format!("{r} is missing from {}", dir.display())
+                }
+                eval_evidence::artifacts::ArtifactError::Corrupt { actual, .. } => {
+                    format!("{r} was altered: its bytes now hash to {actual}")
+                }
+                other => format!("{r}: {other}"),
             };
             (r.seq, m)
         })?;

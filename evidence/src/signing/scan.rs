@@ -50,6 +50,8 @@ pub(crate) struct LedgerScan {
     pub kept: Option<Entry>,
     /// The last entry that is run evidence (any kind but [`ANNOTATION_KINDS`]).
     pub last_evidence_seq: u64,
+    /// Evidence entries not covered by the last verified checkpoint, oldest first.
+    uncovered: std::collections::VecDeque<u64>,
     pub last_run_started: u64,
     pub last_run_finished: u64,
 }
@@ -81,6 +83,7 @@ impl LedgerScan {
             keep_seq,
             kept: None,
             last_evidence_seq: 0,
+            uncovered: std::collections::VecDeque::new(),
             last_run_started: 0,
             last_run_finished: 0,
         }
@@ -118,6 +121,7 @@ impl LedgerScan {
         }
         if !ANNOTATION_KINDS.contains(&e.kind.as_str()) {
             self.last_evidence_seq = e.seq;
+            self.uncovered.push_back(e.seq);
         }
         match e.kind.as_str() {
             RUN_STARTED_KIND => self.last_run_started = e.seq,
@@ -191,6 +195,9 @@ impl LedgerScan {
                 .map_err(|err| ("bad_signature", err.to_string()))?;
         }
         self.checkpoints += 1;
+        while self.uncovered.front().is_some_and(|s| *s <= head.tree_size) {
+            self.uncovered.pop_front();
+        }
         self.last_checkpoint = Some(RecordedCheckpoint {
             seq: e.seq,
             checkpoint: cp,
@@ -304,7 +311,7 @@ pub fn verify_ledger_signatures_expecting(
         .as_ref()
         .map_or(0, |c| c.checkpoint.head.tree_size);
     let finished = scan.last_run_finished > scan.last_run_started;
-    let first_unsigned_evidence = (scan.last_evidence_seq > covered).then_some(covered + 1);
+    let first_unsigned_evidence = scan.uncovered.front().copied();
     if error.is_none()
         && finished
         && let Some(first) = first_unsigned_evidence
