@@ -357,3 +357,110 @@ fn a_reviewer_with_only_the_public_key_catches_every_forgery() {
     let o = verify("runs", &["--artifacts"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// Every candidate attempt of a suite refused by the contract before any model turn: the report
+/// (every format) flags it per arm next to the verdict, says the evidence is unsigned, and the
+/// `--out` summary never reads "every check passed".
+#[test]
+fn a_candidate_that_never_made_a_model_call_is_flagged_in_the_report() {
+    if !docker_available() {
+        eprintln!("skipping: no Docker engine");
+        return;
+    }
+    static_binaries();
+    let (_tmp, dir) = demo_project();
+    small_matrix(&dir);
+    // The candidate's infrastructure slot would stop the run before any statistical slot.
+    edit(&dir.join("matrix/demo.toml"), |s| {
+        let block =
+            "[[infra]]\nsuite = \"simple\"\ntask = \"demo-simple-1\"\narm = \"v0.4-auto\"\n";
+        assert!(s.contains(block), "{s}");
+        s.replace(block, "")
+    });
+    edit(
+        &dir.join("protocols/demo/arms/v0.4-auto/profile.toml"),
+        |s| s + "\n[adversarial]\nmodel_override = \"other-model\"\n",
+    );
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let identity = identity_of(&dir);
+    let _sweep = Sweep(format!("eval.identity={identity}"));
+    let o = eval(
+        &dir,
+        &[
+            "run",
+            "--matrix",
+            "demo",
+            "--upstream",
+            "fixture",
+            "--concurrency",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let outcomes = payloads(
+        &entries(&dir.join("runs/demo/ledger.sqlite")),
+        "attempt_outcome",
+    );
+    let cand: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o["arm"] == "v0.4-auto")
+        .collect();
+    assert!(!cand.is_empty());
+    for c in &cand {
+        assert_eq!(c["outcome"], "contract_violation", "{c}");
+        assert_eq!(c["model_turns"], 0, "{c}");
+    }
+
+    let o = eval(&dir, &["report", "--matrix", "demo", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let arm = v["accounting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["suite"] == "simple" && a["arm"] == "v0.4-auto")
+        .unwrap();
+    let n = cand.len() as u64;
+    assert_eq!(arm["outcomes"]["contract_violation"], n, "{arm}");
+    assert_eq!(arm["zero_turn_attempts"], n, "{arm}");
+    assert_eq!(arm["model_turns"], 0);
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(verdict.contains("evidence UNSIGNED"), "{verdict}");
+    assert!(verdict.contains("anomalies flagged"), "{verdict}");
+    let native = v["accounting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["suite"] == "simple" && a["arm"] == "native")
+        .unwrap();
+    assert!(native["model_turns"].as_u64().unwrap() > 0, "{native}");
+    assert!(native["spend_usd"].as_f64().is_some(), "{native}");
+    for (format, needle) in [
+        ("text", "made no model call"),
+        ("md", "made no model call"),
+        ("html", "made no model call"),
+    ] {
+        let out = dir.join(format!("report.{format}"));
+        let o = eval(
+            &dir,
+            &[
+                "report",
+                "--matrix",
+                "demo",
+                "--format",
+                format,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(!t.contains("every check passed"), "{t}");
+        assert!(t.contains("anomal"), "{t}");
+        let body = std::fs::read_to_string(&out).unwrap();
+        assert!(body.contains(needle), "{format}");
+        assert!(body.contains("contract_violation"), "{format}");
+        assert!(body.contains("evidence UNSIGNED"), "{format}");
+    }
+}

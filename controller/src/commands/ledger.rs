@@ -75,7 +75,7 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
     }
     match &report.error {
         None => {
-            artifacts.into_result(&args)?;
+            artifacts.to_result(&args)?;
             println!(
                 "ok: {} entries verify; head {}{}",
                 report.entries,
@@ -115,7 +115,7 @@ impl ArtifactCheck {
     }
 
     /// Exit 3 naming the artifact and its entry.
-    pub(super) fn into_result(&self, args: &LedgerVerifyArgs) -> Result<(), Failure> {
+    pub(super) fn to_result(&self, args: &LedgerVerifyArgs) -> Result<(), Failure> {
         match self {
             ArtifactCheck::Failed { message, .. } => Err(Failure::integrity(format!(
                 "{}: {message}",

@@ -88,7 +88,7 @@ pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head
     }
     match &report.error {
         None => {
-            artifacts.into_result(args)?;
+            artifacts.to_result(args)?;
             let last = report.last_checkpoint.as_ref();
             println!(
                 "ok: {} entries verify; head {}; {} checkpoints signed by {} verify; the last (seq {}) covers entries 1..{} of {}{}",
