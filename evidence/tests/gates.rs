@@ -624,6 +624,17 @@ fn unsigned_evidence_is_said_in_the_verdict_line() {
         signed.verdict
     );
     assert!(signed.evidence.as_ref().unwrap().signed);
+    assert!(signed.anomalies.is_empty(), "{:?}", signed.anomalies);
+    // Signed, but an unfinished run's tail is not covered yet: flagged, not hidden.
+    let mut partly = run_data(UPLIFT);
+    partly.signed_evidence.as_mut().unwrap().unsigned_from = Some(40);
+    let r = build_report(&partly).unwrap();
+    assert!(
+        r.anomalies.iter().any(|a| a.contains("from seq 40 on")),
+        "{:?}",
+        r.anomalies
+    );
+    assert!(r.verdict.contains("evidence signed") && r.verdict.contains("1 anomaly flagged"));
     let mut run = run_data(UPLIFT);
     run.signed_evidence = None;
     let report = build_report(&run).unwrap();

@@ -283,6 +283,7 @@ fn verify_signatures(
         checkpoints: r.checkpoints,
         last_checkpoint_seq: last.map_or(0, |c| c.seq),
         covered: last.map_or(0, |c| c.tree_size),
+        unsigned_from: r.first_unsigned_evidence,
     }))
 }
 

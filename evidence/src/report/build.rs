@@ -242,8 +242,15 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     let release_allowed = reasons.is_empty();
     let accounting = accounting(run);
     let mut anomalies = Vec::new();
-    if run.signed_evidence.is_none() {
-        anomalies.push(UNSIGNED.to_string());
+    match &run.signed_evidence {
+        None => anomalies.push(UNSIGNED.to_string()),
+        Some(e) => {
+            if let Some(seq) = e.unsigned_from {
+                anomalies.push(format!(
+                    "evidence partly unsigned: entries from seq {seq} on are covered by no signed checkpoint (the run has not finished)"
+                ));
+            }
+        }
     }
     for a in &accounting {
         anomalies.extend(

@@ -80,6 +80,10 @@ pub struct SignedEvidence {
     pub last_checkpoint_seq: u64,
     /// Entries `1..covered` are covered by the last checkpoint's signature.
     pub covered: u64,
+    /// The first evidence entry no checkpoint covers: only possible on a run that has not
+    /// finished (a finished one with such an entry is refused before a report exists).
+    #[serde(default)]
+    pub unsigned_from: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -100,6 +100,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             checkpoints: 1,
             last_checkpoint_seq: 42,
             covered: 41,
+            unsigned_from: None,
         }),
         artifacts_verified: Some(0),
         plan: StatPlan {
