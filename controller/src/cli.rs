@@ -308,6 +308,10 @@ pub struct LedgerVerifyArgs {
     /// Check checkpoint signatures with this public key
     #[arg(long, value_name = "KEY")]
     pub public_key: Option<String>,
+    /// Also re-hash every artifact the ledger references, in DIR (default: `artifacts/` beside
+    /// the ledger)
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    pub artifacts: Option<String>,
     #[arg(long)]
     pub json: bool,
 }

@@ -195,3 +195,87 @@ fn unimplemented_and_unknown_commands_exit_2() {
         );
     }
 }
+
+/// `--artifacts [DIR]` re-hashes what the ledger references: the store beside the ledger by
+/// default, or DIR; an altered or missing object exits 3 naming its digest and the entry, in
+/// text and JSON, for a SQLite ledger and for its export.
+#[test]
+fn verify_artifacts_rehashes_every_referenced_object() {
+    use eval_evidence::artifacts::ArtifactStore;
+    use eval_evidence::ledger::{LedgerWriter, NewEntry};
+    let dir = tempfile::tempdir().unwrap();
+    let l = dir.path().join("ledger.sqlite");
+    let store = ArtifactStore::open(&dir.path().join("artifacts")).unwrap();
+    let a = store.put_bytes(b"grader output").unwrap();
+    let b = store.put_bytes(b"agent log").unwrap();
+    let w = LedgerWriter::open(&l).unwrap();
+    w.append_blocking(NewEntry::new("note", &serde_json::json!({"text": "x"})).unwrap())
+        .unwrap();
+    w.append_blocking(
+        NewEntry::new(
+            "attempt_outcome",
+            &serde_json::json!({"attempt": "s#1", "artifacts": {
+                "grader_output": a.to_string(), "agent_log": b.to_string(), "workspace": null}}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    w.close();
+    let lp = l.to_str().unwrap();
+    let export = dir.path().join("l.jsonl");
+    let o = eval(&["ledger", "export", lp, "--jsonl", export.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let o = eval(&["ledger", "verify", lp, "--artifacts"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("2 artifact references re-hashed"),
+        "{}",
+        text(&o)
+    );
+    // Without --artifacts nothing is re-hashed (and an export has no store beside it by default).
+    let store_dir = dir.path().join("artifacts");
+    let o = eval(&[
+        "ledger",
+        "verify",
+        export.to_str().unwrap(),
+        "--artifacts",
+        store_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Altered.
+    let obj = store.path_of(&a);
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&obj, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&obj, b"better grader output").unwrap();
+    let o = eval(&["ledger", "verify", lp]);
+    assert_eq!(o.status.code(), Some(0), "the chain alone still verifies");
+    let o = eval(&["ledger", "verify", lp, "--artifacts"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(
+        t.contains(&a.to_string()) && t.contains("seq 2") && t.contains("s#1"),
+        "{t}"
+    );
+    assert!(t.contains("altered"), "{t}");
+    let o = eval(&["ledger", "verify", lp, "--artifacts", "--json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["reason"], "artifact");
+    assert_eq!(v["error"]["seq"], 2);
+
+    // Missing, looked up in an explicit DIR.
+    std::fs::remove_file(&obj).unwrap();
+    let o = eval(&[
+        "ledger",
+        "verify",
+        export.to_str().unwrap(),
+        "--artifacts",
+        store_dir.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains(&a.to_string()) && t.contains("missing"), "{t}");
+}

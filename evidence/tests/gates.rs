@@ -490,3 +490,223 @@ fn v04_bootstrap_gate_reproduces_the_vector() {
     assert_eq!(res.rules[0].method.as_deref(), Some("v04-percentile"));
     assert!(res.passed);
 }
+
+fn accounting_rule(run: &RunData) -> eval_evidence::gates::RuleResult {
+    let g = Gate {
+        id: "i".into(),
+        suite: None,
+        description: None,
+        rules: vec![rule(
+            "r",
+            Statistic::AccountingComplete,
+            None,
+            Op::IsTrue,
+            None,
+        )],
+    };
+    evaluate_gate(run, &g).rules.remove(0)
+}
+
+/// A declared metrics file that is missing or unreadable, or a runtime that declares none, is
+/// accounting that was not cross-checked: `accounting_complete` fails and names the attempt.
+#[test]
+fn accounting_complete_fails_when_the_harness_metrics_were_not_cross_checked() {
+    let base = run_data(UPLIFT);
+    assert_eq!(accounting_rule(&base).verdict, Verdict::Pass);
+    for (result, needle) in [
+        ("metrics_missing", "metrics file is missing"),
+        ("metrics_unreadable", "metrics file is unreadable"),
+        ("not_declared", "not cross-checked"),
+    ] {
+        let mut run = base.clone();
+        run.attempts[5].accounting = Some(result.into());
+        let r = accounting_rule(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{result}");
+        let reason = r.reason.unwrap();
+        assert!(reason.contains(needle), "{result}: {reason}");
+        assert!(reason.contains(&run.attempts[5].slot), "{reason}");
+    }
+    // Ledgers from before `accounting` existed: a declared file with `harness: null` is missing,
+    // a runtime that declares none is not cross-checked, and a declared file read is fine.
+    let mut old = base.clone();
+    for a in &mut old.attempts {
+        a.accounting = None;
+    }
+    assert_eq!(accounting_rule(&old).verdict, Verdict::Pass);
+    let mut run = old.clone();
+    run.attempts[5].harness_turns = None;
+    run.attempts[5].harness_tokens = None;
+    let r = accounting_rule(&run);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert!(r.reason.unwrap().contains("missing or unreadable"));
+    let mut run = old.clone();
+    for a in &mut run.attempts {
+        a.metrics_declared = Some(false);
+        a.harness_turns = None;
+        a.harness_tokens = None;
+    }
+    let r = accounting_rule(&run);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert!(r.reason.unwrap().contains("not cross-checked"));
+    // An infra fault never reached the cross-check: nothing to hold against it.
+    let mut run = base.clone();
+    run.attempts[5].outcome = Some(Outcome::InfraFault);
+    run.attempts[5].infra_fault = Some("engine_unavailable".into());
+    run.attempts[5].accounting = None;
+    run.attempts[5].harness_turns = None;
+    assert!(
+        !accounting_rule(&run)
+            .reason
+            .unwrap_or_default()
+            .contains(&run.attempts[5].slot)
+    );
+}
+
+/// Every candidate attempt a zero-turn contract violation: the report flags it per arm and in
+/// its verdict line in every format, and never reads "every check passed" — even with no gate
+/// that looks at outcomes.
+#[test]
+fn a_run_of_zero_turn_contract_violations_is_flagged_next_to_the_verdict() {
+    let mut run = run_data(UPLIFT);
+    // Keep only a gate that cannot see outcomes, so the verdict alone would read "allowed".
+    run.gates.retain(|g| g.suite.is_none());
+    let clean = build_report(&run).unwrap();
+    assert!(clean.anomalies.is_empty(), "{:?}", clean.anomalies);
+    for a in run.attempts.iter_mut().filter(|a| a.arm == "cand") {
+        a.outcome = Some(Outcome::ContractViolation);
+        a.model_turns = 0;
+        a.tokens = TokenCounts::default();
+        a.harness_turns = Some(0);
+        a.harness_tokens = Some(0);
+        a.spend_usd = 0.0;
+    }
+    let report = build_report(&run).unwrap();
+    let cand = report.accounting.iter().find(|a| a.arm == "cand").unwrap();
+    assert_eq!(cand.outcomes.get("contract_violation"), Some(&12));
+    assert_eq!(cand.outcomes.get("completed"), None);
+    assert_eq!(cand.zero_turn_attempts, 12);
+    assert!(
+        cand.anomalies
+            .iter()
+            .any(|x| x.contains("12 of 12 attempts made no model call"))
+    );
+    assert!(
+        cand.anomalies
+            .iter()
+            .any(|x| x.contains("contract violation"))
+    );
+    let base = report.accounting.iter().find(|a| a.arm == "base").unwrap();
+    assert!(base.anomalies.is_empty(), "{:?}", base.anomalies);
+    // 12 statistical attempts and the infrastructure slot's, 0.01 USD each.
+    assert_eq!(base.outcomes.get("completed"), Some(&13));
+    assert!((base.spend_usd - 0.13).abs() < 1e-9, "{}", base.spend_usd);
+    assert!(
+        report.verdict.contains("anomalies flagged"),
+        "{}",
+        report.verdict
+    );
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let body = render(&report, f).unwrap();
+        assert!(body.contains("anomalies flagged"), "{f:?}");
+        assert!(body.contains("made no model call"), "{f:?}");
+        assert!(body.contains("contract_violation"), "{f:?}");
+        assert!(!body.contains("every check passed"), "{f:?}");
+    }
+}
+
+/// Without a preregistered key the verdict line says the evidence is unsigned, in every format.
+#[test]
+fn unsigned_evidence_is_said_in_the_verdict_line() {
+    let signed = build_report(&run_data(UPLIFT)).unwrap();
+    assert!(
+        signed.verdict.contains("evidence signed"),
+        "{}",
+        signed.verdict
+    );
+    assert!(signed.evidence.as_ref().unwrap().signed);
+    assert!(signed.anomalies.is_empty(), "{:?}", signed.anomalies);
+    // Signed, but an unfinished run's tail is not covered yet: flagged, not hidden.
+    let mut partly = run_data(UPLIFT);
+    partly.signed_evidence.as_mut().unwrap().unsigned_from = Some(40);
+    let r = build_report(&partly).unwrap();
+    assert!(
+        r.anomalies.iter().any(|a| a.contains("from seq 40 on")),
+        "{:?}",
+        r.anomalies
+    );
+    assert!(r.verdict.contains("evidence signed") && r.verdict.contains("1 anomaly flagged"));
+    let mut run = run_data(UPLIFT);
+    run.signed_evidence = None;
+    let report = build_report(&run).unwrap();
+    assert!(!report.evidence.as_ref().unwrap().signed);
+    assert!(
+        report
+            .anomalies
+            .iter()
+            .any(|a| a.contains("evidence unsigned"))
+    );
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let body = render(&report, f).unwrap();
+        let first = body
+            .lines()
+            .find(|l| l.contains("RELEASE"))
+            .unwrap_or_else(|| panic!("{f:?}: no verdict line"));
+        assert!(first.contains("evidence UNSIGNED"), "{f:?}: {first}");
+    }
+}
+
+/// Report JSON of schema `/1` and run data without the new fields still read.
+#[test]
+fn older_report_json_and_run_data_still_read() {
+    let report = build_report(&run_data(UPLIFT)).unwrap();
+    assert_eq!(report.schema, REPORT_SCHEMA);
+    let mut v = serde_json::to_value(&report).unwrap();
+    let obj = v.as_object_mut().unwrap();
+    for k in ["verdict", "anomalies", "evidence"] {
+        assert!(obj.remove(k).is_some(), "{k}");
+    }
+    obj.insert("schema".into(), "eval.report/1".into());
+    for a in obj["accounting"].as_array_mut().unwrap() {
+        let a = a.as_object_mut().unwrap();
+        for k in [
+            "outcomes",
+            "spend_usd",
+            "zero_turn_attempts",
+            "accounting_unchecked",
+            "anomalies",
+        ] {
+            assert!(a.remove(k).is_some(), "{k}");
+        }
+    }
+    let old = Report::from_json(&serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(old.release_allowed, report.release_allowed);
+    assert!(old.anomalies.is_empty() && old.evidence.is_none());
+    // The verdict line of an old report is derived, and says it was not shown to be signed.
+    assert!(
+        old.verdict_line().contains("UNSIGNED"),
+        "{}",
+        old.verdict_line()
+    );
+    obj_schema(&mut v, "eval.report/99");
+    let err = Report::from_json(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("eval.report/99"), "{err}");
+
+    let mut data = serde_json::to_value(run_data(UPLIFT)).unwrap();
+    let d = data.as_object_mut().unwrap();
+    d.remove("signed_evidence");
+    d.remove("artifacts_verified");
+    for a in d["attempts"].as_array_mut().unwrap() {
+        let a = a.as_object_mut().unwrap();
+        a.remove("accounting");
+        a.remove("metrics_declared");
+        a.remove("spend_usd");
+    }
+    let old: RunData = serde_json::from_value(data).unwrap();
+    assert!(old.signed_evidence.is_none());
+    let r = build_report(&old).unwrap();
+    assert!(r.verdict.contains("UNSIGNED"), "{}", r.verdict);
+}
+
+fn obj_schema(v: &mut serde_json::Value, schema: &str) {
+    v["schema"] = schema.into();
+}

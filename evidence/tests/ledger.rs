@@ -523,4 +523,29 @@ fn the_documented_python_verifier_agrees() {
     let o = run(&out);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("hash mismatch at 4"));
+
+    // A second "payload" after "prev": the first is what is hashed, json.loads would return
+    // the second. Both the documented script and `eval ledger verify` must refuse the line.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let line = &lines[4];
+    let at = line.find(",\"recorded_at\":").unwrap();
+    lines[4] = format!(
+        "{},\"payload\":{{\"text\":\"forged\"}}{}",
+        &line[..at],
+        &line[at..]
+    );
+    let forged = dir.path().join("dup.jsonl");
+    std::fs::write(&forged, lines.join("\n") + "\n").unwrap();
+    let o = run(&forged);
+    assert!(
+        !o.status.success(),
+        "the documented verifier accepted a duplicate key"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("duplicate key at 5"), "{err}");
+    let r = ledger::verify(&forged, None);
+    assert!(
+        r.as_ref().map_or(true, |r| !r.ok),
+        "eval ledger verify accepted a duplicate key: {r:?}"
+    );
 }

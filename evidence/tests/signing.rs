@@ -747,3 +747,71 @@ fn the_async_api_signs_concurrent_attempts_in_order() {
         assert!(signing::origin_for_identity("has space").is_err());
     });
 }
+
+/// A finished run must be signed to its end: the final checkpoint after `run_finished` makes it
+/// verify; without it (a forger dropped it) `unsigned_tail` names the first uncovered evidence
+/// entry; `report` and `note` entries after the final checkpoint are allowed; an unfinished run
+/// (a session started again) is not held to it.
+#[test]
+fn a_finished_run_must_be_signed_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = Arc::new(SigningKeyPair::from_seed("eval", [3u8; 32]).unwrap());
+    let public = key.public().clone();
+    let build = |name: &str, final_checkpoint: bool, after: &[&str]| {
+        let path = dir.path().join(name);
+        let w = LedgerWriter::open(&path).unwrap();
+        let mut cp = Checkpointer::open(key.clone(), "eval/sha256:ab", &w).unwrap();
+        let add = |kind: &str| {
+            w.append_blocking(NewEntry::new(kind, &json!({"k": kind})).unwrap())
+                .unwrap()
+                .seq
+        };
+        add("run_started");
+        add("attempt_started");
+        add("model_call");
+        add("attempt_outcome");
+        cp.checkpoint_blocking(&w).unwrap();
+        let started = add("attempt_started");
+        add("attempt_outcome");
+        add("run_finished");
+        if final_checkpoint {
+            cp.checkpoint_blocking(&w).unwrap();
+        }
+        for k in after {
+            add(k);
+        }
+        w.close();
+        (path, started)
+    };
+
+    let (ok, _) = build("ok.sqlite", true, &["report", "note"]);
+    let r = verify_ledger_signatures(&ok, &public).unwrap();
+    assert!(r.ok, "{:?}", r.error);
+    assert!(r.finished);
+    assert_eq!(r.first_unsigned_evidence, None);
+
+    let (cut, first) = build("cut.sqlite", false, &[]);
+    let r = verify_ledger_signatures(&cut, &public).unwrap();
+    assert!(!r.ok);
+    let e = r.error.unwrap();
+    assert_eq!(e.reason, "unsigned_tail");
+    // The checkpoint entry at seq 5 is not evidence; the first uncovered evidence follows it.
+    assert_eq!(e.seq, first);
+    assert!(
+        e.message.contains(&format!("seq {first}:")),
+        "{}",
+        e.message
+    );
+
+    // Evidence appended after the final checkpoint is caught the same way.
+    let (late, _) = build("late.sqlite", true, &["report", "model_call"]);
+    let r = verify_ledger_signatures(&late, &public).unwrap();
+    assert_eq!(r.error.unwrap().reason, "unsigned_tail");
+
+    // A resumed session that has not finished yet: its tail is not required to be signed.
+    let (open, _) = build("open.sqlite", true, &["run_started", "attempt_started"]);
+    let r = verify_ledger_signatures(&open, &public).unwrap();
+    assert!(r.ok, "{:?}", r.error);
+    assert!(!r.finished);
+    assert!(r.first_unsigned_evidence.is_some());
+}

@@ -46,31 +46,41 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
         }
         Err(e) => return Err(e.into()),
     };
+    let artifacts = if report.ok {
+        check_artifacts(&args)?
+    } else {
+        ArtifactCheck::NotAsked
+    };
     if args.json {
+        let mut error = report.error.as_ref().map(|f| {
+            let mut v = serde_json::to_value(f).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("message".into(), f.to_string().into());
+            }
+            v
+        });
+        if let ArtifactCheck::Failed { seq, message } = &artifacts {
+            error = Some(serde_json::json!({"reason": "artifact", "seq": seq, "message": message}));
+        }
+        let ok = report.ok && !matches!(artifacts, ArtifactCheck::Failed { .. });
         let out = serde_json::json!({
-            "ok": report.ok,
+            "ok": ok,
             "entries": report.entries,
             "head": report.head,
-            "error": report.error.as_ref().map(|f| {
-                let mut v = serde_json::to_value(f).unwrap_or_default();
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert("message".into(), f.to_string().into());
-                }
-                v
-            }),
+            "artifacts_verified": artifacts.verified(),
+            "error": error,
         });
         println!("{out}");
-        return Ok(if report.ok {
-            Status::Ok
-        } else {
-            Status::Integrity
-        });
+        return Ok(if ok { Status::Ok } else { Status::Integrity });
     }
     match &report.error {
         None => {
+            artifacts.to_result(&args)?;
             println!(
-                "ok: {} entries verify; head {}",
-                report.entries, report.head
+                "ok: {} entries verify; head {}{}",
+                report.entries,
+                report.head,
+                artifacts.suffix()
             );
             Ok(Status::Ok)
         }
@@ -80,6 +90,66 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
             report.entries
         ))),
     }
+}
+
+/// The result of `--artifacts`.
+pub(super) enum ArtifactCheck {
+    NotAsked,
+    Verified(u64),
+    Failed { seq: u64, message: String },
+}
+
+impl ArtifactCheck {
+    pub(super) fn verified(&self) -> Option<u64> {
+        match self {
+            ArtifactCheck::Verified(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub(super) fn suffix(&self) -> String {
+        match self {
+            ArtifactCheck::Verified(n) => format!("; {n} artifact references re-hashed"),
+            _ => String::new(),
+        }
+    }
+
+    /// Exit 3 naming the artifact and its entry.
+    pub(super) fn to_result(&self, args: &LedgerVerifyArgs) -> Result<(), Failure> {
+        match self {
+            ArtifactCheck::Failed { message, .. } => Err(Failure::integrity(format!(
+                "{}: {message}",
+                args.path.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `--artifacts [DIR]`: re-hash every artifact the ledger references (default store: the
+/// `artifacts/` directory beside the ledger, where `eval run` keeps it).
+pub(super) fn check_artifacts(args: &LedgerVerifyArgs) -> Result<ArtifactCheck, Failure> {
+    let Some(dir) = &args.artifacts else {
+        return Ok(ArtifactCheck::NotAsked);
+    };
+    let dir = if dir.is_empty() {
+        args.path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("artifacts")
+    } else {
+        std::path::PathBuf::from(dir)
+    };
+    let entries: Vec<ledger::Entry> = match ledger::detect_source(&args.path)? {
+        SourceKind::Sqlite => LedgerReader::open(&args.path)?.entries()?,
+        SourceKind::Jsonl => ledger::JsonlReader::open(&args.path)?.collect::<Result<_, _>>()?,
+    };
+    Ok(
+        match crate::run::report_data::verify_artifacts_at(&entries, &dir) {
+            Ok(n) => ArtifactCheck::Verified(n),
+            Err((seq, message)) => ArtifactCheck::Failed { seq, message },
+        },
+    )
 }
 
 fn show(args: LedgerShowArgs) -> CmdResult {

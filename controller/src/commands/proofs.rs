@@ -62,24 +62,36 @@ pub fn consistency(args: LedgerConsistencyArgs) -> CmdResult {
 pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head>) -> CmdResult {
     let key = parse_public_key(key_arg)?;
     let report = signing::verify_ledger_signatures_expecting(&args.path, &key, expect)?;
+    let artifacts = if report.ok {
+        super::ledger::check_artifacts(args)?
+    } else {
+        super::ledger::ArtifactCheck::NotAsked
+    };
     if args.json {
         let mut v = serde_json::to_value(&report)
             .map_err(|e| Failure::usage(format!("encoding the report: {e}")))?;
+        let mut ok = report.ok;
         if let Some(obj) = v.as_object_mut() {
             obj.insert("signatures".into(), true.into());
+            obj.insert("artifacts_verified".into(), artifacts.verified().into());
+            if let super::ledger::ArtifactCheck::Failed { seq, message } = &artifacts {
+                ok = false;
+                obj.insert("ok".into(), false.into());
+                obj.insert(
+                    "error".into(),
+                    serde_json::json!({"reason": "artifact", "seq": seq, "message": message}),
+                );
+            }
         }
         println!("{v}");
-        return Ok(if report.ok {
-            Status::Ok
-        } else {
-            Status::Integrity
-        });
+        return Ok(if ok { Status::Ok } else { Status::Integrity });
     }
     match &report.error {
         None => {
+            artifacts.to_result(args)?;
             let last = report.last_checkpoint.as_ref();
             println!(
-                "ok: {} entries verify; head {}; {} checkpoints signed by {} verify; the last (seq {}) covers entries 1..{} of {}",
+                "ok: {} entries verify; head {}; {} checkpoints signed by {} verify; the last (seq {}) covers entries 1..{} of {}{}",
                 report.entries,
                 report.head,
                 report.checkpoints,
@@ -87,6 +99,7 @@ pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head
                 last.map_or(0, |c| c.seq),
                 last.map_or(0, |c| c.tree_size),
                 last.map_or("", |c| c.origin.as_str()),
+                artifacts.suffix()
             );
             Ok(Status::Ok)
         }

@@ -2,7 +2,9 @@
 //!
 //! The only input is [`RunData`], built from the run's verified ledger by [`load_run_data`]
 //! (the one function that reads the ledger for reports). Exit 0 when release is allowed, 1 when
-//! not, 3 on an integrity failure (ledger, freeze drift, retired identity).
+//! not, 3 on an integrity failure (ledger, freeze drift, retired identity). With a preregistered
+//! public key the signed evidence and every referenced artifact are verified before anything is
+//! computed; a failure there exits 3 with nothing written, appended or recorded.
 
 use std::path::Path;
 
@@ -81,7 +83,9 @@ pub fn publish(
         })?;
         let verdict = serde_json::json!({
             "release_allowed": report.release_allowed,
+            "verdict": report.verdict_line(),
             "reasons": report.reasons,
+            "anomalies": report.anomalies,
             "exit_status": report.exit_status(),
         });
         super::attest::write_report_attestation(
@@ -111,20 +115,13 @@ pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>)
         Some(path) => {
             std::fs::write(path, body)
                 .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))?;
-            println!(
-                "{}: release {} ({})",
-                path.display(),
-                if report.release_allowed {
-                    "allowed"
-                } else {
-                    "not allowed"
-                },
-                if report.reasons.is_empty() {
-                    "every check passed".to_string()
-                } else {
-                    format!("{} reasons", report.reasons.len())
-                }
-            );
+            // "every check passed" only when nothing at all is flagged: an unsigned run or one
+            // whose candidate never made a model call must not read as clean.
+            let summary = match (report.reasons.len(), report.anomalies.len()) {
+                (0, 0) => "every check passed".to_string(),
+                (r, a) => format!("{r} reasons, {a} anomalies"),
+            };
+            println!("{}: {} ({summary})", path.display(), report.verdict_line());
         }
         None => print!("{body}"),
     }

@@ -353,9 +353,11 @@ impl Recorder {
         if let Some(c) = &self.crash_at {
             c.check("after", &copies);
         }
-        if kinds
-            .iter()
-            .any(|k| k == events::ATTEMPT_OUTCOME || k == events::RUN_FINISHED)
+        // `fixture_upstream` follows `run_finished`: signing after it too keeps a finished
+        // run signed to its end (a report refuses one with an unsigned tail).
+        if kinds.iter().any(|k| {
+            k == events::ATTEMPT_OUTCOME || k == events::RUN_FINISHED || k == "fixture_upstream"
+        })
             && let Some(c) = &self.checkpointer
         {
             c.lock()

@@ -1,14 +1,21 @@
 //! Builds the report input ([`RunData`]) from a run's ledger — the only place reports read it.
 //! The ledger is verified first; a broken chain still yields data (with `ledger_verified =
 //! false` and the reason) so the report can say what is wrong, and `eval report` exits 3.
+//!
+//! Before anything is computed, two checks refuse outright (an `Integrity` error, so nothing is
+//! written, appended or recorded): when the freeze preregisters a public key, every checkpoint
+//! must verify with it and a finished run must be signed to its end; and every artifact the
+//! ledger references must still hash to its digest.
 
 use super::events::{self, Outcome, Phase};
 use super::replay::RunState;
-use eval_evidence::ledger::{self, LedgerReader};
+use eval_evidence::ledger::{self, Digest, Entry, LedgerReader};
 use eval_evidence::report::{
-    self as rd, AttemptData, LedgerHeadRef, RunData, SlotData, StatPlan, SuiteData, TokenCounts,
+    self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan, SuiteData,
+    TokenCounts,
 };
 use eval_protocols::{Project, Registry};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +81,9 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
     let started = st.started.clone().ok_or_else(|| {
         ReportDataError::Input(format!("{}: no run_started entry", path.display()))
     })?;
+    let signed_evidence = verify_signatures(state, &path, &started.protocol)?;
+    let artifacts_verified = verify_artifacts(&entries, &super::artifacts_dir(state, matrix))
+        .map_err(ReportDataError::Integrity)?;
     let project = Project::open(root);
     let loaded = project
         .load(&started.protocol)
@@ -138,6 +148,18 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             rep: s.rep,
         })
         .collect();
+    // Whether each arm's runtime declares a harness metrics file: how ledgers written before
+    // outcomes recorded `accounting` are judged.
+    let declared: BTreeMap<&str, bool> = p
+        .arms
+        .iter()
+        .filter_map(|a| {
+            eval_runtimes::RuntimeDef::load(&root.join(&a.runtime))
+                .ok()
+                .map(|d| (a.id.as_str(), d.def.metrics_path.is_some()))
+        })
+        .collect();
+    let spend = spend_by_attempt(&entries);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
         let Ok(a) = serde_json::from_slice::<events::AttemptStarted>(&e.payload) else {
@@ -177,6 +199,9 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             harness_turns: o.as_ref().and_then(|o| o.harness.map(|h| h.model_turns)),
             harness_tokens: o.as_ref().and_then(|o| o.harness.map(|h| h.total_tokens)),
             upstream: started.upstream.url.clone(),
+            accounting: o.as_ref().and_then(|o| o.accounting.clone()),
+            metrics_declared: declared.get(a.arm.as_str()).copied(),
+            spend_usd: spend.get(&a.attempt).copied().unwrap_or(0.0),
         });
     }
     Ok(RunData {
@@ -194,6 +219,8 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         freeze_drift: drift,
         identity_retired: retired,
         fixture_upstream: started.fixture_evidence,
+        signed_evidence,
+        artifacts_verified: Some(artifacts_verified),
         plan: StatPlan {
             resamples: p.statistics.resamples,
             seed: p.statistics.seed,
@@ -217,6 +244,166 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         slots,
         attempts,
     })
+}
+
+/// With a preregistered public key: every checkpoint verifies with it (signature, root,
+/// consistency) and a finished run is covered to its end. Without one: `None` (unsigned).
+fn verify_signatures(
+    state: &Path,
+    ledger_path: &Path,
+    protocol: &str,
+) -> Result<Option<SignedEvidence>, ReportDataError> {
+    let reg = Registry::open(state).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    if reg.frozen_identity(protocol).is_none() {
+        // Not frozen: the report's drift check says so and exits 3.
+        return Ok(None);
+    }
+    // A frozen protocol whose freeze cannot be read must not be reported as merely unsigned.
+    let key = eval_protocols::frozen_public_key(state, protocol).map_err(|e| {
+        ReportDataError::Integrity(format!(
+            "cannot read the preregistered public key of {protocol}: {e}"
+        ))
+    })?;
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let r = eval_evidence::signing::verify_ledger_signatures(ledger_path, &key)
+        .map_err(|e| ReportDataError::Integrity(format!("{}: {e}", ledger_path.display())))?;
+    if let Some(f) = &r.error {
+        return Err(ReportDataError::Integrity(format!(
+            "{}: the evidence does not verify with the preregistered public key {key}: {} ({}); no report was computed",
+            ledger_path.display(),
+            f.message,
+            f.reason
+        )));
+    }
+    let last = r.last_checkpoint.as_ref();
+    Ok(Some(SignedEvidence {
+        key: key.to_string(),
+        checkpoints: r.checkpoints,
+        last_checkpoint_seq: last.map_or(0, |c| c.seq),
+        covered: last.map_or(0, |c| c.tree_size),
+        unsigned_from: r.first_unsigned_evidence,
+    }))
+}
+
+/// An artifact a ledger entry references by digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArtifactRef {
+    pub seq: u64,
+    pub kind: String,
+    /// The payload's `attempt`, when it has one.
+    pub attempt: Option<String>,
+    /// The key under `artifacts` (`workspace`, `grader_output`, …).
+    pub name: String,
+    pub digest: String,
+}
+
+impl std::fmt::Display for ArtifactRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "artifact {} ({}) referenced by seq {} ({}{})",
+            self.digest,
+            self.name,
+            self.seq,
+            self.kind,
+            self.attempt
+                .as_ref()
+                .map(|a| format!(" of {a}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+/// Every artifact the ledger references: each string value of a payload's top-level `artifacts`
+/// object (the `attempt_outcome` receipt's digests, and any later kind that follows the shape).
+pub fn referenced_artifacts(entries: &[Entry]) -> Vec<ArtifactRef> {
+    let mut out = Vec::new();
+    for e in entries {
+        let Ok(v) = e.payload_json() else { continue };
+        let Some(arts) = v.get("artifacts").and_then(|a| a.as_object()) else {
+            continue;
+        };
+        for (name, d) in arts {
+            if let Some(d) = d.as_str() {
+                out.push(ArtifactRef {
+                    seq: e.seq,
+                    kind: e.kind.clone(),
+                    attempt: v.get("attempt").and_then(|a| a.as_str()).map(str::to_owned),
+                    name: name.clone(),
+                    digest: d.to_owned(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Re-hashes every artifact the ledger references in the store at `dir`; the first one that is
+/// missing, altered or malformed is the error (naming its digest and the entry). Returns how
+/// many references were checked.
+pub fn verify_artifacts(entries: &[Entry], dir: &Path) -> Result<u64, String> {
+    verify_artifacts_at(entries, dir).map_err(|(_, m)| m)
+}
+
+/// [`verify_artifacts`] that also gives the seq of the entry whose artifact failed.
+pub fn verify_artifacts_at(entries: &[Entry], dir: &Path) -> Result<u64, (u64, String)> {
+    let refs = referenced_artifacts(entries);
+    if refs.is_empty() {
+        return Ok(0);
+    }
+    if !dir.is_dir() {
+        return Err((
+            refs[0].seq,
+            format!(
+                "{}: {} is missing: the artifact store {} does not exist",
+                refs[0].digest,
+                refs[0],
+                dir.display()
+            ),
+        ));
+    }
+    let store = eval_evidence::artifacts::ArtifactStore::open(dir)
+        .map_err(|e| (refs[0].seq, e.to_string()))?;
+    let mut checked = std::collections::BTreeSet::new();
+    for r in &refs {
+        let digest = Digest::parse(&r.digest)
+            .ok_or_else(|| (r.seq, format!("{r}: {:?} is not a sha256 digest", r.digest)))?;
+        if checked.contains(&digest) {
+            continue;
+        }
+        store.verify(&digest).map_err(|e| {
+            let m = match e {
+                eval_evidence::artifacts::ArtifactError::Missing { .. } => {
+                    format!("{r} is missing from {}", dir.display())
+                }
+                eval_evidence::artifacts::ArtifactError::Corrupt { actual, .. } => {
+                    format!("{r} was altered: its bytes now hash to {actual}")
+                }
+                other => format!("{r}: {other}"),
+            };
+            (r.seq, m)
+        })?;
+        checked.insert(digest);
+    }
+    Ok(refs.len() as u64)
+}
+
+/// USD per attempt id, summed over its `model_call` records as the proxy priced them.
+fn spend_by_attempt(entries: &[Entry]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.kind == events::MODEL_CALL) {
+        let Ok(v) = e.payload_json() else { continue };
+        let (Some(a), Some(usd)) = (
+            v.get("attempt").and_then(|a| a.as_str()),
+            v.pointer("/record/spend_usd").and_then(|x| x.as_f64()),
+        ) else {
+            continue;
+        };
+        *out.entry(a.to_owned()).or_insert(0.0) += usd;
+    }
+    out
 }
 
 /// Total seconds attempts spent inside containers, from the ledger (for `eval demo`'s figures).

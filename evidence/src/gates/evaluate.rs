@@ -504,6 +504,9 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
         }
         Statistic::AccountingComplete => {
             for a in &run.attempts {
+                if let Some(why) = crate::report::accounting_gap(a) {
+                    reasons.push(format!("{} #{}: {why}", a.slot, a.attempt));
+                }
                 if a.outcome == Some(Outcome::AccountingMismatch) {
                     reasons.push(format!("{} #{}: accounting mismatch", a.slot, a.attempt));
                 }

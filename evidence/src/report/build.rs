@@ -11,8 +11,12 @@ use crate::stats::PairedTasks;
 use crate::stats::paired::{PairedConfig, PairedSummary, paired_summary};
 use crate::stats::resample::{ExactMode, ResampleConfig};
 
-/// Schema id of the JSON report; bump the number on any incompatible change.
-pub const REPORT_SCHEMA: &str = "eval.report/1";
+/// Schema id of the JSON report; bump the number on any change. `/2` added `verdict`,
+/// `evidence`, `anomalies` and the per-arm outcome breakdown, spend and anomalies; a `/1`
+/// document still reads (the new fields default to empty).
+pub const REPORT_SCHEMA: &str = "eval.report/2";
+/// Every schema [`Report::from_json`] reads.
+pub const REPORT_SCHEMAS_READ: &[&str] = &["eval.report/1", REPORT_SCHEMA];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -20,6 +24,8 @@ pub enum ReportError {
     Version(u32),
     #[error("cannot serialise the report: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("report schema {found:?} is not one this eval reads ({known})")]
+    Schema { found: String, known: String },
 }
 
 /// The report (JSON schema `eval.report/1`; see ARCHITECTURE.md "Report").
@@ -33,8 +39,20 @@ pub struct Report {
     /// The ledger head the report was computed from.
     pub ledger_head: LedgerHeadRef,
     pub release_allowed: bool,
+    /// The verdict line as every rendering shows it: the verdict, then whether the evidence is
+    /// signed and how many anomalies are flagged.
+    #[serde(default)]
+    pub verdict: String,
     /// Every reason release is not allowed (empty when allowed).
     pub reasons: Vec<String>,
+    /// What a reader should look at even when the gates passed: unsigned evidence, attempts
+    /// that made no model call, contract violations, budget exhaustions, accounting that was not
+    /// cross-checked (each also listed per arm in `accounting`).
+    #[serde(default)]
+    pub anomalies: Vec<String>,
+    /// What was verified about the evidence before anything was computed.
+    #[serde(default)]
+    pub evidence: Option<EvidenceCheck>,
     /// The ledger does not verify, the freeze drifted or the identity is retired (exit 3).
     pub integrity_failure: bool,
     pub checks: Checks,
@@ -45,6 +63,20 @@ pub struct Report {
     pub infra_faults: Vec<FaultRow>,
     pub reruns: Vec<RerunRow>,
     pub plan: StatPlan,
+}
+
+/// How the evidence was checked before the report was computed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceCheck {
+    /// Every checkpoint verified with the preregistered public key (`false`: the protocol
+    /// preregisters no key, so only the hash chain was checked).
+    pub signed: bool,
+    pub public_key: Option<String>,
+    pub checkpoints: u64,
+    /// Entries `1..covered_entries` are covered by the last signed checkpoint.
+    pub covered_entries: u64,
+    /// Artifacts re-hashed against the digests the ledger records.
+    pub artifacts_verified: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -120,6 +152,20 @@ pub struct ArmAccounting {
     pub reasoning_tokens: u64,
     pub oracle_calls: u64,
     pub duration_seconds: f64,
+    /// Attempts per outcome (`completed`, `contract_violation`, `infra_fault`, …).
+    #[serde(default)]
+    pub outcomes: BTreeMap<String, usize>,
+    /// USD spent on model calls, as the proxy priced them.
+    #[serde(default)]
+    pub spend_usd: f64,
+    /// Attempts that ended by themselves (not an infra fault) without a single model turn.
+    #[serde(default)]
+    pub zero_turn_attempts: usize,
+    /// Attempts whose accounting was not cross-checked with the harness's metrics file.
+    #[serde(default)]
+    pub accounting_unchecked: usize,
+    #[serde(default)]
+    pub anomalies: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -194,6 +240,31 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             .push("the upstream was the fixture: fixture evidence never allows a release".into());
     }
     let release_allowed = reasons.is_empty();
+    let accounting = accounting(run);
+    let mut anomalies = Vec::new();
+    match &run.signed_evidence {
+        None => anomalies.push(UNSIGNED.to_string()),
+        Some(e) => {
+            if let Some(seq) = e.unsigned_from {
+                anomalies.push(format!(
+                    "evidence partly unsigned: entries from seq {seq} on are covered by no signed checkpoint (the run has not finished)"
+                ));
+            }
+        }
+    }
+    for a in &accounting {
+        anomalies.extend(
+            a.anomalies
+                .iter()
+                .map(|x| format!("suite {} arm {}: {x}", a.suite, a.arm)),
+        );
+    }
+    let verdict = verdict_text_of(
+        release_allowed,
+        integrity_failure(run),
+        run.signed_evidence.is_some(),
+        anomalies.len(),
+    );
     Ok(Report {
         schema: REPORT_SCHEMA.into(),
         matrix: run.matrix.clone(),
@@ -202,10 +273,17 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         driver_digest: run.driver_digest.clone(),
         ledger_head: run.ledger_head.clone(),
         release_allowed,
+        verdict,
         reasons,
-        integrity_failure: !run.ledger_verified
-            || !run.freeze_drift.is_empty()
-            || run.identity_retired,
+        anomalies,
+        evidence: Some(EvidenceCheck {
+            signed: run.signed_evidence.is_some(),
+            public_key: run.signed_evidence.as_ref().map(|e| e.key.clone()),
+            checkpoints: run.signed_evidence.as_ref().map_or(0, |e| e.checkpoints),
+            covered_entries: run.signed_evidence.as_ref().map_or(0, |e| e.covered),
+            artifacts_verified: run.artifacts_verified,
+        }),
+        integrity_failure: integrity_failure(run),
         checks: Checks {
             all_gates_passed,
             run_complete,
@@ -218,7 +296,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         completeness,
         gates,
         suites: run.suites.iter().map(|s| suite_report(run, s)).collect(),
-        accounting: accounting(run),
+        accounting,
         infra_faults: run
             .attempts
             .iter()
@@ -248,7 +326,66 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     })
 }
 
+/// The anomaly (and verdict-line note) of a run whose protocol preregisters no public key.
+pub const UNSIGNED: &str = "evidence unsigned: the protocol preregisters no public key, so only the hash chain was checked";
+
+fn integrity_failure(run: &RunData) -> bool {
+    !run.ledger_verified || !run.freeze_drift.is_empty() || run.identity_retired
+}
+
+fn verdict_text_of(allowed: bool, integrity: bool, signed: bool, anomalies: usize) -> String {
+    let mut v = if allowed {
+        "RELEASE ALLOWED".to_string()
+    } else if integrity {
+        "RELEASE NOT ALLOWED (integrity failure)".to_string()
+    } else {
+        "RELEASE NOT ALLOWED".to_string()
+    };
+    v.push_str(if signed {
+        " — evidence signed"
+    } else {
+        " — evidence UNSIGNED"
+    });
+    if anomalies > 0 {
+        v.push_str(&format!(
+            " — {anomalies} anomal{} flagged",
+            if anomalies == 1 { "y" } else { "ies" }
+        ));
+    }
+    v
+}
+
 impl Report {
+    /// Reads a JSON report of any schema this eval knows (older ones get empty new fields).
+    pub fn from_json(bytes: &[u8]) -> Result<Report, ReportError> {
+        let v: serde_json::Value = serde_json::from_slice(bytes)?;
+        let found = v
+            .get("schema")
+            .and_then(|s| s.as_str())
+            .unwrap_or("")
+            .to_string();
+        if !REPORT_SCHEMAS_READ.contains(&found.as_str()) {
+            return Err(ReportError::Schema {
+                found,
+                known: REPORT_SCHEMAS_READ.join(", "),
+            });
+        }
+        Ok(serde_json::from_value(v)?)
+    }
+
+    /// The verdict line; reports of schema `/1` did not store one.
+    pub fn verdict_line(&self) -> String {
+        if !self.verdict.is_empty() {
+            return self.verdict.clone();
+        }
+        verdict_text_of(
+            self.release_allowed,
+            self.integrity_failure,
+            self.evidence.as_ref().is_some_and(|e| e.signed),
+            self.anomalies.len(),
+        )
+    }
+
     /// 0 release allowed · 1 not allowed · 3 integrity failure.
     pub fn exit_status(&self) -> u8 {
         if self.integrity_failure {
@@ -468,6 +605,11 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
                     reasoning_tokens: 0,
                     oracle_calls: 0,
                     duration_seconds: 0.0,
+                    outcomes: BTreeMap::new(),
+                    spend_usd: 0.0,
+                    zero_turn_attempts: 0,
+                    accounting_unchecked: 0,
+                    anomalies: Vec::new(),
                 });
                 out.len() - 1
             }
@@ -481,8 +623,61 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         x.reasoning_tokens += a.tokens.reasoning;
         x.oracle_calls += u64::from(a.oracle_calls);
         x.duration_seconds += a.duration_seconds;
+        x.spend_usd += a.spend_usd;
+        *x.outcomes
+            .entry(a.outcome.as_ref().map_or("open", outcome_name).to_string())
+            .or_default() += 1;
+        if a.cross_checkable() && a.model_turns == 0 {
+            x.zero_turn_attempts += 1;
+        }
+        if super::run_data::accounting_gap(a).is_some() {
+            x.accounting_unchecked += 1;
+        }
+    }
+    for x in &mut out {
+        let n = x.attempts;
+        let count = |o: &str| x.outcomes.get(o).copied().unwrap_or(0);
+        if x.zero_turn_attempts > 0 {
+            x.anomalies.push(format!(
+                "{} of {n} attempts made no model call",
+                x.zero_turn_attempts
+            ));
+        }
+        for (o, what) in [
+            ("contract_violation", "ended in a contract violation"),
+            ("budget_exhausted", "exhausted their budget"),
+            (
+                "accounting_mismatch",
+                "had accounting that disagreed with the proxy",
+            ),
+        ] {
+            if count(o) > 0 {
+                x.anomalies
+                    .push(format!("{} of {n} attempts {what}", count(o)));
+            }
+        }
+        if x.accounting_unchecked > 0 {
+            x.anomalies.push(format!(
+                "{} of {n} attempts' accounting was not cross-checked with the harness's metrics file",
+                x.accounting_unchecked
+            ));
+        }
     }
     out
+}
+
+/// The snake_case name of an outcome, as the ledger writes it.
+pub fn outcome_name(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Completed => "completed",
+        Outcome::AgentError => "agent_error",
+        Outcome::Timeout => "timeout",
+        Outcome::BudgetExhausted => "budget_exhausted",
+        Outcome::ContractViolation => "contract_violation",
+        Outcome::AccountingMismatch => "accounting_mismatch",
+        Outcome::Interrupted => "interrupted",
+        Outcome::InfraFault => "infra_fault",
+    }
 }
 
 /// Payload of the `report` ledger entry the controller appends after writing a report.

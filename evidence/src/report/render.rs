@@ -29,13 +29,15 @@ pub fn render(report: &Report, format: Format) -> Result<String, ReportError> {
 }
 
 fn verdict_line(r: &Report) -> String {
-    if r.release_allowed {
-        "RELEASE ALLOWED".into()
-    } else if r.integrity_failure {
-        "RELEASE NOT ALLOWED (integrity failure)".into()
-    } else {
-        "RELEASE NOT ALLOWED".into()
-    }
+    r.verdict_line()
+}
+
+fn outcomes_text(a: &super::build::ArmAccounting) -> String {
+    a.outcomes
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn num(v: f64) -> String {
@@ -75,6 +77,12 @@ fn text(r: &Report) -> String {
     let _ = writeln!(o, "{}", verdict_line(r));
     for reason in &r.reasons {
         let _ = writeln!(o, "  - {reason}");
+    }
+    if !r.anomalies.is_empty() {
+        let _ = writeln!(o, "Anomalies:");
+        for a in &r.anomalies {
+            let _ = writeln!(o, "  ! {a}");
+        }
     }
     let _ = writeln!(
         o,
@@ -168,16 +176,21 @@ fn text(r: &Report) -> String {
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "  {}/{}: {} attempts, {} turns, {} in + {} out tokens, {} oracle calls, {}s",
+            "  {}/{}: {} attempts ({}), {} turns, {} in + {} out tokens, ${}, {} oracle calls, {}s",
             a.suite,
             a.arm,
             a.attempts,
+            outcomes_text(a),
             a.model_turns,
             a.input_tokens,
             a.output_tokens,
+            num(a.spend_usd),
             a.oracle_calls,
             num(a.duration_seconds)
         );
+        for x in &a.anomalies {
+            let _ = writeln!(o, "      ! {x}");
+        }
     }
     let _ = writeln!(
         o,
@@ -203,6 +216,12 @@ fn markdown(r: &Report) -> String {
     let _ = writeln!(o, "# {}\n", verdict_line(r));
     for reason in &r.reasons {
         let _ = writeln!(o, "- {}", md_escape(reason));
+    }
+    if !r.anomalies.is_empty() {
+        let _ = writeln!(o, "\n**Anomalies**\n");
+        for a in &r.anomalies {
+            let _ = writeln!(o, "- ⚠ {}", md_escape(a));
+        }
     }
     let _ = writeln!(
         o,
@@ -274,19 +293,22 @@ fn markdown(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "\n## Accounting\n\n| suite | arm | attempts | turns | input tokens | output tokens | oracle calls |\n|---|---|---|---|---|---|---|"
+        "\n## Accounting\n\n| suite | arm | attempts | outcomes | turns | input tokens | output tokens | spend (USD) | oracle calls | anomalies |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             a.suite,
             a.arm,
             a.attempts,
+            outcomes_text(a),
             a.model_turns,
             a.input_tokens,
             a.output_tokens,
-            a.oracle_calls
+            num(a.spend_usd),
+            a.oracle_calls,
+            md_escape(&a.anomalies.join("; "))
         );
     }
     let _ = writeln!(
@@ -355,6 +377,13 @@ fn html(r: &Report) -> String {
         }
         let _ = writeln!(o, "</ul>");
     }
+    if !r.anomalies.is_empty() {
+        let _ = writeln!(o, "<h2>Anomalies</h2><ul id=\"anomalies\">");
+        for a in &r.anomalies {
+            let _ = writeln!(o, "<li>{}</li>", esc(a));
+        }
+        let _ = writeln!(o, "</ul>");
+    }
     if r.checks.fixture_upstream {
         let _ = writeln!(
             o,
@@ -382,12 +411,12 @@ fn html(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "<h2>Token and turn accounting per arm</h2><table><tr><th>suite</th><th>arm</th><th>attempts</th><th>model turns</th><th>input tokens</th><th>output tokens</th><th>cached</th><th>reasoning</th><th>oracle calls</th><th>duration (s)</th></tr>"
+        "<h2>Token and turn accounting per arm</h2><table><tr><th>suite</th><th>arm</th><th>attempts</th><th>model turns</th><th>input tokens</th><th>output tokens</th><th>cached</th><th>reasoning</th><th>oracle calls</th><th>duration (s)</th><th>outcomes</th><th>spend (USD)</th><th>anomalies</th></tr>"
     );
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&a.suite),
             esc(&a.arm),
             a.attempts,
@@ -397,7 +426,10 @@ fn html(r: &Report) -> String {
             a.cached_tokens,
             a.reasoning_tokens,
             a.oracle_calls,
-            num(a.duration_seconds)
+            num(a.duration_seconds),
+            esc(&outcomes_text(a)),
+            num(a.spend_usd),
+            esc(&a.anomalies.join("; "))
         );
     }
     let _ = writeln!(o, "</table><h2>Infrastructure faults and reruns</h2>");

@@ -41,6 +41,14 @@ pub struct RunData {
     pub identity_retired: bool,
     /// The run used the embedded fixture upstream (never release evidence).
     pub fixture_upstream: bool,
+    /// What the preregistered public key verified before this was built; `None` when the
+    /// protocol preregisters no key (the evidence is unsigned, and the report says so).
+    #[serde(default)]
+    pub signed_evidence: Option<SignedEvidence>,
+    /// Artifacts the ledger references that were re-hashed against their digests before this was
+    /// built (`None` in data from before artifacts were checked).
+    #[serde(default)]
+    pub artifacts_verified: Option<u64>,
     /// The protocol's statistical plan.
     pub plan: StatPlan,
     /// The protocol's release gates, in declaration order.
@@ -58,6 +66,24 @@ pub struct RunData {
     pub slots: Vec<SlotData>,
     /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts included).
     pub attempts: Vec<AttemptData>,
+}
+
+/// The signed evidence a report rests on: every checkpoint verified with the preregistered key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedEvidence {
+    /// The preregistered public key (C2SP note form).
+    pub key: String,
+    /// Checkpoints verified.
+    pub checkpoints: u64,
+    /// Seq of the last checkpoint entry.
+    pub last_checkpoint_seq: u64,
+    /// Entries `1..covered` are covered by the last checkpoint's signature.
+    pub covered: u64,
+    /// The first evidence entry no checkpoint covers: only possible on a run that has not
+    /// finished (a finished one with such an entry is refused before a report exists).
+    #[serde(default)]
+    pub unsigned_from: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -198,6 +224,17 @@ pub struct AttemptData {
     pub harness_tokens: Option<u64>,
     /// Upstream endpoint the proxy forwarded to (e.g. `https://api.deepseek.com`, `fixture`).
     pub upstream: String,
+    /// The accounting cross-check's result as the outcome records it: `matched`, `mismatch`,
+    /// `metrics_missing`, `metrics_unreadable` or `not_declared`; `None` in older ledgers.
+    #[serde(default)]
+    pub accounting: Option<String>,
+    /// Whether the arm's runtime declares a harness metrics file (for older ledgers without
+    /// `accounting`); `None` when unknown.
+    #[serde(default)]
+    pub metrics_declared: Option<bool>,
+    /// Spend in USD of this attempt's model calls, as the proxy priced them.
+    #[serde(default)]
+    pub spend_usd: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,5 +251,56 @@ pub struct TokenCounts {
 impl TokenCounts {
     pub fn total(&self) -> u64 {
         self.input.saturating_add(self.output)
+    }
+}
+
+impl AttemptData {
+    /// The attempt ran an agent whose accounting can be cross-checked: it ended by itself with a
+    /// non-infrastructure outcome (an infra fault or an attempt closed by the controller never
+    /// reached the cross-check).
+    pub fn cross_checkable(&self) -> bool {
+        matches!(
+            self.outcome,
+            Some(
+                Outcome::Completed
+                    | Outcome::AgentError
+                    | Outcome::Timeout
+                    | Outcome::BudgetExhausted
+                    | Outcome::ContractViolation
+                    | Outcome::AccountingMismatch
+            )
+        )
+    }
+}
+
+/// Why an attempt's accounting was not cross-checked with the harness's own metrics file, if it
+/// was not: the declared file was missing or unreadable, or the runtime declares none. Ledgers
+/// written before outcomes recorded `accounting` are judged from `harness` and the runtime's
+/// declaration: a declared file with no harness figures is a missing file.
+pub fn accounting_gap(a: &AttemptData) -> Option<String> {
+    if !a.cross_checkable() {
+        return None;
+    }
+    match a.accounting.as_deref() {
+        Some("matched") | Some("mismatch") => None,
+        Some("metrics_missing") => Some("the declared harness metrics file is missing".into()),
+        Some("metrics_unreadable") => {
+            Some("the declared harness metrics file is unreadable".into())
+        }
+        Some("not_declared") => Some(
+            "accounting not cross-checked: the runtime declares no harness metrics file".into(),
+        ),
+        Some(other) => Some(format!("unknown accounting result {other:?}")),
+        None => match (a.metrics_declared, a.harness_turns.is_some()) {
+            (_, true) => None,
+            (Some(true), false) => {
+                Some("the declared harness metrics file is missing or unreadable".into())
+            }
+            (Some(false), false) => Some(
+                "accounting not cross-checked: the runtime declares no harness metrics file".into(),
+            ),
+            // Data from elsewhere that says nothing about the declaration: nothing to judge by.
+            (None, false) => None,
+        },
     }
 }

@@ -35,6 +35,6 @@ pub use receipt::{
     verify_consistency_proof, verify_receipt,
 };
 pub use scan::{
-    CheckpointSummary, RecordedCheckpoint, ScanFailure, SignatureReport, verify_ledger_signatures,
-    verify_ledger_signatures_expecting,
+    ANNOTATION_KINDS, CheckpointSummary, RUN_FINISHED_KIND, RUN_STARTED_KIND, RecordedCheckpoint,
+    ScanFailure, SignatureReport, verify_ledger_signatures, verify_ledger_signatures_expecting,
 };

@@ -27,7 +27,7 @@ pub struct ScanFailure {
     /// The first entry at fault (0 when the fault is the ledger as a whole).
     pub seq: u64,
     /// `chain`, `malformed_checkpoint`, `future_tree_size`, `root_mismatch`, `rewind`,
-    /// `origin_changed`, `inconsistent`, `bad_signature` or `no_checkpoint`.
+    /// `origin_changed`, `inconsistent`, `bad_signature`, `no_checkpoint` or `unsigned_tail`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -48,7 +48,22 @@ pub(crate) struct LedgerScan {
     pub failure: Option<ScanFailure>,
     keep_seq: Option<u64>,
     pub kept: Option<Entry>,
+    /// The last entry that is run evidence (any kind but [`ANNOTATION_KINDS`]).
+    pub last_evidence_seq: u64,
+    /// Evidence entries not covered by the last verified checkpoint, oldest first.
+    uncovered: std::collections::VecDeque<u64>,
+    pub last_run_started: u64,
+    pub last_run_finished: u64,
 }
+
+/// Kinds that record something *about* a run after the fact rather than the run itself: they
+/// may follow the run's final checkpoint without making its evidence incomplete (a report made
+/// without the private key appends an unsigned `report` entry).
+pub const ANNOTATION_KINDS: &[&str] = &[CHECKPOINT_KIND, "report", "note"];
+/// The controller's session markers: a ledger whose last marker is `run_finished` is a finished
+/// run, whose every evidence entry must be covered by a signed checkpoint.
+pub const RUN_STARTED_KIND: &str = "run_started";
+pub const RUN_FINISHED_KIND: &str = "run_finished";
 
 impl LedgerScan {
     pub fn new(key: Option<PublicKey>, keep_seq: Option<u64>) -> Self {
@@ -67,6 +82,10 @@ impl LedgerScan {
             failure: None,
             keep_seq,
             kept: None,
+            last_evidence_seq: 0,
+            uncovered: std::collections::VecDeque::new(),
+            last_run_started: 0,
+            last_run_finished: 0,
         }
     }
 
@@ -99,6 +118,15 @@ impl LedgerScan {
         };
         if self.keep_seq == Some(e.seq) {
             self.kept = Some(e.clone());
+        }
+        if !ANNOTATION_KINDS.contains(&e.kind.as_str()) {
+            self.last_evidence_seq = e.seq;
+            self.uncovered.push_back(e.seq);
+        }
+        match e.kind.as_str() {
+            RUN_STARTED_KIND => self.last_run_started = e.seq,
+            RUN_FINISHED_KIND => self.last_run_finished = e.seq,
+            _ => {}
         }
         ControlFlow::Continue(())
     }
@@ -167,6 +195,9 @@ impl LedgerScan {
                 .map_err(|err| ("bad_signature", err.to_string()))?;
         }
         self.checkpoints += 1;
+        while self.uncovered.front().is_some_and(|s| *s <= head.tree_size) {
+            self.uncovered.pop_front();
+        }
         self.last_checkpoint = Some(RecordedCheckpoint {
             seq: e.seq,
             checkpoint: cp,
@@ -225,6 +256,11 @@ pub struct SignatureReport {
     /// Entries after the last verified checkpoint's tree (not yet covered by a signature; the
     /// final checkpoint entry itself is always one of them).
     pub unsigned_tail: u64,
+    /// The ledger is a run whose last session marker is `run_finished`.
+    pub finished: bool,
+    /// The first evidence entry (not a `checkpoint`, `report` or `note`) that no verified
+    /// checkpoint covers, if any. On a finished run this is an `unsigned_tail` failure.
+    pub first_unsigned_evidence: Option<u64>,
     pub key: String,
     pub error: Option<ScanFailure>,
 }
@@ -270,6 +306,28 @@ pub fn verify_ledger_signatures_expecting(
             message: "the ledger holds no signed checkpoint".into(),
         });
     }
+    let covered = scan
+        .last_checkpoint
+        .as_ref()
+        .map_or(0, |c| c.checkpoint.head.tree_size);
+    let finished = scan.last_run_finished > scan.last_run_started;
+    let first_unsigned_evidence = scan.uncovered.front().copied();
+    if error.is_none()
+        && finished
+        && let Some(first) = first_unsigned_evidence
+    {
+        // A forger who rewrote an entry can drop every checkpoint after it: the chain and the
+        // remaining checkpoints still verify, so only the rule that a finished run is signed
+        // to its end catches the cut.
+        error = Some(ScanFailure {
+            seq: first,
+            reason: "unsigned_tail",
+            message: format!(
+                "seq {first}: the run finished (run_finished at seq {}) but entries {first}..{} are covered by no signed checkpoint (the last covers 1..{covered})",
+                scan.last_run_finished, scan.last_evidence_seq
+            ),
+        });
+    }
     let last = scan.last_checkpoint.as_ref().map(|c| CheckpointSummary {
         seq: c.seq,
         origin: c.checkpoint.head.origin.clone(),
@@ -285,6 +343,8 @@ pub fn verify_ledger_signatures_expecting(
             .seq
             .saturating_sub(last.as_ref().map_or(0, |c| c.tree_size)),
         last_checkpoint: last,
+        finished,
+        first_unsigned_evidence,
         key: key.to_string(),
         error,
     })

@@ -36,6 +36,9 @@ pub fn attempt(slot: &SlotData, n: u32, outcome: Option<Outcome>, score: f64) ->
         harness_turns: Some(4),
         harness_tokens: Some(1200),
         upstream: "https://api.example.test".into(),
+        accounting: Some("matched".into()),
+        metrics_declared: Some(true),
+        spend_usd: 0.01,
     }
 }
 
@@ -92,6 +95,14 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         freeze_drift: vec![],
         identity_retired: false,
         fixture_upstream: false,
+        signed_evidence: Some(SignedEvidence {
+            key: "eval+00000000+AQ==".into(),
+            checkpoints: 1,
+            last_checkpoint_seq: 42,
+            covered: 41,
+            unsigned_from: None,
+        }),
+        artifacts_verified: Some(0),
         plan: StatPlan {
             resamples: 2000,
             seed: 7,
