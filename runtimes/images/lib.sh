@@ -66,7 +66,7 @@ cached_image_id() {
 # (deb822 *.sources first, then one-line *.list). The security and updates archives are skipped:
 # debootstrap needs the main archive.
 debian_mirror() {
-  local uri
+  local uri f
   uri=$(
     {
       for f in /etc/apt/sources.list.d/*.sources; do
@@ -81,15 +81,16 @@ debian_mirror() {
               else if ($i ~ /^URIs:/) uris = $i
               else if ($i ~ /^Suites:/) suites = $i
             }
-            if (types ~ /[ \t]deb([ \t]|$)/ && (suites " ") ~ ("[ \t]" suite "[ \t]")) {
+            if ((types " ") ~ /[ \t]deb[ \t]/ && (suites " ") ~ ("[ \t]" suite "[ \t]")) {
               sub(/^URIs:[ \t]*/, "", uris); split(uris, u, /[ \t]+/); print u[1]
             }
           }' "$f"
       done
-      cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-        sed -E 's/\[[^]]*\]//' |
-        awk -v suite="$DEBIAN_SUITE" '$1 == "deb" && $3 == suite { print $2 }'
-    } | head -n 1
+      for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        sed -E 's/\[[^]]*\]//' "$f" | awk -v suite="$DEBIAN_SUITE" '$1 == "deb" && $3 == suite { print $2 }'
+      done
+    } | awk 'NR == 1 { print }'
   )
   [ -n "$uri" ] || die "no apt source for suite $DEBIAN_SUITE in /etc/apt/sources.list{,.d/*} (debootstrap needs a Debian mirror)"
   printf '%s\n' "$uri"

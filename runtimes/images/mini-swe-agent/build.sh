@@ -35,7 +35,7 @@ start=$(date +%s)
 wheels="$EVAL_IMAGES_WORK/cache/wheels"
 mkdir -p "$wheels"
 log "pip download (${#pip_target[@]} target flags) -> $wheels"
-env -u PIP_FIND_LINKS heavy pip3 download --quiet --no-deps --require-hashes "${pip_target[@]}" \
+heavy env -u PIP_FIND_LINKS pip3 download --quiet --no-deps --require-hashes "${pip_target[@]}" \
   -d "$wheels" -r "$lock" >&2 || die "pip download of $lock failed"
 
 dir=$(new_build_dir "$BUILD_NAME")
@@ -74,7 +74,6 @@ finish_tree "$dir"
 id=$(import_dir "$dir" "$tag" \
   --change "USER $AGENT_UID:$AGENT_GID" \
   --change 'WORKDIR /workspace' \
-  --change 'ENV HOME=/home/agent' \
   --change 'CMD ["mini", "--help"]' | tail -n 1)
 cleanup_build_dir "$dir"
 trap - EXIT
