@@ -168,7 +168,11 @@ add_agent_user() {
   grep -q "^agent:" "$dir/etc/passwd" ||
     printf 'agent:x:%s:%s:agent:/home/agent:/bin/sh\n' "$AGENT_UID" "$AGENT_GID" >> "$dir/etc/passwd"
   mkdir -p "$dir/home/agent" "$dir/workspace" "$dir/task" "$dir/run/eval"
-  chown "$AGENT_UID:$AGENT_GID" "$dir/home/agent" "$dir/workspace"
+  chown "$AGENT_UID:$AGENT_GID" "$dir/workspace"
+  # The engine gives a tmpfs mounted over an existing directory that directory's mode (not its
+  # owner): a 0755 home would become a root-owned tmpfs the agent cannot write. 1777 keeps HOME
+  # writable for whatever uid the runtime chooses, as /tmp is.
+  chmod 1777 "$dir/home/agent"
 }
 
 # finish_tree DIR: remove what must not ship (build-time resolv.conf, caches, logs) and record the

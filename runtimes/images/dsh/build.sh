@@ -46,6 +46,20 @@ npm_tarball() {
   [ "$got" = "$integrity" ] || die "$file: integrity $got, pinned $integrity"
   printf '%s\n' "$file"
 }
+# build_ca_bundle DIR: copies the host's CA bundle into DIR/tmp for build-time downloads made from
+# inside the chroot and prints its path as seen in the chroot (nothing when the host has none).
+# finish_tree empties /tmp, so the bundle never ships.
+build_ca_bundle() {
+  local dir=$1 src
+  for src in "${NODE_EXTRA_CA_CERTS:-}" "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
+    if [ -n "$src" ] && [ -f "$src" ]; then
+      cp "$src" "$dir/tmp/build-ca-bundle.pem"
+      printf '/tmp/build-ca-bundle.pem\n'
+      return 0
+    fi
+  done
+}
+
 node_tgz=$(npm_tarball "$NODE_SPEC" "$NODE_INTEGRITY")
 pnpm_tgz=$(npm_tarball "$PNPM_SPEC" "$PNPM_INTEGRITY")
 
@@ -72,9 +86,12 @@ chroot_mounts "$dir"
 mount --bind "$store" "$dir/var/cache/pnpm-store"
 CHROOT_MOUNTED+=("$dir/var/cache/pnpm-store")
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
+# The registry is reached with the host's trust store (which may hold a site CA the minbase tree
+# lacks); the copy lives in /tmp of the tree and is removed with it.
+host_ca=$(build_ca_bundle "$dir")
 log "pnpm install --frozen-lockfile in /opt/dsh"
 heavy chroot "$dir" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root CI=1 \
-  npm_config_update_notifier=false \
+  npm_config_update_notifier=false ${host_ca:+NODE_EXTRA_CA_CERTS=$host_ca} \
   sh -c 'cd /opt/dsh && pnpm install --frozen-lockfile --prod --store-dir /var/cache/pnpm-store --package-import-method copy --reporter append-only' >&2 ||
   die "pnpm install in the chroot failed"
 [ -f "$dir/opt/dsh/node_modules/@deepseek-ai/dsh/lib/bin.js" ] || die "the install has no @deepseek-ai/dsh/lib/bin.js"

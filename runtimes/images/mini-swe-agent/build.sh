@@ -68,6 +68,10 @@ for exe in mini mini-extra mini-swe-agent; do
 done
 [ -x "$dir/opt/mini-swe-agent/bin/mini" ] || die "the venv has no bin/mini"
 add_agent_user "$dir"
+# mini-swe-agent creates its global config directory at import, even for --help; with a read-only
+# root and no tmpfs HOME that mkdir fails unless the directory already exists.
+mkdir -p "$dir/home/agent/.config/mini-swe-agent"
+chmod 1777 "$dir/home/agent/.config" "$dir/home/agent/.config/mini-swe-agent"
 chroot_unmount_all
 finish_tree "$dir"
 

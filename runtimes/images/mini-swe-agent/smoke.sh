@@ -19,7 +19,8 @@ printf 'Create /workspace/hello.txt containing the line "hello from mini-swe-age
 
 echo "== mini --help (network none, read-only root)"
 docker run --rm --network none --read-only --tmpfs /home/agent:rw,nosuid,nodev,size=16m \
-  "$image" mini --help | head -n 12
+  "$image" mini --help > "$work/help.log" 2>&1 || { cat "$work/help.log"; exit 1; }
+grep -E 'version|Usage|--task|--yolo|--model |--output|--exit-immediately' "$work/help.log"
 
 echo "== headless task under eval's container policy"
 start=$(date +%s.%N)
