@@ -12,7 +12,6 @@
 set -euo pipefail
 
 IMAGES_LIB=$(readlink -f "${BASH_SOURCE[0]}")
-IMAGES_DIR=$(dirname "$IMAGES_LIB")
 # Debian release of every base; part of each inputs digest.
 DEBIAN_SUITE=bookworm
 # Build directories and download caches (wheels, npm tarballs, debootstrap .debs) live outside
@@ -179,6 +178,7 @@ add_agent_user() {
 # Debian package set so an image's contents can be compared without unpacking it.
 finish_tree() {
   local dir=$1
+  # shellcheck disable=SC2016 # dpkg-query's own ${field} syntax
   chroot "$dir" dpkg-query -W -f '${Package} ${Version} ${Architecture}\n' |
     LC_ALL=C sort > "$dir/etc/eval-base-packages.txt"
   : > "$dir/etc/resolv.conf"

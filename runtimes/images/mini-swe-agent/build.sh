@@ -34,7 +34,7 @@ start=$(date +%s)
 # The wheels, verified against the lock's hashes, kept across builds.
 wheels="$EVAL_IMAGES_WORK/cache/wheels"
 mkdir -p "$wheels"
-log "pip download (${#pip_target[@]} target flags) -> $wheels"
+log "pip download --require-hashes -r requirements.lock -> $wheels"
 heavy env -u PIP_FIND_LINKS pip3 download --quiet --no-deps --require-hashes "${pip_target[@]}" \
   -d "$wheels" -r "$lock" >&2 || die "pip download of $lock failed"
 
