@@ -15,10 +15,10 @@ BUILD_NAME=mini-swe-agent
 lock="$here/requirements.lock"
 apt_packages="python3 python3-venv"
 # The venv's interpreter ABI must match the wheels lock.sh selected (cp311, glibc <= 2.36).
-pip_target=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 --abi abi3
-  --abi none --platform any --platform manylinux2014_x86_64 --platform manylinux2010_x86_64
-  --platform manylinux1_x86_64)
+# The same platform list, in the same order, as lock.sh.
+pip_target=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none)
 for v in 36 35 34 31 28 27 24 17 12 5; do pip_target+=(--platform "manylinux_2_${v}_x86_64"); done
+pip_target+=(--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 --platform any)
 
 digest=$(inputs_digest "$0" "$lock" -- "suite=$DEBIAN_SUITE" "mirror=$(debian_mirror)" \
   "apt=$apt_packages" "user=$AGENT_UID:$AGENT_GID")

@@ -10,9 +10,12 @@ version=${MINI_SWE_AGENT_VERSION:-2.4.6}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # A machine-wide find-links directory would let local wheels stand in for the registry's.
-# pip does not widen an explicit --platform to older manylinux tags: list every one glibc 2.36 accepts.
-platforms=(--platform any --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64)
+# pip does not widen an explicit --platform to older manylinux tags: list every one glibc 2.36
+# accepts, newest first, because pip prefers the wheel whose tag comes first (as pip on the target
+# would: the newest glibc it supports).
+platforms=()
 for v in 36 35 34 31 28 27 24 17 12 5; do platforms+=(--platform "manylinux_2_${v}_x86_64"); done
+platforms+=(--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 --platform any)
 env -u PIP_FIND_LINKS nice -n 19 pip3 download --quiet --only-binary=:all: \
   --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none "${platforms[@]}" \
   -d "$tmp" "mini-swe-agent==$version" >&2
