@@ -78,6 +78,31 @@ fn digest(b: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(b)))
 }
 
+/// Who caused an upstream failure, for the meter: the classification of outcomes may turn only
+/// the last two into infrastructure faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpstreamFault {
+    /// A 4xx answer other than 429 (and other than an auth refusal of the proxy's own key): the
+    /// request was at fault, and the request is the agent's.
+    Client,
+    /// A 5xx or 429 (the proxy never retries), an auth refusal of the proxy's key, or an answer
+    /// the proxy cannot use (not JSON, too large): the provider's side.
+    Server,
+    /// No usable answer: connect failure, reset, timeout, a body that broke off or stalled.
+    Transport,
+}
+
+impl UpstreamFault {
+    pub(crate) fn of_status(status: StatusCode) -> Self {
+        let s = status.as_u16();
+        if (400..500).contains(&s) && s != 429 && s != 401 && s != 403 {
+            UpstreamFault::Client
+        } else {
+            UpstreamFault::Server
+        }
+    }
+}
+
 /// Everything known about a call so far; turned into its record at the end.
 struct Call {
     shared: Arc<Shared>,
@@ -161,7 +186,6 @@ impl Call {
         match outcome {
             Outcome::ContractViolation => self.with_meter(|m| m.contract_violations += 1),
             Outcome::BudgetExhausted => self.with_meter(|m| m.budget_exhaustions += 1),
-            Outcome::UpstreamError => self.with_meter(|m| m.upstream_errors += 1),
             _ => {}
         }
         let resp = api_error(self.api(), status, code, &message);
@@ -169,10 +193,33 @@ impl Call {
         resp
     }
 
+    /// Counts one upstream failure of the given kind (and in the total).
+    fn count_upstream(&self, fault: UpstreamFault) {
+        self.with_meter(|m| {
+            m.upstream_errors += 1;
+            match fault {
+                UpstreamFault::Client => m.upstream_client_errors += 1,
+                UpstreamFault::Server => m.upstream_server_errors += 1,
+                UpstreamFault::Transport => m.upstream_transport_errors += 1,
+            }
+        });
+    }
+
     /// Refuses the call because the upstream failed (unreachable, timed out, broken off, or
     /// answered garbage): a gateway status in the API's error shape, and an `upstream_error`.
-    fn upstream_failed(self, status: StatusCode, detail: &str) -> Response {
-        self.refuse(status, Outcome::UpstreamError, "upstream_error", detail)
+    fn upstream_failed(self, fault: UpstreamFault, status: StatusCode, detail: &str) -> Response {
+        self.upstream_refused(fault, status, "upstream_error", detail)
+    }
+
+    fn upstream_refused(
+        self,
+        fault: UpstreamFault,
+        status: StatusCode,
+        code: &str,
+        detail: &str,
+    ) -> Response {
+        self.count_upstream(fault);
+        self.refuse(status, Outcome::UpstreamError, code, detail)
     }
 
     fn finish(mut self) {
@@ -532,14 +579,18 @@ async fn run(mut call: Call, req: Request) -> Response {
             let detail = format!("the upstream could not be reached: {}", error_chain(&e));
             settle(&call, reservation, None, price.as_ref(), !connect);
             call.record.changes = changes;
-            return call.upstream_failed(StatusCode::BAD_GATEWAY, &detail);
+            return call.upstream_failed(
+                UpstreamFault::Transport,
+                StatusCode::BAD_GATEWAY,
+                &detail,
+            );
         }
         Err(_) => {
             settle(&call, reservation, None, price.as_ref(), true);
             call.record.changes = changes;
-            return call.refuse(
+            return call.upstream_refused(
+                UpstreamFault::Transport,
                 StatusCode::GATEWAY_TIMEOUT,
-                Outcome::UpstreamError,
                 "upstream_timeout",
                 &format!(
                     "the upstream sent no response within {:?}",
@@ -556,9 +607,9 @@ async fn run(mut call: Call, req: Request) -> Response {
         drop(upstream);
         settle(&call, reservation, None, price.as_ref(), false);
         call.record.changes.push(Change::ReplacedAuthError);
-        return call.refuse(
+        return call.upstream_refused(
+            UpstreamFault::Server,
             StatusCode::BAD_GATEWAY,
-            Outcome::UpstreamError,
             "upstream_auth_error",
             &format!(
                 "the upstream refused the proxy's credentials (status {})",
@@ -687,6 +738,7 @@ async fn whole_back(
                 if buf.len() + chunk.len() > 4 * shared.max_body {
                     settle(&call, reservation, None, price.as_ref(), true);
                     return call.upstream_failed(
+                        UpstreamFault::Server,
                         StatusCode::BAD_GATEWAY,
                         "the upstream's response is too large",
                     );
@@ -697,13 +749,13 @@ async fn whole_back(
             Ok(Some(Err(e))) => {
                 settle(&call, reservation, None, price.as_ref(), true);
                 let d = format!("the upstream's response broke off: {}", error_chain(&e));
-                return call.upstream_failed(StatusCode::BAD_GATEWAY, &d);
+                return call.upstream_failed(UpstreamFault::Transport, StatusCode::BAD_GATEWAY, &d);
             }
             Err(_) => {
                 settle(&call, reservation, None, price.as_ref(), true);
-                return call.refuse(
+                return call.upstream_refused(
+                    UpstreamFault::Transport,
                     StatusCode::GATEWAY_TIMEOUT,
-                    Outcome::UpstreamError,
                     "upstream_timeout",
                     "the upstream's response stalled",
                 );
@@ -737,12 +789,12 @@ async fn whole_back(
                 "the upstream answered status {} with a body that is not JSON",
                 status.as_u16()
             );
-            return call.upstream_failed(status, &d);
+            return call.upstream_failed(UpstreamFault::of_status(status), status, &d);
         }
         call.record.outcome = Outcome::UpstreamError;
         call.record.detail = Some(format!("upstream status {}", status.as_u16()));
         call.record.status = status.as_u16();
-        call.with_meter(|m| m.upstream_errors += 1);
+        call.count_upstream(UpstreamFault::of_status(status));
         let mut r = Response::new(Body::from(body));
         *r.status_mut() = status;
         copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
@@ -752,6 +804,7 @@ async fn whole_back(
     let Some(head) = head else {
         settle(&call, reservation, None, price.as_ref(), true);
         return call.upstream_failed(
+            UpstreamFault::Server,
             StatusCode::BAD_GATEWAY,
             "the upstream answered with a body that is not JSON",
         );
@@ -781,12 +834,12 @@ async fn list_models(
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let d = format!("the upstream could not be reached: {}", error_chain(&e));
-            return call.upstream_failed(StatusCode::BAD_GATEWAY, &d);
+            return call.upstream_failed(UpstreamFault::Transport, StatusCode::BAD_GATEWAY, &d);
         }
         Err(_) => {
-            return call.refuse(
+            return call.upstream_refused(
+                UpstreamFault::Transport,
                 StatusCode::GATEWAY_TIMEOUT,
-                Outcome::UpstreamError,
                 "upstream_timeout",
                 "the upstream sent no response",
             );
@@ -796,9 +849,9 @@ async fn list_models(
     call.record.upstream_status = Some(status.as_u16());
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         call.record.changes.push(Change::ReplacedAuthError);
-        return call.refuse(
+        return call.upstream_refused(
+            UpstreamFault::Server,
             StatusCode::BAD_GATEWAY,
-            Outcome::UpstreamError,
             "upstream_auth_error",
             "the upstream refused the proxy's credentials",
         );
@@ -807,8 +860,11 @@ async fn list_models(
     let body = match tokio::time::timeout(shared.timeouts.idle, resp.bytes()).await {
         Ok(Ok(b)) => b,
         _ => {
-            return call
-                .upstream_failed(StatusCode::BAD_GATEWAY, "the upstream's response broke off");
+            return call.upstream_failed(
+                UpstreamFault::Transport,
+                StatusCode::BAD_GATEWAY,
+                "the upstream's response broke off",
+            );
         }
     };
     let (body, _) = shared.redactor.redact(body);
@@ -816,6 +872,7 @@ async fn list_models(
     call.record.status = status.as_u16();
     if !status.is_success() {
         call.record.outcome = Outcome::UpstreamError;
+        call.count_upstream(UpstreamFault::of_status(status));
     }
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;

@@ -13,7 +13,10 @@ use futures_util::stream::BoxStream;
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use super::{Call, copy_response_headers, error_chain, meter_success, settle, write_transcript};
+use super::{
+    Call, UpstreamFault, copy_response_headers, error_chain, meter_success, settle,
+    write_transcript,
+};
 use crate::budget::Reservation;
 use crate::config::Price;
 use crate::record::{Change, Outcome};
@@ -151,7 +154,7 @@ impl Pump {
         if let Some(msg) = failure {
             call.record.outcome = Outcome::UpstreamError;
             call.record.detail = Some(msg);
-            call.with_meter(|m| m.upstream_errors += 1);
+            call.count_upstream(UpstreamFault::Transport);
         } else if call.record.outcome == Outcome::Unmetered {
             call.record.detail = Some("the stream ended without usage".into());
         }

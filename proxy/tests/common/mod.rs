@@ -311,6 +311,14 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             sse_response(chunks, state)
         }
         "auth-401" => json_response(401, json!({"error":{"message": format!("bad key {auth}")}})),
+        "error-400" => json_response(
+            400,
+            json!({"error":{"message":"bad parameter","type":"invalid_request_error"}}),
+        ),
+        "error-429" => json_response(
+            429,
+            json!({"error":{"message":"slow down","type":"rate_limit_error"}}),
+        ),
         "error-500" => json_response(
             500,
             json!({"error":{"message":"internal trouble","type":"server_error"}}),
