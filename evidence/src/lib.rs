@@ -24,6 +24,7 @@ pub mod artifacts;
 pub mod canonical;
 pub mod gates;
 pub mod ledger;
+pub mod leftovers;
 pub mod report;
 pub mod signing;
 pub mod stats;
