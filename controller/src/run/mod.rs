@@ -89,6 +89,10 @@ pub struct AttemptReport {
     pub container_seconds: f64,
     /// Stopped by the cancellation token before it ended on its own.
     pub cancelled: bool,
+    /// Something of this attempt (a model call, its start, an attestation, a question, a note,
+    /// an artifact) could not be recorded: the evidence is incomplete, so the run must stop with
+    /// an integrity error (exit 3) instead of writing this attempt's outcome as if it were whole.
+    pub recording_failure: Option<String>,
 }
 
 impl AttemptReport {

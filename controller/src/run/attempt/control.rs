@@ -1,28 +1,129 @@
 //! The control plane: `/_eval/attest` from the shim, `/_eval/clarify` from the agent.
+//!
+//! Both arrive on the attempt's socket, so both are the agent's input: the first attestation
+//! decides (the shim sends it before it starts the harness), a later one is refused and recorded
+//! as an `agent_event`; clarifying questions are bounded in count and size, and a refused one is
+//! recorded by digest and length only.
 
-use super::oracle::OracleAsk;
+use super::oracle::{OracleAsk, OracleFailure};
 use crate::run::Recorder;
-use crate::run::events::{self, Attestation, Clarification};
+use crate::run::events::{self, AgentEvent, Attestation, Clarification};
 use eval_evidence::ledger::Digest;
 use eval_proxy::{ControlFuture, ControlPlane, ProxyHandle};
 use eval_runtimes::fixture::attest::AttestReport;
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The largest clarifying question (its text, in bytes) the oracle is asked.
+pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
+
+/// The attempt's attestation as the control plane decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum AttestState {
+    /// No attestation has arrived (or the first is still being recorded).
+    Pending,
+    /// The first attestation, recorded as the `attestation` entry with this digest.
+    Decided { ok: bool, digest: String },
+}
+
+/// What one attempt's control requests may do, and what they did.
 pub(super) struct AttemptControl {
     pub(super) image: String,
     pub(super) expected: BTreeMap<String, Option<String>>,
-    pub(super) attested: Mutex<Option<(bool, String)>>,
+    /// Claimed by the first `/_eval/attest`: every later one is refused.
+    attest_claimed: AtomicBool,
+    attested: Mutex<AttestState>,
     pub(super) answers: BTreeMap<String, String>,
     /// Set when a model (the `oracle` role) answers this attempt's questions.
     pub(super) oracle: Option<OracleAsk>,
-    /// A question the oracle model could not answer (the attempt is an infrastructure fault).
-    pub(super) oracle_failed: AtomicBool,
     pub(super) max_questions: u32,
-    pub(super) asked: AtomicU32,
-    pub(super) answered: AtomicU32,
+    asked: AtomicU32,
+    /// In-bounds questions the oracle service failed (an infrastructure cause).
+    oracle_unavailable: AtomicU32,
+    /// Questions refused (size, count, no oracle, malformed, or refused by the oracle model).
+    refused: AtomicU32,
+    /// The first thing of this attempt the ledger would not take.
+    fatal: Mutex<Option<String>>,
+}
+
+impl AttemptControl {
+    pub(super) fn new(
+        image: String,
+        expected: BTreeMap<String, Option<String>>,
+        answers: BTreeMap<String, String>,
+        oracle: Option<OracleAsk>,
+        max_questions: u32,
+    ) -> Self {
+        Self {
+            image,
+            expected,
+            attest_claimed: AtomicBool::new(false),
+            attested: Mutex::new(AttestState::Pending),
+            answers,
+            oracle,
+            max_questions,
+            asked: AtomicU32::new(0),
+            oracle_unavailable: AtomicU32::new(0),
+            refused: AtomicU32::new(0),
+            fatal: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn attested(&self) -> AttestState {
+        self.attested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(super) fn asked(&self) -> u32 {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn oracle_unavailable(&self) -> u32 {
+        self.oracle_unavailable.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn refused(&self) -> u32 {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    /// A recording failure of this attempt's control requests, if any.
+    pub(super) fn fatal(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_fatal(&self, why: String) {
+        let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(why);
+        }
+    }
+}
+
+/// Why a clarifying question was refused without asking anyone.
+fn refusal(c: &AttemptControl, index: u32, question: Option<&str>) -> Option<&'static str> {
+    if c.max_questions == 0 {
+        Some("no_oracle")
+    } else if index > c.max_questions {
+        Some("limit")
+    } else {
+        match question {
+            None => Some("malformed"),
+            Some(q) if q.len() > MAX_QUESTION_BYTES => Some("too_large"),
+            Some(_) => None,
+        }
+    }
+}
+
+/// `sha256:<hex>` of canonical JSON: the digest an `attempt_outcome` cites for an entry.
+fn canonical_digest<T: Serialize>(payload: &T) -> Result<String, String> {
+    eval_evidence::canonical::to_vec(payload)
+        .map(|b| Digest::of(&b).to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Answers the reserved paths of every attempt's socket, and records what happened.
@@ -81,52 +182,77 @@ impl Control {
     }
 
     async fn attest(&self, id: &str, c: &AttemptControl, body: &[u8]) -> (http::StatusCode, Value) {
-        let parsed: Result<AttestReport, _> = serde_json::from_slice(body);
-        let (ok, reported, problems) = match parsed {
-            Ok(r) => {
-                let mismatches = r.mismatches(&c.expected);
-                let reported = r
-                    .digests()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.unwrap_or_else(|| "absent".into())))
-                    .collect();
-                let problems = mismatches
-                    .iter()
-                    .map(|p| format!("{p}: reported digest differs from the frozen one"))
-                    .collect::<Vec<_>>();
-                (problems.is_empty(), reported, problems)
-            }
-            Err(e) => (
-                false,
-                BTreeMap::new(),
-                vec![format!("malformed attestation: {e}")],
-            ),
+        if c.attest_claimed.swap(true, Ordering::SeqCst) {
+            return self.attest_again(id, c, body).await;
+        }
+        let payload = attestation_of(id, c, body);
+        let recorded = match canonical_digest(&payload) {
+            Ok(digest) => self
+                .rec
+                .append(events::ATTESTATION, &payload)
+                .await
+                .map(|_| digest)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
         };
-        let payload = Attestation {
+        match recorded {
+            Ok(digest) => {
+                *c.attested.lock().unwrap_or_else(|p| p.into_inner()) = AttestState::Decided {
+                    ok: payload.ok,
+                    digest,
+                };
+                if payload.ok {
+                    (http::StatusCode::OK, json!({"ok": true}))
+                } else {
+                    (
+                        http::StatusCode::FORBIDDEN,
+                        json!({"ok": false, "problems": payload.problems}),
+                    )
+                }
+            }
+            Err(e) => {
+                c.set_fatal(format!("cannot record the attestation of {id}: {e}"));
+                (
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"ok": false, "error": "cannot record the attestation"}),
+                )
+            }
+        }
+    }
+
+    /// A second `/_eval/attest`: refused, recorded by digest, and nothing else changes.
+    async fn attest_again(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        body: &[u8],
+    ) -> (http::StatusCode, Value) {
+        self.agent_event(id, c, "attest_again", body, None).await;
+        (
+            http::StatusCode::FORBIDDEN,
+            json!({"ok": false, "error": "this attempt has already attested"}),
+        )
+    }
+
+    /// Records a refused request of the agent's as its digest and length.
+    async fn agent_event(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        event: &str,
+        body: &[u8],
+        reason: Option<&str>,
+    ) {
+        let payload = AgentEvent {
             schema: events::SCHEMA,
             attempt: id.to_owned(),
-            ok,
-            image: c.image.clone(),
-            reported,
-            expected: c
-                .expected
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone().unwrap_or_else(|| "absent".into())))
-                .collect(),
-            problems: problems.clone(),
+            event: event.to_owned(),
+            body_sha256: Digest::of(body).to_string(),
+            len: body.len() as u64,
+            reason: reason.map(str::to_owned),
         };
-        let digest = eval_evidence::canonical::to_vec(&payload)
-            .map(|b| Digest::of(&b).to_string())
-            .unwrap_or_default();
-        let recorded = self.rec.append(events::ATTESTATION, &payload).await.is_ok();
-        *c.attested.lock().unwrap_or_else(|p| p.into_inner()) = Some((ok && recorded, digest));
-        if ok && recorded {
-            (http::StatusCode::OK, json!({"ok": true}))
-        } else {
-            (
-                http::StatusCode::FORBIDDEN,
-                json!({"ok": false, "problems": problems}),
-            )
+        if let Err(e) = self.rec.append(events::AGENT_EVENT, &payload).await {
+            c.set_fatal(format!("cannot record an agent event of {id}: {e}"));
         }
     }
 
@@ -136,32 +262,27 @@ impl Control {
         c: &AttemptControl,
         body: &[u8],
     ) -> (http::StatusCode, Value) {
+        let index = c.asked.fetch_add(1, Ordering::SeqCst).saturating_add(1);
         let question = serde_json::from_slice::<Value>(body)
             .ok()
-            .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_default();
-        let index = c.asked.fetch_add(1, Ordering::SeqCst) + 1;
-        let (answer, source) = if c.max_questions == 0 {
-            (None, "refused_no_oracle")
-        } else if index > c.max_questions {
-            (None, "refused_limit")
-        } else if let Some(o) = &c.oracle {
-            match self.ask_model(id, o, &question).await {
-                Ok(a) => (Some(a), "oracle_model"),
-                Err(e) => {
-                    tracing::warn!("attempt {id}: the oracle model did not answer: {e}");
-                    c.oracle_failed.store(true, Ordering::SeqCst);
-                    (None, "oracle_unavailable")
-                }
-            }
-        } else {
-            let a = c
-                .answers
-                .get(&question)
-                .cloned()
-                .unwrap_or_else(|| "No further information.".to_owned());
-            (Some(a), "scripted")
-        };
+            .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned));
+        if let Some(reason) = refusal(c, index, question.as_deref()) {
+            c.refused.fetch_add(1, Ordering::SeqCst);
+            self.agent_event(id, c, "question_refused", body, Some(reason))
+                .await;
+            let status = match reason {
+                "too_large" => http::StatusCode::PAYLOAD_TOO_LARGE,
+                "malformed" => http::StatusCode::BAD_REQUEST,
+                _ => http::StatusCode::TOO_MANY_REQUESTS,
+            };
+            let error = format!(
+                "clarifying question refused: {reason} (at most {} per attempt, {MAX_QUESTION_BYTES} bytes each)",
+                c.max_questions
+            );
+            return (status, json!({ "error": error }));
+        }
+        let question = question.unwrap_or_default();
+        let (answer, source) = self.answer(id, c, &question).await;
         let payload = Clarification {
             schema: events::SCHEMA,
             attempt: id.to_owned(),
@@ -170,31 +291,91 @@ impl Control {
             answer: answer.clone(),
             source: source.to_owned(),
         };
-        if self
-            .rec
-            .append(events::CLARIFICATION, &payload)
-            .await
-            .is_err()
-        {
+        if let Err(e) = self.rec.append(events::CLARIFICATION, &payload).await {
+            c.set_fatal(format!("cannot record a clarifying question of {id}: {e}"));
             return (
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 json!({"error": "cannot record the question"}),
             );
         }
         match answer {
-            Some(a) => {
-                c.answered.fetch_add(1, Ordering::SeqCst);
-                (http::StatusCode::OK, json!({"answer": a}))
-            }
-            None if source == "oracle_unavailable" => (
+            Some(a) => (http::StatusCode::OK, json!({"answer": a})),
+            None if source == "oracle_refused" => (
+                http::StatusCode::BAD_REQUEST,
+                json!({"error": "the oracle model refused the question"}),
+            ),
+            None => (
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 json!({"error": "the oracle could not answer"}),
             ),
-            None => (
-                http::StatusCode::TOO_MANY_REQUESTS,
-                json!({"error": format!("clarifying question refused: {source} (at most {} per attempt)", c.max_questions)}),
-            ),
         }
+    }
+
+    /// An in-bounds question's answer: scripted, or from the oracle model.
+    async fn answer(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        question: &str,
+    ) -> (Option<String>, &'static str) {
+        let Some(o) = &c.oracle else {
+            let a = c
+                .answers
+                .get(question)
+                .cloned()
+                .unwrap_or_else(|| "No further information.".to_owned());
+            return (Some(a), "scripted");
+        };
+        match self.ask_model(id, o, question).await {
+            Ok(a) => (Some(a), "oracle_model"),
+            Err(OracleFailure::Refused(e)) => {
+                tracing::warn!("attempt {id}: {e}");
+                c.refused.fetch_add(1, Ordering::SeqCst);
+                (None, "oracle_refused")
+            }
+            Err(OracleFailure::Unavailable(e)) => {
+                tracing::warn!("attempt {id}: the oracle model did not answer: {e}");
+                c.oracle_unavailable.fetch_add(1, Ordering::SeqCst);
+                (None, "oracle_unavailable")
+            }
+        }
+    }
+}
+
+/// The `attestation` entry for the shim's report `body` (malformed: not ok, with the reason).
+fn attestation_of(id: &str, c: &AttemptControl, body: &[u8]) -> Attestation {
+    let (ok, reported, problems) = match serde_json::from_slice::<AttestReport>(body) {
+        Ok(r) => {
+            let reported = r
+                .digests()
+                .into_iter()
+                .map(|(k, v)| (k, v.unwrap_or_else(|| "absent".into())))
+                .collect();
+            let problems = r
+                .mismatches(&c.expected)
+                .iter()
+                .map(|p| format!("{p}: reported digest differs from the frozen one"))
+                .collect::<Vec<_>>();
+            (problems.is_empty(), reported, problems)
+        }
+        Err(e) => (
+            false,
+            BTreeMap::new(),
+            vec![format!("malformed attestation: {e}")],
+        ),
+    };
+    Attestation {
+        schema: events::SCHEMA,
+        attempt: id.to_owned(),
+        ok,
+        image: c.image.clone(),
+        reported,
+        expected: c
+            .expected
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().unwrap_or_else(|| "absent".into())))
+            .collect(),
+        problems,
     }
 }
 

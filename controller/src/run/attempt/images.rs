@@ -1,8 +1,11 @@
 //! Arm images: the frozen ids and expected attestations, checked before every attempt.
 
-use super::SetupError;
+use super::{DockerExecutor, SetupError};
+use crate::run::events::{self, Attestation};
+use crate::run::{AttemptReport, AttemptSpec};
+use eval_evidence::ledger::Digest;
 use eval_protocols::protocol::Protocol;
-use eval_runtimes::{ArmFiles, ImageId, ImageSpec, LoadedDef, RuntimeDef};
+use eval_runtimes::{ArmFiles, ImageId, ImageSpec, LoadedDef, Runtime, RuntimeDef};
 use std::collections::BTreeMap;
 use std::path::Path;
 use tokio::sync::OnceCell;
@@ -80,4 +83,105 @@ pub fn frozen_arms(
         );
     }
     Ok(out)
+}
+
+impl DockerExecutor {
+    /// The arm's image, built or pulled once per session.
+    pub(super) async fn image(&self, a: &ArmImage) -> Result<ImageId, (String, String)> {
+        a.id.get_or_init(|| async {
+            self.rt.ensure_image(&a.spec).await.map_err(|e| {
+                (
+                    e.fault()
+                        .map(|f| f.as_str().to_owned())
+                        .unwrap_or_else(|| "image_missing".into()),
+                    e.to_string(),
+                )
+            })
+        })
+        .await
+        .clone()
+    }
+
+    /// The arm's image, checked against the frozen one: its files must still make the frozen
+    /// image, now, before every attempt — a byte changed after admission ends the attempt here
+    /// (`Err` is the attempt's report), and no container is made.
+    pub(super) async fn checked_image(
+        &self,
+        spec: &AttemptSpec,
+        arm: &ArmImage,
+    ) -> Result<ImageId, Box<AttemptReport>> {
+        if arm.def.def.build.is_some()
+            && let Some(frozen) = &arm.frozen_image
+            && let Ok(now) = eval_runtimes::image_id(&arm.spec)
+            && &now != frozen
+        {
+            let why = format!(
+                "the arm's files now make image {now}, not the frozen {frozen}: an input changed after admission"
+            );
+            return Err(Box::new(self.refuse_image(spec, arm, &now, why).await));
+        }
+        let image = self
+            .image(arm)
+            .await
+            .map_err(|(code, detail)| AttemptReport::infra(&code, detail))?;
+        if let Some(frozen) = &arm.frozen_image
+            && &image != frozen
+        {
+            let why = format!("the arm's image is {image}, not the frozen {frozen}");
+            return Err(Box::new(self.refuse_image(spec, arm, &image, why).await));
+        }
+        Ok(image)
+    }
+
+    /// Ends an attempt as `infra_fault(attestation_mismatch)` before any container exists,
+    /// recording the refusal as the attempt's `attestation` entry.
+    async fn refuse_image(
+        &self,
+        spec: &AttemptSpec,
+        arm: &ArmImage,
+        image: &ImageId,
+        problem: String,
+    ) -> AttemptReport {
+        let payload = Attestation {
+            schema: events::SCHEMA,
+            attempt: spec.attempt.clone(),
+            ok: false,
+            image: image.0.clone(),
+            reported: BTreeMap::new(),
+            expected: arm
+                .expected
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().unwrap_or_else(|| "absent".into())))
+                .collect(),
+            problems: vec![problem.clone()],
+        };
+        let mut report = AttemptReport::infra(
+            eval_runtimes::FaultCode::AttestationMismatch.as_str(),
+            format!("{problem}; the agent never started"),
+        );
+        report.image = Some(image.0.clone());
+        let digest = eval_evidence::canonical::to_vec(&payload)
+            .map(|b| Digest::of(&b).to_string())
+            .map_err(|e| e.to_string());
+        let recorded = match digest {
+            Ok(d) => self
+                .control
+                .rec
+                .append(events::ATTESTATION, &payload)
+                .await
+                .map(|_| d)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        match recorded {
+            Ok(d) => report.attestation = Some(d),
+            Err(e) => {
+                report.recording_failure = Some(format!(
+                    "cannot record the attestation of {}: {e}",
+                    spec.attempt
+                ));
+            }
+        }
+        report
+    }
 }

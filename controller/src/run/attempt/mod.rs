@@ -5,7 +5,9 @@
 //! The proxy and the runtime are reached only through this module, so their APIs stay local.
 
 mod accounting;
+mod archive;
 mod bridge;
+pub mod classify;
 mod container;
 mod contract;
 mod control;
@@ -14,42 +16,38 @@ mod images;
 mod oracle;
 mod prepare;
 
-pub use accounting::accounting_mismatch;
 pub use bridge::Bridge;
 pub use contract::contract_of;
 pub use control::Control;
 pub use images::{FrozenArm, frozen_arms};
-pub use prepare::copy_tree;
+use prepare::SocketRoot;
 
-use super::events::{self, Attestation, Outcome, Tokens};
+use super::events::{self, AttemptNote, Tokens};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
-use container::infra_of;
-use contract::agent_budget;
-use control::AttemptControl;
-use eval_evidence::artifacts::ArtifactStore;
-use eval_evidence::ledger::Digest;
-use eval_protocols::{Loaded, TaskBundle};
-use eval_proxy::{Listen, ProxyHandle, Role, RoleSpec};
-use eval_runtimes::policy::{AttemptFacts, RoleMounts};
-use eval_runtimes::{
-    ArmFiles, DockerRuntime, ImageId, ImageSpec, Runtime, RuntimeDef, WaitOutcome,
+use classify::{
+    Attested, CONTROLLER_ERROR, Classification, EngineFault, Observations, Oracle, Upstream,
+    classify,
 };
+use contract::agent_budget;
+use control::{AttemptControl, AttestState};
+use eval_evidence::artifacts::ArtifactStore;
+use eval_protocols::{Loaded, TaskBundle};
+use eval_proxy::{AttemptMeter, ProxyHandle, Role, RoleSpec};
+use eval_runtimes::policy::AttemptFacts;
+use eval_runtimes::{ArmFiles, DockerRuntime, ImageId, ImageSpec, Runtime, RuntimeDef};
 use images::{ArmImage, arm_image_spec};
-use oracle::{OracleAsk, oracle_template};
-use prepare::{socket_dir, sockets_root};
+use oracle::oracle_template;
+use prepare::Prepared;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-/// Fault code when the grader could not score a workspace.
-pub const GRADER_FAILURE: &str = "grader_failure";
-/// Fault code for a controller-side failure preparing an attempt (host files).
-pub const HOST_IO: &str = "filesystem_capacity";
+/// How long the proxy lets an exited agent's calls finish before it cuts them.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -57,6 +55,25 @@ pub enum SetupError {
     Definition(String),
     #[error("{0}")]
     Runtime(String),
+}
+
+/// What the attempt's rooms observed (for [`classify`]) and noted (for an `attempt_note`).
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) obs: Observations,
+    pub(super) notes: Vec<String>,
+}
+
+impl Seen {
+    /// A file the container left behind could not be read: a host failure is the host's fault,
+    /// anything else (a link, a FIFO, too large, a bad path) is noted and left to the outcome.
+    pub(super) fn leftover(&mut self, what: &str, e: &eval_evidence::leftovers::LeftoverError) {
+        if e.is_host_fault() {
+            self.obs.leftover_host_fault = Some(format!("{what}: {e}"));
+        } else {
+            self.notes.push(format!("{what}: {e}"));
+        }
+    }
 }
 
 /// Runs attempts in Docker containers through the proxy.
@@ -82,6 +99,8 @@ pub struct DockerExecutor {
     forbidden: Vec<u8>,
     shim: PathBuf,
     extra_labels: BTreeMap<String, String>,
+    /// The run's private directory of attempt sockets.
+    sockets: SocketRoot,
 }
 
 /// What the executor needs from the run command.
@@ -164,6 +183,9 @@ impl DockerExecutor {
             .map_err(|e| SetupError::Runtime(e.to_string()))?;
         std::fs::create_dir_all(&cfg.work)
             .map_err(|e| SetupError::Runtime(format!("{}: {e}", cfg.work.display())))?;
+        let work = abs(&cfg.work);
+        let sockets = SocketRoot::create(&work)
+            .map_err(|e| SetupError::Runtime(format!("the attempt sockets' directory: {e}")))?;
         Ok(Self {
             rt,
             proxy,
@@ -171,7 +193,7 @@ impl DockerExecutor {
             bridge,
             store: cfg.store,
             root,
-            work: abs(&cfg.work),
+            work,
             protocol: p.name.clone(),
             identity: cfg.identity,
             arms,
@@ -201,12 +223,15 @@ impl DockerExecutor {
             forbidden: cfg.forbidden,
             shim,
             extra_labels: cfg.extra_labels,
+            sockets,
         })
     }
 
     /// Removes the run's socket directory (after a session).
     pub fn cleanup(&self) {
-        let _ = std::fs::remove_dir_all(sockets_root(&self.work));
+        if let Err(e) = std::fs::remove_dir_all(self.sockets.path()) {
+            tracing::warn!("{}: {e}", self.sockets.path().display());
+        }
     }
 
     /// The label every container of this identity carries (the resume sweep removes by it).
@@ -216,21 +241,6 @@ impl DockerExecutor {
             eval_runtimes::policy::LABEL_IDENTITY,
             self.identity
         )
-    }
-
-    async fn image(&self, a: &ArmImage) -> Result<ImageId, (String, String)> {
-        a.id.get_or_init(|| async {
-            self.rt.ensure_image(&a.spec).await.map_err(|e| {
-                (
-                    e.fault()
-                        .map(|f| f.as_str().to_owned())
-                        .unwrap_or_else(|| "image_missing".into()),
-                    e.to_string(),
-                )
-            })
-        })
-        .await
-        .clone()
     }
 
     fn facts(&self, spec: &AttemptSpec) -> AttemptFacts {
@@ -243,96 +253,46 @@ impl DockerExecutor {
         }
     }
 
-    async fn run_attempt(&self, spec: &AttemptSpec, cancel: &CancellationToken) -> AttemptReport {
-        let Some(arm) = self.arms.get(&spec.slot.arm).cloned() else {
-            return AttemptReport::infra(
-                "controller_error",
-                format!("arm {} is not in the protocol", spec.slot.arm),
-            );
-        };
-        let Some(task) = self
-            .tasks
-            .get(&(spec.slot.suite.clone(), spec.slot.task.clone()))
-            .cloned()
-        else {
-            return AttemptReport::infra(
-                "controller_error",
-                format!("task {}/{} is not loaded", spec.slot.suite, spec.slot.task),
-            );
-        };
-        // The arm's files must still make the frozen image, now, before every attempt: a byte
-        // changed after admission ends the attempt here, and no container is made.
-        if arm.def.def.build.is_some()
-            && let Some(frozen) = &arm.frozen_image
-            && let Ok(now) = eval_runtimes::image_id(&arm.spec)
-            && &now != frozen
-        {
-            return self
-                .refuse_image(spec, &arm, &now, format!(
-                    "the arm's files now make image {now}, not the frozen {frozen}: an input changed after admission"
-                ))
-                .await;
-        }
-        let image = match self.image(&arm).await {
-            Ok(i) => i,
-            Err((code, detail)) => return AttemptReport::infra(&code, detail),
-        };
-        if let Some(frozen) = &arm.frozen_image
-            && &image != frozen
-        {
-            return self
-                .refuse_image(
-                    spec,
-                    &arm,
-                    &image,
-                    format!("the arm's image is {image}, not the frozen {frozen}"),
-                )
-                .await;
-        }
-        let dir = self.work.join(format!("{}-a{}", spec.slot.id, spec.number));
-        let result = self.run_in(spec, cancel, &arm, &task, &image, &dir).await;
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::remove_dir_all(socket_dir(&self.work, &spec.attempt));
-        result
-    }
-
-    /// Ends an attempt as `infra_fault(attestation_mismatch)` before any container exists,
-    /// recording the refusal as the attempt's `attestation` entry.
-    async fn refuse_image(
+    fn lookup(
         &self,
         spec: &AttemptSpec,
-        arm: &ArmImage,
-        image: &ImageId,
-        problem: String,
-    ) -> AttemptReport {
-        let payload = Attestation {
-            schema: events::SCHEMA,
-            attempt: spec.attempt.clone(),
-            ok: false,
-            image: image.0.clone(),
-            reported: BTreeMap::new(),
-            expected: arm
-                .expected
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone().unwrap_or_else(|| "absent".into())))
-                .collect(),
-            problems: vec![problem.clone()],
+    ) -> Result<(Arc<ArmImage>, TaskBundle), Box<AttemptReport>> {
+        let arm = self.arms.get(&spec.slot.arm).cloned().ok_or_else(|| {
+            AttemptReport::infra(
+                CONTROLLER_ERROR,
+                format!("arm {} is not in the protocol", spec.slot.arm),
+            )
+        })?;
+        let key = (spec.slot.suite.clone(), spec.slot.task.clone());
+        let task = self.tasks.get(&key).cloned().ok_or_else(|| {
+            AttemptReport::infra(
+                CONTROLLER_ERROR,
+                format!("task {}/{} is not loaded", spec.slot.suite, spec.slot.task),
+            )
+        })?;
+        Ok((arm, task))
+    }
+
+    /// One attempt: image check → host preparation → control plane and proxy registration →
+    /// the agent's container → every call recorded → leftovers read, archived, graded →
+    /// classified. Any failure to record ends up in `recording_failure`.
+    async fn run_attempt(&self, spec: &AttemptSpec, cancel: &CancellationToken) -> AttemptReport {
+        let (arm, task) = match self.lookup(spec) {
+            Ok(found) => found,
+            Err(report) => return *report,
         };
-        let mut report = AttemptReport::infra(
-            eval_runtimes::FaultCode::AttestationMismatch.as_str(),
-            format!("{problem}; the agent never started"),
-        );
-        report.image = Some(image.0.clone());
-        if self
-            .control
-            .rec
-            .append(events::ATTESTATION, &payload)
-            .await
-            .is_ok()
-        {
-            report.attestation = eval_evidence::canonical::to_vec(&payload)
-                .ok()
-                .map(|b| Digest::of(&b).to_string());
+        let image = match self.checked_image(spec, &arm).await {
+            Ok(image) => image,
+            Err(report) => return *report,
+        };
+        let dir = self.work.join(format!("{}-a{}", spec.slot.id, spec.number));
+        let mut report = self.run_in(spec, cancel, &arm, &task, &image, &dir).await;
+        self.remove_attempt_dir(&dir);
+        if let Err(e) = self.sockets.remove_attempt(&spec.attempt) {
+            tracing::warn!("attempt {}: its socket directory: {e}", spec.attempt);
+        }
+        if report.recording_failure.is_none() {
+            report.recording_failure = self.bridge.fatal();
         }
         report
     }
@@ -346,330 +306,214 @@ impl DockerExecutor {
         image: &ImageId,
         dir: &Path,
     ) -> AttemptReport {
-        let task_dir = self.root.join(&task.dir);
-        let workspace = dir.join("workspace");
-        let out = dir.join("out");
-        let socket = socket_dir(&self.work, &spec.attempt).join("a.sock");
-        let prep = (|| -> std::io::Result<()> {
-            let _ = std::fs::remove_dir_all(dir);
-            std::fs::create_dir_all(dir)?;
-            copy_tree(&task_dir.join("workspace"), &workspace)?;
-            std::fs::create_dir_all(&out)?;
-            std::fs::create_dir_all(socket.parent().unwrap_or(dir))?;
-            Ok(())
-        })();
-        if let Err(e) = prep {
-            return AttemptReport::infra(HOST_IO, format!("preparing {}: {e}", dir.display()));
-        }
         let def = &arm.def.def;
-        if let Err(e) = eval_runtimes::host::prepare_workspace(&workspace, def)
-            .and_then(|_| eval_runtimes::host::prepare_workspace(&out, def))
-        {
-            return infra_of(&e);
-        }
-        // Oracle: scripted answers from the task's hidden files (never mounted for the agent).
-        let mut answers = BTreeMap::new();
-        let mut max_questions = 0;
-        let mut oracle = None;
-        if let Some(o) = &task.spec.oracle {
-            max_questions = o
-                .max_questions
-                .min(*self.max_oracle.get(&spec.slot.suite).unwrap_or(&0));
-            if o.answered_by == eval_protocols::task::OracleAnswerer::Model {
-                let Some((_, template, anthropic)) = &self.oracle else {
-                    return AttemptReport::infra(
-                        "controller_error",
-                        "the task's oracle is a model but the protocol names no [models.oracle]",
-                    );
-                };
-                let brief = match std::fs::read_to_string(task_dir.join(&o.answers)) {
-                    Ok(b) => b,
-                    Err(e) => return AttemptReport::infra(HOST_IO, format!("{}: {e}", o.answers)),
-                };
-                oracle = Some(OracleAsk {
-                    template: template.clone(),
-                    anthropic: *anthropic,
-                    brief,
-                });
-            } else if let Ok(text) = std::fs::read_to_string(task_dir.join(&o.answers))
-                && let Ok(v) = toml::from_str::<toml::Table>(&text)
-                && let Some(qa) = v.get("qa").and_then(|q| q.as_array())
-            {
-                for item in qa {
-                    if let (Some(q), Some(a)) = (
-                        item.get("question").and_then(|x| x.as_str()),
-                        item.get("answer").and_then(|x| x.as_str()),
-                    ) {
-                        answers.insert(q.to_owned(), a.to_owned());
-                    }
-                }
-            }
-        }
-        let ctl = Arc::new(AttemptControl {
-            image: image.0.clone(),
-            expected: arm.expected.clone(),
-            attested: Mutex::new(None),
-            answers,
-            oracle: oracle.clone(),
-            oracle_failed: std::sync::atomic::AtomicBool::new(false),
-            max_questions,
-            asked: AtomicU32::new(0),
-            answered: AtomicU32::new(0),
-        });
-        self.control.insert(&spec.attempt, ctl.clone());
-        let mut roles = BTreeMap::new();
-        roles.insert(Role::Agent, self.agent.clone());
-        if oracle.is_some()
-            && let Some((role, _, _)) = &self.oracle
-        {
-            // The oracle role may answer at most the questions the task allows.
-            let mut role = role.clone();
-            role.budget.max_requests = Some(u64::from(max_questions));
-            role.budget.max_tokens = Some(self.max_tokens);
-            roles.insert(Role::Oracle, role);
-        }
-        let reg = self
-            .proxy
-            .register_attempt(eval_proxy::AttemptSpec {
-                attempt_id: spec.attempt.clone(),
-                arm: spec.slot.arm.clone(),
-                session_id: spec.attempt.clone(),
-                listen: Listen::Unix(socket.clone()),
-                roles,
-            })
-            .await;
-        if let Err(e) = reg {
+        let p = match self.prepare(spec, def, task, dir) {
+            Ok(p) => p,
+            Err(report) => return *report,
+        };
+        let ctl = match self.attempt_control(spec, task, arm, image, &p.task_dir) {
+            Ok(ctl) => ctl,
+            Err(report) => return *report,
+        };
+        if let Err(report) = self.register(spec, &ctl, &p).await {
             self.control.remove(&spec.attempt);
-            return AttemptReport::infra("proxy_failure", e.to_string());
+            return *report;
         }
-        let _ = eval_runtimes::host::prepare_socket(&socket, def);
-        let mounts = RoleMounts::Agent {
-            workspace: workspace.clone(),
-            prompt: task_dir.join("prompt.md"),
-            socket: socket.clone(),
-            shim: self.shim.clone(),
-        };
-        let timeout = Duration::from_secs(task.spec.timeout_seconds.min(self.wall_seconds).max(1));
-        let forbidden: Vec<&[u8]> = if self.forbidden.is_empty() {
-            vec![]
-        } else {
-            vec![&self.forbidden[..]]
-        };
-        let t0 = std::time::Instant::now();
-        let ran = match eval_runtimes::container_spec(def, image, &self.facts(spec), &mounts) {
-            Err(e) => Err(e),
-            Ok(cspec) => {
-                let run = eval_runtimes::run_to_end(
-                    self.rt.as_ref(),
-                    &cspec,
-                    &forbidden,
-                    timeout,
-                    256 * 1024,
-                );
-                tokio::pin!(run);
-                let finished = tokio::select! {
-                    r = &mut run => Some(r),
-                    _ = cancel.cancelled() => None,
-                };
-                match finished {
-                    Some(r) => r.map(Some),
-                    None => {
-                        self.stop_container(&spec.attempt, run).await;
-                        Ok(None)
-                    }
-                }
-            }
-        };
-        let mut container_seconds = t0.elapsed().as_secs_f64();
+        let (ran, agent_seconds) = self.run_agent(spec, cancel, def, task, image, &p).await;
+        // Every call of the attempt is in the ledger before anything is concluded from it.
         let meter = self
             .proxy
-            .close_attempt_and_wait(&spec.attempt, Duration::from_secs(10))
-            .await
-            .ok();
+            .close_attempt_and_wait(&spec.attempt, CLOSE_GRACE)
+            .await;
         self.bridge.flush().await;
         self.control.remove(&spec.attempt);
         let mut report = AttemptReport {
             image: Some(image.0.clone()),
-            clarification_questions: u64::from(ctl.asked.load(Ordering::SeqCst)),
+            container_seconds: agent_seconds,
             ..AttemptReport::default()
         };
-        let attested = ctl
-            .attested
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        report.attestation = attested.as_ref().map(|(_, d)| d.clone());
-        let agent = meter
-            .as_ref()
-            .and_then(|m| m.roles.get(&Role::Agent).cloned())
-            .unwrap_or_default();
-        report.model_turns = agent.turns;
-        report.tokens = Tokens {
-            input: agent.input_tokens,
-            output: agent.output_tokens,
-            cached: agent.cached_input_tokens,
-            reasoning: agent.reasoning_tokens,
-        };
-        report.oracle_calls = meter
-            .as_ref()
-            .and_then(|m| m.roles.get(&Role::Oracle).map(|o| o.calls))
-            .unwrap_or(0);
-        let end = match ran {
-            Err(e) => {
-                let mut r = infra_of(&e);
-                r.tokens = report.tokens;
-                r.model_turns = report.model_turns;
-                return r;
-            }
+        let mut seen = Seen::default();
+        observe_control(&ctl, &mut seen, &mut report);
+        observe_meter(meter, &mut seen, &mut report);
+        match ran {
+            Err(e) => seen.obs.engine = Some(container::engine_fault(&e)),
             Ok(None) => {
                 report.cancelled = true;
-                return report;
+                return self.conclude(spec, seen, report).await;
             }
-            Ok(Some(end)) => end,
-        };
-        if let Ok(d) = self.store.put_bytes(&end.logs) {
-            report.artifacts.agent_log = Some(d.to_string());
-        }
-        // Outcome, by the first rule that applies.
-        let exit_code = match end.outcome {
-            WaitOutcome::Exited { code } => Some(code),
-            WaitOutcome::TimedOut => None,
-        };
-        let mut outcome = match attested {
-            Some((false, _)) => {
-                report.outcome = Some(Outcome::InfraFault);
-                report.infra_fault = Some(
-                    eval_runtimes::FaultCode::AttestationMismatch
-                        .as_str()
-                        .into(),
-                );
-                report.detail = Some(
-                    "the shim's digests differ from the frozen arm; the agent never started".into(),
-                );
-                report.container_seconds = container_seconds;
-                return report;
-            }
-            _ => Outcome::Completed,
-        };
-        if ctl.oracle_failed.load(Ordering::SeqCst) {
-            report.outcome = Some(Outcome::InfraFault);
-            report.infra_fault = Some("oracle_service_unavailable".into());
-            report.detail = Some("the oracle model could not answer a clarifying question".into());
-            report.container_seconds = container_seconds;
-            return report;
-        }
-        let mut detail = None;
-        if exit_code.is_none() {
-            outcome = Outcome::Timeout;
-            detail = Some(format!("killed after {}s", timeout.as_secs()));
-        } else if agent.contract_violations > 0 {
-            outcome = Outcome::ContractViolation;
-            detail = Some(format!(
-                "{} call(s) outside the model contract",
-                agent.contract_violations
-            ));
-        } else if agent.budget_exhaustions > 0 {
-            outcome = Outcome::BudgetExhausted;
-            detail = Some(format!(
-                "{} call(s) refused over budget",
-                agent.budget_exhaustions
-            ));
-        } else if agent.upstream_errors > 0 && agent.turns == 0 {
-            report.outcome = Some(Outcome::InfraFault);
-            report.infra_fault = Some("host_network_outage".into());
-            report.detail = Some("the upstream failed before any model call was answered".into());
-            report.container_seconds = container_seconds;
-            return report;
-        } else if exit_code != Some(0) {
-            outcome = Outcome::AgentError;
-            detail = Some(format!(
-                "the agent exited with status {}",
-                exit_code.unwrap_or(-1)
-            ));
-        }
-        // The harness's own accounting must equal the proxy's meter.
-        if let Some(rel) = &def.metrics_path {
-            let path = workspace.join(rel);
-            if let Ok(bytes) = std::fs::read(&path) {
-                if let Ok(d) = self.store.put_bytes(&bytes) {
-                    report.artifacts.agent_metrics = Some(d.to_string());
-                }
-                if let Ok(m) = serde_json::from_slice::<Value>(&bytes) {
-                    let turns = m.get("model_turns").and_then(Value::as_u64).unwrap_or(0);
-                    let total = m.get("total_tokens").and_then(Value::as_u64).unwrap_or(0);
-                    report.harness = Some(events::HarnessAccount {
-                        model_turns: turns,
-                        total_tokens: total,
-                    });
-                    if outcome == Outcome::Completed
-                        && let Some(why) = accounting_mismatch(
-                            (turns, total),
-                            (agent.turns, agent.input_tokens + agent.output_tokens),
-                        )
-                    {
-                        outcome = Outcome::AccountingMismatch;
-                        detail = Some(why);
-                    }
-                }
-            }
-            // The grader and the archive never see the harness's bookkeeping.
-            if let Some(first) = Path::new(rel).components().next() {
-                let top = workspace.join(first);
-                if top.is_dir() {
-                    let _ = std::fs::remove_dir_all(&top);
-                } else {
-                    let _ = std::fs::remove_file(&top);
-                }
+            Ok(Some(end)) => {
+                seen.obs.end = Some(container::end_of(&end.outcome, self.agent_timeout(task)));
+                report.artifacts.agent_log =
+                    self.store_bytes("the agent's log", &end.logs, &mut seen);
             }
         }
-        match self.store.put_dir(&workspace) {
-            Ok(d) => report.artifacts.workspace = Some(d.to_string()),
+        if classify(&seen.obs).outcome != events::Outcome::InfraFault {
+            self.after_agent(spec, task, def, &p, &mut seen, &mut report)
+                .await;
+        }
+        self.conclude(spec, seen, report).await
+    }
+
+    /// The agent's leftovers: the accounting cross-check, the archive, then the grader (every
+    /// outcome but an infrastructure fault is graded: failures are scores too).
+    async fn after_agent(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        def: &RuntimeDef,
+        p: &Prepared,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        let ws = match eval_evidence::leftovers::Beneath::open(&p.workspace) {
+            Ok(ws) => ws,
             Err(e) => {
-                report.outcome = Some(Outcome::InfraFault);
-                report.infra_fault = Some(HOST_IO.into());
-                report.detail = Some(format!("archiving the workspace: {e}"));
-                return report;
+                seen.leftover("the workspace", &e);
+                seen.obs.graded = classify::Graded::Unscorable(format!("the workspace: {e}"));
+                return;
+            }
+        };
+        self.cross_check(def, &ws, seen, report);
+        self.archive(&p.workspace, seen, report);
+        if classify(&seen.obs).outcome == events::Outcome::InfraFault {
+            return;
+        }
+        self.grade(spec, task, p, seen, report).await;
+    }
+
+    /// The outcome, and the notes recorded before it.
+    async fn conclude(
+        &self,
+        spec: &AttemptSpec,
+        seen: Seen,
+        mut report: AttemptReport,
+    ) -> AttemptReport {
+        if !report.cancelled {
+            let Classification {
+                outcome,
+                infra_fault,
+                detail,
+            } = classify(&seen.obs);
+            report.outcome = Some(outcome);
+            report.infra_fault = infra_fault;
+            report.detail = detail;
+        }
+        if !seen.notes.is_empty() {
+            let note = AttemptNote {
+                schema: events::SCHEMA,
+                attempt: spec.attempt.clone(),
+                notes: seen.notes,
+            };
+            if let Err(e) = self.control.rec.append(events::ATTEMPT_NOTE, &note).await
+                && report.recording_failure.is_none()
+            {
+                report.recording_failure = Some(format!(
+                    "cannot record the notes of attempt {}: {e}",
+                    spec.attempt
+                ));
             }
         }
-        // Grade every non-infra outcome: failures are scores too.
-        let g0 = std::time::Instant::now();
-        match self.grade(spec, task, &task_dir, &workspace, &out).await {
-            Ok((metrics, score_digest, log_digest)) => {
-                report.metrics = metrics;
-                report.artifacts.grader_output = score_digest;
-                report.artifacts.grader_log = log_digest;
-            }
-            Err((code, why)) => {
-                report.outcome = Some(Outcome::InfraFault);
-                report.infra_fault = Some(code);
-                report.detail = Some(why);
-                return report;
-            }
-        }
-        container_seconds += g0.elapsed().as_secs_f64();
-        report.container_seconds = container_seconds;
-        report.outcome = Some(outcome);
-        report.detail = detail;
         report
     }
+
+    /// Removes the attempt's directory — only ever a direct child of the executor's work
+    /// directory, whatever the slot id says.
+    fn remove_attempt_dir(&self, dir: &Path) {
+        let inside = dir.parent() == Some(self.work.as_path())
+            && dir
+                .file_name()
+                .is_some_and(|n| n != ".." && n != "." && !n.is_empty());
+        if !inside {
+            tracing::error!(
+                "refusing to remove {}: not an attempt directory under {}",
+                dir.display(),
+                self.work.display()
+            );
+            return;
+        }
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!("{}: {e}", dir.display());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The control plane's side of the attempt: attestation, questions, recording failures.
+fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptReport) {
+    seen.obs.attested = match ctl.attested() {
+        AttestState::Pending => Attested::Missing,
+        AttestState::Decided { ok, digest } => {
+            report.attestation = Some(digest);
+            if ok {
+                Attested::Ok
+            } else {
+                Attested::Mismatch("the shim's digests differ from the frozen arm".into())
+            }
+        }
+    };
+    seen.obs.oracle = Oracle {
+        unavailable: ctl.oracle_unavailable(),
+        refused: ctl.refused(),
+    };
+    report.clarification_questions = u64::from(ctl.asked());
+    report.recording_failure = ctl.fatal();
+}
+
+/// The proxy's meter of the attempt: the agent role's upstream outcomes and usage.
+fn observe_meter(
+    meter: Result<AttemptMeter, eval_proxy::ProxyError>,
+    seen: &mut Seen,
+    report: &mut AttemptReport,
+) {
+    let meter = match meter {
+        Ok(m) => m,
+        Err(e) => {
+            seen.obs.engine = Some(EngineFault {
+                code: CONTROLLER_ERROR.into(),
+                detail: format!("the proxy has no meter for the attempt: {e}"),
+            });
+            return;
+        }
+    };
+    report.oracle_calls = meter.roles.get(&Role::Oracle).map_or(0, |o| o.calls);
+    let Some(agent) = meter.roles.get(&Role::Agent) else {
+        seen.obs.engine = Some(EngineFault {
+            code: CONTROLLER_ERROR.into(),
+            detail: "the proxy has no meter for the agent role".into(),
+        });
+        return;
+    };
+    report.model_turns = agent.turns;
+    report.tokens = Tokens {
+        input: agent.input_tokens,
+        output: agent.output_tokens,
+        cached: agent.cached_input_tokens,
+        reasoning: agent.reasoning_tokens,
+    };
+    seen.obs.upstream = Upstream {
+        turns: agent.turns,
+        contract_violations: agent.contract_violations,
+        budget_exhaustions: agent.budget_exhaustions,
+        client_errors: agent.upstream_client_errors,
+        server_errors: agent.upstream_server_errors,
+        transport_errors: agent.upstream_transport_errors,
+    };
 }
 
 impl AttemptExecutor for DockerExecutor {
     fn run<'a>(
         &'a self,
         spec: &'a AttemptSpec,
-        rec: Recorder,
+        _rec: Recorder,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, AttemptReport> {
-        Box::pin(async move {
-            let _ = rec;
-            self.run_attempt(spec, &cancel).await
-        })
+        Box::pin(async move { self.run_attempt(spec, &cancel).await })
     }
 
     fn sweep(&self) -> BoxFuture<'_, Result<usize, String>> {
         Box::pin(async move {
-            let _ = std::fs::remove_dir_all(sockets_root(&self.work));
             self.rt
                 .sweep(&self.sweep_label())
                 .await

@@ -1,8 +1,34 @@
 //! The oracle: scripted answers or a model asked through the proxy's `oracle` role.
 
-use super::control::Control;
+use super::DockerExecutor;
+use super::classify::CONTROLLER_ERROR;
+use super::control::{AttemptControl, Control};
+use super::images::ArmImage;
+use crate::run::{AttemptReport, AttemptSpec};
+use eval_protocols::TaskBundle;
 use eval_protocols::protocol::ModelContract;
+use eval_runtimes::ImageId;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why the oracle model gave no answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum OracleFailure {
+    /// The upstream answered 4xx (not 429): the question itself was refused (the agent's doing).
+    Refused(String),
+    /// Transport, 5xx/429, a reply without text, the proxy not running: the service's doing.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for OracleFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OracleFailure::Refused(w) | OracleFailure::Unavailable(w) => f.write_str(w),
+        }
+    }
+}
 
 /// How to ask the oracle model: a request body without messages, and the task's brief.
 #[derive(Clone)]
@@ -22,13 +48,14 @@ impl Control {
         id: &str,
         o: &OracleAsk,
         question: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, OracleFailure> {
+        use OracleFailure::Unavailable;
         let proxy = self
             .proxy
             .lock()
             .ok()
             .and_then(|slot| slot.clone())
-            .ok_or_else(|| "the proxy is not running".to_owned())?;
+            .ok_or_else(|| Unavailable("the proxy is not running".to_owned()))?;
         let system = format!(
             "{ORACLE_SYSTEM}{}{}",
             eval_runtimes::fixture_model::ORACLE_BRIEF_MARKER,
@@ -44,7 +71,7 @@ impl Control {
                 {"role": "user", "content": question},
             ]);
         }
-        let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&body).map_err(|e| Unavailable(e.to_string()))?;
         let mut headers = http::HeaderMap::new();
         if o.anthropic {
             headers.insert(
@@ -55,12 +82,82 @@ impl Control {
         let reply = proxy
             .oracle_call(id, headers, bytes.into())
             .await
-            .map_err(|e| e.to_string())?;
-        if !reply.status.is_success() {
-            return Err(format!("the oracle model answered {}", reply.status));
+            .map_err(|e| Unavailable(e.to_string()))?;
+        let status = reply.status;
+        if status.is_client_error() && status != http::StatusCode::TOO_MANY_REQUESTS {
+            return Err(OracleFailure::Refused(format!(
+                "the oracle model refused the question ({status})"
+            )));
         }
-        answer_text(&reply.body).ok_or_else(|| "the oracle model's reply has no text".to_owned())
+        if !status.is_success() {
+            return Err(Unavailable(format!("the oracle model answered {status}")));
+        }
+        answer_text(&reply.body)
+            .ok_or_else(|| Unavailable("the oracle model's reply has no text".to_owned()))
     }
+}
+
+impl DockerExecutor {
+    /// The attempt's control-plane state: its expected attestation and its oracle (scripted
+    /// answers from the task's hidden files, never mounted for the agent, or the oracle model).
+    pub(super) fn attempt_control(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        arm: &ArmImage,
+        image: &ImageId,
+        task_dir: &Path,
+    ) -> Result<Arc<AttemptControl>, Box<AttemptReport>> {
+        let mut answers = BTreeMap::new();
+        let mut max_questions = 0;
+        let mut oracle = None;
+        if let Some(o) = &task.spec.oracle {
+            let suite_cap = self.max_oracle.get(&spec.slot.suite).copied().unwrap_or(0);
+            max_questions = o.max_questions.min(suite_cap);
+            let text = std::fs::read_to_string(task_dir.join(&o.answers))
+                .map_err(|e| AttemptReport::infra(CONTROLLER_ERROR, format!("{}: {e}", o.answers)));
+            if o.answered_by == eval_protocols::task::OracleAnswerer::Model {
+                let Some((_, template, anthropic)) = &self.oracle else {
+                    return Err(Box::new(AttemptReport::infra(
+                        CONTROLLER_ERROR,
+                        "the task's oracle is a model but the protocol names no [models.oracle]",
+                    )));
+                };
+                oracle = Some(OracleAsk {
+                    template: template.clone(),
+                    anthropic: *anthropic,
+                    brief: text?,
+                });
+            } else if let Ok(text) = text {
+                answers = scripted_answers(&text);
+            }
+        }
+        Ok(Arc::new(AttemptControl::new(
+            image.0.clone(),
+            arm.expected.clone(),
+            answers,
+            oracle,
+            max_questions,
+        )))
+    }
+}
+
+/// The `[[qa]]` question → answer pairs of a scripted oracle file (unparseable: none, so every
+/// question is answered "No further information.").
+fn scripted_answers(text: &str) -> BTreeMap<String, String> {
+    let mut answers = BTreeMap::new();
+    let Ok(v) = toml::from_str::<toml::Table>(text) else {
+        return answers;
+    };
+    for item in v.get("qa").and_then(|q| q.as_array()).into_iter().flatten() {
+        if let (Some(q), Some(a)) = (
+            item.get("question").and_then(|x| x.as_str()),
+            item.get("answer").and_then(|x| x.as_str()),
+        ) {
+            answers.insert(q.to_owned(), a.to_owned());
+        }
+    }
+    answers
 }
 
 /// The oracle request a contract allows: its model, every fixed parameter (and a bound for a
