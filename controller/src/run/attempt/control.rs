@@ -263,25 +263,19 @@ impl Control {
         body: &[u8],
     ) -> (http::StatusCode, Value) {
         let index = c.asked.fetch_add(1, Ordering::SeqCst).saturating_add(1);
-        let question = serde_json::from_slice::<Value>(body)
-            .ok()
-            .and_then(|v| v.get("question").and_then(Value::as_str).map(str::to_owned));
-        if let Some(reason) = refusal(c, index, question.as_deref()) {
-            c.refused.fetch_add(1, Ordering::SeqCst);
-            self.agent_event(id, c, "question_refused", body, Some(reason))
-                .await;
-            let status = match reason {
-                "too_large" => http::StatusCode::PAYLOAD_TOO_LARGE,
-                "malformed" => http::StatusCode::BAD_REQUEST,
-                _ => http::StatusCode::TOO_MANY_REQUESTS,
-            };
-            let error = format!(
-                "clarifying question refused: {reason} (at most {} per attempt, {MAX_QUESTION_BYTES} bytes each)",
-                c.max_questions
-            );
-            return (status, json!({ "error": error }));
-        }
-        let question = question.unwrap_or_default();
+        // A body that is not `{"question": "…"}` is refused as malformed (and recorded so).
+        let question = match serde_json::from_slice::<Value>(body) {
+            Ok(v) => v.get("question").and_then(Value::as_str).map(str::to_owned),
+            Err(_) => None,
+        };
+        let question = match (refusal(c, index, question.as_deref()), question) {
+            (None, Some(q)) => q,
+            (reason, _) => {
+                return self
+                    .refuse_question(id, c, body, reason.unwrap_or("malformed"))
+                    .await;
+            }
+        };
         let (answer, source) = self.answer(id, c, &question).await;
         let payload = Clarification {
             schema: events::SCHEMA,
@@ -309,6 +303,29 @@ impl Control {
                 json!({"error": "the oracle could not answer"}),
             ),
         }
+    }
+
+    /// A question refused without asking anyone: counted, recorded as digest and length.
+    async fn refuse_question(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        body: &[u8],
+        reason: &str,
+    ) -> (http::StatusCode, Value) {
+        c.refused.fetch_add(1, Ordering::SeqCst);
+        self.agent_event(id, c, "question_refused", body, Some(reason))
+            .await;
+        let status = match reason {
+            "too_large" => http::StatusCode::PAYLOAD_TOO_LARGE,
+            "malformed" => http::StatusCode::BAD_REQUEST,
+            _ => http::StatusCode::TOO_MANY_REQUESTS,
+        };
+        let error = format!(
+            "clarifying question refused: {reason} (at most {} per attempt, {MAX_QUESTION_BYTES} bytes each)",
+            c.max_questions
+        );
+        (status, json!({ "error": error }))
     }
 
     /// An in-bounds question's answer: scripted, or from the oracle model.
@@ -402,5 +419,186 @@ impl ControlPlane for Control {
                 ),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use eval_evidence::ledger::{Entry, LedgerReader, LedgerWriter};
+
+    const EXPECTED: &str =
+        "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        control: Arc<Control>,
+        ctl: Arc<AttemptControl>,
+    }
+
+    fn fixture(max_questions: u32) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let writer = LedgerWriter::open(&path).unwrap();
+        let rec = Recorder::new(writer, &[], "fixture").unwrap();
+        let control = Control::new(rec);
+        let expected = BTreeMap::from([("/opt/arm".to_owned(), Some(EXPECTED.to_owned()))]);
+        let answers = BTreeMap::from([("why?".to_owned(), "because".to_owned())]);
+        let ctl = Arc::new(AttemptControl::new(
+            "img".into(),
+            expected,
+            answers,
+            None,
+            max_questions,
+        ));
+        control.insert("s#1", ctl.clone());
+        Fixture {
+            _dir: dir,
+            path,
+            control,
+            ctl,
+        }
+    }
+
+    fn entries(f: &Fixture) -> Vec<Entry> {
+        LedgerReader::open(&f.path).unwrap().entries().unwrap()
+    }
+
+    fn attest_body(digest: &str) -> bytes::Bytes {
+        serde_json::to_vec(&json!({"format": 1, "paths": [{"path": "/opt/arm", "digest": digest}]}))
+            .unwrap()
+            .into()
+    }
+
+    async fn call(f: &Fixture, path: &str, body: bytes::Bytes) -> http::StatusCode {
+        f.control.handle("s#1", path, body).await.0
+    }
+
+    /// The first attestation decides; a later one — even a "good" one, even garbage carrying a
+    /// secret — is refused, recorded by digest and length only, and changes nothing.
+    #[tokio::test]
+    async fn only_the_first_attestation_counts() {
+        let f = fixture(0);
+        assert_eq!(
+            call(&f, "/_eval/attest", attest_body(EXPECTED)).await,
+            http::StatusCode::OK
+        );
+        let AttestState::Decided { ok, digest } = f.ctl.attested() else {
+            panic!("the first attestation decides");
+        };
+        assert!(ok);
+        assert!(
+            digest.starts_with("sha256:") && digest.len() == 71,
+            "{digest}"
+        );
+        let garbage = bytes::Bytes::from_static(b"{\"format\":1,\"paths\":[]} SECRET-CANARY");
+        assert_eq!(
+            call(&f, "/_eval/attest", garbage.clone()).await,
+            http::StatusCode::FORBIDDEN
+        );
+        let bad =
+            attest_body("sha256:2222222222222222222222222222222222222222222222222222222222222222");
+        assert_eq!(
+            call(&f, "/_eval/attest", bad).await,
+            http::StatusCode::FORBIDDEN
+        );
+        assert_eq!(f.ctl.attested(), AttestState::Decided { ok: true, digest });
+        assert_eq!(f.ctl.fatal(), None);
+        let all = entries(&f);
+        let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["attestation", "agent_event", "agent_event"]);
+        let ev: AgentEvent = serde_json::from_slice(&all[1].payload).unwrap();
+        assert_eq!(ev.event, "attest_again");
+        assert_eq!(ev.body_sha256, Digest::of(&garbage).to_string());
+        assert_eq!(ev.len, garbage.len() as u64);
+        assert!(
+            all.iter()
+                .all(|e| !String::from_utf8_lossy(&e.payload).contains("SECRET-CANARY"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_first_mismatching_attestation_is_final_too() {
+        let f = fixture(0);
+        let bad =
+            attest_body("sha256:2222222222222222222222222222222222222222222222222222222222222222");
+        assert_eq!(
+            call(&f, "/_eval/attest", bad).await,
+            http::StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            call(&f, "/_eval/attest", attest_body(EXPECTED)).await,
+            http::StatusCode::FORBIDDEN
+        );
+        assert!(matches!(
+            f.ctl.attested(),
+            AttestState::Decided { ok: false, .. }
+        ));
+    }
+
+    /// Questions over the size or the count (or with no oracle, or malformed) are refused and
+    /// recorded as digest + length + reason; only in-bounds ones are answered and recorded whole.
+    #[tokio::test]
+    async fn refused_questions_are_recorded_without_their_text() {
+        let f = fixture(2);
+        let q =
+            |s: &str| bytes::Bytes::from(serde_json::to_vec(&json!({ "question": s })).unwrap());
+        let big = "B".repeat(MAX_QUESTION_BYTES + 1);
+        assert_eq!(
+            call(&f, "/_eval/clarify", q(&big)).await,
+            http::StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            call(&f, "/_eval/clarify", q("why?")).await,
+            http::StatusCode::OK
+        );
+        assert_eq!(
+            call(&f, "/_eval/clarify", bytes::Bytes::from_static(b"not json")).await,
+            http::StatusCode::TOO_MANY_REQUESTS,
+            "the third question is over the count of 2 whatever it holds"
+        );
+        assert_eq!(
+            call(&f, "/_eval/clarify", q("again")).await,
+            http::StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            (f.ctl.asked(), f.ctl.refused(), f.ctl.oracle_unavailable()),
+            (4, 3, 0)
+        );
+        let all = entries(&f);
+        let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["agent_event", "clarification", "agent_event", "agent_event"]
+        );
+        let reasons: Vec<String> = [0, 2, 3]
+            .iter()
+            .map(|i| serde_json::from_slice::<AgentEvent>(&all[*i].payload).unwrap())
+            .map(|e| e.reason.unwrap())
+            .collect();
+        assert_eq!(reasons, ["too_large", "limit", "limit"]);
+        let first: AgentEvent = serde_json::from_slice(&all[0].payload).unwrap();
+        assert_eq!(first.len, q(&big).len() as u64);
+        assert!(
+            all.iter().all(|e| e.payload.len() < 4096),
+            "no question body in the ledger"
+        );
+        let c: Clarification = serde_json::from_slice(&all[1].payload).unwrap();
+        assert_eq!((c.index, c.answer.as_deref()), (2, Some("because")));
+    }
+
+    #[tokio::test]
+    async fn without_an_oracle_every_question_is_refused() {
+        let f = fixture(0);
+        let body = bytes::Bytes::from_static(b"{\"question\":\"q\"}");
+        assert_eq!(
+            call(&f, "/_eval/clarify", body).await,
+            http::StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!((f.ctl.refused(), f.ctl.oracle_unavailable()), (1, 0));
+        let ev: AgentEvent = serde_json::from_slice(&entries(&f)[0].payload).unwrap();
+        assert_eq!(ev.reason.as_deref(), Some("no_oracle"));
     }
 }
