@@ -409,3 +409,40 @@ fn changing_the_signing_key_after_freezing_is_drift_and_refused() {
         serde_json::from_slice(&fs::read(proj.join("runs/freezes/demo.json")).unwrap()).unwrap();
     assert_eq!(doc["signing_public_key"], first.as_str());
 }
+
+#[test]
+fn freeze_refuses_a_runtime_metrics_path_outside_the_workspace() {
+    let (_tmp, proj) = init();
+    let def = proj.join("runtimes/fixture/runtime.toml");
+    let good = fs::read_to_string(&def).unwrap();
+    let bad = good.replace(
+        "metrics_path = \".eval-agent/metrics.json\"",
+        "metrics_path = \"../../etc/hostname\"",
+    );
+    assert_ne!(bad, good, "the scaffolded definition names a metrics_path");
+    fs::write(&def, bad).unwrap();
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("runtimes/fixture/runtime.toml"), "{out}");
+    assert!(out.contains("metrics_path"), "{out}");
+    assert!(out.contains("contains `..`"), "{out}");
+    // Nothing was frozen.
+    assert!(!proj.join("runs/freezes/demo.json").exists());
+}
+
+#[test]
+fn plan_refuses_an_oversized_matrix_with_exit_2_naming_the_field_and_limit() {
+    let (_tmp, proj) = init();
+    let file = proj.join("matrix/demo.toml");
+    let good = fs::read_to_string(&file).unwrap();
+    let bad = good.replacen("repetitions = 2", "repetitions = 3000000", 1);
+    assert_ne!(bad, good);
+    fs::write(&file, bad).unwrap();
+    let o = eval(&proj, &["plan", "--matrix", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("matrix/demo.toml"), "{out}");
+    assert!(out.contains("suites[0].repetitions"), "{out}");
+    assert!(out.contains("3000000 is above the limit of 10000"), "{out}");
+}

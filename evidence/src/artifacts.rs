@@ -6,13 +6,22 @@
 //! no object or a whole one; a name is never overwritten (the same name means the same bytes).
 //!
 //! A directory is stored as a **deterministic tar** ([`tar_dir`]): entries sorted by the bytes of
-//! their `/`-separated relative path; directories, regular files and symlinks only (symlinks stored
-//! as links, never followed); mode `0755` for directories and executable files, `0644` otherwise;
-//! uid/gid 0, empty owner names, mtime 0; a PAX `path`/`linkpath` record only when a name does not
-//! fit the ustar fields. The same tree gives the same bytes on every machine, so the archive's
+//! their `/`-separated relative path; mode `0755` for directories and executable files, `0644`
+//! otherwise; uid/gid 0, empty owner names, mtime 0; a PAX `path`/`linkpath` record only when a
+//! name does not fit the ustar fields or is not UTF-8 (then preceded by `hdrcharset=BINARY` and
+//! holding the exact bytes). The same tree gives the same bytes on every machine, so the archive's
 //! digest is a digest of the tree.
+//!
+//! The tree is what an agent left behind, so it is walked through
+//! [`crate::leftovers::Beneath`] (fd-relative, never following a link) and recorded faithfully
+//! rather than refused: symlinks as links (target text only), FIFOs and devices as ustar types
+//! `6`/`3`/`4` without content, sockets and other untypeable files only as a note; past a cap
+//! ([`ArchiveLimits`]) entries are left out with a note. When there are notes, a PAX global
+//! header (`g`, one `comment` record, the sorted notes one per line) precedes the end-of-archive
+//! blocks. Only a host failure makes archiving fail ([`ArtifactError::is_host_fault`]).
 
 use crate::ledger::Digest;
+use crate::leftovers::{Beneath, LeftoverError, is_host_errno, kind_name};
 use sha2::{Digest as _, Sha256};
 use std::fs;
 use std::io::{self, Read, Write};
@@ -33,6 +42,26 @@ pub enum ArtifactError {
     Missing { digest: Digest },
     #[error("artifact {digest} is corrupt: its bytes hash to {actual}")]
     Corrupt { digest: Digest, actual: Digest },
+    /// Reading the tree to archive failed; only a host failure reaches here (see
+    /// [`tar_dir_with`]), or the root directory itself could not be opened.
+    #[error("archiving {dir}: {source}")]
+    Leftover {
+        dir: PathBuf,
+        #[source]
+        source: LeftoverError,
+    },
+}
+
+impl ArtifactError {
+    /// True for failures of the host (the store's own writes failing with ENOSPC, EDQUOT, EIO,
+    /// …, or such a failure reading a tree), which nothing in an archived tree can cause.
+    pub fn is_host_fault(&self) -> bool {
+        match self {
+            ArtifactError::Io { source, .. } => source.raw_os_error().is_some_and(is_host_errno),
+            ArtifactError::Leftover { source, .. } => source.is_host_fault(),
+            _ => false,
+        }
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ArtifactError + '_ {
@@ -83,11 +112,22 @@ impl ArtifactStore {
         self.put_reader(&mut f)
     }
 
-    /// Stores the deterministic tar of `dir` (see the module docs).
-    pub fn put_dir(&self, dir: &Path) -> Result<Digest, ArtifactError> {
+    /// Stores the deterministic tar of `dir` (see the module docs) within the default
+    /// [`ArchiveLimits`].
+    pub fn put_dir(&self, dir: &Path) -> Result<ArchiveSummary, ArtifactError> {
+        self.put_dir_with(dir, &ArchiveLimits::default())
+    }
+
+    /// Stores the deterministic tar of `dir`. Never fails because of what the tree contains:
+    /// links, special files, odd names and whatever passes a cap are entries or notes.
+    pub fn put_dir_with(
+        &self,
+        dir: &Path,
+        limits: &ArchiveLimits,
+    ) -> Result<ArchiveSummary, ArtifactError> {
         let (tmp, mut file) = self.temp_file()?;
         let mut writer = HashingWriter::new(io::BufWriter::new(&mut file));
-        tar_dir(dir, &mut writer).inspect_err(|_| {
+        let summary = tar_dir_with(dir, limits, &mut writer).inspect_err(|_| {
             let _ = fs::remove_file(&tmp);
         })?;
         let (digest, buf) = writer.finish();
@@ -97,7 +137,12 @@ impl ArtifactStore {
             .map_err(io_err(&tmp))?;
         drop(file);
         self.publish(&tmp, &digest)?;
-        Ok(digest)
+        Ok(ArchiveSummary {
+            digest,
+            notes: summary.notes,
+            entries: summary.entries,
+            bytes: summary.bytes,
+        })
     }
 
     /// Reads an object back, checking that its bytes still hash to its name.
@@ -256,123 +301,481 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
-/// One entry of a tree walk, path relative to the root with `/` separators.
+/// Caps on one directory archive. Beyond a cap the archive is still written: what did not fit is
+/// left out and said so in a note, because the tree is the agent's doing and must never make the
+/// archive step fail.
+#[derive(Clone, Debug)]
+pub struct ArchiveLimits {
+    /// Entries (directories, files, links, special files) recorded; more are counted in a note.
+    pub max_entries: u64,
+    /// Bytes of file content recorded; a file that would pass the cap is left out with a note.
+    pub max_bytes: u64,
+    /// Directory depth below the root whose contents are recorded; deeper ones are noted.
+    pub max_depth: usize,
+    /// Sum of the lengths of every recorded path (bounds the walk's memory: 200,000 entries of
+    /// 64 KiB paths would otherwise be 12 GiB).
+    pub max_path_bytes: u64,
+}
+
+impl Default for ArchiveLimits {
+    fn default() -> Self {
+        Self {
+            max_entries: 200_000,
+            max_bytes: 4 << 30,
+            max_depth: 256,
+            max_path_bytes: 64 << 20,
+        }
+    }
+}
+
+/// At most this many notes are kept (sorted); the rest are counted in a final note.
+const MAX_NOTES: usize = 1000;
+
+/// What archiving a directory produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveSummary {
+    pub digest: Digest,
+    /// What was recorded other than as a plain entry, or left out, and why (sorted).
+    pub notes: Vec<String>,
+    /// Entries written (PAX headers and the notes header not counted).
+    pub entries: u64,
+    /// Bytes of file content written.
+    pub bytes: u64,
+}
+
+/// [`ArchiveSummary`] without the digest, as [`tar_dir`] returns it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TarSummary {
+    pub notes: Vec<String>,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// One entry of a tree walk, path relative to the root with `/` separators (raw bytes: a name
+/// need not be UTF-8).
 enum TreeEntry {
-    Dir(String),
+    Dir(Vec<u8>),
     File {
-        rel: String,
-        abs: PathBuf,
+        rel: Vec<u8>,
         exec: bool,
     },
     Link {
-        rel: String,
-        target: String,
+        rel: Vec<u8>,
+        target: Vec<u8>,
+    },
+    /// FIFO (`6`), character (`3`) or block (`4`) device: a header, no content.
+    Special {
+        rel: Vec<u8>,
+        typeflag: u8,
+        dev: (u32, u32),
     },
 }
 
 impl TreeEntry {
-    fn rel(&self) -> &str {
+    fn rel(&self) -> &[u8] {
         match self {
-            TreeEntry::Dir(r) | TreeEntry::File { rel: r, .. } | TreeEntry::Link { rel: r, .. } => {
-                r
-            }
+            TreeEntry::Dir(r)
+            | TreeEntry::File { rel: r, .. }
+            | TreeEntry::Link { rel: r, .. }
+            | TreeEntry::Special { rel: r, .. } => r,
         }
     }
 }
 
-fn walk(root: &Path, rel: &str, out: &mut Vec<TreeEntry>) -> Result<(), ArtifactError> {
-    let dir = if rel.is_empty() {
-        root.to_path_buf()
+/// A name for notes and messages: quoted, with anything not UTF-8 escaped as `\xNN`.
+fn shown(rel: &[u8]) -> String {
+    match std::str::from_utf8(rel) {
+        Ok(s) => format!("{s:?}"),
+        Err(_) => format!("\"{}\"", rel.escape_ascii()),
+    }
+}
+
+/// Notes keyed by the path they concern, so their order never depends on directory order.
+struct Notes(Vec<(Vec<u8>, String)>);
+
+impl Notes {
+    fn add(&mut self, rel: &[u8], text: String) {
+        self.0.push((rel.to_vec(), text));
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        self.0.sort();
+        let extra = self.0.len().saturating_sub(MAX_NOTES);
+        let mut out: Vec<String> = self.0.into_iter().take(MAX_NOTES).map(|(_, t)| t).collect();
+        if extra > 0 {
+            out.push(format!("{extra} more notes were left out"));
+        }
+        out
+    }
+}
+
+fn leftover_to_artifact(dir: &Path, e: LeftoverError) -> ArtifactError {
+    ArtifactError::Leftover {
+        dir: dir.to_path_buf(),
+        source: e,
+    }
+}
+
+fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    if parent.is_empty() {
+        name.to_vec()
     } else {
-        root.join(rel)
-    };
-    for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
-        let entry = entry.map_err(io_err(&dir))?;
-        let abs = entry.path();
-        let name = entry.file_name();
-        let name = name.to_str().ok_or_else(|| ArtifactError::Unsupported {
-            path: abs.clone(),
-            reason: "file name is not UTF-8".into(),
-        })?;
-        let child = if rel.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{rel}/{name}")
-        };
-        let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
-        let ft = meta.file_type();
-        if ft.is_symlink() {
-            let target = fs::read_link(&abs).map_err(io_err(&abs))?;
-            let target = target
-                .to_str()
-                .ok_or_else(|| ArtifactError::Unsupported {
-                    path: abs.clone(),
-                    reason: "link target is not UTF-8".into(),
-                })?
-                .to_owned();
-            out.push(TreeEntry::Link { rel: child, target });
-        } else if ft.is_dir() {
-            out.push(TreeEntry::Dir(child.clone()));
-            walk(root, &child, out)?;
-        } else if ft.is_file() {
-            out.push(TreeEntry::File {
-                rel: child,
-                abs,
-                exec: is_executable(&meta),
-            });
-        } else {
-            return Err(ArtifactError::Unsupported {
-                path: abs,
-                reason: "only directories, regular files and symlinks can be archived".into(),
-            });
-        }
+        [parent, b"/", name].concat()
     }
-    Ok(())
 }
 
-#[cfg(unix)]
-fn is_executable(meta: &fs::Metadata) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o111 != 0
+fn comps(rel: &[u8]) -> Vec<&[u8]> {
+    if rel.is_empty() {
+        Vec::new()
+    } else {
+        rel.split(|&b| b == b'/').collect()
+    }
 }
 
-#[cfg(not(unix))]
-fn is_executable(_meta: &fs::Metadata) -> bool {
-    false
-}
-
-/// Writes the deterministic tar of `dir` (see the module docs) to `out`.
-pub fn tar_dir(dir: &Path, out: &mut dyn Write) -> Result<(), ArtifactError> {
-    let mut entries = Vec::new();
-    walk(dir, "", &mut entries)?;
-    entries.sort_by(|a, b| a.rel().as_bytes().cmp(b.rel().as_bytes()));
-    for e in &entries {
-        match e {
-            TreeEntry::Dir(rel) => {
-                write_header(out, &format!("{rel}/"), "", b'5', 0o755, 0).map_err(io_err(dir))?
+/// Lists the tree beneath `root` without following any link. Only a host failure is an error;
+/// anything odd the agent left is an entry or a note.
+fn walk(
+    root: &Beneath,
+    dir: &Path,
+    limits: &ArchiveLimits,
+    notes: &mut Notes,
+) -> Result<Vec<TreeEntry>, ArtifactError> {
+    let mut out = Vec::new();
+    let mut path_bytes = 0u64;
+    let mut skipped = 0u64;
+    // Directories in a fixed order (children sorted by name), so which entries a cap leaves
+    // out depends on the tree, not on the order the file system lists it in.
+    let mut todo: Vec<(Vec<u8>, usize)> = vec![(Vec::new(), 0)];
+    while let Some((rel, depth)) = todo.pop() {
+        let mut d = match root.open_dir(&comps(&rel)) {
+            Ok(d) => d,
+            Err(e) if e.is_host_fault() => return Err(leftover_to_artifact(dir, e)),
+            Err(e) => {
+                notes.add(&rel, format!("{}: contents not archived: {e}", shown(&rel)));
+                continue;
             }
-            TreeEntry::Link { rel, target } => {
-                write_header(out, rel, target, b'2', 0o777, 0).map_err(io_err(dir))?
+        };
+        let mut names = Vec::new();
+        while let Some(entry) = d.read() {
+            let entry = entry.map_err(|e| leftover_to_artifact(dir, host_or_refused(&rel, e)))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
             }
-            TreeEntry::File { rel, abs, exec } => {
-                let mut f = fs::File::open(abs).map_err(io_err(abs))?;
-                let size = f.metadata().map_err(io_err(abs))?.len();
-                let mode = if *exec { 0o755 } else { 0o644 };
-                write_header(out, rel, "", b'0', mode, size).map_err(io_err(abs))?;
-                let copied = io::copy(&mut (&mut f).take(size), out).map_err(io_err(abs))?;
-                if copied != size {
-                    return Err(ArtifactError::Unsupported {
-                        path: abs.clone(),
-                        reason: "file changed size while it was archived".into(),
+        }
+        names.sort();
+        let mut subdirs = Vec::new();
+        for name in names {
+            let child = join_rel(&rel, &name);
+            if out.len() as u64 >= limits.max_entries
+                || path_bytes + child.len() as u64 > limits.max_path_bytes
+            {
+                skipped += 1;
+                continue;
+            }
+            let dfd = d
+                .fd()
+                .map_err(|e| leftover_to_artifact(dir, host_or_refused(&rel, e)))?;
+            let st = match rustix::fs::statat(
+                dfd,
+                name.as_slice(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) => st,
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) if is_host_errno(e.raw_os_error()) => {
+                    return Err(leftover_to_artifact(dir, host_or_refused(&child, e)));
+                }
+                Err(e) => {
+                    notes.add(&child, format!("{}: not archived: {e}", shown(&child)));
+                    continue;
+                }
+            };
+            path_bytes += child.len() as u64;
+            let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+            let dev = (rustix::fs::major(st.st_rdev), rustix::fs::minor(st.st_rdev));
+            use rustix::fs::FileType as T;
+            match ft {
+                T::Directory => {
+                    out.push(TreeEntry::Dir(child.clone()));
+                    if depth + 1 >= limits.max_depth {
+                        notes.add(
+                            &child,
+                            format!(
+                                "{}: deeper than {} levels; its contents were not archived",
+                                shown(&child),
+                                limits.max_depth
+                            ),
+                        );
+                    } else {
+                        subdirs.push((child, depth + 1));
+                    }
+                }
+                T::RegularFile => out.push(TreeEntry::File {
+                    rel: child,
+                    exec: st.st_mode & 0o111 != 0,
+                }),
+                T::Symlink => match rustix::fs::readlinkat(dfd, name.as_slice(), Vec::new()) {
+                    Ok(target) => out.push(TreeEntry::Link {
+                        rel: child,
+                        target: target.into_bytes(),
+                    }),
+                    Err(rustix::io::Errno::NOENT) => {}
+                    Err(e) if is_host_errno(e.raw_os_error()) => {
+                        return Err(leftover_to_artifact(dir, host_or_refused(&child, e)));
+                    }
+                    Err(e) => {
+                        notes.add(&child, format!("{}: link not archived: {e}", shown(&child)))
+                    }
+                },
+                T::Fifo | T::CharacterDevice | T::BlockDevice => {
+                    let (typeflag, what) = match ft {
+                        T::Fifo => (b'6', "a FIFO"),
+                        T::CharacterDevice => (b'3', "a character device"),
+                        _ => (b'4', "a block device"),
+                    };
+                    notes.add(
+                        &child,
+                        format!(
+                            "{}: {what}, recorded as a ustar type {} entry without content",
+                            shown(&child),
+                            typeflag as char
+                        ),
+                    );
+                    out.push(TreeEntry::Special {
+                        rel: child,
+                        typeflag,
+                        dev: if typeflag == b'6' { (0, 0) } else { dev },
                     });
                 }
-                pad(out, size).map_err(io_err(abs))?;
+                T::Socket | T::Unknown => notes.add(
+                    &child,
+                    format!(
+                        "{}: a {} has no tar type; recorded only in this note",
+                        shown(&child),
+                        kind_name(ft).replace('_', " ")
+                    ),
+                ),
             }
         }
+        // Reverse so that the smallest name is visited first.
+        todo.extend(subdirs.into_iter().rev());
+    }
+    if skipped > 0 {
+        notes.add(
+            b"",
+            format!(
+                "{skipped} entries were not archived: the caps are {} entries and {} bytes of paths",
+                limits.max_entries, limits.max_path_bytes
+            ),
+        );
+    }
+    Ok(out)
+}
+
+fn host_or_refused(rel: &[u8], e: rustix::io::Errno) -> LeftoverError {
+    let path = String::from_utf8_lossy(rel).into_owned();
+    if is_host_errno(e.raw_os_error()) {
+        LeftoverError::Host {
+            path,
+            source: e.into(),
+        }
+    } else {
+        LeftoverError::Refused {
+            path,
+            errno: e.raw_os_error(),
+        }
+    }
+}
+
+/// Writes the deterministic tar of `dir` (see the module docs) to `out`, within the default
+/// [`ArchiveLimits`].
+pub fn tar_dir(dir: &Path, out: &mut dyn Write) -> Result<TarSummary, ArtifactError> {
+    tar_dir_with(dir, &ArchiveLimits::default(), out)
+}
+
+/// Writes the deterministic tar of `dir` to `out`. Fails only on a host failure (reading the tree
+/// or writing `out`); everything the tree contains is an entry or a note.
+pub fn tar_dir_with(
+    dir: &Path,
+    limits: &ArchiveLimits,
+    out: &mut dyn Write,
+) -> Result<TarSummary, ArtifactError> {
+    let root = Beneath::open(dir).map_err(|e| leftover_to_artifact(dir, e))?;
+    let mut notes = Notes(Vec::new());
+    let mut entries = walk(&root, dir, limits, &mut notes)?;
+    entries.sort_by(|a, b| a.rel().cmp(b.rel()));
+    let w = |source: io::Error| ArtifactError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut written = 0u64;
+    let mut bytes = 0u64;
+    for e in &entries {
+        let rel = e.rel();
+        if std::str::from_utf8(rel).is_err() {
+            notes.add(
+                rel,
+                format!(
+                    "{}: name is not UTF-8; recorded byte-exact in a PAX path record with hdrcharset=BINARY",
+                    shown(rel)
+                ),
+            );
+        }
+        match e {
+            TreeEntry::Dir(rel) => {
+                let name = [rel.as_slice(), b"/"].concat();
+                write_header(out, &name, b"", b'5', 0o755, 0, (0, 0)).map_err(w)?
+            }
+            TreeEntry::Link { rel, target } => {
+                if std::str::from_utf8(target).is_err() {
+                    notes.add(
+                        rel,
+                        format!(
+                            "{}: link target is not UTF-8; recorded byte-exact in a PAX linkpath record with hdrcharset=BINARY",
+                            shown(rel)
+                        ),
+                    );
+                }
+                write_header(out, rel, target, b'2', 0o777, 0, (0, 0)).map_err(w)?
+            }
+            TreeEntry::Special { rel, typeflag, dev } => {
+                write_header(out, rel, b"", *typeflag, 0o644, 0, *dev).map_err(w)?
+            }
+            TreeEntry::File { rel, exec } => {
+                let (mut f, size) = match root.open_regular(&comps(rel)) {
+                    Ok(x) => x,
+                    Err(e) if e.is_host_fault() => return Err(leftover_to_artifact(dir, e)),
+                    Err(e) => {
+                        notes.add(rel, format!("{}: changed while archived: {e}", shown(rel)));
+                        continue;
+                    }
+                };
+                if bytes.saturating_add(size) > limits.max_bytes {
+                    notes.add(
+                        rel,
+                        format!(
+                            "{}: {size} bytes not archived: the archive's cap of {} bytes of content was reached",
+                            shown(rel),
+                            limits.max_bytes
+                        ),
+                    );
+                    continue;
+                }
+                let mode = if *exec { 0o755 } else { 0o644 };
+                write_header(out, rel, b"", b'0', mode, size, (0, 0)).map_err(w)?;
+                let copied = copy_up_to(&mut f, out, size).map_err(|c| match c {
+                    CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
+                    CopyError::Write(e) => io_err(dir)(e),
+                })?;
+                if let Some(why) = copied {
+                    notes.add(rel, format!("{}: {why}", shown(rel)));
+                }
+                pad(out, size).map_err(w)?;
+                bytes += size;
+            }
+        }
+        written += 1;
+    }
+    let notes = notes.finish();
+    if !notes.is_empty() {
+        // A PAX global header carries the notes inside the archive itself (tar readers ignore a
+        // `comment`), and only when there are any, so ordinary trees archive as before.
+        let mut text = notes.join("\n").into_bytes();
+        text.push(b'\n');
+        let record = pax_record(b"comment", &text);
+        out.write_all(&ustar_header(
+            b"././@PaxGlobalHeader",
+            b"",
+            b'g',
+            0o644,
+            record.len() as u64,
+            (0, 0),
+        ))
+        .map_err(w)?;
+        out.write_all(&record).map_err(w)?;
+        pad(out, record.len() as u64).map_err(w)?;
     }
     // Two zero blocks end the archive.
-    out.write_all(&[0u8; 1024]).map_err(io_err(dir))?;
-    Ok(())
+    out.write_all(&[0u8; 1024]).map_err(w)?;
+    Ok(TarSummary {
+        notes,
+        entries: written,
+        bytes,
+    })
+}
+
+fn from_read(rel: &[u8], e: io::Error) -> LeftoverError {
+    match e.raw_os_error() {
+        Some(raw) => host_or_refused(rel, rustix::io::Errno::from_raw_os_error(raw)),
+        None => LeftoverError::Host {
+            path: String::from_utf8_lossy(rel).into_owned(),
+            source: e,
+        },
+    }
+}
+
+enum CopyError {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+/// Copies exactly `size` bytes: a file that shrank since `fstat` is padded with zeros (the header
+/// is already written) and one that grew is cut, the returned note saying which. A non-host read
+/// error is treated like a shrink.
+fn copy_up_to(
+    f: &mut fs::File,
+    out: &mut dyn Write,
+    size: u64,
+) -> Result<Option<String>, CopyError> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut left = size;
+    let mut problem = None;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(buf.len()));
+        let n = match f.read(&mut buf[..want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.raw_os_error().is_some_and(is_host_errno) => {
+                return Err(CopyError::Read(e));
+            }
+            Err(e) => {
+                problem = Some(format!(
+                    "reading it failed after {} bytes ({e})",
+                    size - left
+                ));
+                // Pad below as for a shrink.
+                0
+            }
+        };
+        if n == 0 {
+            let got = size - left;
+            let why = problem
+                .take()
+                .unwrap_or_else(|| format!("it shrank to {got} bytes"));
+            problem = Some(format!("{why} while archived; padded with zero bytes"));
+            let zeros = vec![0u8; usize::try_from(left.min(buf.len() as u64)).unwrap_or(0)];
+            while left > 0 {
+                let k = zeros
+                    .len()
+                    .min(usize::try_from(left).unwrap_or(zeros.len()));
+                out.write_all(&zeros[..k]).map_err(CopyError::Write)?;
+                left -= k as u64;
+            }
+            break;
+        }
+        out.write_all(&buf[..n]).map_err(CopyError::Write)?;
+        left -= n as u64;
+    }
+    if problem.is_none() {
+        let mut one = [0u8; 1];
+        if matches!(f.read(&mut one), Ok(1)) {
+            problem = Some(format!(
+                "it grew while archived; the first {size} bytes were kept"
+            ));
+        }
+    }
+    Ok(problem)
 }
 
 fn pad(out: &mut dyn Write, size: u64) -> io::Result<()> {
@@ -392,7 +795,14 @@ fn octal(field: &mut [u8], value: u64) {
     field[width] = 0;
 }
 
-fn ustar_header(name: &[u8], link: &[u8], typeflag: u8, mode: u32, size: u64) -> [u8; 512] {
+fn ustar_header(
+    name: &[u8],
+    link: &[u8],
+    typeflag: u8,
+    mode: u32,
+    size: u64,
+    dev: (u32, u32),
+) -> [u8; 512] {
     let mut h = [0u8; 512];
     h[..name.len()].copy_from_slice(name);
     octal(&mut h[100..108], mode as u64);
@@ -404,6 +814,10 @@ fn ustar_header(name: &[u8], link: &[u8], typeflag: u8, mode: u32, size: u64) ->
     h[157..157 + link.len()].copy_from_slice(link);
     h[257..263].copy_from_slice(b"ustar\0");
     h[263..265].copy_from_slice(b"00");
+    if matches!(typeflag, b'3' | b'4') {
+        octal(&mut h[329..337], dev.0 as u64);
+        octal(&mut h[337..345], dev.1 as u64);
+    }
     h[148..156].copy_from_slice(b"        ");
     let sum: u64 = h.iter().map(|&b| b as u64).sum();
     let text = format!("{sum:06o}\0 ");
@@ -411,63 +825,81 @@ fn ustar_header(name: &[u8], link: &[u8], typeflag: u8, mode: u32, size: u64) ->
     h
 }
 
-fn pax_record(key: &str, value: &str) -> Vec<u8> {
+fn pax_record(key: &[u8], value: &[u8]) -> Vec<u8> {
     // "<len> key=value\n" where len counts itself.
-    let body = format!(" {key}={value}\n");
+    let body = [b" ", key, b"=", value, b"\n"].concat();
     let mut len = body.len() + 1;
     loop {
-        let candidate = format!("{len}{body}");
-        if candidate.len() == len {
-            return candidate.into_bytes();
+        let prefix = len.to_string();
+        if prefix.len() + body.len() == len {
+            return [prefix.as_bytes(), &body].concat();
         }
-        len = candidate.len();
+        len = prefix.len() + body.len();
     }
 }
 
 fn write_header(
     out: &mut dyn Write,
-    name: &str,
-    link: &str,
+    name: &[u8],
+    link: &[u8],
     typeflag: u8,
     mode: u32,
     size: u64,
+    dev: (u32, u32),
 ) -> io::Result<()> {
-    let long_name = name.len() > 100;
-    let long_link = link.len() > 100;
-    if long_name || long_link {
+    let name_utf8 = std::str::from_utf8(name).is_ok();
+    let link_utf8 = std::str::from_utf8(link).is_ok();
+    let pax_name = name.len() > 100 || !name_utf8;
+    let pax_link = link.len() > 100 || !link_utf8;
+    if pax_name || pax_link {
         let mut records = Vec::new();
-        if long_name {
-            records.extend(pax_record("path", name));
+        if !name_utf8 || !link_utf8 {
+            // PAX values are UTF-8 unless this says otherwise; the bytes are kept exactly.
+            records.extend(pax_record(b"hdrcharset", b"BINARY"));
         }
-        if long_link {
-            records.extend(pax_record("linkpath", link));
+        if pax_name {
+            records.extend(pax_record(b"path", name));
         }
-        let pax_name = b"././@PaxHeader";
+        if pax_link {
+            records.extend(pax_record(b"linkpath", link));
+        }
         out.write_all(&ustar_header(
-            pax_name,
+            b"././@PaxHeader",
             b"",
             b'x',
             0o644,
             records.len() as u64,
+            (0, 0),
         ))?;
         out.write_all(&records)?;
         pad(out, records.len() as u64)?;
     }
-    let name_field = truncate_utf8(name, 100);
-    let link_field = truncate_utf8(link, 100);
-    out.write_all(&ustar_header(name_field, link_field, typeflag, mode, size))
+    out.write_all(&ustar_header(
+        truncate_name(name),
+        truncate_name(link),
+        typeflag,
+        mode,
+        size,
+        dev,
+    ))
 }
 
-fn truncate_utf8(s: &str, max: usize) -> &[u8] {
-    let bytes = s.as_bytes();
-    if bytes.len() <= max {
-        return bytes;
+/// The first 100 bytes of a name for the ustar field, cut at a character boundary when the name
+/// is UTF-8 (the PAX record holds the whole name).
+fn truncate_name(name: &[u8]) -> &[u8] {
+    if name.len() <= 100 {
+        return name;
     }
-    let mut end = max;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
+    match std::str::from_utf8(name) {
+        Ok(s) => {
+            let mut end = 100;
+            while end > 0 && !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            &name[..end]
+        }
+        Err(_) => &name[..100],
     }
-    &bytes[..end]
 }
 
 #[cfg(test)]
@@ -556,15 +988,18 @@ mod tests {
         let da = store.put_dir(&a).unwrap();
         let db = store.put_dir(&b).unwrap();
         assert_eq!(da, db, "mtimes must not enter the archive");
-        store.verify(&da).unwrap();
+        assert!(da.notes.is_empty(), "{:?}", da.notes);
+        // README.md, src/, src/main.py, src/link, src/nested/, src/nested/data.bin
+        assert_eq!((da.entries, da.bytes), (6, 6 + 11 + 1500));
+        store.verify(&da.digest).unwrap();
 
         // The exec bit changes the archive.
         set_mode(&b.join("src/main.py"), 0o644).unwrap();
         let db2 = store.put_dir(&b).unwrap();
-        assert_ne!(da, db2);
+        assert_ne!(da.digest, db2.digest);
         // So does a rename.
         fs::rename(b.join("README.md"), b.join("README.txt")).unwrap();
-        assert_ne!(store.put_dir(&b).unwrap(), db2);
+        assert_ne!(store.put_dir(&b).unwrap().digest, db2.digest);
     }
 
     #[test]
@@ -603,6 +1038,312 @@ mod tests {
         assert_eq!(
             fs::read_link(out_dir.join("src/link")).unwrap(),
             PathBuf::from("../README.md")
+        );
+    }
+
+    /// One parsed tar entry: name, typeflag, link target, content (PAX records applied).
+    #[derive(Debug)]
+    struct Parsed {
+        name: Vec<u8>,
+        typeflag: u8,
+        link: Vec<u8>,
+        content: Vec<u8>,
+    }
+
+    fn field(h: &[u8]) -> Vec<u8> {
+        h.iter().take_while(|&&b| b != 0).copied().collect()
+    }
+
+    fn num(h: &[u8]) -> u64 {
+        let t = String::from_utf8(field(h)).unwrap();
+        u64::from_str_radix(t.trim(), 8).unwrap_or(0)
+    }
+
+    fn pax(records: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut rest = records;
+        while !rest.is_empty() {
+            let sp = rest.iter().position(|&b| b == b' ').unwrap();
+            let len: usize = std::str::from_utf8(&rest[..sp]).unwrap().parse().unwrap();
+            let rec = &rest[sp + 1..len - 1];
+            let eq = rec.iter().position(|&b| b == b'=').unwrap();
+            out.push((rec[..eq].to_vec(), rec[eq + 1..].to_vec()));
+            rest = &rest[len..];
+        }
+        out
+    }
+
+    /// Parses the archive; returns its entries and the global header's `comment`, if any.
+    fn parse(tar: &[u8]) -> (Vec<Parsed>, Option<String>) {
+        let mut out = Vec::new();
+        let mut comment = None;
+        let (mut path, mut linkpath) = (None, None);
+        let mut at = 0;
+        while at + 512 <= tar.len() {
+            let h = &tar[at..at + 512];
+            if h.iter().all(|&b| b == 0) {
+                break;
+            }
+            let size = num(&h[124..136]) as usize;
+            let body = tar[at + 512..at + 512 + size].to_vec();
+            at += 512 + size.div_ceil(512) * 512;
+            match h[156] {
+                b'x' => {
+                    for (k, v) in pax(&body) {
+                        match k.as_slice() {
+                            b"path" => path = Some(v),
+                            b"linkpath" => linkpath = Some(v),
+                            b"hdrcharset" => assert_eq!(v, b"BINARY"),
+                            other => panic!("unexpected PAX key {other:?}"),
+                        }
+                    }
+                }
+                b'g' => {
+                    let recs = pax(&body);
+                    assert_eq!(recs.len(), 1);
+                    assert_eq!(recs[0].0, b"comment");
+                    comment = Some(String::from_utf8(recs[0].1.clone()).unwrap());
+                }
+                t => out.push(Parsed {
+                    name: path.take().unwrap_or_else(|| field(&h[..100])),
+                    typeflag: t,
+                    link: linkpath.take().unwrap_or_else(|| field(&h[157..257])),
+                    content: body,
+                }),
+            }
+        }
+        (out, comment)
+    }
+
+    fn find<'a>(entries: &'a [Parsed], name: &[u8]) -> &'a Parsed {
+        entries
+            .iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("no entry {:?}", String::from_utf8_lossy(name)))
+    }
+
+    #[cfg(unix)]
+    fn hostile_tree(ws: &Path, canary: &Path) -> (Vec<u8>, String, String) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::symlink;
+        fs::create_dir_all(ws).unwrap();
+        fs::write(ws.join("ok.txt"), b"fine").unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ws.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        // The socket file stays after the listener is dropped.
+        drop(std::os::unix::net::UnixListener::bind(ws.join("sock")).unwrap());
+        let bad = b"bad-\xff\xfe.txt".to_vec();
+        fs::write(ws.join(std::ffi::OsStr::from_bytes(&bad)), b"odd name").unwrap();
+        symlink("/etc/shadow", ws.join("shadow")).unwrap();
+        symlink(canary, ws.join("canary")).unwrap();
+        symlink("/proc/self/environ", ws.join("environ")).unwrap();
+        symlink("does/not/exist", ws.join("dangling")).unwrap();
+        let mut deep = ws.to_path_buf();
+        let mut deep_rel = String::new();
+        for i in 0..100 {
+            deep.push(format!("l{i}"));
+            deep_rel.push_str(&format!("l{i}/"));
+        }
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join("bottom.txt"), b"bottom").unwrap();
+        deep_rel.push_str("bottom.txt");
+        let long_name = "n".repeat(150);
+        fs::write(ws.join(&long_name), b"long").unwrap();
+        let long_target = format!("/{}", "t".repeat(180));
+        symlink(&long_target, ws.join("longlink")).unwrap();
+        (bad, deep_rel, long_target + "|" + &long_name)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_hostile_tree_archives_faithfully_and_never_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let canary = tmp.path().join("canary-secret");
+        fs::write(&canary, b"CANARY-7f3a9d-host-secret").unwrap();
+        let ws = tmp.path().join("ws");
+        let (bad, deep_rel, longs) = hostile_tree(&ws, &canary);
+        let (long_target, long_name) = longs.split_once('|').unwrap();
+        let store = ArtifactStore::open(&tmp.path().join("store")).unwrap();
+
+        let first = store.put_dir(&ws).unwrap();
+        let second = store.put_dir(&ws).unwrap();
+        assert_eq!(first, second, "same tree, same archive and notes");
+        let bytes = store.get(&first.digest).unwrap();
+        let hay = String::from_utf8_lossy(&bytes);
+        assert!(!hay.contains("CANARY-7f3a9d"), "a link was followed");
+
+        let (entries, comment) = parse(&bytes);
+        let link = |name: &str, target: &str| {
+            let e = find(&entries, name.as_bytes());
+            assert_eq!((e.typeflag, e.link.as_slice()), (b'2', target.as_bytes()));
+            assert!(e.content.is_empty());
+        };
+        link("shadow", "/etc/shadow");
+        link("canary", canary.to_str().unwrap());
+        link("environ", "/proc/self/environ");
+        link("dangling", "does/not/exist");
+        link("longlink", long_target);
+        assert_eq!(find(&entries, long_name.as_bytes()).content, b"long");
+        assert_eq!(find(&entries, deep_rel.as_bytes()).content, b"bottom");
+        assert_eq!(find(&entries, &bad).content, b"odd name");
+        let fifo = find(&entries, b"fifo");
+        assert_eq!((fifo.typeflag, fifo.content.len()), (b'6', 0));
+        assert!(
+            !entries.iter().any(|e| e.name == b"sock"),
+            "a socket has no tar type"
+        );
+        assert_eq!(entries.len() as u64, first.entries);
+        // 100 directories, bottom.txt, ok.txt, the FIFO, the odd name, the long name, 5 links.
+        assert_eq!(first.entries, 100 + 10);
+
+        // The notes say what was recorded how, in the summary and inside the archive.
+        let notes = first.notes.join("\n");
+        assert_eq!(first.notes.len(), 3, "{notes}");
+        assert!(notes.contains("\"fifo\": a FIFO, recorded as a ustar type 6 entry"));
+        assert!(notes.contains("\"sock\": a socket has no tar type; recorded only in this note"));
+        assert!(notes.contains("\"bad-\\xff\\xfe.txt\": name is not UTF-8; recorded byte-exact"));
+        assert_eq!(comment.unwrap(), notes + "\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn system_tar_restores_special_entries_and_binary_names() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::FileTypeExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let canary = tmp.path().join("canary");
+        fs::write(&canary, b"c").unwrap();
+        let ws = tmp.path().join("ws");
+        let (bad, deep_rel, _) = hostile_tree(&ws, &canary);
+        let mut buf = Vec::new();
+        tar_dir(&ws, &mut buf).unwrap();
+        let archive = tmp.path().join("x.tar");
+        fs::write(&archive, &buf).unwrap();
+        let out = tmp.path().join("out");
+        fs::create_dir_all(&out).unwrap();
+        let Ok(status) = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&out)
+            .status()
+        else {
+            return; // no tar on this machine
+        };
+        assert!(status.success());
+        assert_eq!(
+            fs::read(out.join(std::ffi::OsStr::from_bytes(&bad))).unwrap(),
+            b"odd name"
+        );
+        assert!(
+            fs::symlink_metadata(out.join("fifo"))
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        assert_eq!(
+            fs::read_link(out.join("shadow")).unwrap(),
+            Path::new("/etc/shadow")
+        );
+        assert_eq!(fs::read(out.join(deep_rel)).unwrap(), b"bottom");
+    }
+
+    #[test]
+    fn caps_leave_entries_out_with_a_note_never_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(ws.join("a/b/c/d")).unwrap();
+        fs::write(ws.join("a/b/c/d/deep.txt"), b"deep").unwrap();
+        for i in 0..5 {
+            fs::write(ws.join(format!("f{i}")), vec![b'x'; 100]).unwrap();
+        }
+        let limits = ArchiveLimits {
+            max_entries: 1000,
+            max_bytes: 250,
+            max_depth: 3,
+            max_path_bytes: 1 << 20,
+        };
+        let mut one = Vec::new();
+        let s = tar_dir_with(&ws, &limits, &mut one).unwrap();
+        let (entries, _) = parse(&one);
+        // Depth: a, a/b, a/b/c listed; a/b/c's contents are not.
+        assert!(entries.iter().any(|e| e.name == b"a/b/c/"));
+        assert!(!entries.iter().any(|e| e.name.starts_with(b"a/b/c/d")));
+        // Bytes: two 100-byte files fit under 250, the third does not; sorted order decides.
+        let files: Vec<_> = entries.iter().filter(|e| e.typeflag == b'0').collect();
+        assert_eq!(files.len(), 2);
+        assert_eq!(
+            (files[0].name.as_slice(), files[1].name.as_slice()),
+            (&b"f0"[..], &b"f1"[..])
+        );
+        assert_eq!(s.bytes, 200);
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("\"a/b/c\": deeper than 3 levels"))
+        );
+        for f in ["f2", "f3", "f4"] {
+            assert!(
+                s.notes
+                    .iter()
+                    .any(|n| n.starts_with(&format!("\"{f}\": 100 bytes not archived"))),
+                "{:?}",
+                s.notes
+            );
+        }
+
+        let entry_cap = ArchiveLimits {
+            max_entries: 3,
+            ..ArchiveLimits::default()
+        };
+        let mut two = Vec::new();
+        let s2 = tar_dir_with(&ws, &entry_cap, &mut two).unwrap();
+        // Kept in sorted order: a/, f0, f1; left out: f2..f4 and a/b (whose contents are not
+        // even listed).
+        assert_eq!(s2.entries, 3);
+        let names: Vec<_> = parse(&two).0.into_iter().map(|e| e.name).collect();
+        assert_eq!(names, [&b"a/"[..], b"f0", b"f1"]);
+        assert!(
+            s2.notes
+                .iter()
+                .any(|n| n.starts_with("4 entries were not archived")),
+            "{:?}",
+            s2.notes
+        );
+        let mut again = Vec::new();
+        tar_dir_with(&ws, &entry_cap, &mut again).unwrap();
+        assert_eq!(two, again);
+    }
+
+    #[test]
+    fn only_host_failures_are_host_faults() {
+        let io = |errno| ArtifactError::Io {
+            path: PathBuf::from("x"),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        assert!(io(28).is_host_fault()); // ENOSPC
+        assert!(io(122).is_host_fault()); // EDQUOT
+        assert!(io(5).is_host_fault()); // EIO
+        assert!(!io(13).is_host_fault()); // EACCES
+        let leftover = ArtifactError::Leftover {
+            dir: PathBuf::from("ws"),
+            source: LeftoverError::NotRegular {
+                path: "ws".into(),
+                kind: "symlink",
+            },
+        };
+        assert!(!leftover.is_host_fault());
+        assert!(
+            !ArtifactError::Missing {
+                digest: Digest::of(b"")
+            }
+            .is_host_fault()
         );
     }
 }

@@ -321,7 +321,6 @@ impl Beneath {
     }
 
     /// Opens a directory beneath the root (the root itself for no components) for reading.
-    #[allow(dead_code)] // the archive walk (next commit) uses it
     pub(crate) fn open_dir(&self, comps: &[&[u8]]) -> Result<Dir, LeftoverError> {
         let shown = show(comps);
         let fd = if comps.is_empty() {
@@ -356,7 +355,13 @@ impl Beneath {
         let mut dir: Option<OwnedFd> = None;
         for (i, c) in comps.iter().enumerate() {
             let last = i + 1 == comps.len();
-            let f = if last { flags } else { dir_flags() } | OFlags::NOFOLLOW;
+            // An intermediate directory is only a place to resolve from: `O_PATH` needs no read
+            // permission on it, and still refuses a symlink (`O_DIRECTORY` gives ENOTDIR).
+            let f = if last {
+                flags
+            } else {
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC
+            } | OFlags::NOFOLLOW;
             let cur = dir.as_ref().map_or(self.root.as_fd(), |d| d.as_fd());
             let shown = show(&comps[..=i]);
             let fd =
@@ -528,6 +533,13 @@ mod tests {
         fs::hard_link(tmp.path().join("ws/m.json"), tmp.path().join("ws/sub/h")).unwrap();
         assert_eq!(b.read_file("m.json", 100).unwrap(), b"{\"x\":1}");
         assert_eq!(b.read_file("./sub//h", 100).unwrap(), b"{\"x\":1}");
+        // The per-component fallback resolves the same path to the same file.
+        let fd = b
+            .walk(&[b"sub", b"h"], OFlags::RDONLY | OFlags::NOFOLLOW)
+            .unwrap();
+        let mut text = String::new();
+        File::from(fd).read_to_string(&mut text).unwrap();
+        assert_eq!(text, "{\"x\":1}");
         assert!(matches!(
             b.read_file("absent", 100),
             Err(LeftoverError::NotFound { .. })

@@ -13,4 +13,4 @@ pub mod schema;
 
 pub use order::Mulberry32;
 pub use schedule::{Phase, Schedule, Slot, infra_id, stat_id};
-pub use schema::{InfraSlot, Matrix, MatrixError, Order, Suite, valid_id};
+pub use schema::{InfraSlot, Matrix, MatrixError, Order, Suite, limits, valid_id};

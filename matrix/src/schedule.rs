@@ -59,7 +59,14 @@ pub fn infra_id(suite: &str, task: &str, arm: &str) -> String {
 impl Matrix {
     /// Infrastructure slots in their declared order, then the statistical slots in the matrix's
     /// seeded order over the unshuffled list suite → task → arm → repetition.
+    ///
+    /// The size is bounded by [`crate::schema::limits::MAX_SLOTS`] for every matrix that came
+    /// through [`Matrix::parse`]; a matrix built by hand past that bound gets an empty schedule
+    /// rather than an allocation the size of its counts.
     pub fn schedule(&self) -> Schedule {
+        if self.slot_count() > crate::schema::limits::MAX_SLOTS {
+            return Schedule { slots: Vec::new() };
+        }
         let mut slots = Vec::new();
         for s in &self.infra {
             slots.push(Slot {

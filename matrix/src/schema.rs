@@ -93,6 +93,27 @@ pub struct InfraSlot {
     pub arm: String,
 }
 
+/// Bounds on a matrix, far above any real evaluation (v0.4 has 96 slots; each slot is at least one
+/// container run), so that a typo or a hostile file fails at once with a message naming the field
+/// instead of exhausting memory while the schedule is expanded. Checked in [`Matrix::parse`],
+/// from the parsed counts alone, before anything per slot is allocated.
+pub mod limits {
+    /// `suites[i].repetitions`.
+    pub const MAX_REPETITIONS: u32 = 10_000;
+    /// `suites[i].tasks`, per suite.
+    pub const MAX_TASKS_PER_SUITE: usize = 10_000;
+    /// `suites[i].arms`, per suite.
+    pub const MAX_ARMS_PER_SUITE: usize = 100;
+    /// `suites`.
+    pub const MAX_SUITES: usize = 1_000;
+    /// `infra`.
+    pub const MAX_INFRA_SLOTS: usize = 10_000;
+    /// Infrastructure plus statistical slots of the expanded schedule.
+    pub const MAX_SLOTS: u64 = 1_000_000;
+    /// `concurrency`.
+    pub const MAX_CONCURRENCY: usize = 1_024;
+}
+
 /// Bad matrix input: names the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum MatrixError {
@@ -159,6 +180,7 @@ impl Matrix {
         if self.concurrency == 0 {
             return Err(bad("concurrency".into(), "must be at least 1".into()));
         }
+        self.check_bounds(file)?;
         if let Order::Mulberry32FisherYates { seed_string } = &self.order
             && seed_string.is_empty()
         {
@@ -248,6 +270,81 @@ impl Matrix {
                     "this infrastructure slot is listed twice".into(),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The number of slots [`Matrix::schedule`] expands to, computed from the counts alone
+    /// (saturating: a sum past `u64::MAX` reads as `u64::MAX`).
+    pub fn slot_count(&self) -> u64 {
+        self.suites.iter().fold(self.infra.len() as u64, |n, s| {
+            let per_suite = (s.tasks.len() as u64)
+                .saturating_mul(s.arms.len() as u64)
+                .saturating_mul(u64::from(s.repetitions));
+            n.saturating_add(per_suite)
+        })
+    }
+
+    fn check_bounds(&self, file: &Path) -> Result<(), MatrixError> {
+        use limits::*;
+        let over = |field: String, what: String, limit: String| MatrixError::Field {
+            file: file.to_path_buf(),
+            field,
+            message: format!("{what} is above the limit of {limit}"),
+        };
+        if self.concurrency > MAX_CONCURRENCY {
+            return Err(over(
+                "concurrency".into(),
+                self.concurrency.to_string(),
+                MAX_CONCURRENCY.to_string(),
+            ));
+        }
+        if self.suites.len() > MAX_SUITES {
+            return Err(over(
+                "suites".into(),
+                format!("{} suites", self.suites.len()),
+                MAX_SUITES.to_string(),
+            ));
+        }
+        if self.infra.len() > MAX_INFRA_SLOTS {
+            return Err(over(
+                "infra".into(),
+                format!("{} infrastructure slots", self.infra.len()),
+                MAX_INFRA_SLOTS.to_string(),
+            ));
+        }
+        for (i, s) in self.suites.iter().enumerate() {
+            if s.repetitions > MAX_REPETITIONS {
+                return Err(over(
+                    format!("suites[{i}].repetitions"),
+                    s.repetitions.to_string(),
+                    MAX_REPETITIONS.to_string(),
+                ));
+            }
+            if s.tasks.len() > MAX_TASKS_PER_SUITE {
+                return Err(over(
+                    format!("suites[{i}].tasks"),
+                    format!("{} tasks", s.tasks.len()),
+                    MAX_TASKS_PER_SUITE.to_string(),
+                ));
+            }
+            if s.arms.len() > MAX_ARMS_PER_SUITE {
+                return Err(over(
+                    format!("suites[{i}].arms"),
+                    format!("{} arms", s.arms.len()),
+                    MAX_ARMS_PER_SUITE.to_string(),
+                ));
+            }
+        }
+        let slots = self.slot_count();
+        if slots > MAX_SLOTS {
+            return Err(over(
+                "suites".into(),
+                format!(
+                    "the expanded schedule's {slots} slots (tasks × arms × repetitions per suite, plus infra)"
+                ),
+                format!("{MAX_SLOTS} slots"),
+            ));
         }
         Ok(())
     }

@@ -240,14 +240,6 @@ impl RuntimeDef {
                 format!("{:?} is not an image name", self.image.reference),
             ));
         }
-        for t in &self.tmpfs {
-            if !t.starts_with('/') || t.contains("..") || reserved(t) {
-                return Err(bad(
-                    "tmpfs",
-                    format!("{t:?} must be an absolute, unreserved path"),
-                ));
-            }
-        }
         for (name, _) in self.env.iter() {
             if name.is_empty() || name.contains('=') {
                 return Err(bad("env", format!("{name:?} is not a variable name")));
@@ -257,26 +249,100 @@ impl RuntimeDef {
         if l.memory_mb == 0 || l.pids == 0 || l.tmpfs_mb == 0 || !(l.cpus > 0.0 && l.cpus <= 64.0) {
             return Err(bad("limits", "every limit must be positive".into()));
         }
+        self.validate_paths()
+            .map_err(|(field, detail)| bad(&field, detail))?;
+        if self.relay_port == 0 {
+            return Err(bad("relay_port", "must not be 0".into()));
+        }
+        Ok(())
+    }
+
+    /// Every path field, for what it is (see "Runtime definition paths" in ARCHITECTURE.md).
+    /// Returns the field and why it was refused.
+    fn validate_paths(&self) -> Result<(), (String, String)> {
+        let arm = [
+            ("arm.profile", &self.arm.profile),
+            ("arm.candidate", &self.arm.candidate),
+        ];
+        for (field, p) in arm {
+            let refuse = |why: String| (field.to_owned(), format!("{p:?} {why}"));
+            absolute(p).map_err(refuse)?;
+            if let Some(m) = fixed_mount_overlapping(p) {
+                return Err(refuse(format!(
+                    "overlaps the fixed container mount {m:?}, which would hide or be hidden by it"
+                )));
+            }
+        }
+        if overlaps(&self.arm.profile, &self.arm.candidate) {
+            return Err((
+                "arm.candidate".to_owned(),
+                format!(
+                    "{:?} overlaps arm.profile {:?}",
+                    self.arm.candidate, self.arm.profile
+                ),
+            ));
+        }
+        for (i, t) in self.tmpfs.iter().enumerate() {
+            let field = format!("tmpfs[{i}]");
+            let refuse = |why: String| (field.clone(), format!("{t:?} {why}"));
+            absolute(t).map_err(refuse)?;
+            if let Some(m) = fixed_mount_overlapping(t) {
+                return Err(refuse(format!("overlaps the fixed container mount {m:?}")));
+            }
+            for (name, a) in arm {
+                if overlaps(t, a) {
+                    return Err(refuse(format!(
+                        "overlaps {name} {a:?}, which it would hide"
+                    )));
+                }
+            }
+            if self.tmpfs[..i].contains(t) {
+                return Err(refuse("is listed twice".into()));
+            }
+        }
+        if let Some(m) = &self.metrics_path {
+            relative(m).map_err(|why| {
+                (
+                    "metrics_path".to_owned(),
+                    format!("{m:?} {why} (it is relative to the workspace)"),
+                )
+            })?;
+        }
+        for (i, p) in self.attest.paths.iter().enumerate() {
+            let rendered = self.render_agent(p);
+            absolute(&rendered).map_err(|why| {
+                (
+                    format!("attest.paths[{i}]"),
+                    format!("{p:?} (rendered {rendered:?}) {why}"),
+                )
+            })?;
+        }
         if let Some(b) = &self.build {
-            for f in &b.files {
-                if !f.dest.starts_with('/') || f.dest.contains("..") || f.src.contains("..") {
-                    return Err(bad(
-                        "build.file",
+            for (i, f) in b.files.iter().enumerate() {
+                relative(&f.src).map_err(|why| {
+                    (
+                        format!("build.file[{i}].src"),
                         format!(
-                            "{} -> {}: src must stay in the definition's directory and dest be absolute",
-                            f.src, f.dest
+                            "{:?} {why} (it is relative to the definition's directory)",
+                            f.src
                         ),
+                    )
+                })?;
+                absolute(&f.dest).map_err(|why| {
+                    (
+                        format!("build.file[{i}].dest"),
+                        format!("{:?} {why}", f.dest),
+                    )
+                })?;
+            }
+            for (i, n) in b.static_binaries.iter().enumerate() {
+                if relative(n).is_err() || n.contains('/') {
+                    return Err((
+                        format!("build.static_binaries[{i}]"),
+                        format!("{n:?} must be a plain file name"),
                     ));
                 }
             }
-        }
-        for p in [&self.arm.profile, &self.arm.candidate] {
-            if !p.starts_with('/') || p.contains("..") {
-                return Err(bad("arm", format!("{p:?} must be absolute")));
-            }
-        }
-        if self.relay_port == 0 {
-            return Err(bad("relay_port", "must not be 0".into()));
         }
         Ok(())
     }
@@ -332,22 +398,67 @@ impl RuntimeDef {
     }
 }
 
-fn reserved(p: &str) -> bool {
-    [
-        "/tmp",
-        paths::WORKSPACE,
-        "/task",
-        "/.eval",
-        paths::SOCKET_DIR,
-        paths::HIDDEN,
-        paths::OUT,
-        "/proc",
-        "/sys",
-        "/dev",
-    ]
-    .iter()
-    .any(|r| p == *r || p.starts_with(&format!("{r}/")))
-        || p == "/"
+/// What the container policy mounts (or the kernel provides) at fixed places: an image path or
+/// tmpfs that overlaps one of these would hide it or be hidden by it.
+const FIXED_MOUNTS: [&str; 10] = [
+    paths::WORKSPACE,
+    paths::PROMPT,
+    paths::SHIM,
+    paths::SOCKET_DIR,
+    paths::HIDDEN,
+    paths::OUT,
+    "/tmp",
+    "/proc",
+    "/sys",
+    "/dev",
+];
+
+fn fixed_mount_overlapping(p: &str) -> Option<&'static str> {
+    FIXED_MOUNTS.iter().copied().find(|m| overlaps(p, m))
+}
+
+/// `a` and `b` (both normalised absolute paths) are equal or one lies beneath the other.
+fn overlaps(a: &str, b: &str) -> bool {
+    let under = |x: &str, y: &str| y == "/" || x == y || x.starts_with(&format!("{y}/"));
+    under(a, b) || under(b, a)
+}
+
+/// Checks the components of a path: none empty (`//`, a trailing `/`), `.`, `..`, or with NUL.
+fn components(p: &str) -> Result<(), String> {
+    if p.contains('\0') {
+        return Err("contains a NUL byte".into());
+    }
+    for c in p.split('/') {
+        match c {
+            "" => return Err("is not normalised (empty component: `//` or a trailing `/`)".into()),
+            "." => return Err("is not normalised (a `.` component)".into()),
+            ".." => return Err("contains `..`".into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// An absolute, normalised path other than `/` itself.
+fn absolute(p: &str) -> Result<(), String> {
+    let Some(rest) = p.strip_prefix('/') else {
+        return Err("must be absolute".into());
+    };
+    if rest.is_empty() {
+        return Err("must not be `/` itself".into());
+    }
+    components(rest)
+}
+
+/// A relative, normalised path naming something beneath its base (never the base itself).
+fn relative(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if p.starts_with('/') {
+        return Err("must be relative, not absolute".into());
+    }
+    components(p)
 }
 
 pub fn is_digest(s: &str) -> bool {
@@ -395,5 +506,148 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         assert_eq!(l.def.attested_paths().len(), 3);
         assert!(l.def.grader.is_some());
         assert!(l.def.agent_env().iter().all(|e| !e.contains("sk-")));
+    }
+
+    /// Parses MIN with `extra` added at the top level (before any table) or after it, and
+    /// returns the refused field and detail.
+    fn refused(top: &str, tables: &str) -> (String, String) {
+        match RuntimeDef::parse(&format!("{top}\n{MIN}\n{tables}"), "r.toml") {
+            Err(DefinitionError::Invalid {
+                path,
+                field,
+                detail,
+            }) => {
+                assert_eq!(path, "r.toml");
+                (field, detail)
+            }
+            other => panic!("{top} / {tables}: {other:?}"),
+        }
+    }
+
+    fn accepted(top: &str, tables: &str) {
+        RuntimeDef::parse(&format!("{top}\n{MIN}\n{tables}"), "r.toml").unwrap();
+    }
+
+    #[test]
+    fn metrics_path_must_be_relative_normalised_and_beneath_the_workspace() {
+        accepted(r#"metrics_path = ".eval-agent/metrics.json""#, "");
+        for (value, why) in [
+            ("../../etc/hostname", "contains `..`"),
+            ("a/../../b", "contains `..`"),
+            ("/etc/hostname", "must be relative"),
+            ("", "must not be empty"),
+            (".", "not normalised"),
+            ("./m.json", "not normalised"),
+            ("a//m.json", "not normalised"),
+            ("dir/", "not normalised"),
+        ] {
+            let (field, detail) = refused(&format!("metrics_path = {value:?}"), "");
+            assert_eq!(field, "metrics_path", "{value:?}");
+            assert!(detail.contains(why), "{value:?}: {detail}");
+        }
+    }
+
+    #[test]
+    fn tmpfs_must_be_absolute_normalised_and_clear_of_fixed_mounts() {
+        accepted(r#"tmpfs = ["/home/agent", "/var/cache/x"]"#, "");
+        for (value, why) in [
+            ("home/agent", "must be absolute"),
+            ("/", "`/` itself"),
+            ("/home/../etc", "contains `..`"),
+            ("/home//agent", "not normalised"),
+            ("/workspace", "fixed container mount \"/workspace\""),
+            ("/workspace/x", "fixed container mount \"/workspace\""),
+            ("/run", "fixed container mount \"/run/eval\""),
+            ("/task", "fixed container mount \"/task/prompt.md\""),
+            ("/.eval", "fixed container mount \"/.eval/eval-shim\""),
+            ("/proc/self", "fixed container mount \"/proc\""),
+            ("/opt", "overlaps arm.profile"),
+        ] {
+            let (field, detail) = refused(&format!("tmpfs = [\"/ok\", {value:?}]"), "");
+            assert_eq!(field, "tmpfs[1]", "{value:?}");
+            assert!(detail.contains(why), "{value:?}: {detail}");
+        }
+        let (field, detail) = refused(r#"tmpfs = ["/a", "/a"]"#, "");
+        assert_eq!(
+            (field.as_str(), detail.contains("twice")),
+            ("tmpfs[1]", true)
+        );
+    }
+
+    #[test]
+    fn arm_paths_must_be_absolute_normalised_and_apart() {
+        for (key, value, why) in [
+            ("profile", "opt/p.toml", "must be absolute"),
+            ("profile", "/opt/./p.toml", "not normalised"),
+            ("candidate", "/opt/../c", "contains `..`"),
+            ("candidate", "/workspace/c", "fixed container mount"),
+            ("candidate", "/", "`/` itself"),
+        ] {
+            let other = if key == "profile" {
+                "candidate = \"/opt/c\""
+            } else {
+                "profile = \"/opt/p\""
+            };
+            let (field, detail) = refused("", &format!("[arm]\n{key} = {value:?}\n{other}"));
+            assert_eq!(field, format!("arm.{key}"), "{value:?}");
+            assert!(detail.contains(why), "{value:?}: {detail}");
+        }
+        let (field, detail) = refused("", "[arm]\nprofile = \"/opt/c/p\"\ncandidate = \"/opt/c\"");
+        assert_eq!(field, "arm.candidate");
+        assert!(detail.contains("overlaps arm.profile"), "{detail}");
+    }
+
+    #[test]
+    fn build_and_attest_paths_are_checked_for_what_they_are() {
+        accepted(
+            "",
+            "[build]\nstatic_binaries = [\"eval-shim\"]\n[[build.file]]\nsrc = \"files/a\"\ndest = \"/usr/bin/a\"\n[attest]\npaths = [\"{profile}\", \"/usr/bin/a\"]",
+        );
+        for (tables, field, why) in [
+            (
+                "[[build.file]]\nsrc = \"../secret\"\ndest = \"/a\"",
+                "build.file[0].src",
+                "contains `..`",
+            ),
+            (
+                "[[build.file]]\nsrc = \"/etc/passwd\"\ndest = \"/a\"",
+                "build.file[0].src",
+                "must be relative",
+            ),
+            (
+                "[[build.file]]\nsrc = \"a\"\ndest = \"a\"",
+                "build.file[0].dest",
+                "must be absolute",
+            ),
+            (
+                "[[build.file]]\nsrc = \"a\"\ndest = \"/\"",
+                "build.file[0].dest",
+                "`/` itself",
+            ),
+            (
+                "[build]\nstatic_binaries = [\"../x\"]",
+                "build.static_binaries[0]",
+                "plain file name",
+            ),
+            (
+                "[build]\nstatic_binaries = [\"a/b\"]",
+                "build.static_binaries[0]",
+                "plain file name",
+            ),
+            (
+                "[attest]\npaths = [\"{workspace}/../etc\"]",
+                "attest.paths[0]",
+                "contains `..`",
+            ),
+            (
+                "[attest]\npaths = [\"bin/x\"]",
+                "attest.paths[0]",
+                "must be absolute",
+            ),
+        ] {
+            let (f, detail) = refused("", tables);
+            assert_eq!(f, field, "{tables}");
+            assert!(detail.contains(why), "{tables}: {detail}");
+        }
     }
 }

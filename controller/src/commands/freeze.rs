@@ -7,6 +7,7 @@ use crate::exit::{CmdResult, Status};
 use eval_evidence::ledger::Digest;
 use eval_protocols::protocol::Arm;
 use eval_protocols::{FreezeOutcome, ImageRecord, Project, ProtocolError};
+use eval_runtimes::definition::DefinitionError;
 use std::path::Path;
 
 /// The container image an arm names, as freeze and verify record it:
@@ -20,12 +21,29 @@ use std::path::Path;
 ///    whole directory and the driver (which builds those binaries) are frozen either way.
 pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, ProtocolError> {
     let pinned = eval_protocols::pinned_image(root, arm)?;
+    // A definition that does not load (a path field that could reach outside the workspace or
+    // hide a fixed mount, a missing field) is an input error at freeze, pinned image or not.
+    let file = root.join(&arm.runtime);
+    let def = match eval_runtimes::RuntimeDef::load(&file) {
+        Ok(def) => def,
+        Err(DefinitionError::Invalid { field, detail, .. }) => {
+            return Err(ProtocolError::Field {
+                file,
+                field,
+                message: detail,
+            });
+        }
+        Err(DefinitionError::Toml { source, .. }) => {
+            return Err(ProtocolError::Input {
+                file,
+                message: source.to_string().trim_end().to_owned(),
+            });
+        }
+        Err(DefinitionError::Read { .. }) => return Ok(pinned),
+    };
     if pinned.digest.is_some() {
         return Ok(pinned);
     }
-    let Ok(def) = eval_runtimes::RuntimeDef::load(&root.join(&arm.runtime)) else {
-        return Ok(pinned);
-    };
     let spec = eval_runtimes::ImageSpec {
         def,
         arm: eval_runtimes::ArmFiles {

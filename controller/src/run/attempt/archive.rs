@@ -21,19 +21,47 @@ impl DockerExecutor {
     }
 
     /// Archives the workspace as the agent left it (after the harness's bookkeeping is gone).
+    /// What the archive recorded other than as a plain entry (links to odd places, FIFOs,
+    /// non-UTF-8 names, entries over a cap) is noted; the archive itself holds every note.
     pub(super) fn archive(&self, workspace: &Path, seen: &mut Seen, report: &mut AttemptReport) {
         match self.store.put_dir(workspace) {
-            Ok(d) => report.artifacts.workspace = Some(d.to_string()),
+            Ok(summary) => {
+                report.artifacts.workspace = Some(summary.digest.to_string());
+                let n = summary.notes.len();
+                seen.notes.extend(
+                    summary
+                        .notes
+                        .into_iter()
+                        .take(MAX_ARCHIVE_NOTES)
+                        .map(|note| format!("workspace archive: {note}")),
+                );
+                if n > MAX_ARCHIVE_NOTES {
+                    seen.notes.push(format!(
+                        "workspace archive: {} more notes (in the archive's notes header)",
+                        n - MAX_ARCHIVE_NOTES
+                    ));
+                }
+            }
             Err(e) => store_failed("the workspace archive", &e, seen),
         }
     }
 }
 
+/// Archive notes copied into the ledger at most (all of them are in the archive itself).
+const MAX_ARCHIVE_NOTES: usize = 20;
+
+/// A store failure: the host's when `is_host_fault` (its own disk, or a host failure reading the
+/// tree), otherwise a note — nothing the agent left behind makes it an infrastructure fault.
 fn store_failed(what: &str, e: &ArtifactError, seen: &mut Seen) {
     let storing = format!("storing {what}");
     match e {
-        ArtifactError::Io { source, .. } if HostIo::of(&storing, source).is_storage_fault() => {
+        // The store's own write: classified by its errno (ENOSPC/EDQUOT/EIO: capacity; ENOMEM,
+        // EMFILE, ENFILE: `controller_error`, not rerun — see "Classifying an attempt").
+        ArtifactError::Io { source, .. } if e.is_host_fault() => {
             seen.obs.host_io = Some(HostIo::of(storing, source));
+        }
+        ArtifactError::Leftover { source, .. } if e.is_host_fault() => {
+            seen.leftover(&storing, source);
         }
         _ => seen.notes.push(format!("{storing}: {e}")),
     }
