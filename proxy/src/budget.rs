@@ -176,7 +176,10 @@ impl RunLedger {
                 limit,
             });
         }
-        if let Some(limit) = self.limits.max_spend_usd {
+        // A call that can generate nothing (a model listing) costs nothing, priced or not.
+        if let Some(limit) = self.limits.max_spend_usd
+            && tokens > 0
+        {
             if price.is_none() {
                 return Err(Refusal::Unpriced(model.to_owned()));
             }

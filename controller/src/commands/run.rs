@@ -225,6 +225,21 @@ pub struct Finished {
     pub fixture: Option<crate::fixture_upstream::FixtureTally>,
 }
 
+/// A protocol price as the proxy reads it: cached reads and cache writes at their own rates when
+/// declared, else at the input rate.
+fn proxy_price(price: &eval_protocols::protocol::Price) -> eval_proxy::Price {
+    eval_proxy::Price {
+        input_per_mtok: price.input_usd_per_mtok,
+        cached_input_per_mtok: price
+            .cached_input_usd_per_mtok
+            .unwrap_or(price.input_usd_per_mtok),
+        cache_write_per_mtok: price
+            .cache_write_usd_per_mtok
+            .unwrap_or(price.input_usd_per_mtok),
+        output_per_mtok: price.output_usd_per_mtok,
+    }
+}
+
 fn proxy_api(api: eval_protocols::protocol::ApiKind) -> eval_proxy::ApiKind {
     match api {
         eval_protocols::protocol::ApiKind::OpenaiChat => eval_proxy::ApiKind::OpenAiChat,
@@ -367,17 +382,9 @@ pub async fn run_admitted(
         max_spend_usd: Some(p.budgets.run.max_spend_usd),
     };
     for price in &p.budgets.prices {
-        cfg.prices.models.insert(
-            price.model.clone(),
-            eval_proxy::Price {
-                input_per_mtok: price.input_usd_per_mtok,
-                cached_input_per_mtok: price
-                    .cached_input_usd_per_mtok
-                    .unwrap_or(price.input_usd_per_mtok),
-                cache_write_per_mtok: price.input_usd_per_mtok,
-                output_per_mtok: price.output_usd_per_mtok,
-            },
-        );
+        cfg.prices
+            .models
+            .insert(price.model.clone(), proxy_price(price));
     }
     let proxy = eval_proxy::Proxy::start(cfg)
         .await
@@ -586,5 +593,36 @@ impl ProgressSink for Progress {
             s.tokens.total(),
             if s.complete { " — complete" } else { "" }
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_writes_and_reads_are_priced_at_their_declared_rates() {
+        let p: eval_protocols::protocol::Price = toml::from_str(
+            "model = \"m\"\ninput_usd_per_mtok = 3.0\noutput_usd_per_mtok = 15.0\ncached_input_usd_per_mtok = 0.3\ncache_write_usd_per_mtok = 3.75\n",
+        )
+        .unwrap();
+        let q = proxy_price(&p);
+        assert_eq!(
+            (
+                q.input_per_mtok,
+                q.cached_input_per_mtok,
+                q.cache_write_per_mtok,
+                q.output_per_mtok
+            ),
+            (3.0, 0.3, 3.75, 15.0)
+        );
+        let plain: eval_protocols::protocol::Price =
+            toml::from_str("model = \"m\"\ninput_usd_per_mtok = 2.0\noutput_usd_per_mtok = 8.0\n")
+                .unwrap();
+        let q = proxy_price(&plain);
+        assert_eq!(
+            (q.cached_input_per_mtok, q.cache_write_per_mtok),
+            (2.0, 2.0)
+        );
     }
 }
