@@ -172,6 +172,16 @@ pub struct RunBudget {
     pub max_spend_usd: Option<f64>,
 }
 
+/// What earlier sessions of the same run already used: a resumed run starts its run-wide
+/// budget from here, so N sessions never spend N × the budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSeed {
+    pub tokens: u64,
+    pub spend_usd: f64,
+    /// Requests forwarded (or about to be) in earlier sessions.
+    pub requests: u64,
+}
+
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -213,6 +223,8 @@ pub struct ProxyConfig {
     pub key: SecretKey,
     pub timeouts: Timeouts,
     pub run_budget: RunBudget,
+    /// Run-wide usage carried over from earlier sessions.
+    pub run_seed: RunSeed,
     pub prices: PriceTable,
     pub sink: Arc<dyn RecordSink>,
     /// `GET /metrics` is served here (loopback).
@@ -238,6 +250,7 @@ impl ProxyConfig {
             key,
             timeouts: Timeouts::default(),
             run_budget: RunBudget::default(),
+            run_seed: RunSeed::default(),
             prices: PriceTable::default(),
             sink,
             admin_listen: None,

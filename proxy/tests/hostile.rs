@@ -447,3 +447,61 @@ async fn stream_false_accepts_a_request_that_leaves_stream_out() {
     assert_eq!(up.seen().len(), 2);
     let _ = proxy.close_attempt("a");
 }
+
+#[tokio::test]
+async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    let body = json!({"model": MODEL, "messages":[{"role":"user","content":"usage:10:10"}], "max_tokens": 100});
+    let reserve = body.to_string().len() as u64 + 100;
+    // Room for exactly one more call's worst case after what earlier sessions spent.
+    cfg.run_budget.max_tokens = Some(1_000_000);
+    cfg.run_seed = RunSeed {
+        tokens: 1_000_000 - reserve,
+        spend_usd: 0.0,
+        requests: 9,
+    };
+    let (proxy, _d, sock) = one_attempt(
+        cfg,
+        allowing(Contract::model_only(MODEL), &["max_tokens"]),
+        Budget::default(),
+    )
+    .await;
+    assert_eq!(proxy.run_usage().0, 1_000_000 - reserve);
+    assert_eq!(post(&sock, "openai-json", &body).await.status, 200);
+    let r = post(&sock, "openai-json", &body).await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("run limit")
+    );
+    assert_eq!(up.seen().len(), 1);
+    assert_eq!(proxy.run_usage().0, 1_000_000 - reserve + 20);
+    assert_eq!(proxy.run_requests(), 10);
+
+    // The spend seed binds the same way.
+    let up = upstream().await;
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.prices.models.insert(
+        MODEL.into(),
+        Price {
+            input_per_mtok: 1.0,
+            cached_input_per_mtok: 1.0,
+            cache_write_per_mtok: 1.0,
+            output_per_mtok: 1.0,
+        },
+    );
+    cfg.run_budget.max_spend_usd = Some(1.0);
+    cfg.run_seed.spend_usd = 1.0;
+    let (_proxy, _d, sock) = one_attempt(
+        cfg,
+        allowing(Contract::model_only(MODEL), &["max_tokens"]),
+        Budget::default(),
+    )
+    .await;
+    assert_eq!(post(&sock, "openai-json", &body).await.status, 429);
+    assert!(up.seen().is_empty());
+}
