@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use crate::budget::Reservation;
-use crate::config::{ApiKind, Price, Role};
+use crate::config::{ApiKind, Contract, Price, Role};
 use crate::errors::api_error;
 use crate::record::{CallRecord, Change, Outcome};
 use crate::request::ParsedRequest;
@@ -354,16 +354,28 @@ fn upstream_url(base: &str, path: &str) -> String {
     format!("{base}{path}")
 }
 
-/// Forwardable client headers, with the credential and encoding changes recorded.
-fn upstream_headers(shared: &Shared, client: &HeaderMap, changes: &mut Vec<Change>) -> HeaderMap {
+/// Forwardable client headers, with the credential, allow-list and encoding changes recorded.
+fn upstream_headers(
+    shared: &Shared,
+    contract: &Contract,
+    client: &HeaderMap,
+    changes: &mut Vec<Change>,
+) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len() + 2);
     for (name, value) in client {
         let n = name.as_str();
-        if CREDENTIAL_HEADERS.contains(&n) {
-            changes.push(Change::DroppedHeader { name: n.to_owned() });
+        if HOP_HEADERS.contains(&n) || n.starts_with("x-forwarded-") {
             continue;
         }
-        if HOP_HEADERS.contains(&n) || n.starts_with("x-forwarded-") || n.starts_with("proxy-") {
+        if CREDENTIAL_HEADERS.contains(&n)
+            || n.starts_with("proxy-")
+            || !contract.allows_header(shared.api, n)
+        {
+            let dropped = Change::DroppedHeader { name: n.to_owned() };
+            // A header sent several times is noted once.
+            if !changes.contains(&dropped) {
+                changes.push(dropped);
+            }
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -430,10 +442,10 @@ async fn run(mut call: Call, req: Request) -> Response {
     };
     let (parts, body) = req.into_parts();
     let mut changes = Vec::new();
-    let headers = upstream_headers(&shared, &parts.headers, &mut changes);
+    let headers = upstream_headers(&shared, &entry.contract, &parts.headers, &mut changes);
     let url = upstream_url(&shared.upstream, parts.uri.path());
     if !is_model_call {
-        return list_models(call, headers, url, changes).await;
+        return list_models(call, entry, &attempt, headers, url, changes).await;
     }
     let body = match read_body(body, shared.max_body).await {
         Ok(b) => b,
@@ -477,6 +489,7 @@ async fn run(mut call: Call, req: Request) -> Response {
     call.record.stream = stream;
     if let Err(why) = crate::contract::check(
         &entry.contract,
+        api,
         &attempt.session_id,
         &parts.headers,
         &parsed,
@@ -512,9 +525,27 @@ async fn run(mut call: Call, req: Request) -> Response {
     } else {
         parsed.body().clone()
     };
+    let plan = crate::contract::output_plan(&entry.contract, &parsed);
+    // The reservation assumes the contract's default limit; the upstream's own default may be
+    // far larger, so a request that names no limit is sent with that one.
+    let forwarded = if plan.must_forward_limit {
+        match ParsedRequest::parse(forwarded.clone()) {
+            Ok(p) => {
+                changes.push(Change::InsertedOutputLimit {
+                    param: "max_tokens".into(),
+                    value: plan.per_choice,
+                });
+                p.with_member("max_tokens", &Value::from(plan.per_choice))
+            }
+            Err(_) => forwarded,
+        }
+    } else {
+        forwarded
+    };
+    let digest_changed = hide_usage_chunk || plan.must_forward_limit;
     let model = call.record.model.clone().unwrap_or_default();
     let price = shared.prices.get(&model).copied();
-    let max_out = crate::contract::max_output(&entry.contract, &parsed);
+    let max_out = plan.worst_case();
     // Bytes bound tokens from above for every tokenizer in use, so the reservation is a true
     // worst case.
     let input_estimate = forwarded.len() as u64;
@@ -537,7 +568,7 @@ async fn run(mut call: Call, req: Request) -> Response {
         }
     };
     call.record.reserved_tokens = reservation.tokens;
-    if hide_usage_chunk {
+    if digest_changed {
         call.record.request_digest = Some(digest(&shared.redactor.redact(forwarded.clone()).0));
     }
     if let Some(dir) = &shared.transcript_dir {
@@ -820,15 +851,55 @@ async fn whole_back(
     r
 }
 
-/// `GET /v1/models`: forwarded with the real key, recorded, not a model turn.
+/// `GET /v1/models`: forwarded with the real key like a model call — inside the role's request
+/// and wall-time budgets and only after its start is recorded — but not a model turn.
 async fn list_models(
     mut call: Call,
+    entry: &crate::server::RoleEntry,
+    attempt: &Attempt,
     headers: HeaderMap,
     url: String,
     changes: Vec<Change>,
 ) -> Response {
     let shared = call.shared.clone();
     call.record.changes = changes;
+    let reservation = match shared
+        .run
+        .reserve(&entry.state, attempt.started, "", None, 0, 0)
+    {
+        Ok(r) => r,
+        Err(refusal) => {
+            return call.refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                Outcome::BudgetExhausted,
+                "budget_exhausted",
+                &refusal.message(),
+            );
+        }
+    };
+    let started = crate::record::CallStarted {
+        attempt_id: attempt.id.clone(),
+        arm: call.record.arm.clone(),
+        role: call.record.role,
+        seq: call.record.seq,
+        started_at_ms: call.record.started_at_ms,
+        path: call.record.path.clone(),
+        model: None,
+        stream: false,
+        reserved_tokens: 0,
+    };
+    let recorded = shared.sink.call_started(&started).await;
+    // Nothing was or will be generated: the request is counted, no tokens are.
+    shared.run.release(&entry.state, reservation);
+    if let Err(e) = recorded {
+        return call.refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Outcome::NotRecorded,
+            "not_recorded",
+            &format!("the call was not forwarded: {e}"),
+        );
+    }
+    call.with_meter(|m| m.calls += 1);
     let send = shared.client.get(&url).headers(headers).send();
     let resp = match tokio::time::timeout(shared.timeouts.first_byte, send).await {
         Ok(Ok(r)) => r,

@@ -29,7 +29,7 @@ mod usage;
 pub use budget::RoleMeter;
 pub use config::{
     ApiKind, AttemptSpec, Budget, Contract, Listen, ParamRule, Price, PriceTable, ProxyConfig,
-    Role, RoleSpec, RunBudget, Timeouts,
+    Role, RoleSpec, RunBudget, RunSeed, Timeouts,
 };
 pub use control::{ControlFuture, ControlPlane};
 pub use errors::ProxyError;

@@ -49,7 +49,8 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum Change {
-    /// A client header that was not forwarded (credentials, hop-by-hop, encoding).
+    /// A client header that was not forwarded: a credential, or a header the contract's
+    /// allow-list does not name (hop-by-hop headers are dropped without a note).
     DroppedHeader { name: String },
     /// The real credential was added in this header.
     InjectedCredential { header: String },
@@ -63,6 +64,8 @@ pub enum Change {
     RedactedKey { count: usize },
     /// An upstream 401/403 body was replaced by a generic error.
     ReplacedAuthError,
+    /// The request named no output limit, so the one its reservation assumed was added.
+    InsertedOutputLimit { param: String, value: u64 },
 }
 
 /// One model call (or refused attempt at one).

@@ -176,7 +176,7 @@ impl Proxy {
             client,
             sink: cfg.sink,
             control: cfg.control,
-            run: RunLedger::new(cfg.run_budget),
+            run: RunLedger::new(cfg.run_budget, cfg.run_seed),
             metrics: Metrics::default(),
             tracker: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -445,9 +445,14 @@ impl ProxyHandle {
         Ok(meter_of(&a))
     }
 
-    /// Run-wide tokens and spend settled so far.
+    /// Run-wide tokens and spend settled so far (including the seed from earlier sessions).
     pub fn run_usage(&self) -> (u64, f64) {
         self.shared.run.used()
+    }
+
+    /// Run-wide requests admitted so far (including the seed from earlier sessions).
+    pub fn run_requests(&self) -> u64 {
+        self.shared.run.requests()
     }
 
     /// Makes a model call in the attempt's `oracle` role (its own contract and budget), e.g. to

@@ -788,7 +788,7 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
         .register_attempt(spec(
             "bud",
             Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
+            allowing(Contract::model_only(MODEL), &["max_tokens"]),
             budget,
         ))
         .await
@@ -846,7 +846,16 @@ async fn parameters_reach_the_upstream_byte_for_byte() {
         .register_attempt(spec(
             "pb",
             Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
+            allowing(
+                Contract::model_only(MODEL),
+                &[
+                    "temperature",
+                    "max_tokens",
+                    "reasoning_effort",
+                    "tools",
+                    "seed",
+                ],
+            ),
             Budget::default(),
         ))
         .await

@@ -348,7 +348,33 @@ pub fn config(up: &Upstream, api: ApiKind, sink: Arc<dyn RecordSink>) -> ProxyCo
     c
 }
 
+/// The contract as the scripted upstream needs it: `x-test-script` (which picks the script) is
+/// let through on top of the contract's header list, or the defaults of both APIs.
+pub fn scriptable(mut contract: Contract) -> Contract {
+    let list = contract.allowed_headers.get_or_insert_with(|| {
+        ["accept", "user-agent", "anthropic-version"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    });
+    list.insert("x-test-script".into());
+    contract
+}
+
+/// The contract with these body parameters allowed on top of the chat defaults.
+pub fn allowing(mut contract: Contract, params: &[&str]) -> Contract {
+    let mut list: std::collections::BTreeSet<String> =
+        Contract::default_allowed_params(ApiKind::OpenAiChat)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    list.extend(params.iter().map(|s| s.to_string()));
+    contract.allowed_params = Some(list);
+    contract
+}
+
 pub fn spec(id: &str, listen: Listen, contract: Contract, budget: Budget) -> AttemptSpec {
+    let contract = scriptable(contract);
     let mut roles = BTreeMap::new();
     roles.insert(Role::Agent, RoleSpec { contract, budget });
     AttemptSpec {

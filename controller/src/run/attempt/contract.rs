@@ -24,6 +24,15 @@ pub fn contract_of(m: &ModelContract, max_output_default: u64) -> Contract {
             .insert("stream".into(), ParamRule::Exact(Value::Bool(s)));
     }
     c.default_max_output_tokens = max_output_default;
+    c.allowed_params = m
+        .allowed_params
+        .as_ref()
+        .map(|l| l.iter().cloned().collect());
+    // Header names are case-insensitive; the proxy compares lower-case names.
+    c.allowed_headers = m
+        .allowed_headers
+        .as_ref()
+        .map(|l| l.iter().map(|h| h.to_ascii_lowercase()).collect());
     c
 }
 
@@ -59,5 +68,30 @@ mod tests {
         );
         assert_eq!(c.params["stream"], ParamRule::Exact(Value::Bool(true)));
         assert_eq!(c.default_max_output_tokens, 32);
+        assert_eq!(c.allowed_params, None);
+        assert_eq!(c.allowed_headers, None);
+    }
+
+    #[test]
+    fn contracts_map_allow_lists_with_lower_case_header_names() {
+        let m: ModelContract = toml::from_str(
+            "api = \"openai-chat\"\nmodel = \"m\"\nallowed_params = [\"tools\", \"n\"]\nallowed_headers = [\"User-Agent\", \"X-Session\"]\n",
+        )
+        .unwrap();
+        let c = contract_of(&m, 32);
+        let params: Vec<&str> = c
+            .allowed_params
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(params, ["n", "tools"]);
+        let headers: Vec<&str> = c
+            .allowed_headers
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(headers, ["user-agent", "x-session"]);
     }
 }
