@@ -9,9 +9,10 @@
 use crate::run::Recorder;
 use crate::run::events::{self, ModelCall, ModelCallStarted, Tokens};
 use eval_proxy::{CallRecord, CallStarted, RecordError, RecordSink, StartFuture};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Records queued between the proxy and the ledger at most.
 pub const BRIDGE_CAPACITY: usize = 256;
@@ -45,6 +46,33 @@ pub struct LedgerSink {
     tx: mpsc::Sender<BridgeMsg>,
     rec: Recorder,
     fatal: Fatal,
+    overflow: Overflow,
+}
+
+/// Records still waiting for room in the queue (current-thread fallback only): a flush waits
+/// for them first, so it never overtakes a record handed over before it.
+#[derive(Clone, Default)]
+struct Overflow(Arc<(AtomicUsize, Notify)>);
+
+impl Overflow {
+    fn enter(&self) {
+        self.0.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn leave(&self) {
+        self.0.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.1.notify_waiters();
+    }
+
+    async fn drained(&self) {
+        loop {
+            let notified = self.0.1.notified();
+            if self.0.0.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 impl LedgerSink {
@@ -65,10 +93,13 @@ impl LedgerSink {
         } else {
             let tx = self.tx.clone();
             let fatal = self.fatal.clone();
+            let overflow = self.overflow.clone();
+            overflow.enter();
             tokio::spawn(async move {
                 if tx.send(msg).await.is_err() {
                     fatal.set("the ledger bridge stopped with a record queued".into());
                 }
+                overflow.leave();
             });
             Ok(())
         }
@@ -115,25 +146,34 @@ impl RecordSink for LedgerSink {
 pub struct Bridge {
     tx: mpsc::Sender<BridgeMsg>,
     fatal: Fatal,
+    overflow: Overflow,
 }
 
 impl Bridge {
     pub fn start(rec: Recorder) -> (Bridge, LedgerSink) {
         let (tx, rx) = mpsc::channel::<BridgeMsg>(BRIDGE_CAPACITY);
         let fatal = Fatal::default();
+        let overflow = Overflow::default();
         tokio::spawn(drain(rx, rec.clone(), fatal.clone()));
         (
             Bridge {
                 tx: tx.clone(),
                 fatal: fatal.clone(),
+                overflow: overflow.clone(),
             },
-            LedgerSink { tx, rec, fatal },
+            LedgerSink {
+                tx,
+                rec,
+                fatal,
+                overflow,
+            },
         )
     }
 
     /// Waits until every record queued so far is in the ledger (or the bridge failed: see
     /// [`Bridge::fatal`]).
     pub async fn flush(&self) {
+        self.overflow.drained().await;
         let (tx, rx) = oneshot::channel();
         if self.tx.send(BridgeMsg::Flush(tx)).await.is_err() || rx.await.is_err() {
             self.fatal
@@ -195,4 +235,87 @@ async fn append_call(rec: &Recorder, r: &CallRecord) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|e| format!("cannot record model call {attempt}/{}: {e}", r.seq))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use eval_evidence::ledger::{LedgerReader, LedgerWriter};
+
+    fn call(seq: u64) -> CallRecord {
+        serde_json::from_value(serde_json::json!({
+            "attempt_id": "s#1", "arm": "a", "role": "agent", "seq": seq,
+            "started_at_ms": 0, "method": "POST", "path": "/v1/chat/completions",
+            "model": "m", "upstream_model": null, "stream": false, "status": 200,
+            "upstream_status": 200, "outcome": "ok", "detail": null, "latency_ms": 1.0,
+            "ttfb_ms": null, "usage": null, "spend_usd": 0.0, "reserved_tokens": 10,
+            "request_digest": null, "response_digest": null, "changes": [],
+            "client_disconnected": false
+        }))
+        .unwrap()
+    }
+
+    /// More records than the queue holds, handed over without yielding: a flush afterwards
+    /// returns only when every one of them is in the ledger, in order.
+    async fn flood_then_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let writer = LedgerWriter::open(&path).unwrap();
+        let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
+        let (bridge, sink) = Bridge::start(rec);
+        let n = BRIDGE_CAPACITY as u64 * 2 + 7;
+        for seq in 1..=n {
+            sink.record(&call(seq)).unwrap();
+        }
+        bridge.flush().await;
+        assert_eq!(bridge.fatal(), None);
+        let seqs: Vec<u64> = LedgerReader::open(&path)
+            .unwrap()
+            .entries()
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::from_slice::<ModelCall>(&e.payload).unwrap().seq)
+            .collect();
+        assert_eq!(seqs.len() as u64, n, "the flush waited for every record");
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order: {seqs:?}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_queue_blocks_the_sender_and_loses_nothing() {
+        flood_then_flush().await;
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_on_one_thread_still_flushes_everything() {
+        flood_then_flush().await;
+    }
+
+    /// A ledger that stops taking entries is a fatal recording failure, not a log line.
+    #[tokio::test]
+    async fn a_record_the_ledger_refuses_is_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let writer = LedgerWriter::open(&path).unwrap();
+        let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
+        let (bridge, sink) = Bridge::start(rec);
+        sink.record(&call(1)).unwrap();
+        bridge.flush().await;
+        assert_eq!(bridge.fatal(), None);
+        // Another connection makes every further insert fail, as a full or broken disk would.
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE INSERT ON entries BEGIN SELECT RAISE(FAIL, 'refused'); END;",
+            )
+            .unwrap();
+        sink.record(&call(2)).unwrap();
+        bridge.flush().await;
+        let why = bridge.fatal().expect("the failed append is fatal");
+        assert!(why.contains("s#1/2"), "{why}");
+    }
 }
