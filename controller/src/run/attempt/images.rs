@@ -4,10 +4,12 @@ use super::{DockerExecutor, SetupError};
 use crate::run::events::{self, Attestation};
 use crate::run::{AttemptReport, AttemptSpec};
 use eval_evidence::ledger::Digest;
+use eval_protocols::TaskBundle;
 use eval_protocols::protocol::Protocol;
 use eval_runtimes::{ArmFiles, ImageId, ImageSpec, LoadedDef, Runtime, RuntimeDef};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 pub(super) struct ArmImage {
@@ -83,6 +85,64 @@ pub fn frozen_arms(
         );
     }
     Ok(out)
+}
+
+fn load_def(root: &Path, rel: &str) -> Result<LoadedDef, SetupError> {
+    RuntimeDef::load(&root.join(rel)).map_err(|e| SetupError::Definition(format!("{rel}: {e}")))
+}
+
+/// Every arm's image as admitted (its frozen id and expected attestation).
+pub(super) fn admitted_arms(
+    root: &Path,
+    p: &Protocol,
+    frozen: &BTreeMap<String, FrozenArm>,
+) -> Result<BTreeMap<String, Arc<ArmImage>>, SetupError> {
+    let mut arms = BTreeMap::new();
+    for a in &p.arms {
+        let def = load_def(root, &a.runtime)?;
+        let f = frozen.get(&a.id).cloned().ok_or_else(|| {
+            SetupError::Definition(format!("arm {} was not admitted (no frozen image)", a.id))
+        })?;
+        let spec = arm_image_spec(root, a, def.clone());
+        let image = ArmImage {
+            def,
+            spec,
+            frozen_image: f.image,
+            expected: f.expected,
+            id: OnceCell::new(),
+        };
+        arms.insert(a.id.clone(), Arc::new(image));
+    }
+    Ok(arms)
+}
+
+/// One image per grader runtime the tasks name.
+pub(super) fn grader_images(
+    root: &Path,
+    tasks: &[TaskBundle],
+) -> Result<BTreeMap<String, Arc<ArmImage>>, SetupError> {
+    let mut graders = BTreeMap::new();
+    for t in tasks {
+        let rel = &t.spec.grader.runtime;
+        if graders.contains_key(rel) {
+            continue;
+        }
+        let def = load_def(root, rel)?;
+        let spec = ImageSpec {
+            def: def.clone(),
+            arm: ArmFiles::default(),
+            labels: BTreeMap::new(),
+        };
+        let image = ArmImage {
+            def,
+            spec,
+            frozen_image: None,
+            expected: BTreeMap::new(),
+            id: OnceCell::new(),
+        };
+        graders.insert(rel.clone(), Arc::new(image));
+    }
+    Ok(graders)
 }
 
 impl DockerExecutor {

@@ -34,8 +34,8 @@ use eval_evidence::artifacts::ArtifactStore;
 use eval_protocols::{Loaded, TaskBundle};
 use eval_proxy::{AttemptMeter, ProxyHandle, Role, RoleSpec};
 use eval_runtimes::policy::AttemptFacts;
-use eval_runtimes::{ArmFiles, DockerRuntime, ImageId, ImageSpec, Runtime, RuntimeDef};
-use images::{ArmImage, arm_image_spec};
+use eval_runtimes::{DockerRuntime, ImageId, Runtime, RuntimeDef};
+use images::ArmImage;
 use oracle::oracle_template;
 use prepare::Prepared;
 use serde_json::Value;
@@ -43,7 +43,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 /// How long the proxy lets an exited agent's calls finish before it cuts them.
@@ -132,49 +131,13 @@ impl DockerExecutor {
     ) -> Result<Self, SetupError> {
         let root = abs(&cfg.root);
         let p = &loaded.protocol;
-        let load_def = |rel: &str| {
-            RuntimeDef::load(&root.join(rel))
-                .map_err(|e| SetupError::Definition(format!("{rel}: {e}")))
-        };
-        let mut arms = BTreeMap::new();
-        for a in &p.arms {
-            let def = load_def(&a.runtime)?;
-            let frozen = cfg.frozen.get(&a.id).cloned().ok_or_else(|| {
-                SetupError::Definition(format!("arm {} was not admitted (no frozen image)", a.id))
-            })?;
-            let spec = arm_image_spec(&root, a, def.clone());
-            arms.insert(
-                a.id.clone(),
-                Arc::new(ArmImage {
-                    def,
-                    spec,
-                    frozen_image: frozen.image,
-                    expected: frozen.expected,
-                    id: OnceCell::new(),
-                }),
-            );
-        }
-        let mut graders = BTreeMap::new();
-        let mut tasks = BTreeMap::new();
-        for t in &loaded.tasks {
-            let rel = t.spec.grader.runtime.clone();
-            if let std::collections::btree_map::Entry::Vacant(slot) = graders.entry(rel.clone()) {
-                let def = load_def(&rel)?;
-                let spec = ImageSpec {
-                    def: def.clone(),
-                    arm: ArmFiles::default(),
-                    labels: BTreeMap::new(),
-                };
-                slot.insert(Arc::new(ArmImage {
-                    def,
-                    spec,
-                    frozen_image: None,
-                    expected: BTreeMap::new(),
-                    id: OnceCell::new(),
-                }));
-            }
-            tasks.insert((t.suite.clone(), t.id.clone()), t.clone());
-        }
+        let arms = images::admitted_arms(&root, p, &cfg.frozen)?;
+        let graders = images::grader_images(&root, &loaded.tasks)?;
+        let tasks = loaded
+            .tasks
+            .iter()
+            .map(|t| ((t.suite.clone(), t.id.clone()), t.clone()))
+            .collect();
         let agent_contract = p
             .models
             .get("agent")
@@ -419,11 +382,7 @@ impl DockerExecutor {
     /// Removes the attempt's directory — only ever a direct child of the executor's work
     /// directory, whatever the slot id says.
     fn remove_attempt_dir(&self, dir: &Path) {
-        let inside = dir.parent() == Some(self.work.as_path())
-            && dir
-                .file_name()
-                .is_some_and(|n| n != ".." && n != "." && !n.is_empty());
-        if !inside {
+        if !is_attempt_dir(&self.work, dir) {
             tracing::error!(
                 "refusing to remove {}: not an attempt directory under {}",
                 dir.display(),
@@ -438,6 +397,18 @@ impl DockerExecutor {
             _ => {}
         }
     }
+}
+
+/// `dir` is a direct child of `work` reached by a plain name (no `..`, no absolute jump).
+fn is_attempt_dir(work: &Path, dir: &Path) -> bool {
+    let mut rest = match dir.strip_prefix(work) {
+        Ok(r) => r.components(),
+        Err(_) => return false,
+    };
+    matches!(
+        (rest.next(), rest.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    )
 }
 
 /// The control plane's side of the attempt: attestation, questions, recording failures.
@@ -519,5 +490,27 @@ impl AttemptExecutor for DockerExecutor {
                 .await
                 .map_err(|e| e.to_string())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_direct_child_of_the_work_dir_is_ever_removed() {
+        let work = Path::new("/state/run/attempts");
+        assert!(is_attempt_dir(work, &work.join("slot-a1")));
+        assert!(!is_attempt_dir(work, work));
+        assert!(!is_attempt_dir(work, &work.join("a/b")));
+        assert!(!is_attempt_dir(work, &work.join("..")));
+        assert!(!is_attempt_dir(work, &work.join("../../etc")));
+        assert!(!is_attempt_dir(work, Path::new("/")));
+        // What `work.join(slot)` gives for a slot id starting with `/`.
+        assert!(!is_attempt_dir(work, Path::new("/etc")));
+        assert!(!is_attempt_dir(
+            work,
+            Path::new("/state/run/attempts-other/x")
+        ));
     }
 }

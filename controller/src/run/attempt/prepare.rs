@@ -51,7 +51,7 @@ impl DockerExecutor {
         task: &TaskBundle,
         dir: &Path,
     ) -> Result<Prepared, Box<AttemptReport>> {
-        if dir.parent() != Some(self.work.as_path()) {
+        if !super::is_attempt_dir(&self.work, dir) {
             return Err(Box::new(AttemptReport::infra(
                 CONTROLLER_ERROR,
                 format!(
