@@ -286,8 +286,9 @@ pub struct AttemptOutcome {
     pub harness: Option<HarnessAccount>,
     /// The accounting cross-check's result: `matched`, `mismatch`, `metrics_missing`,
     /// `metrics_unreadable` (the declared file is absent, not a regular file, too large or not
-    /// JSON) or `not_declared` (the runtime names no metrics file: not cross-checked). `None` only
-    /// in ledgers written before this field existed.
+    /// JSON) or `not_declared` (the runtime names no metrics file: not cross-checked). `None` in
+    /// ledgers written before this field existed, and for an attempt that ended before the
+    /// cross-check (an infrastructure fault, or closed by the controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accounting: Option<String>,
     pub metrics: BTreeMap<String, f64>,

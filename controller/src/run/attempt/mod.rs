@@ -332,6 +332,11 @@ impl DockerExecutor {
             Ok(ws) => ws,
             Err(e) => {
                 seen.leftover("the workspace", &e);
+                if def.metrics_path.is_some() {
+                    seen.obs.accounting =
+                        classify::Accounting::MetricsUnreadable(format!("the workspace: {e}"));
+                    report.accounting = Some(seen.obs.accounting.as_str().to_owned());
+                }
                 seen.obs.graded = classify::Graded::Unscorable(format!("the workspace: {e}"));
                 return;
             }
