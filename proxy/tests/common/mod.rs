@@ -218,6 +218,26 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             chunks.push((0, format!("data: [DONE]{nl}{nl}")));
             sse_response(chunks, state)
         }
+        "endless-stream" => {
+            // Trickles forever, until the proxy stops reading.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+            tokio::spawn(async move {
+                let ev = json!({"choices":[{"index":0,"delta":{"content":"more"}}]});
+                while tx
+                    .send(Ok(Bytes::from(format!("data: {ev}\n\n"))))
+                    .await
+                    .is_ok()
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(futures_util::stream::poll_fn(
+                    move |cx| rx.poll_recv(cx),
+                )))
+                .unwrap()
+        }
         "stream-no-usage" => sse_response(
             vec![(
                 0,
