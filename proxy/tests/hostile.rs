@@ -713,3 +713,58 @@ async fn closing_cuts_a_stream_left_draining_and_records_it_before_returning() {
     assert_eq!(recs[0].outcome, Outcome::CutAtClose);
     assert!(!reader.await.unwrap(), "a cut stream ended as if complete");
 }
+
+#[tokio::test]
+async fn a_reflected_key_is_redacted_in_every_encoding_streaming_or_not() {
+    let up = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let transcripts = dir.path().join("t");
+    std::fs::create_dir(&transcripts).unwrap();
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.transcript_dir = Some(transcripts.clone());
+    let (proxy, _d, sock) = one_attempt(cfg, Contract::model_only(MODEL), Budget::default()).await;
+    let forms = key_encodings(&format!("Bearer {KEY}"));
+    for (script, stream) in [
+        ("echo-key-encoded-json", false),
+        ("echo-key-encoded-stream", true),
+    ] {
+        let r = post(&sock, script, &chat("hi", stream)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let text = r.text();
+        for form in &forms {
+            let (label, value) = form.split_once('=').unwrap();
+            assert!(
+                !text.contains(value),
+                "{script}: {label} reached the client: {text}"
+            );
+            assert!(
+                text.contains(&format!("{label}=")),
+                "{script}: {label} missing"
+            );
+        }
+        assert!(
+            text.matches("[REDACTED]").count() >= forms.len(),
+            "{script}: {text}"
+        );
+    }
+    let recs = sink.records();
+    assert!(recs.iter().all(|r| {
+        r.changes
+            .iter()
+            .any(|c| matches!(c, Change::RedactedKey { count } if *count >= 8))
+    }));
+    // Nothing the proxy wrote down holds any form either.
+    let _ = proxy.close_attempt("a");
+    let mut written: Vec<Vec<u8>> = read_tree(&transcripts)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    written.push(serde_json::to_vec(&recs).unwrap());
+    for w in written {
+        for form in &forms {
+            let value = form.split_once('=').unwrap().1;
+            assert!(!contains(&w, value), "{value} was written down");
+        }
+    }
+}
