@@ -222,6 +222,22 @@ impl Call {
         self.refuse(status, Outcome::UpstreamError, code, detail)
     }
 
+    /// Ends a call the closing of its attempt cut short (its reservation already settled as
+    /// spent).
+    fn cut_at_close(mut self) -> Response {
+        self.record.outcome = Outcome::CutAtClose;
+        self.record.status = StatusCode::SERVICE_UNAVAILABLE.as_u16();
+        self.record.detail = Some("the attempt was closed while this call was running".into());
+        let resp = api_error(
+            self.api(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cut_at_close",
+            "the attempt was closed while this call was running",
+        );
+        self.finish();
+        resp
+    }
+
     fn finish(mut self) {
         self.record.latency_ms = self.t0.elapsed().as_secs_f64() * 1e3;
         if let Some(d) = &self.record.detail {
@@ -258,11 +274,12 @@ pub(crate) async fn serve(
     }
     let (tx, rx) = oneshot::channel();
     let task_shared = shared.clone();
-    shared.tracker.spawn(async move {
+    let calls = attempt.calls.clone();
+    shared.tracker.spawn(calls.track_future(async move {
         let call = Call::new(task_shared, Some(attempt), role, &method, &path);
         let resp = run(call, req).await;
         let _ = tx.send(resp);
-    });
+    }));
     match rx.await {
         Ok(r) => r,
         Err(_) => api_error(
@@ -293,7 +310,13 @@ async fn control(shared: Arc<Shared>, attempt: Arc<Attempt>, req: Request) -> Re
         );
     }
     let path = req.uri().path().to_owned();
-    let body = match read_body(req.into_body(), shared.max_body).await {
+    let body = match read_body(
+        req.into_body(),
+        shared.max_body,
+        shared.listener.body_read_timeout,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(status) => {
             return api_error(api, status, "bad_request", "cannot read the request body");
@@ -309,8 +332,23 @@ async fn control(shared: Arc<Shared>, attempt: Arc<Attempt>, req: Request) -> Re
     r
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, StatusCode> {
-    match http_body_util::Limited::new(body, limit).collect().await {
+/// Reads a whole request body, refusing one larger than `limit` (413) or slower than `deadline`
+/// (408: a client trickling its body would otherwise hold a connection slot indefinitely).
+async fn read_body(
+    body: Body,
+    limit: usize,
+    deadline: std::time::Duration,
+) -> Result<Bytes, StatusCode> {
+    let collected = match tokio::time::timeout(
+        deadline,
+        http_body_util::Limited::new(body, limit).collect(),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => return Err(StatusCode::REQUEST_TIMEOUT),
+    };
+    match collected {
         Ok(c) => Ok(c.to_bytes()),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()
@@ -447,8 +485,19 @@ async fn run(mut call: Call, req: Request) -> Response {
     if !is_model_call {
         return list_models(call, entry, &attempt, headers, url, changes).await;
     }
-    let body = match read_body(body, shared.max_body).await {
+    let body = match read_body(body, shared.max_body, shared.listener.body_read_timeout).await {
         Ok(b) => b,
+        Err(StatusCode::REQUEST_TIMEOUT) => {
+            return call.refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                Outcome::BadRequest,
+                "request_timeout",
+                &format!(
+                    "the request body did not arrive within {:?}",
+                    shared.listener.body_read_timeout
+                ),
+            );
+        }
         Err(StatusCode::PAYLOAD_TOO_LARGE) => {
             return call.refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -603,7 +652,15 @@ async fn run(mut call: Call, req: Request) -> Response {
         .headers(headers)
         .body(forwarded)
         .send();
-    let upstream = match tokio::time::timeout(shared.timeouts.first_byte, send).await {
+    let waited = tokio::select! {
+        r = tokio::time::timeout(shared.timeouts.first_byte, send) => r,
+        _ = attempt.cut.cancelled() => {
+            call.record.spend_usd = settle(&call, reservation, None, price.as_ref(), true);
+            call.record.changes = changes;
+            return call.cut_at_close();
+        }
+    };
+    let upstream = match waited {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let connect = e.is_connect();
@@ -760,8 +817,20 @@ async fn whole_back(
     let up_headers = upstream.headers().clone();
     let mut stream = upstream.bytes_stream();
     let mut buf = BytesMut::new();
+    let cut = call
+        .attempt
+        .as_ref()
+        .map(|a| a.cut.clone())
+        .unwrap_or_default();
     loop {
-        match tokio::time::timeout(shared.timeouts.idle, stream.next()).await {
+        let next = tokio::select! {
+            n = tokio::time::timeout(shared.timeouts.idle, stream.next()) => n,
+            _ = cut.cancelled() => {
+                call.record.spend_usd = settle(&call, reservation, None, price.as_ref(), true);
+                return call.cut_at_close();
+            }
+        };
+        match next {
             Ok(Some(Ok(chunk))) => {
                 if call.record.ttfb_ms.is_none() {
                     call.record.ttfb_ms = Some(sent_at.elapsed().as_secs_f64() * 1e3);

@@ -215,6 +215,30 @@ impl Default for Timeouts {
     }
 }
 
+/// Limits on one listener's connections, so a client can exhaust only its own attempt: each
+/// attempt's socket has its own connection cap, and a connection that sends its head or body too
+/// slowly is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// Open connections per attempt socket (and on the shared token listener); more are closed
+    /// on accept.
+    pub max_connections: usize,
+    /// Time a connection has to send a complete request head.
+    pub header_read_timeout: Duration,
+    /// Time a request has to deliver its whole body once its head arrived.
+    pub body_read_timeout: Duration,
+}
+
+impl Default for ListenerLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 32,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
 pub struct ProxyConfig {
     /// Base URL; request paths are appended (`https://api.deepseek.com` + `/v1/chat/completions`
     /// style, or a base ending in `/v1`, in which case a client's leading `/v1` is not repeated).
@@ -234,6 +258,7 @@ pub struct ProxyConfig {
     pub control: Option<Arc<dyn ControlPlane>>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    pub listener: ListenerLimits,
     /// Redacted request and response bodies are written here, named by their SHA-256.
     pub transcript_dir: Option<PathBuf>,
     /// An explicitly configured outbound proxy; environment variables are never consulted.
@@ -257,6 +282,7 @@ impl ProxyConfig {
             tcp_listen: None,
             control: None,
             max_body_bytes: 32 * 1024 * 1024,
+            listener: ListenerLimits::default(),
             transcript_dir: None,
             outbound_proxy: None,
             extra_root_pem: None,

@@ -28,6 +28,9 @@ pub enum Outcome {
     UnknownAttempt,
     /// The record sink could not durably note the call's start, so it was not forwarded.
     NotRecorded,
+    /// The attempt was closed while the call was still running and its grace ran out: the
+    /// upstream request was aborted, the call counted at its reservation.
+    CutAtClose,
 }
 
 impl Outcome {
@@ -41,6 +44,7 @@ impl Outcome {
             Outcome::BadRequest => "bad_request",
             Outcome::UnknownAttempt => "unknown_attempt",
             Outcome::NotRecorded => "not_recorded",
+            Outcome::CutAtClose => "cut_at_close",
         }
     }
 }

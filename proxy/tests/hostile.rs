@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use common::*;
 use eval_proxy::*;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 async fn one_attempt(
@@ -504,4 +505,266 @@ async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
     .await;
     assert_eq!(post(&sock, "openai-json", &body).await.status, 429);
     assert!(up.seen().is_empty());
+}
+
+/// Polls the attempt's meter until `done` holds (the proxy counts a connection event just after
+/// the client can observe it); bounded so a broken proxy fails instead of hanging.
+async fn meter_until(
+    proxy: &ProxyHandle,
+    id: &str,
+    done: impl Fn(&AttemptMeter) -> bool,
+) -> AttemptMeter {
+    for _ in 0..2000 {
+        let m = proxy.meter(id).unwrap();
+        if done(&m) {
+            return m;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    proxy.meter(id).unwrap()
+}
+
+async fn read_all(s: &mut tokio::net::UnixStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flood_exhausts_only_its_own_attempt() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    // Timeouts far away: the cap alone must hold the flood.
+    cfg.listener = ListenerLimits {
+        max_connections: 4,
+        header_read_timeout: std::time::Duration::from_secs(3600),
+        body_read_timeout: std::time::Duration::from_secs(3600),
+    };
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let flood = dir.path().join("flood.sock");
+    let sibling = dir.path().join("sibling.sock");
+    for (id, sock) in [("flood", &flood), ("sibling", &sibling)] {
+        proxy
+            .register_attempt(spec(
+                id,
+                Listen::Unix(sock.clone()),
+                Contract::model_only(MODEL),
+                Budget::default(),
+            ))
+            .await
+            .unwrap();
+    }
+    let mut held = vec![];
+    for _ in 0..4 {
+        let mut s = tokio::net::UnixStream::connect(&flood).await.unwrap();
+        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    let m = meter_until(&proxy, "flood", |m| m.connections.accepted == 4).await;
+    assert_eq!(m.connections.accepted, 4);
+    // Over the cap: closed on accept, without an answer.
+    for _ in 0..3 {
+        let mut s = tokio::net::UnixStream::connect(&flood).await.unwrap();
+        let _ = s
+            .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await;
+        assert!(
+            read_all(&mut s).await.is_empty(),
+            "a connection over the cap was served"
+        );
+    }
+    // The sibling attempt is untouched.
+    for _ in 0..6 {
+        let r = post(&sibling, "openai-json", &chat("hi", false)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let m = proxy.meter("flood").unwrap();
+    assert_eq!(
+        (m.connections.accepted, m.connections.refused_over_limit),
+        (4, 3)
+    );
+    assert_eq!(
+        proxy
+            .meter("sibling")
+            .unwrap()
+            .connections
+            .refused_over_limit,
+        0
+    );
+    // Closing the flooding attempt closes its half-open connections.
+    proxy
+        .close_attempt_and_wait("flood", std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    for mut s in held {
+        assert!(read_all(&mut s).await.is_empty());
+    }
+    assert!(
+        sink.records()
+            .iter()
+            .all(|r| r.attempt_id.as_deref() == Some("sibling"))
+    );
+}
+
+#[tokio::test]
+async fn slow_heads_and_slow_bodies_are_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.listener = ListenerLimits {
+        max_connections: 4,
+        header_read_timeout: std::time::Duration::from_millis(200),
+        body_read_timeout: std::time::Duration::from_millis(200),
+    };
+    let (proxy, _d, sock) = one_attempt(cfg, Contract::model_only(MODEL), Budget::default()).await;
+    // A head that never ends: the connection is closed.
+    let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let _ = read_all(&mut s).await;
+    let m = meter_until(&proxy, "a", |m| m.connections.header_timeouts == 1).await;
+    assert_eq!(m.connections.header_timeouts, 1);
+    // A body that never ends: 408 in the API's shape, recorded, nothing forwarded.
+    let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":").await.unwrap();
+    let answer = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    let recs = sink.records();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].outcome, Outcome::BadRequest);
+    assert!(up.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_cuts_a_stream_left_draining_and_records_it_before_returning() {
+    let up = upstream().await;
+    let sink = sink();
+    let (proxy, _d, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        Contract::model_only(MODEL),
+        Budget::default(),
+    )
+    .await;
+    // The client reads the first chunk and leaves; the upstream keeps trickling.
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "endless-stream")],
+        chat("hi", true).to_string(),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let first = body.frame().await.unwrap().unwrap();
+    assert!(first.is_data());
+    drop(body);
+    assert!(
+        sink.records().is_empty(),
+        "the call ended although the upstream is still sending"
+    );
+    let meter = proxy
+        .close_attempt_and_wait("a", std::time::Duration::from_millis(200))
+        .await
+        .unwrap();
+    // Returned: the record is already delivered, no polling.
+    let recs = sink.records();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].outcome, Outcome::CutAtClose);
+    assert!(recs[0].client_disconnected);
+    assert!(recs[0].reserved_tokens > 0);
+    // Counted in the run budget at its reservation.
+    assert_eq!(proxy.run_usage().0, recs[0].reserved_tokens);
+    assert_eq!(agent(&meter).calls, 1);
+
+    // A client still reading is cut the same way, and sees the stream break.
+    let up = upstream().await;
+    let sink = common::sink();
+    let (proxy, _d, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        Contract::model_only(MODEL),
+        Budget::default(),
+    )
+    .await;
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "endless-stream")],
+        chat("hi", true).to_string(),
+    )
+    .await;
+    let reader = tokio::spawn(async move { resp.into_body().collect().await.is_ok() });
+    proxy
+        .close_attempt_and_wait("a", std::time::Duration::from_millis(200))
+        .await
+        .unwrap();
+    let recs = sink.records();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].outcome, Outcome::CutAtClose);
+    assert!(!reader.await.unwrap(), "a cut stream ended as if complete");
+}
+
+#[tokio::test]
+async fn a_reflected_key_is_redacted_in_every_encoding_streaming_or_not() {
+    let up = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let transcripts = dir.path().join("t");
+    std::fs::create_dir(&transcripts).unwrap();
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.transcript_dir = Some(transcripts.clone());
+    let (proxy, _d, sock) = one_attempt(cfg, Contract::model_only(MODEL), Budget::default()).await;
+    let forms = key_encodings(&format!("Bearer {KEY}"));
+    for (script, stream) in [
+        ("echo-key-encoded-json", false),
+        ("echo-key-encoded-stream", true),
+    ] {
+        let r = post(&sock, script, &chat("hi", stream)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let text = r.text();
+        for form in &forms {
+            let (label, value) = form.split_once('=').unwrap();
+            assert!(
+                !text.contains(value),
+                "{script}: {label} reached the client: {text}"
+            );
+            assert!(
+                text.contains(&format!("{label}=")),
+                "{script}: {label} missing"
+            );
+        }
+        assert!(
+            text.matches("[REDACTED]").count() >= forms.len(),
+            "{script}: {text}"
+        );
+    }
+    let recs = sink.records();
+    assert!(recs.iter().all(|r| {
+        r.changes
+            .iter()
+            .any(|c| matches!(c, Change::RedactedKey { count } if *count >= 8))
+    }));
+    // Nothing the proxy wrote down holds any form either.
+    let _ = proxy.close_attempt("a");
+    let mut written: Vec<Vec<u8>> = read_tree(&transcripts)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    written.push(serde_json::to_vec(&recs).unwrap());
+    for w in written {
+        for form in &forms {
+            let value = form.split_once('=').unwrap().1;
+            assert!(!contains(&w, value), "{value} was written down");
+        }
+    }
 }

@@ -777,6 +777,8 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
         },
     );
     cfg.run_budget.max_spend_usd = Some(10.0 * reserve as f64 / 1e6 + 1e-9);
+    // Fifty connections at once on one socket: above the default per-attempt cap.
+    cfg.listener.max_connections = 64;
     let proxy = Proxy::start(cfg).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("b.sock");
