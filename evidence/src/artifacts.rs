@@ -455,15 +455,34 @@ fn walk(
                 continue;
             }
         };
-        let mut names = Vec::new();
-        while let Some(entry) = d.read() {
-            let entry = entry.map_err(|e| leftover_to_artifact(dir, host_or_refused(&rel, e)))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push(name.to_vec());
+        // Only the smallest names that can still be recorded are kept (a max-heap of that
+        // size), so a directory of ten million entries costs no more memory than the cap, and
+        // which ones are kept still does not depend on directory order.
+        let room = usize::try_from(limits.max_entries.saturating_sub(out.len() as u64))
+            .unwrap_or(usize::MAX);
+        let mut names = std::collections::BinaryHeap::new();
+        loop {
+            let name = match d.read() {
+                None => break,
+                Some(Ok(entry)) => entry.file_name().to_bytes().to_vec(),
+                Some(Err(e)) if is_host_errno(e.raw_os_error()) => {
+                    return Err(leftover_to_artifact(dir, host_or_refused(&rel, e)));
+                }
+                Some(Err(e)) => {
+                    notes.add(&rel, format!("{}: listing stopped: {e}", shown(&rel)));
+                    break;
+                }
+            };
+            if name == b"." || name == b".." {
+                continue;
+            }
+            names.push(name);
+            if names.len() > room {
+                names.pop();
+                skipped += 1;
             }
         }
-        names.sort();
+        let names = names.into_sorted_vec();
         let mut subdirs = Vec::new();
         for name in names {
             let child = join_rel(&rel, &name);
