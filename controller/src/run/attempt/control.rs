@@ -20,6 +20,10 @@ use std::sync::{Arc, Mutex};
 /// The largest clarifying question (its text, in bytes) the oracle is asked.
 pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
 
+/// Refused requests recorded one by one per attempt; beyond this they are only counted (an
+/// `attempt_note` says how many), so a spamming agent cannot grow the ledger without bound.
+pub const MAX_AGENT_EVENTS: u32 = 64;
+
 /// The attempt's attestation as the control plane decided it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum AttestState {
@@ -47,6 +51,8 @@ pub(super) struct AttemptControl {
     refused: AtomicU32,
     /// The first thing of this attempt the ledger would not take.
     fatal: Mutex<Option<String>>,
+    /// `agent_event`s claimed so far (recorded ones, then counted-only ones).
+    agent_events: AtomicU32,
 }
 
 impl AttemptControl {
@@ -69,6 +75,7 @@ impl AttemptControl {
             oracle_unavailable: AtomicU32::new(0),
             refused: AtomicU32::new(0),
             fatal: Mutex::new(None),
+            agent_events: AtomicU32::new(0),
         }
     }
 
@@ -89,6 +96,13 @@ impl AttemptControl {
 
     pub(super) fn refused(&self) -> u32 {
         self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Refused requests counted but not recorded one by one (over [`MAX_AGENT_EVENTS`]).
+    pub(super) fn unrecorded_events(&self) -> u32 {
+        self.agent_events
+            .load(Ordering::SeqCst)
+            .saturating_sub(MAX_AGENT_EVENTS)
     }
 
     /// A recording failure of this attempt's control requests, if any.
@@ -243,6 +257,9 @@ impl Control {
         body: &[u8],
         reason: Option<&str>,
     ) {
+        if c.agent_events.fetch_add(1, Ordering::SeqCst) >= MAX_AGENT_EVENTS {
+            return;
+        }
         let payload = AgentEvent {
             schema: events::SCHEMA,
             attempt: id.to_owned(),
@@ -587,6 +604,23 @@ mod tests {
         );
         let c: Clarification = serde_json::from_slice(&all[1].payload).unwrap();
         assert_eq!((c.index, c.answer.as_deref()), (2, Some("because")));
+    }
+
+    /// A spamming agent gets its first refusals recorded and the rest counted, not recorded.
+    #[tokio::test]
+    async fn refusals_beyond_the_cap_are_counted_not_recorded() {
+        let f = fixture(0);
+        let extra = 5;
+        for _ in 0..MAX_AGENT_EVENTS + extra {
+            let body = bytes::Bytes::from_static(b"{\"question\":\"q\"}");
+            assert_eq!(
+                call(&f, "/_eval/clarify", body).await,
+                http::StatusCode::TOO_MANY_REQUESTS
+            );
+        }
+        assert_eq!(entries(&f).len() as u32, MAX_AGENT_EVENTS);
+        assert_eq!(f.ctl.unrecorded_events(), extra);
+        assert_eq!(f.ctl.refused(), MAX_AGENT_EVENTS + extra);
     }
 
     #[tokio::test]

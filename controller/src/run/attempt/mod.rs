@@ -434,6 +434,12 @@ fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptRe
         refused: ctl.refused(),
     };
     report.clarification_questions = u64::from(ctl.asked());
+    if ctl.unrecorded_events() > 0 {
+        seen.notes.push(format!(
+            "{} further refused request(s) of the agent were counted but not recorded one by one",
+            ctl.unrecorded_events()
+        ));
+    }
     report.recording_failure = ctl.fatal();
 }
 
