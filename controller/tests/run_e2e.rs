@@ -249,15 +249,20 @@ fn fixture_run_end_to_end_with_every_outcome() {
         "{native}"
     );
 
-    // Clarifying questions: the one-question task refuses the second, and counts are metrics.
+    // Clarifying questions: the one-question task refuses the second — recorded as an
+    // `agent_event` with the body's digest and length, never its text — and counts are metrics.
     let clar = payloads(&es, "clarification");
+    let refused = payloads(&es, "agent_event");
     assert!(
-        clar.iter().any(|c| c["source"] == "refused_limit"
+        refused.iter().any(|c| c["event"] == "question_refused"
+            && c["reason"] == "limit"
+            && c["body_sha256"].as_str().unwrap().starts_with("sha256:")
+            && c.get("question").is_none()
             && c["attempt"]
                 .as_str()
                 .unwrap()
                 .contains("demo-icae-1-v0.4-critical")),
-        "{clar:?}"
+        "{refused:?}"
     );
     for c in clar.iter().filter(|c| c["answer"].is_string()) {
         if c["attempt"].as_str().unwrap().contains("demo-icae-1-") {

@@ -2,7 +2,7 @@
 //! cross-validation of one protocol with its matrix and tasks.
 
 use crate::error::ProtocolError;
-use crate::protocol::{BUILTIN_METRICS, PROTOCOL_SCHEMA, Protocol};
+use crate::protocol::{BUILTIN_METRICS, ModelContract, PROTOCOL_SCHEMA, Protocol};
 use crate::task::{TaskBundle, TaskSpec};
 use crate::tree::clean_relative;
 use eval_matrix::{Matrix, valid_id};
@@ -245,6 +245,7 @@ impl Project {
                     "must not be empty".into(),
                 ));
             }
+            validate_allow_lists(pfile, role, m)?;
             for (param, b) in &m.params {
                 let f = format!("models.{role}.params.{param}");
                 let vals = [b.equals, b.min, b.max];
@@ -280,6 +281,7 @@ impl Project {
                 Some(price.input_usd_per_mtok),
                 Some(price.output_usd_per_mtok),
                 price.cached_input_usd_per_mtok,
+                price.cache_write_usd_per_mtok,
             ];
             if vals.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
                 return Err(bad(
@@ -612,6 +614,77 @@ impl Project {
         }
         Ok(())
     }
+}
+
+/// Headers the proxy never forwards whatever a contract says: credentials (it injects its own)
+/// and hop-by-hop headers.
+const NEVER_FORWARDED: [&str; 15] = [
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "proxy-authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "accept-encoding",
+    "forwarded",
+];
+
+/// `allowed_params` and `allowed_headers`: plain, distinct names; no header the proxy would
+/// drop anyway (listing one would promise something the proxy does not do).
+fn validate_allow_lists(pfile: &Path, role: &str, m: &ModelContract) -> Result<(), ProtocolError> {
+    let bad = |field: &str, message: String| ProtocolError::field(pfile, field, message);
+    if let Some(list) = &m.allowed_params {
+        let f = format!("models.{role}.allowed_params");
+        let mut seen = HashSet::new();
+        for name in list {
+            let plain = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+            if !plain {
+                return Err(bad(&f, format!("{name:?} is not a parameter name")));
+            }
+            if !seen.insert(name.as_str()) {
+                return Err(bad(&f, format!("{name:?} is listed twice")));
+            }
+        }
+    }
+    if let Some(list) = &m.allowed_headers {
+        let f = format!("models.{role}.allowed_headers");
+        let mut seen = HashSet::new();
+        for name in list {
+            let lower = name.to_ascii_lowercase();
+            let token = !lower.is_empty()
+                && lower
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                return Err(bad(&f, format!("{name:?} is not a header name")));
+            }
+            if NEVER_FORWARDED.contains(&lower.as_str())
+                || lower.starts_with("proxy-")
+                || lower.starts_with("x-forwarded-")
+            {
+                return Err(bad(
+                    &f,
+                    format!(
+                        "{name:?} is a credential or hop-by-hop header the proxy never forwards"
+                    ),
+                ));
+            }
+            if !seen.insert(lower) {
+                return Err(bad(&f, format!("{name:?} is listed twice")));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn validate_task(spec: &TaskSpec, tfile: &Path) -> Result<(), ProtocolError> {

@@ -122,6 +122,18 @@ pub struct ModelContract {
     /// Streams must carry usage (the proxy asks for it where the API needs that).
     #[serde(default)]
     pub stream_usage: bool,
+    /// Body parameters a request may send besides `model`, `messages` and those ruled in
+    /// `params`; any other is refused as a contract violation. Absent: `stream` and
+    /// `stream_options` for `openai-chat`; `system`, `max_tokens` and `stream` for
+    /// `anthropic-messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_params: Option<Vec<String>>,
+    /// Client headers forwarded to the upstream (case-insensitive) besides `content-type`; any
+    /// other is dropped and its name recorded. Credentials and hop-by-hop headers are never
+    /// forwarded. Absent: `accept` and `user-agent` (and `anthropic-version` for
+    /// `anthropic-messages`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_headers: Option<Vec<String>>,
 }
 
 /// A bound on one request parameter. `required`: a request without it is refused.
@@ -172,6 +184,10 @@ pub struct Price {
     pub output_usd_per_mtok: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_usd_per_mtok: Option<f64>,
+    /// Price of input tokens written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`); absent: the input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_usd_per_mtok: Option<f64>,
 }
 
 /// One arm: what runs. Which suites run it, and whether it is a baseline or the gated candidate,

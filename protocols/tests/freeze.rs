@@ -519,6 +519,47 @@ fn bad_input_names_file_and_field_and_writes_nothing() {
             &[P, "models"],
         ),
         (
+            "credential header in the allow-list",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "allowed_headers = [\"accept\",",
+                    "allowed_headers = [\"Authorization\", \"accept\",",
+                )
+            },
+            &[
+                P,
+                "models.agent.allowed_headers",
+                "Authorization",
+                "never forwards",
+            ],
+        ),
+        (
+            "parameter listed twice",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "allowed_params = [\"model\",",
+                    "allowed_params = [\"temperature\", \"model\",",
+                )
+            },
+            &[P, "models.agent.allowed_params", "temperature", "twice"],
+        ),
+        (
+            "negative cache-write price",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "cached_input_usd_per_mtok = 0.07",
+                    "cached_input_usd_per_mtok = 0.07\ncache_write_usd_per_mtok = -1.0",
+                )
+            },
+            &[P, "budgets.prices[0]"],
+        ),
+        (
             "metric not emitted",
             |r| {
                 replace(

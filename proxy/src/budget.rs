@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Budget, Price, RunBudget};
+use crate::config::{Budget, Price, RunBudget, RunSeed};
 use crate::usage::Usage;
 
 /// What one role of one attempt used.
@@ -55,6 +55,7 @@ struct RunState {
     reserved_tokens: u64,
     used_spend: f64,
     reserved_spend: f64,
+    requests: u64,
 }
 
 pub(crate) struct RunLedger {
@@ -122,10 +123,16 @@ pub(crate) fn spend(price: Option<&Price>, usage: &Usage) -> f64 {
 }
 
 impl RunLedger {
-    pub fn new(limits: RunBudget) -> Self {
+    pub fn new(limits: RunBudget, seed: RunSeed) -> Self {
+        let state = RunState {
+            used_tokens: seed.tokens,
+            used_spend: seed.spend_usd.max(0.0),
+            requests: seed.requests,
+            ..RunState::default()
+        };
         Self {
             limits,
-            state: Mutex::new(RunState::default()),
+            state: Mutex::new(state),
         }
     }
 
@@ -176,7 +183,10 @@ impl RunLedger {
                 limit,
             });
         }
-        if let Some(limit) = self.limits.max_spend_usd {
+        // A call that can generate nothing (a model listing) costs nothing, priced or not.
+        if let Some(limit) = self.limits.max_spend_usd
+            && tokens > 0
+        {
             if price.is_none() {
                 return Err(Refusal::Unpriced(model.to_owned()));
             }
@@ -185,6 +195,7 @@ impl RunLedger {
             }
         }
         r.requests += 1;
+        run.requests += 1;
         r.reserved_tokens += tokens;
         run.reserved_tokens += tokens;
         run.reserved_spend += spend_worst;
@@ -230,5 +241,12 @@ impl RunLedger {
     pub fn used(&self) -> (u64, f64) {
         let run = self.state.lock().unwrap_or_else(|p| p.into_inner());
         (run.used_tokens, run.used_spend)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .requests
     }
 }

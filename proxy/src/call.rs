@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use crate::budget::Reservation;
-use crate::config::{ApiKind, Price, Role};
+use crate::config::{ApiKind, Contract, Price, Role};
 use crate::errors::api_error;
 use crate::record::{CallRecord, Change, Outcome};
 use crate::request::ParsedRequest;
@@ -76,6 +76,31 @@ fn now_ms() -> u64 {
 
 fn digest(b: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(b)))
+}
+
+/// Who caused an upstream failure, for the meter: the classification of outcomes may turn only
+/// the last two into infrastructure faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpstreamFault {
+    /// A 4xx answer other than 429 (and other than an auth refusal of the proxy's own key): the
+    /// request was at fault, and the request is the agent's.
+    Client,
+    /// A 5xx or 429 (the proxy never retries), an auth refusal of the proxy's key, or an answer
+    /// the proxy cannot use (not JSON, too large): the provider's side.
+    Server,
+    /// No usable answer: connect failure, reset, timeout, a body that broke off or stalled.
+    Transport,
+}
+
+impl UpstreamFault {
+    pub(crate) fn of_status(status: StatusCode) -> Self {
+        let s = status.as_u16();
+        if (400..500).contains(&s) && s != 429 && s != 401 && s != 403 {
+            UpstreamFault::Client
+        } else {
+            UpstreamFault::Server
+        }
+    }
 }
 
 /// Everything known about a call so far; turned into its record at the end.
@@ -161,7 +186,6 @@ impl Call {
         match outcome {
             Outcome::ContractViolation => self.with_meter(|m| m.contract_violations += 1),
             Outcome::BudgetExhausted => self.with_meter(|m| m.budget_exhaustions += 1),
-            Outcome::UpstreamError => self.with_meter(|m| m.upstream_errors += 1),
             _ => {}
         }
         let resp = api_error(self.api(), status, code, &message);
@@ -169,10 +193,49 @@ impl Call {
         resp
     }
 
+    /// Counts one upstream failure of the given kind (and in the total).
+    fn count_upstream(&self, fault: UpstreamFault) {
+        self.with_meter(|m| {
+            m.upstream_errors += 1;
+            match fault {
+                UpstreamFault::Client => m.upstream_client_errors += 1,
+                UpstreamFault::Server => m.upstream_server_errors += 1,
+                UpstreamFault::Transport => m.upstream_transport_errors += 1,
+            }
+        });
+    }
+
     /// Refuses the call because the upstream failed (unreachable, timed out, broken off, or
     /// answered garbage): a gateway status in the API's error shape, and an `upstream_error`.
-    fn upstream_failed(self, status: StatusCode, detail: &str) -> Response {
-        self.refuse(status, Outcome::UpstreamError, "upstream_error", detail)
+    fn upstream_failed(self, fault: UpstreamFault, status: StatusCode, detail: &str) -> Response {
+        self.upstream_refused(fault, status, "upstream_error", detail)
+    }
+
+    fn upstream_refused(
+        self,
+        fault: UpstreamFault,
+        status: StatusCode,
+        code: &str,
+        detail: &str,
+    ) -> Response {
+        self.count_upstream(fault);
+        self.refuse(status, Outcome::UpstreamError, code, detail)
+    }
+
+    /// Ends a call the closing of its attempt cut short (its reservation already settled as
+    /// spent).
+    fn cut_at_close(mut self) -> Response {
+        self.record.outcome = Outcome::CutAtClose;
+        self.record.status = StatusCode::SERVICE_UNAVAILABLE.as_u16();
+        self.record.detail = Some("the attempt was closed while this call was running".into());
+        let resp = api_error(
+            self.api(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cut_at_close",
+            "the attempt was closed while this call was running",
+        );
+        self.finish();
+        resp
     }
 
     fn finish(mut self) {
@@ -211,11 +274,12 @@ pub(crate) async fn serve(
     }
     let (tx, rx) = oneshot::channel();
     let task_shared = shared.clone();
-    shared.tracker.spawn(async move {
+    let calls = attempt.calls.clone();
+    shared.tracker.spawn(calls.track_future(async move {
         let call = Call::new(task_shared, Some(attempt), role, &method, &path);
         let resp = run(call, req).await;
         let _ = tx.send(resp);
-    });
+    }));
     match rx.await {
         Ok(r) => r,
         Err(_) => api_error(
@@ -246,7 +310,13 @@ async fn control(shared: Arc<Shared>, attempt: Arc<Attempt>, req: Request) -> Re
         );
     }
     let path = req.uri().path().to_owned();
-    let body = match read_body(req.into_body(), shared.max_body).await {
+    let body = match read_body(
+        req.into_body(),
+        shared.max_body,
+        shared.listener.body_read_timeout,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(status) => {
             return api_error(api, status, "bad_request", "cannot read the request body");
@@ -262,8 +332,23 @@ async fn control(shared: Arc<Shared>, attempt: Arc<Attempt>, req: Request) -> Re
     r
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, StatusCode> {
-    match http_body_util::Limited::new(body, limit).collect().await {
+/// Reads a whole request body, refusing one larger than `limit` (413) or slower than `deadline`
+/// (408: a client trickling its body would otherwise hold a connection slot indefinitely).
+async fn read_body(
+    body: Body,
+    limit: usize,
+    deadline: std::time::Duration,
+) -> Result<Bytes, StatusCode> {
+    let collected = match tokio::time::timeout(
+        deadline,
+        http_body_util::Limited::new(body, limit).collect(),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => return Err(StatusCode::REQUEST_TIMEOUT),
+    };
+    match collected {
         Ok(c) => Ok(c.to_bytes()),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()
@@ -307,16 +392,28 @@ fn upstream_url(base: &str, path: &str) -> String {
     format!("{base}{path}")
 }
 
-/// Forwardable client headers, with the credential and encoding changes recorded.
-fn upstream_headers(shared: &Shared, client: &HeaderMap, changes: &mut Vec<Change>) -> HeaderMap {
+/// Forwardable client headers, with the credential, allow-list and encoding changes recorded.
+fn upstream_headers(
+    shared: &Shared,
+    contract: &Contract,
+    client: &HeaderMap,
+    changes: &mut Vec<Change>,
+) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(client.len() + 2);
     for (name, value) in client {
         let n = name.as_str();
-        if CREDENTIAL_HEADERS.contains(&n) {
-            changes.push(Change::DroppedHeader { name: n.to_owned() });
+        if HOP_HEADERS.contains(&n) || n.starts_with("x-forwarded-") {
             continue;
         }
-        if HOP_HEADERS.contains(&n) || n.starts_with("x-forwarded-") || n.starts_with("proxy-") {
+        if CREDENTIAL_HEADERS.contains(&n)
+            || n.starts_with("proxy-")
+            || !contract.allows_header(shared.api, n)
+        {
+            let dropped = Change::DroppedHeader { name: n.to_owned() };
+            // A header sent several times is noted once.
+            if !changes.contains(&dropped) {
+                changes.push(dropped);
+            }
             continue;
         }
         out.append(name.clone(), value.clone());
@@ -383,13 +480,24 @@ async fn run(mut call: Call, req: Request) -> Response {
     };
     let (parts, body) = req.into_parts();
     let mut changes = Vec::new();
-    let headers = upstream_headers(&shared, &parts.headers, &mut changes);
+    let headers = upstream_headers(&shared, &entry.contract, &parts.headers, &mut changes);
     let url = upstream_url(&shared.upstream, parts.uri.path());
     if !is_model_call {
-        return list_models(call, headers, url, changes).await;
+        return list_models(call, entry, &attempt, headers, url, changes).await;
     }
-    let body = match read_body(body, shared.max_body).await {
+    let body = match read_body(body, shared.max_body, shared.listener.body_read_timeout).await {
         Ok(b) => b,
+        Err(StatusCode::REQUEST_TIMEOUT) => {
+            return call.refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                Outcome::BadRequest,
+                "request_timeout",
+                &format!(
+                    "the request body did not arrive within {:?}",
+                    shared.listener.body_read_timeout
+                ),
+            );
+        }
         Err(StatusCode::PAYLOAD_TOO_LARGE) => {
             return call.refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -430,6 +538,7 @@ async fn run(mut call: Call, req: Request) -> Response {
     call.record.stream = stream;
     if let Err(why) = crate::contract::check(
         &entry.contract,
+        api,
         &attempt.session_id,
         &parts.headers,
         &parsed,
@@ -465,9 +574,27 @@ async fn run(mut call: Call, req: Request) -> Response {
     } else {
         parsed.body().clone()
     };
+    let plan = crate::contract::output_plan(&entry.contract, &parsed);
+    // The reservation assumes the contract's default limit; the upstream's own default may be
+    // far larger, so a request that names no limit is sent with that one.
+    let forwarded = if plan.must_forward_limit {
+        match ParsedRequest::parse(forwarded.clone()) {
+            Ok(p) => {
+                changes.push(Change::InsertedOutputLimit {
+                    param: "max_tokens".into(),
+                    value: plan.per_choice,
+                });
+                p.with_member("max_tokens", &Value::from(plan.per_choice))
+            }
+            Err(_) => forwarded,
+        }
+    } else {
+        forwarded
+    };
+    let digest_changed = hide_usage_chunk || plan.must_forward_limit;
     let model = call.record.model.clone().unwrap_or_default();
     let price = shared.prices.get(&model).copied();
-    let max_out = crate::contract::max_output(&entry.contract, &parsed);
+    let max_out = plan.worst_case();
     // Bytes bound tokens from above for every tokenizer in use, so the reservation is a true
     // worst case.
     let input_estimate = forwarded.len() as u64;
@@ -490,7 +617,7 @@ async fn run(mut call: Call, req: Request) -> Response {
         }
     };
     call.record.reserved_tokens = reservation.tokens;
-    if hide_usage_chunk {
+    if digest_changed {
         call.record.request_digest = Some(digest(&shared.redactor.redact(forwarded.clone()).0));
     }
     if let Some(dir) = &shared.transcript_dir {
@@ -525,21 +652,33 @@ async fn run(mut call: Call, req: Request) -> Response {
         .headers(headers)
         .body(forwarded)
         .send();
-    let upstream = match tokio::time::timeout(shared.timeouts.first_byte, send).await {
+    let waited = tokio::select! {
+        r = tokio::time::timeout(shared.timeouts.first_byte, send) => r,
+        _ = attempt.cut.cancelled() => {
+            call.record.spend_usd = settle(&call, reservation, None, price.as_ref(), true);
+            call.record.changes = changes;
+            return call.cut_at_close();
+        }
+    };
+    let upstream = match waited {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let connect = e.is_connect();
             let detail = format!("the upstream could not be reached: {}", error_chain(&e));
             settle(&call, reservation, None, price.as_ref(), !connect);
             call.record.changes = changes;
-            return call.upstream_failed(StatusCode::BAD_GATEWAY, &detail);
+            return call.upstream_failed(
+                UpstreamFault::Transport,
+                StatusCode::BAD_GATEWAY,
+                &detail,
+            );
         }
         Err(_) => {
             settle(&call, reservation, None, price.as_ref(), true);
             call.record.changes = changes;
-            return call.refuse(
+            return call.upstream_refused(
+                UpstreamFault::Transport,
                 StatusCode::GATEWAY_TIMEOUT,
-                Outcome::UpstreamError,
                 "upstream_timeout",
                 &format!(
                     "the upstream sent no response within {:?}",
@@ -556,9 +695,9 @@ async fn run(mut call: Call, req: Request) -> Response {
         drop(upstream);
         settle(&call, reservation, None, price.as_ref(), false);
         call.record.changes.push(Change::ReplacedAuthError);
-        return call.refuse(
+        return call.upstream_refused(
+            UpstreamFault::Server,
             StatusCode::BAD_GATEWAY,
-            Outcome::UpstreamError,
             "upstream_auth_error",
             &format!(
                 "the upstream refused the proxy's credentials (status {})",
@@ -678,8 +817,20 @@ async fn whole_back(
     let up_headers = upstream.headers().clone();
     let mut stream = upstream.bytes_stream();
     let mut buf = BytesMut::new();
+    let cut = call
+        .attempt
+        .as_ref()
+        .map(|a| a.cut.clone())
+        .unwrap_or_default();
     loop {
-        match tokio::time::timeout(shared.timeouts.idle, stream.next()).await {
+        let next = tokio::select! {
+            n = tokio::time::timeout(shared.timeouts.idle, stream.next()) => n,
+            _ = cut.cancelled() => {
+                call.record.spend_usd = settle(&call, reservation, None, price.as_ref(), true);
+                return call.cut_at_close();
+            }
+        };
+        match next {
             Ok(Some(Ok(chunk))) => {
                 if call.record.ttfb_ms.is_none() {
                     call.record.ttfb_ms = Some(sent_at.elapsed().as_secs_f64() * 1e3);
@@ -687,6 +838,7 @@ async fn whole_back(
                 if buf.len() + chunk.len() > 4 * shared.max_body {
                     settle(&call, reservation, None, price.as_ref(), true);
                     return call.upstream_failed(
+                        UpstreamFault::Server,
                         StatusCode::BAD_GATEWAY,
                         "the upstream's response is too large",
                     );
@@ -697,13 +849,13 @@ async fn whole_back(
             Ok(Some(Err(e))) => {
                 settle(&call, reservation, None, price.as_ref(), true);
                 let d = format!("the upstream's response broke off: {}", error_chain(&e));
-                return call.upstream_failed(StatusCode::BAD_GATEWAY, &d);
+                return call.upstream_failed(UpstreamFault::Transport, StatusCode::BAD_GATEWAY, &d);
             }
             Err(_) => {
                 settle(&call, reservation, None, price.as_ref(), true);
-                return call.refuse(
+                return call.upstream_refused(
+                    UpstreamFault::Transport,
                     StatusCode::GATEWAY_TIMEOUT,
-                    Outcome::UpstreamError,
                     "upstream_timeout",
                     "the upstream's response stalled",
                 );
@@ -737,12 +889,12 @@ async fn whole_back(
                 "the upstream answered status {} with a body that is not JSON",
                 status.as_u16()
             );
-            return call.upstream_failed(status, &d);
+            return call.upstream_failed(UpstreamFault::of_status(status), status, &d);
         }
         call.record.outcome = Outcome::UpstreamError;
         call.record.detail = Some(format!("upstream status {}", status.as_u16()));
         call.record.status = status.as_u16();
-        call.with_meter(|m| m.upstream_errors += 1);
+        call.count_upstream(UpstreamFault::of_status(status));
         let mut r = Response::new(Body::from(body));
         *r.status_mut() = status;
         copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
@@ -752,6 +904,7 @@ async fn whole_back(
     let Some(head) = head else {
         settle(&call, reservation, None, price.as_ref(), true);
         return call.upstream_failed(
+            UpstreamFault::Server,
             StatusCode::BAD_GATEWAY,
             "the upstream answered with a body that is not JSON",
         );
@@ -767,26 +920,66 @@ async fn whole_back(
     r
 }
 
-/// `GET /v1/models`: forwarded with the real key, recorded, not a model turn.
+/// `GET /v1/models`: forwarded with the real key like a model call — inside the role's request
+/// and wall-time budgets and only after its start is recorded — but not a model turn.
 async fn list_models(
     mut call: Call,
+    entry: &crate::server::RoleEntry,
+    attempt: &Attempt,
     headers: HeaderMap,
     url: String,
     changes: Vec<Change>,
 ) -> Response {
     let shared = call.shared.clone();
     call.record.changes = changes;
+    let reservation = match shared
+        .run
+        .reserve(&entry.state, attempt.started, "", None, 0, 0)
+    {
+        Ok(r) => r,
+        Err(refusal) => {
+            return call.refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                Outcome::BudgetExhausted,
+                "budget_exhausted",
+                &refusal.message(),
+            );
+        }
+    };
+    let started = crate::record::CallStarted {
+        attempt_id: attempt.id.clone(),
+        arm: call.record.arm.clone(),
+        role: call.record.role,
+        seq: call.record.seq,
+        started_at_ms: call.record.started_at_ms,
+        path: call.record.path.clone(),
+        model: None,
+        stream: false,
+        reserved_tokens: 0,
+    };
+    let recorded = shared.sink.call_started(&started).await;
+    // Nothing was or will be generated: the request is counted, no tokens are.
+    shared.run.release(&entry.state, reservation);
+    if let Err(e) = recorded {
+        return call.refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Outcome::NotRecorded,
+            "not_recorded",
+            &format!("the call was not forwarded: {e}"),
+        );
+    }
+    call.with_meter(|m| m.calls += 1);
     let send = shared.client.get(&url).headers(headers).send();
     let resp = match tokio::time::timeout(shared.timeouts.first_byte, send).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let d = format!("the upstream could not be reached: {}", error_chain(&e));
-            return call.upstream_failed(StatusCode::BAD_GATEWAY, &d);
+            return call.upstream_failed(UpstreamFault::Transport, StatusCode::BAD_GATEWAY, &d);
         }
         Err(_) => {
-            return call.refuse(
+            return call.upstream_refused(
+                UpstreamFault::Transport,
                 StatusCode::GATEWAY_TIMEOUT,
-                Outcome::UpstreamError,
                 "upstream_timeout",
                 "the upstream sent no response",
             );
@@ -796,9 +989,9 @@ async fn list_models(
     call.record.upstream_status = Some(status.as_u16());
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         call.record.changes.push(Change::ReplacedAuthError);
-        return call.refuse(
+        return call.upstream_refused(
+            UpstreamFault::Server,
             StatusCode::BAD_GATEWAY,
-            Outcome::UpstreamError,
             "upstream_auth_error",
             "the upstream refused the proxy's credentials",
         );
@@ -807,8 +1000,11 @@ async fn list_models(
     let body = match tokio::time::timeout(shared.timeouts.idle, resp.bytes()).await {
         Ok(Ok(b)) => b,
         _ => {
-            return call
-                .upstream_failed(StatusCode::BAD_GATEWAY, "the upstream's response broke off");
+            return call.upstream_failed(
+                UpstreamFault::Transport,
+                StatusCode::BAD_GATEWAY,
+                "the upstream's response broke off",
+            );
         }
     };
     let (body, _) = shared.redactor.redact(body);
@@ -816,6 +1012,7 @@ async fn list_models(
     call.record.status = status.as_u16();
     if !status.is_success() {
         call.record.outcome = Outcome::UpstreamError;
+        call.count_upstream(UpstreamFault::of_status(status));
     }
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;

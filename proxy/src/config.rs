@@ -1,7 +1,7 @@
 //! What the controller tells the proxy: the upstream, the key, timeouts, budgets, and per attempt
 //! its listener, session id and per-role contracts and budgets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,8 +72,20 @@ pub struct Contract {
     /// session id.
     pub session_header: Option<String>,
     /// The largest output a call may produce when its request names no limit; used for the
-    /// worst-case budget reservation.
+    /// worst-case budget reservation, and forwarded as the request's limit so the upstream
+    /// cannot exceed it.
     pub default_max_output_tokens: u64,
+    /// Body parameters a request may send besides `model`, `messages` and those ruled in
+    /// `params`; any other is a contract violation. `None`: the API's defaults
+    /// ([`Contract::default_allowed_params`]).
+    #[serde(default)]
+    pub allowed_params: Option<BTreeSet<String>>,
+    /// Client headers forwarded upstream (lower-case names) besides `content-type` and the
+    /// session header; any other is dropped and recorded. Credentials and hop-by-hop headers
+    /// are dropped even when listed. `None`: the API's defaults
+    /// ([`Contract::default_allowed_headers`]).
+    #[serde(default)]
+    pub allowed_headers: Option<BTreeSet<String>>,
 }
 
 impl Contract {
@@ -84,6 +96,47 @@ impl Contract {
             params: BTreeMap::new(),
             session_header: None,
             default_max_output_tokens: 32_768,
+            allowed_params: None,
+            allowed_headers: None,
+        }
+    }
+
+    /// Body parameters allowed when a contract lists none: what a plain chat or messages call
+    /// needs, nothing that changes how much is generated or billed.
+    pub fn default_allowed_params(api: ApiKind) -> &'static [&'static str] {
+        match api {
+            ApiKind::OpenAiChat => &["model", "messages", "stream", "stream_options"],
+            ApiKind::AnthropicMessages => &["model", "messages", "system", "max_tokens", "stream"],
+        }
+    }
+
+    /// Client headers forwarded when a contract lists none.
+    pub fn default_allowed_headers(api: ApiKind) -> &'static [&'static str] {
+        match api {
+            ApiKind::OpenAiChat => &["accept", "user-agent"],
+            ApiKind::AnthropicMessages => &["accept", "user-agent", "anthropic-version"],
+        }
+    }
+
+    /// Whether a request may send this body parameter.
+    pub fn allows_param(&self, api: ApiKind, name: &str) -> bool {
+        if matches!(name, "model" | "messages") || self.params.contains_key(name) {
+            return true;
+        }
+        match &self.allowed_params {
+            Some(list) => list.contains(name),
+            None => Self::default_allowed_params(api).contains(&name),
+        }
+    }
+
+    /// Whether a client header (lower-case name) may be forwarded.
+    pub fn allows_header(&self, api: ApiKind, name: &str) -> bool {
+        if name == "content-type" || self.session_header.as_deref() == Some(name) {
+            return true;
+        }
+        match &self.allowed_headers {
+            Some(list) => list.contains(name),
+            None => Self::default_allowed_headers(api).contains(&name),
         }
     }
 
@@ -119,6 +172,16 @@ pub struct RunBudget {
     pub max_spend_usd: Option<f64>,
 }
 
+/// What earlier sessions of the same run already used: a resumed run starts its run-wide
+/// budget from here, so N sessions never spend N × the budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSeed {
+    pub tokens: u64,
+    pub spend_usd: f64,
+    /// Requests forwarded (or about to be) in earlier sessions.
+    pub requests: u64,
+}
+
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Price {
@@ -152,6 +215,30 @@ impl Default for Timeouts {
     }
 }
 
+/// Limits on one listener's connections, so a client can exhaust only its own attempt: each
+/// attempt's socket has its own connection cap, and a connection that sends its head or body too
+/// slowly is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// Open connections per attempt socket (and on the shared token listener); more are closed
+    /// on accept.
+    pub max_connections: usize,
+    /// Time a connection has to send a complete request head.
+    pub header_read_timeout: Duration,
+    /// Time a request has to deliver its whole body once its head arrived.
+    pub body_read_timeout: Duration,
+}
+
+impl Default for ListenerLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 32,
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
 pub struct ProxyConfig {
     /// Base URL; request paths are appended (`https://api.deepseek.com` + `/v1/chat/completions`
     /// style, or a base ending in `/v1`, in which case a client's leading `/v1` is not repeated).
@@ -160,6 +247,8 @@ pub struct ProxyConfig {
     pub key: SecretKey,
     pub timeouts: Timeouts,
     pub run_budget: RunBudget,
+    /// Run-wide usage carried over from earlier sessions.
+    pub run_seed: RunSeed,
     pub prices: PriceTable,
     pub sink: Arc<dyn RecordSink>,
     /// `GET /metrics` is served here (loopback).
@@ -169,6 +258,7 @@ pub struct ProxyConfig {
     pub control: Option<Arc<dyn ControlPlane>>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    pub listener: ListenerLimits,
     /// Redacted request and response bodies are written here, named by their SHA-256.
     pub transcript_dir: Option<PathBuf>,
     /// An explicitly configured outbound proxy; environment variables are never consulted.
@@ -185,12 +275,14 @@ impl ProxyConfig {
             key,
             timeouts: Timeouts::default(),
             run_budget: RunBudget::default(),
+            run_seed: RunSeed::default(),
             prices: PriceTable::default(),
             sink,
             admin_listen: None,
             tcp_listen: None,
             control: None,
             max_body_bytes: 32 * 1024 * 1024,
+            listener: ListenerLimits::default(),
             transcript_dir: None,
             outbound_proxy: None,
             extra_root_pem: None,

@@ -28,8 +28,8 @@ mod usage;
 
 pub use budget::RoleMeter;
 pub use config::{
-    ApiKind, AttemptSpec, Budget, Contract, Listen, ParamRule, Price, PriceTable, ProxyConfig,
-    Role, RoleSpec, RunBudget, Timeouts,
+    ApiKind, AttemptSpec, Budget, Contract, Listen, ListenerLimits, ParamRule, Price, PriceTable,
+    ProxyConfig, Role, RoleSpec, RunBudget, RunSeed, Timeouts,
 };
 pub use control::{ControlFuture, ControlPlane};
 pub use errors::ProxyError;
@@ -38,5 +38,7 @@ pub use record::{
     RecordSink, StartFuture,
 };
 pub use secret::{Redactor, SecretError, SecretKey, StreamRedactor};
-pub use server::{AttemptMeter, AttemptRegistration, OracleReply, Proxy, ProxyHandle};
+pub use server::{
+    AttemptMeter, AttemptRegistration, ConnectionMeter, OracleReply, Proxy, ProxyHandle,
+};
 pub use usage::{StreamUsage, Usage};

@@ -28,6 +28,9 @@ pub enum Outcome {
     UnknownAttempt,
     /// The record sink could not durably note the call's start, so it was not forwarded.
     NotRecorded,
+    /// The attempt was closed while the call was still running and its grace ran out: the
+    /// upstream request was aborted, the call counted at its reservation.
+    CutAtClose,
 }
 
 impl Outcome {
@@ -41,6 +44,7 @@ impl Outcome {
             Outcome::BadRequest => "bad_request",
             Outcome::UnknownAttempt => "unknown_attempt",
             Outcome::NotRecorded => "not_recorded",
+            Outcome::CutAtClose => "cut_at_close",
         }
     }
 }
@@ -49,7 +53,8 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "snake_case")]
 pub enum Change {
-    /// A client header that was not forwarded (credentials, hop-by-hop, encoding).
+    /// A client header that was not forwarded: a credential, or a header the contract's
+    /// allow-list does not name (hop-by-hop headers are dropped without a note).
     DroppedHeader { name: String },
     /// The real credential was added in this header.
     InjectedCredential { header: String },
@@ -63,6 +68,8 @@ pub enum Change {
     RedactedKey { count: usize },
     /// An upstream 401/403 body was replaced by a generic error.
     ReplacedAuthError,
+    /// The request named no output limit, so the one its reservation assumed was added.
+    InsertedOutputLimit { param: String, value: u64 },
 }
 
 /// One model call (or refused attempt at one).

@@ -89,6 +89,11 @@ impl ParsedRequest {
             .as_ref()
     }
 
+    /// The top-level member names, in the order sent.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|(k, _)| k.as_str())
+    }
+
     pub fn body(&self) -> &Bytes {
         &self.body
     }

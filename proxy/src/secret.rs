@@ -71,9 +71,7 @@ impl SecretKey {
     }
 
     pub(crate) fn redactor(&self) -> Redactor {
-        Redactor {
-            needle: self.0.as_bytes().to_vec().into(),
-        }
+        Redactor::from_key(self.0.as_bytes())
     }
 }
 
@@ -89,10 +87,182 @@ impl fmt::Display for SecretKey {
     }
 }
 
-/// Replaces every occurrence of the key with `[REDACTED]`.
+/// Replaces every occurrence of the key with `[REDACTED]`: raw, base64 and base64url (padded or
+/// not, at any alignment inside a longer encoded string), and with any mix of its characters
+/// written as JSON `\uXXXX` escapes or percent-encoded (`%XX`, either case of hex).
 #[derive(Clone)]
 pub struct Redactor {
-    needle: std::sync::Arc<[u8]>,
+    needles: std::sync::Arc<Needles>,
+}
+
+struct Needles {
+    key: Vec<u8>,
+    /// The key's base64 forms: per alphabet and per byte alignment (0, 1, 2) of the key inside
+    /// the encoded data, the characters that depend only on the key's bytes.
+    encoded: Vec<Vec<u8>>,
+    /// The longest encoded form of the key this redactor matches (every byte as `\u00XX`).
+    longest: usize,
+}
+
+const B64_STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const B64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Base64 (without padding) of `data`.
+fn b64(data: &[u8], alphabet: &[u8; 64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(alphabet[((n >> (18 - 6 * i)) & 63) as usize]);
+        }
+    }
+    out
+}
+
+impl Needles {
+    fn new(key: &[u8]) -> Self {
+        let mut encoded: Vec<Vec<u8>> = Vec::new();
+        for alphabet in [B64_STD, B64_URL] {
+            for shift in 0..3usize {
+                let mut data = vec![0u8; shift];
+                data.extend_from_slice(key);
+                let enc = b64(&data, alphabet);
+                // Characters whose six bits all come from the key.
+                let first = (8 * shift).div_ceil(6);
+                let last = (8 * (shift + key.len())) / 6;
+                if last > first + 8 {
+                    let part = enc[first..last].to_vec();
+                    if !encoded.contains(&part) {
+                        encoded.push(part);
+                    }
+                }
+            }
+        }
+        Self {
+            longest: key.len() * 6,
+            key: key.to_vec(),
+            encoded,
+        }
+    }
+
+    /// The first complete occurrence in `hay`, as a byte range.
+    fn find(&self, hay: &[u8]) -> Option<(usize, usize)> {
+        let mut best: Option<(usize, usize)> = None;
+        for n in &self.encoded {
+            if let Some(i) = memchr::memmem::find(hay, n)
+                && best.is_none_or(|(b, _)| i < b)
+            {
+                best = Some((i, i + n.len()));
+            }
+        }
+        let limit = best.map_or(hay.len(), |(b, _)| b);
+        let first = self.key.first().copied()?;
+        let mut p = 0;
+        while p < limit {
+            let Some(off) = memchr::memchr3(first, b'\\', b'%', &hay[p..limit]) else {
+                break;
+            };
+            let at = p + off;
+            if let Flex::Full(end) = flex_at(hay, at, &self.key) {
+                return Some((at, end));
+            }
+            p = at + 1;
+        }
+        best
+    }
+
+    /// How many bytes at the end of `hay` could begin an occurrence that the next chunk
+    /// completes.
+    fn held_suffix(&self, hay: &[u8]) -> usize {
+        let from = hay.len().saturating_sub(self.longest);
+        let mut hold = 0;
+        for n in &self.encoded {
+            hold = hold.max(partial_suffix(hay, n));
+        }
+        for p in from..hay.len() {
+            if hay.len() - p <= hold {
+                break;
+            }
+            if matches!(flex_at(hay, p, &self.key), Flex::Partial) {
+                hold = hay.len() - p;
+                break;
+            }
+        }
+        hold
+    }
+}
+
+enum Flex {
+    Full(usize),
+    Partial,
+    No,
+}
+
+fn hex_digit(n: u8) -> u8 {
+    b"0123456789abcdef"[usize::from(n & 15)]
+}
+
+/// Whether `hay[at..]` starts with `form`, comparing hex digits case-insensitively: `Partial`
+/// when `hay` ends inside a matching prefix.
+fn starts_with_form(hay: &[u8], at: usize, form: &[u8]) -> Flex {
+    let rest = &hay[at..];
+    let n = rest.len().min(form.len());
+    if rest[..n].eq_ignore_ascii_case(&form[..n]) {
+        if n == form.len() {
+            Flex::Full(at + n)
+        } else {
+            Flex::Partial
+        }
+    } else {
+        Flex::No
+    }
+}
+
+/// Matches the key at `at`, each of its bytes written literally, as `\u00XX`, as `%XX`, or (for
+/// `/`) as `\/`.
+fn flex_at(hay: &[u8], at: usize, key: &[u8]) -> Flex {
+    let mut i = at;
+    for &c in key {
+        if i >= hay.len() {
+            return Flex::Partial;
+        }
+        if hay[i] == c {
+            i += 1;
+            continue;
+        }
+        let forms: [&[u8]; 3] = [
+            &[b'\\', b'u', b'0', b'0', hex_digit(c >> 4), hex_digit(c)],
+            &[b'%', hex_digit(c >> 4), hex_digit(c)],
+            if c == b'/' { b"\\/" } else { b"" },
+        ];
+        let mut next = None;
+        for form in forms.iter().filter(|f| !f.is_empty()) {
+            // `\u` itself is lower-case in JSON; only the hex digits may vary in case, and
+            // `eq_ignore_ascii_case` on `u` would also accept `\U`, which no decoder reads.
+            if form[0] == b'\\' && hay.get(i + 1).is_some_and(|&b| b == b'U') {
+                continue;
+            }
+            match starts_with_form(hay, i, form) {
+                Flex::Full(end) => {
+                    next = Some(end);
+                    break;
+                }
+                Flex::Partial => return Flex::Partial,
+                Flex::No => {}
+            }
+        }
+        match next {
+            Some(end) => i = end,
+            None => return Flex::No,
+        }
+    }
+    Flex::Full(i)
 }
 
 impl fmt::Debug for Redactor {
@@ -102,30 +272,37 @@ impl fmt::Debug for Redactor {
 }
 
 impl Redactor {
+    fn from_key(key: &[u8]) -> Self {
+        Self {
+            needles: std::sync::Arc::new(Needles::new(key)),
+        }
+    }
+
     /// Redacts a complete buffer. Returns the input unchanged (no copy) when the key is absent.
     pub fn redact(&self, input: Bytes) -> (Bytes, usize) {
-        if find(&input, &self.needle).is_none() {
+        if self.needles.find(&input).is_none() {
             return (input, 0);
         }
         let mut out = BytesMut::with_capacity(input.len());
-        let n = replace_all(&input, &self.needle, &mut out);
+        let n = replace_all(&input, &self.needles, &mut out);
         (out.freeze(), n)
     }
 
     pub fn redact_str(&self, input: &str) -> String {
-        let needle = String::from_utf8_lossy(&self.needle);
-        input.replace(needle.as_ref(), "[REDACTED]")
+        let (out, _) = self.redact(Bytes::copy_from_slice(input.as_bytes()));
+        // Replacing whole ASCII matches by ASCII keeps UTF-8 valid.
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     pub fn contains_key(&self, input: &[u8]) -> bool {
-        find(input, &self.needle).is_some()
+        self.needles.find(input).is_some()
     }
 
     /// A redactor for a stream: it holds back only the bytes at the end of a chunk that could be
-    /// the beginning of the key, and releases them with the next chunk.
+    /// the beginning of the key (in any form it matches), and releases them with the next chunk.
     pub fn stream(&self) -> StreamRedactor {
         StreamRedactor {
-            needle: self.needle.clone(),
+            needles: self.needles.clone(),
             pending: BytesMut::new(),
             redactions: 0,
         }
@@ -133,7 +310,7 @@ impl Redactor {
 }
 
 pub struct StreamRedactor {
-    needle: std::sync::Arc<[u8]>,
+    needles: std::sync::Arc<Needles>,
     pending: BytesMut,
     redactions: usize,
 }
@@ -141,20 +318,21 @@ pub struct StreamRedactor {
 impl StreamRedactor {
     /// Feeds one chunk; returns what may be released now.
     pub fn push(&mut self, chunk: &[u8]) -> Bytes {
-        if self.pending.is_empty() && find(chunk, &self.needle).is_none() {
-            let hold = partial_suffix(chunk, &self.needle);
-            let release = chunk.len() - hold;
-            self.pending.extend_from_slice(&chunk[release..]);
-            return Bytes::copy_from_slice(&chunk[..release]);
-        }
         let mut joined = std::mem::take(&mut self.pending);
         joined.extend_from_slice(chunk);
         let mut out = BytesMut::with_capacity(joined.len());
-        // Occurrences that are complete now are replaced; a suffix that may start the key waits.
-        let hold = partial_suffix_after_last_match(&joined, &self.needle);
-        let release = joined.len() - hold;
-        self.redactions += replace_all(&joined[..release], &self.needle, &mut out);
-        self.pending.extend_from_slice(&joined[release..]);
+        // Occurrences that are complete now are replaced; a suffix that may start one waits.
+        let mut rest: &[u8] = &joined;
+        while let Some((s, e)) = self.needles.find(rest) {
+            out.extend_from_slice(&rest[..s]);
+            out.extend_from_slice(REDACTED);
+            self.redactions += 1;
+            rest = &rest[e..];
+        }
+        let hold = self.needles.held_suffix(rest);
+        let release = rest.len() - hold;
+        out.extend_from_slice(&rest[..release]);
+        self.pending.extend_from_slice(&rest[release..]);
         out.freeze()
     }
 
@@ -168,20 +346,13 @@ impl StreamRedactor {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return None;
-    }
-    memchr::memmem::find(haystack, needle)
-}
-
-fn replace_all(input: &[u8], needle: &[u8], out: &mut BytesMut) -> usize {
+fn replace_all(input: &[u8], needles: &Needles, out: &mut BytesMut) -> usize {
     let mut rest = input;
     let mut n = 0;
-    while let Some(i) = find(rest, needle) {
-        out.extend_from_slice(&rest[..i]);
+    while let Some((s, e)) = needles.find(rest) {
+        out.extend_from_slice(&rest[..s]);
         out.extend_from_slice(REDACTED);
-        rest = &rest[i + needle.len()..];
+        rest = &rest[e..];
         n += 1;
     }
     out.extend_from_slice(rest);
@@ -195,17 +366,6 @@ fn partial_suffix(buf: &[u8], needle: &[u8]) -> usize {
         .rev()
         .find(|&k| buf[buf.len() - k..] == needle[..k])
         .unwrap_or(0)
-}
-
-/// Like `partial_suffix`, but never holds back bytes that belong to a complete occurrence.
-fn partial_suffix_after_last_match(buf: &[u8], needle: &[u8]) -> usize {
-    let mut end_of_last = 0;
-    let mut rest_start = 0;
-    while let Some(i) = find(&buf[rest_start..], needle) {
-        end_of_last = rest_start + i + needle.len();
-        rest_start = end_of_last;
-    }
-    partial_suffix(&buf[end_of_last..], needle)
 }
 
 #[cfg(test)]
@@ -249,5 +409,68 @@ mod tests {
         assert_eq!(&s.push(b"hello world")[..], b"hello world");
         assert_eq!(&s.push(b"data sk-ab")[..], b"data ");
         assert_eq!(&s.push(b"x")[..], b"sk-abx");
+    }
+
+    /// The key in every form the redactor knows, as an upstream might reflect it.
+    fn encodings(key: &str) -> Vec<String> {
+        let bearer = format!("Bearer {key}");
+        let mut v = vec![
+            key.to_owned(),
+            String::from_utf8(b64(key.as_bytes(), B64_STD)).unwrap() + "==",
+            String::from_utf8(b64(bearer.as_bytes(), B64_STD)).unwrap(),
+            String::from_utf8(b64(format!("x:{key}").as_bytes(), B64_URL)).unwrap(),
+        ];
+        // JSON escapes: all, and a mix of escaped and literal, in either case of hex.
+        v.push(key.bytes().map(|b| format!("\\u{:04x}", b)).collect());
+        v.push(
+            key.bytes()
+                .enumerate()
+                .map(|(i, b)| match i % 3 {
+                    0 => format!("\\u{:04X}", b),
+                    1 => (b as char).to_string(),
+                    _ => format!("\\u{:04x}", b),
+                })
+                .collect(),
+        );
+        // Percent-encoding, upper and lower hex, mixed with literal characters.
+        v.push(key.bytes().map(|b| format!("%{:02X}", b)).collect());
+        v.push(
+            key.bytes()
+                .enumerate()
+                .map(|(i, b)| {
+                    if i % 2 == 0 {
+                        format!("%{:02x}", b)
+                    } else {
+                        (b as char).to_string()
+                    }
+                })
+                .collect(),
+        );
+        v
+    }
+
+    #[test]
+    fn every_encoding_is_redacted_whole_and_split_at_every_byte() {
+        let key = "sk-live_9f/Kx+Q";
+        let r = SecretKey::from_value_for_tests(key).unwrap().redactor();
+        for enc in encodings(key) {
+            let text = format!("<<{enc}>> and again {enc}.");
+            let (whole, n) = r.redact(Bytes::from(text.clone()));
+            assert_eq!(n, 2, "{enc}");
+            let w = String::from_utf8_lossy(&whole);
+            assert!(!w.contains(&enc) && !w.contains(key), "{enc} survived: {w}");
+            assert_eq!(w.matches("[REDACTED]").count(), 2, "{w}");
+            for split in 0..=text.len() {
+                let mut s = r.stream();
+                let mut out = Vec::new();
+                out.extend_from_slice(&s.push(&text.as_bytes()[..split]));
+                out.extend_from_slice(&s.push(&text.as_bytes()[split..]));
+                out.extend_from_slice(&s.finish());
+                assert_eq!(out, whole.to_vec(), "{enc} split at {split}");
+            }
+        }
+        // Text that only resembles the key passes untouched.
+        let near = "sk-live_9f/Kx+ %73k \\u0073k-";
+        assert_eq!(r.redact(Bytes::from(near)).1, 0);
     }
 }

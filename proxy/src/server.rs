@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -40,9 +40,33 @@ pub(crate) struct Attempt {
     pub roles: BTreeMap<Role, RoleEntry>,
     pub seq: AtomicU64,
     pub closed: AtomicBool,
+    /// Cancelled when a closing attempt's grace runs out: running calls abort their upstream
+    /// request and record themselves as cut, and the socket's connections are dropped.
+    pub cut: CancellationToken,
+    /// Every call of the attempt (its task, and a stream's pump wherever it lives) holds a
+    /// token of this tracker until its record is delivered.
+    pub calls: TaskTracker,
+    conns: ConnCounters,
     stop: CancellationToken,
     socket: Option<PathBuf>,
     token_digest: Option<[u8; 32]>,
+}
+
+#[derive(Default)]
+struct ConnCounters {
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    header_timeouts: AtomicU64,
+}
+
+/// What happened on an attempt socket's connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConnectionMeter {
+    pub accepted: u64,
+    /// Closed on accept because the attempt already had its maximum of open connections.
+    pub refused_over_limit: u64,
+    /// Closed because the request head did not arrive within the header-read timeout.
+    pub header_timeouts: u64,
 }
 
 pub(crate) struct Shared {
@@ -53,6 +77,7 @@ pub(crate) struct Shared {
     pub timeouts: crate::config::Timeouts,
     pub prices: BTreeMap<String, Price>,
     pub max_body: usize,
+    pub listener: crate::config::ListenerLimits,
     pub transcript_dir: Option<PathBuf>,
     pub client: reqwest::Client,
     pub sink: Arc<dyn RecordSink>,
@@ -113,6 +138,8 @@ impl std::fmt::Debug for AttemptRegistration {
 pub struct AttemptMeter {
     pub attempt_id: String,
     pub roles: BTreeMap<Role, RoleMeter>,
+    #[serde(default)]
+    pub connections: ConnectionMeter,
 }
 
 /// The answer to an oracle call, collected whole (an SSE stream's bytes when the contract
@@ -172,11 +199,12 @@ impl Proxy {
             timeouts: cfg.timeouts,
             prices: cfg.prices.models,
             max_body: cfg.max_body_bytes,
+            listener: cfg.listener,
             transcript_dir: cfg.transcript_dir,
             client,
             sink: cfg.sink,
             control: cfg.control,
-            run: RunLedger::new(cfg.run_budget),
+            run: RunLedger::new(cfg.run_budget, cfg.run_seed),
             metrics: Metrics::default(),
             tracker: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -246,9 +274,80 @@ async fn tcp_entry(State(shared): State<Arc<Shared>>, req: Request) -> Response 
     crate::call::serve(shared, attempt, Role::Agent, req).await
 }
 
-async fn unix_entry(State((shared, id)): State<(Arc<Shared>, Arc<str>)>, req: Request) -> Response {
-    let attempt = shared.attempt(&id);
-    crate::call::serve(shared, attempt, Role::Agent, req).await
+/// Serves one attempt's socket: at most `max_connections` open connections (more are closed on
+/// accept), each with the header-read timeout; on `stop` connections finish their current
+/// request, on the attempt's `cut` they are dropped.
+async fn serve_attempt_socket(
+    l: tokio::net::UnixListener,
+    shared: Arc<Shared>,
+    attempt: Arc<Attempt>,
+) {
+    let limits = shared.listener;
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let stop = attempt.stop.clone();
+    let id: Arc<str> = Arc::from(attempt.id.as_str());
+    loop {
+        let stream = tokio::select! {
+            r = l.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of descriptors or similar: back off instead of spinning; the accept
+                    // queue keeps what it can.
+                    tracing::warn!(attempt = %id, "accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            attempt.conns.refused.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+            continue;
+        };
+        attempt.conns.accepted.fetch_add(1, Ordering::SeqCst);
+        let shared = shared.clone();
+        let attempt = attempt.clone();
+        let id = id.clone();
+        let tracker = shared.tracker.clone();
+        tracker.spawn(async move {
+            let _permit = permit;
+            let svc_shared = shared.clone();
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let shared = svc_shared.clone();
+                    let id = id.clone();
+                    async move {
+                        let attempt = shared.attempt(&id);
+                        let req = req.map(Body::new);
+                        Ok::<_, std::convert::Infallible>(
+                            crate::call::serve(shared, attempt, Role::Agent, req).await,
+                        )
+                    }
+                });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => Some(r),
+                _ = attempt.stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    tokio::select! {
+                        r = conn.as_mut() => Some(r),
+                        _ = attempt.cut.cancelled() => None,
+                    }
+                }
+                _ = attempt.cut.cancelled() => None,
+            };
+            if let Some(Err(e)) = result
+                && e.is_timeout()
+            {
+                attempt.conns.header_timeouts.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
 }
 
 fn presented_token(h: &HeaderMap) -> Option<String> {
@@ -355,6 +454,9 @@ impl ProxyHandle {
                 .collect(),
             seq: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            cut: CancellationToken::new(),
+            calls: TaskTracker::new(),
+            conns: ConnCounters::default(),
             stop: stop.clone(),
             socket: reg.socket.clone(),
             token_digest,
@@ -364,22 +466,16 @@ impl ProxyHandle {
             if map.contains_key(&spec.attempt_id) {
                 return Err(ProxyError::Duplicate(spec.attempt_id));
             }
-            map.insert(spec.attempt_id.clone(), attempt);
+            map.insert(spec.attempt_id.clone(), attempt.clone());
         }
         if let Some(d) = token_digest {
             let mut t = shared.tokens.write().unwrap_or_else(|p| p.into_inner());
             t.insert(d, spec.attempt_id.clone());
         }
         if let Some(l) = listener {
-            let id: Arc<str> = Arc::from(spec.attempt_id.as_str());
-            let app = Router::new()
-                .fallback(unix_entry)
-                .with_state((shared.clone(), id));
-            shared.tracker.spawn(async move {
-                let _ = axum::serve(l, app)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await;
-            });
+            shared
+                .tracker
+                .spawn(serve_attempt_socket(l, shared.clone(), attempt));
         }
         Ok(reg)
     }
@@ -415,8 +511,12 @@ impl ProxyHandle {
         Ok(meter_of(&attempt))
     }
 
-    /// Like `close_attempt`, but first waits (up to `grace`) for the attempt's in-flight calls to
-    /// be recorded.
+    /// Closes the attempt, waits up to `grace` for its in-flight calls, then cuts the rest
+    /// (their upstream requests are aborted, their connections dropped, and each is recorded as
+    /// [`crate::Outcome::CutAtClose`] at its reservation). Returns only once every call of the
+    /// attempt has delivered its record to the sink, so no record can follow the attempt's
+    /// outcome. (On the shared token listener a cut stream whose client stopped reading is
+    /// only noticed when the client reads again; the wait for it is bounded by a second `grace`.)
     pub async fn close_attempt_and_wait(
         &self,
         attempt_id: &str,
@@ -426,13 +526,21 @@ impl ProxyHandle {
             .shared
             .attempt(attempt_id)
             .ok_or_else(|| ProxyError::UnknownAttempt(attempt_id.to_owned()))?;
-        let meter = self.close_attempt(attempt_id)?;
-        let deadline = Instant::now() + grace;
-        // The map no longer holds the attempt; only in-flight calls keep a reference.
-        while Arc::strong_count(&attempt) > 1 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        self.close_attempt(attempt_id)?;
+        attempt.calls.close();
+        if tokio::time::timeout(grace, attempt.calls.wait())
+            .await
+            .is_err()
+        {
+            attempt.cut.cancel();
+            if attempt.socket.is_some() {
+                attempt.calls.wait().await;
+            } else {
+                let _ = tokio::time::timeout(grace, attempt.calls.wait()).await;
+            }
         }
-        let _ = meter;
+        // Every call is recorded; connections still open (idle, or a head never finished) go.
+        attempt.cut.cancel();
         Ok(meter_of(&attempt))
     }
 
@@ -445,9 +553,14 @@ impl ProxyHandle {
         Ok(meter_of(&a))
     }
 
-    /// Run-wide tokens and spend settled so far.
+    /// Run-wide tokens and spend settled so far (including the seed from earlier sessions).
     pub fn run_usage(&self) -> (u64, f64) {
         self.shared.run.used()
+    }
+
+    /// Run-wide requests admitted so far (including the seed from earlier sessions).
+    pub fn run_requests(&self) -> u64 {
+        self.shared.run.requests()
     }
 
     /// Makes a model call in the attempt's `oracle` role (its own contract and budget), e.g. to
@@ -517,6 +630,11 @@ impl ProxyHandle {
 
 fn meter_of(a: &Attempt) -> AttemptMeter {
     AttemptMeter {
+        connections: ConnectionMeter {
+            accepted: a.conns.accepted.load(Ordering::SeqCst),
+            refused_over_limit: a.conns.refused.load(Ordering::SeqCst),
+            header_timeouts: a.conns.header_timeouts.load(Ordering::SeqCst),
+        },
         attempt_id: a.id.clone(),
         roles: a
             .roles

@@ -73,7 +73,17 @@ async fn the_official_openai_client_works_through_the_proxy() {
         .register_attempt(spec(
             "py",
             Listen::Token,
-            Contract::model_only(MODEL),
+            {
+                // The client sends `temperature` on top of the default list.
+                let mut c = Contract::model_only(MODEL);
+                c.allowed_params = Some(
+                    ["messages", "stream", "stream_options", "temperature"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                );
+                c
+            },
             Budget::default(),
         ))
         .await

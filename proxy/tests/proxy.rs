@@ -777,6 +777,8 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
         },
     );
     cfg.run_budget.max_spend_usd = Some(10.0 * reserve as f64 / 1e6 + 1e-9);
+    // Fifty connections at once on one socket: above the default per-attempt cap.
+    cfg.listener.max_connections = 64;
     let proxy = Proxy::start(cfg).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("b.sock");
@@ -788,7 +790,7 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
         .register_attempt(spec(
             "bud",
             Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
+            allowing(Contract::model_only(MODEL), &["max_tokens"]),
             budget,
         ))
         .await
@@ -846,7 +848,16 @@ async fn parameters_reach_the_upstream_byte_for_byte() {
         .register_attempt(spec(
             "pb",
             Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
+            allowing(
+                Contract::model_only(MODEL),
+                &[
+                    "temperature",
+                    "max_tokens",
+                    "reasoning_effort",
+                    "tools",
+                    "seed",
+                ],
+            ),
             Budget::default(),
         ))
         .await

@@ -225,6 +225,62 @@ pub struct Finished {
     pub fixture: Option<crate::fixture_upstream::FixtureTally>,
 }
 
+/// What earlier sessions of this run spent, as the proxy's run budget counted it: each recorded
+/// call at its metered tokens (at its reservation when no usage arrived) and recorded spend, and
+/// each call that was started but never recorded (a session killed mid-call) at its reservation,
+/// priced at the dearer of the model's input and output rates. Requests are the started calls.
+fn run_seed(entries: &[ledger::Entry], prices: &eval_proxy::PriceTable) -> eval_proxy::RunSeed {
+    let mut seed = eval_proxy::RunSeed::default();
+    let mut recorded = std::collections::HashSet::new();
+    for e in entries.iter().filter(|e| e.kind == events::MODEL_CALL) {
+        let Ok(call) = serde_json::from_slice::<events::ModelCall>(&e.payload) else {
+            continue;
+        };
+        recorded.insert((call.attempt.clone(), call.seq));
+        let Ok(r) = serde_json::from_value::<eval_proxy::CallRecord>(call.record) else {
+            continue;
+        };
+        seed.tokens += match &r.usage {
+            Some(u) => u.total_tokens(),
+            None => r.reserved_tokens,
+        };
+        seed.spend_usd += r.spend_usd.max(0.0);
+    }
+    for e in entries
+        .iter()
+        .filter(|e| e.kind == events::MODEL_CALL_STARTED)
+    {
+        let Ok(s) = serde_json::from_slice::<events::ModelCallStarted>(&e.payload) else {
+            continue;
+        };
+        seed.requests += 1;
+        if recorded.contains(&(s.attempt.clone(), s.seq)) {
+            continue;
+        }
+        seed.tokens += s.reserved_tokens;
+        if let Some(p) = s.model.as_ref().and_then(|m| prices.models.get(m)) {
+            seed.spend_usd +=
+                s.reserved_tokens as f64 * p.input_per_mtok.max(p.output_per_mtok) / 1e6;
+        }
+    }
+    seed
+}
+
+/// A protocol price as the proxy reads it: cached reads and cache writes at their own rates when
+/// declared, else at the input rate.
+fn proxy_price(price: &eval_protocols::protocol::Price) -> eval_proxy::Price {
+    eval_proxy::Price {
+        input_per_mtok: price.input_usd_per_mtok,
+        cached_input_per_mtok: price
+            .cached_input_usd_per_mtok
+            .unwrap_or(price.input_usd_per_mtok),
+        cache_write_per_mtok: price
+            .cache_write_usd_per_mtok
+            .unwrap_or(price.input_usd_per_mtok),
+        output_per_mtok: price.output_usd_per_mtok,
+    }
+}
+
 fn proxy_api(api: eval_protocols::protocol::ApiKind) -> eval_proxy::ApiKind {
     match api {
         eval_protocols::protocol::ApiKind::OpenaiChat => eval_proxy::ApiKind::OpenAiChat,
@@ -367,18 +423,11 @@ pub async fn run_admitted(
         max_spend_usd: Some(p.budgets.run.max_spend_usd),
     };
     for price in &p.budgets.prices {
-        cfg.prices.models.insert(
-            price.model.clone(),
-            eval_proxy::Price {
-                input_per_mtok: price.input_usd_per_mtok,
-                cached_input_per_mtok: price
-                    .cached_input_usd_per_mtok
-                    .unwrap_or(price.input_usd_per_mtok),
-                cache_write_per_mtok: price.input_usd_per_mtok,
-                output_per_mtok: price.output_usd_per_mtok,
-            },
-        );
+        cfg.prices
+            .models
+            .insert(price.model.clone(), proxy_price(price));
     }
+    cfg.run_seed = run_seed(&entries, &cfg.prices);
     let proxy = eval_proxy::Proxy::start(cfg)
         .await
         .map_err(|e| Failure::usage(format!("cannot start the proxy: {e}")))?;
@@ -586,5 +635,147 @@ impl ProgressSink for Progress {
             s.tokens.total(),
             if s.complete { " — complete" } else { "" }
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: &str, payload: serde_json::Value) -> ledger::Entry {
+        ledger::Entry {
+            seq: 0,
+            prev: eval_evidence::ledger::Digest::ZERO,
+            kind: kind.into(),
+            payload: serde_json::to_vec(&payload).unwrap(),
+            hash: eval_evidence::ledger::Digest::ZERO,
+            recorded_at: String::new(),
+        }
+    }
+
+    fn started(attempt: &str, seq: u64, reserved: u64) -> ledger::Entry {
+        let p = events::ModelCallStarted {
+            schema: events::SCHEMA,
+            attempt: attempt.into(),
+            role: "agent".into(),
+            seq,
+            model: Some("m".into()),
+            path: "/v1/chat/completions".into(),
+            stream: false,
+            reserved_tokens: reserved,
+        };
+        entry(events::MODEL_CALL_STARTED, serde_json::to_value(p).unwrap())
+    }
+
+    fn called(
+        attempt: &str,
+        seq: u64,
+        usage: Option<(u64, u64)>,
+        reserved: u64,
+        spend: f64,
+    ) -> ledger::Entry {
+        let record = eval_proxy::CallRecord {
+            attempt_id: Some(attempt.into()),
+            arm: None,
+            role: eval_proxy::Role::Agent,
+            seq,
+            started_at_ms: 0,
+            method: "POST".into(),
+            path: "/v1/chat/completions".into(),
+            model: Some("m".into()),
+            upstream_model: None,
+            stream: false,
+            status: 200,
+            upstream_status: Some(200),
+            outcome: eval_proxy::Outcome::Ok,
+            detail: None,
+            latency_ms: 0.0,
+            ttfb_ms: None,
+            usage: usage.map(|(i, o)| eval_proxy::Usage {
+                input_tokens: i,
+                output_tokens: o,
+                ..eval_proxy::Usage::default()
+            }),
+            spend_usd: spend,
+            reserved_tokens: reserved,
+            request_digest: None,
+            response_digest: None,
+            changes: vec![],
+            client_disconnected: false,
+        };
+        let p = events::ModelCall {
+            schema: events::SCHEMA,
+            attempt: attempt.into(),
+            role: "agent".into(),
+            seq,
+            model: Some("m".into()),
+            status: 200,
+            result: "ok".into(),
+            tokens: events::Tokens::default(),
+            metered: usage.is_some(),
+            latency_ms: 0,
+            record: serde_json::to_value(record).unwrap(),
+        };
+        entry(events::MODEL_CALL, serde_json::to_value(p).unwrap())
+    }
+
+    #[test]
+    fn a_resumed_run_is_seeded_with_what_earlier_sessions_spent() {
+        let mut prices = eval_proxy::PriceTable::default();
+        prices.models.insert(
+            "m".into(),
+            eval_proxy::Price {
+                input_per_mtok: 1.0,
+                cached_input_per_mtok: 1.0,
+                cache_write_per_mtok: 1.0,
+                output_per_mtok: 4.0,
+            },
+        );
+        let entries = vec![
+            // Metered: its usage counts, not its reservation.
+            started("a#1", 1, 5000),
+            called("a#1", 1, Some((100, 20)), 5000, 0.25),
+            // Unmetered: its reservation counts.
+            started("b#1", 1, 3000),
+            called("b#1", 1, None, 3000, 0.5),
+            // Started, never recorded (the session died mid-call): its reservation, priced at
+            // the dearer rate.
+            started("c#1", 1, 1_000_000),
+        ];
+        let seed = run_seed(&entries, &prices);
+        assert_eq!(seed.tokens, 120 + 3000 + 1_000_000);
+        assert_eq!(seed.requests, 3);
+        assert!(
+            (seed.spend_usd - (0.25 + 0.5 + 4.0)).abs() < 1e-9,
+            "{}",
+            seed.spend_usd
+        );
+        assert_eq!(run_seed(&[], &prices), eval_proxy::RunSeed::default());
+    }
+
+    #[test]
+    fn cache_writes_and_reads_are_priced_at_their_declared_rates() {
+        let p: eval_protocols::protocol::Price = toml::from_str(
+            "model = \"m\"\ninput_usd_per_mtok = 3.0\noutput_usd_per_mtok = 15.0\ncached_input_usd_per_mtok = 0.3\ncache_write_usd_per_mtok = 3.75\n",
+        )
+        .unwrap();
+        let q = proxy_price(&p);
+        assert_eq!(
+            (
+                q.input_per_mtok,
+                q.cached_input_per_mtok,
+                q.cache_write_per_mtok,
+                q.output_per_mtok
+            ),
+            (3.0, 0.3, 3.75, 15.0)
+        );
+        let plain: eval_protocols::protocol::Price =
+            toml::from_str("model = \"m\"\ninput_usd_per_mtok = 2.0\noutput_usd_per_mtok = 8.0\n")
+                .unwrap();
+        let q = proxy_price(&plain);
+        assert_eq!(
+            (q.cached_input_per_mtok, q.cache_write_per_mtok),
+            (2.0, 2.0)
+        );
     }
 }

@@ -23,6 +23,12 @@ pub const ATTEMPT_OUTCOME: &str = "attempt_outcome";
 pub const RERUN: &str = "rerun";
 pub const RUN_FINISHED: &str = "run_finished";
 pub const REPORT: &str = "report";
+/// Something the agent did that the controller refused (a second attestation, a refused
+/// clarifying question): recorded by digest and length, never by its body.
+pub const AGENT_EVENT: &str = "agent_event";
+/// What the controller noticed about an attempt without it changing the outcome (archive notes,
+/// artifacts it could not store), written before the attempt's outcome.
+pub const ATTEMPT_NOTE: &str = "attempt_note";
 
 /// The code of an attempt closed because the controller stopped before it made a model call.
 pub const INTERRUPTED_BEFORE_MODEL_CALL: &str = "interrupted_before_model_call";
@@ -145,7 +151,8 @@ pub struct ModelCallStarted {
     /// `agent` or `oracle`.
     pub role: String,
     pub seq: u64,
-    pub model: String,
+    /// `None` when the request named no model (e.g. `GET /v1/models`).
+    pub model: Option<String>,
     pub path: String,
     pub stream: bool,
     pub reserved_tokens: u64,
@@ -159,7 +166,8 @@ pub struct ModelCall {
     /// `agent` or `oracle`.
     pub role: String,
     pub seq: u64,
-    pub model: String,
+    /// `None` when the request named no model.
+    pub model: Option<String>,
     pub status: u16,
     /// `ok`, `contract_violation`, `budget_exhausted`, `upstream_error`, …
     pub result: String,
@@ -180,8 +188,32 @@ pub struct Clarification {
     pub question: String,
     /// `None` when refused.
     pub answer: Option<String>,
-    /// `scripted`, `oracle_model`, or `refused_limit` / `refused_no_oracle`.
+    /// `scripted`, `oracle_model`, `oracle_unavailable` or `oracle_refused` (refused questions
+    /// are `agent_event`s, without their text).
     pub source: String,
+}
+
+/// `agent_event`: a refused request from the agent, as a digest and a length only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentEvent {
+    pub schema: u32,
+    pub attempt: String,
+    /// `attest_again` or `question_refused`.
+    pub event: String,
+    /// `sha256:<hex>` of the request body.
+    pub body_sha256: String,
+    pub len: u64,
+    /// Why it was refused (`too_large`, `limit`, `no_oracle`, `malformed`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `attempt_note`: notes about an attempt that do not change its outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptNote {
+    pub schema: u32,
+    pub attempt: String,
+    pub notes: Vec<String>,
 }
 
 /// The outcome of an attempt. Exactly one per attempt.
@@ -254,8 +286,9 @@ pub struct AttemptOutcome {
     pub harness: Option<HarnessAccount>,
     /// The accounting cross-check's result: `matched`, `mismatch`, `metrics_missing`,
     /// `metrics_unreadable` (the declared file is absent, not a regular file, too large or not
-    /// JSON) or `not_declared` (the runtime names no metrics file: not cross-checked). `None` only
-    /// in ledgers written before this field existed.
+    /// JSON) or `not_declared` (the runtime names no metrics file: not cross-checked). `None` in
+    /// ledgers written before this field existed, and for an attempt that ended before the
+    /// cross-check (an infrastructure fault, or closed by the controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accounting: Option<String>,
     pub metrics: BTreeMap<String, f64>,

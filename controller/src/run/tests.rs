@@ -48,7 +48,7 @@ async fn model_call(rec: &Recorder, attempt: &str, seq: u64) {
             attempt: attempt.into(),
             role: "agent".into(),
             seq,
-            model: "m".into(),
+            model: Some("m".into()),
             status: 200,
             result: "ok".into(),
             tokens: Tokens {

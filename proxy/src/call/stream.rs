@@ -13,15 +13,27 @@ use futures_util::stream::BoxStream;
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use super::{Call, copy_response_headers, error_chain, meter_success, settle, write_transcript};
+use super::{
+    Call, UpstreamFault, copy_response_headers, error_chain, meter_success, settle,
+    write_transcript,
+};
 use crate::budget::Reservation;
 use crate::config::Price;
 use crate::record::{Change, Outcome};
 use crate::secret::StreamRedactor;
 use crate::sse::SseParser;
 use crate::usage::StreamUsage;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 type Upstream = BoxStream<'static, reqwest::Result<Bytes>>;
+
+/// How a stream ended.
+enum End {
+    Done,
+    Fail(String),
+    Cut,
+}
 
 struct Pump {
     call: Call,
@@ -37,18 +49,26 @@ struct Pump {
     hasher: Sha256,
     transcript: Option<Vec<u8>>,
     hid: bool,
+    cut: CancellationToken,
+    /// Held until the record is delivered, so closing the attempt waits for it.
+    _tracked: Option<TaskTrackerToken>,
 }
 
 enum Step {
     Data(Bytes),
     End,
     Fail(String),
+    Cut,
 }
 
 impl Pump {
     async fn next_chunk(&mut self) -> Step {
         let idle = self.call.shared.timeouts.idle;
-        match tokio::time::timeout(idle, self.upstream.next()).await {
+        let next = tokio::select! {
+            n = tokio::time::timeout(idle, self.upstream.next()) => n,
+            _ = self.cut.cancelled() => return Step::Cut,
+        };
+        match next {
             Ok(Some(Ok(c))) => Step::Data(c),
             Ok(None) => Step::End,
             Ok(Some(Err(e))) => Step::Fail(format!(
@@ -112,8 +132,9 @@ impl Pump {
         out.freeze()
     }
 
-    /// Settles the reservation and writes the record.
-    fn finish(mut self, failure: Option<String>, client_gone: bool) {
+    /// Settles the reservation and writes the record. A cut call is counted at its
+    /// reservation whatever usage it showed so far.
+    fn finish(mut self, end: End, client_gone: bool) {
         let rec_tail = self.to_record.finish();
         self.hasher.update(&rec_tail);
         if let Some(t) = self.transcript.as_mut() {
@@ -140,37 +161,43 @@ impl Pump {
         }
         call.record.upstream_model = self.meter.model.clone();
         let usage = self.meter.into_usage();
-        let spend = settle(
-            &call,
-            self.reservation,
-            usage.as_ref(),
-            self.price.as_ref(),
-            true,
-        );
+        let cut = matches!(end, End::Cut);
+        let settled = if cut { None } else { usage.as_ref() };
+        let spend = settle(&call, self.reservation, settled, self.price.as_ref(), true);
         meter_success(&mut call, usage, spend);
-        if let Some(msg) = failure {
-            call.record.outcome = Outcome::UpstreamError;
-            call.record.detail = Some(msg);
-            call.with_meter(|m| m.upstream_errors += 1);
-        } else if call.record.outcome == Outcome::Unmetered {
-            call.record.detail = Some("the stream ended without usage".into());
+        match end {
+            End::Fail(msg) => {
+                call.record.outcome = Outcome::UpstreamError;
+                call.record.detail = Some(msg);
+                call.count_upstream(UpstreamFault::Transport);
+            }
+            End::Cut => {
+                call.record.outcome = Outcome::CutAtClose;
+                call.record.detail =
+                    Some("the attempt was closed while this stream was running".into());
+            }
+            End::Done if call.record.outcome == Outcome::Unmetered => {
+                call.record.detail = Some("the stream ended without usage".into());
+            }
+            End::Done => {}
         }
         call.finish();
     }
 
     /// Reads the rest of the upstream for the meter after the client left.
     async fn drain(mut self) {
-        let failure = loop {
+        let end = loop {
             match self.next_chunk().await {
                 Step::Data(c) => {
                     let _ = self.process(&c);
                 }
-                Step::End => break None,
-                Step::Fail(m) => break Some(m),
+                Step::End => break End::Done,
+                Step::Fail(m) => break End::Fail(m),
+                Step::Cut => break End::Cut,
             }
         };
         let _ = self.flush();
-        self.finish(failure, true);
+        self.finish(end, true);
     }
 }
 
@@ -207,6 +234,12 @@ pub(super) fn stream_back(
     let shared = call.shared.clone();
     let status = upstream.status();
     call.record.status = status.as_u16();
+    let cut = call
+        .attempt
+        .as_ref()
+        .map(|a| a.cut.clone())
+        .unwrap_or_default();
+    let tracked = call.attempt.as_ref().map(|a| a.calls.token());
     let mut headers = HeaderMap::new();
     copy_response_headers(upstream.headers(), &mut headers, &shared.redactor);
     let pump = Pump {
@@ -223,6 +256,8 @@ pub(super) fn stream_back(
         hasher: Sha256::new(),
         transcript: shared.transcript_dir.as_ref().map(|_| Vec::new()),
         hid: false,
+        cut,
+        _tracked: tracked,
     };
     let body = futures_util::stream::unfold(Guard(Some(pump)), |mut guard| async move {
         loop {
@@ -237,7 +272,7 @@ pub(super) fn stream_back(
                 Step::End => {
                     let mut pump = guard.0.take()?;
                     let tail = pump.flush();
-                    pump.finish(None, false);
+                    pump.finish(End::Done, false);
                     if tail.is_empty() {
                         return None;
                     }
@@ -246,11 +281,17 @@ pub(super) fn stream_back(
                 Step::Fail(msg) => {
                     let mut pump = guard.0.take()?;
                     let tail = pump.flush();
-                    pump.finish(Some(msg.clone()), false);
+                    pump.finish(End::Fail(msg.clone()), false);
                     // The client sees a broken stream, not a clean end. Bytes held back for
                     // redaction cannot contain the key, but the last event is incomplete anyway.
                     drop(tail);
                     return Some((Err(std::io::Error::other(msg)), guard));
+                }
+                Step::Cut => {
+                    let mut pump = guard.0.take()?;
+                    drop(pump.flush());
+                    pump.finish(End::Cut, false);
+                    return Some((Err(std::io::Error::other("the attempt was closed")), guard));
                 }
             }
         }

@@ -218,6 +218,26 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             chunks.push((0, format!("data: [DONE]{nl}{nl}")));
             sse_response(chunks, state)
         }
+        "endless-stream" => {
+            // Trickles forever, until the proxy stops reading.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+            tokio::spawn(async move {
+                let ev = json!({"choices":[{"index":0,"delta":{"content":"more"}}]});
+                while tx
+                    .send(Ok(Bytes::from(format!("data: {ev}\n\n"))))
+                    .await
+                    .is_ok()
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(futures_util::stream::poll_fn(
+                    move |cx| rx.poll_recv(cx),
+                )))
+                .unwrap()
+        }
         "stream-no-usage" => sse_response(
             vec![(
                 0,
@@ -310,7 +330,42 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             ];
             sse_response(chunks, state)
         }
+        "echo-key-encoded-json" | "echo-key-encoded-stream" => {
+            // The credential the proxy sent, reflected in every common encoding; the JSON body
+            // is written by hand so its `\u` escapes are the wire form.
+            let forms = key_encodings(&auth);
+            let content = forms.join(" | ");
+            if script.ends_with("json") {
+                let body = format!(
+                    "{{\"id\":\"c\",\"object\":\"chat.completion\",\"model\":\"{MODEL}\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{content}\"}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}}}"
+                );
+                Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(Body::from(body))
+                    .unwrap()
+            } else {
+                let s = format!(
+                    "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}}}}]}}\n\ndata: [DONE]\n\n"
+                );
+                // Seven-byte chunks: every form crosses chunk boundaries.
+                let chunks = s
+                    .as_bytes()
+                    .chunks(7)
+                    .map(|c| (0, String::from_utf8(c.to_vec()).unwrap()))
+                    .collect();
+                sse_response(chunks, state)
+            }
+        }
         "auth-401" => json_response(401, json!({"error":{"message": format!("bad key {auth}")}})),
+        "error-400" => json_response(
+            400,
+            json!({"error":{"message":"bad parameter","type":"invalid_request_error"}}),
+        ),
+        "error-429" => json_response(
+            429,
+            json!({"error":{"message":"slow down","type":"rate_limit_error"}}),
+        ),
         "error-500" => json_response(
             500,
             json!({"error":{"message":"internal trouble","type":"server_error"}}),
@@ -328,6 +383,72 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
     }
 }
 
+fn b64(data: &[u8], alphabet: &[u8; 64]) -> String {
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(alphabet[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `text` (an `Authorization` value or a bare key) in the encodings an upstream might reflect.
+pub fn key_encodings(text: &str) -> Vec<String> {
+    const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let key = text.strip_prefix("Bearer ").unwrap_or(text);
+    vec![
+        format!("raw={key}"),
+        format!("b64={}", b64(text.as_bytes(), STD)),
+        format!("b64key={}", b64(key.as_bytes(), STD)),
+        format!(
+            "b64url={}",
+            b64(format!("u:{key}").as_bytes(), URL).trim_end_matches('=')
+        ),
+        format!(
+            "json={}",
+            key.bytes()
+                .enumerate()
+                .map(|(i, b)| if i % 2 == 0 {
+                    format!("\\u{b:04X}")
+                } else {
+                    format!("\\u{b:04x}")
+                })
+                .collect::<String>()
+        ),
+        format!(
+            "mixed={}",
+            key.bytes()
+                .enumerate()
+                .map(|(i, b)| if i % 3 == 0 {
+                    format!("\\u{b:04x}")
+                } else {
+                    (b as char).to_string()
+                })
+                .collect::<String>()
+        ),
+        format!(
+            "pct={}",
+            key.bytes().map(|b| format!("%{b:02X}")).collect::<String>()
+        ),
+        format!(
+            "pctlow={}",
+            key.bytes().map(|b| format!("%{b:02x}")).collect::<String>()
+        ),
+    ]
+}
+
 pub fn sink() -> Arc<MemorySink> {
     Arc::new(MemorySink::new())
 }
@@ -340,7 +461,33 @@ pub fn config(up: &Upstream, api: ApiKind, sink: Arc<dyn RecordSink>) -> ProxyCo
     c
 }
 
+/// The contract as the scripted upstream needs it: `x-test-script` (which picks the script) is
+/// let through on top of the contract's header list, or the defaults of both APIs.
+pub fn scriptable(mut contract: Contract) -> Contract {
+    let list = contract.allowed_headers.get_or_insert_with(|| {
+        ["accept", "user-agent", "anthropic-version"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    });
+    list.insert("x-test-script".into());
+    contract
+}
+
+/// The contract with these body parameters allowed on top of the chat defaults.
+pub fn allowing(mut contract: Contract, params: &[&str]) -> Contract {
+    let mut list: std::collections::BTreeSet<String> =
+        Contract::default_allowed_params(ApiKind::OpenAiChat)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    list.extend(params.iter().map(|s| s.to_string()));
+    contract.allowed_params = Some(list);
+    contract
+}
+
 pub fn spec(id: &str, listen: Listen, contract: Contract, budget: Budget) -> AttemptSpec {
+    let contract = scriptable(contract);
     let mut roles = BTreeMap::new();
     roles.insert(Role::Agent, RoleSpec { contract, budget });
     AttemptSpec {

@@ -1,0 +1,805 @@
+//! What an attempt's ending means: a pure function from typed observations to an outcome.
+//!
+//! The rule it enforces: only causes the agent cannot produce may become an infrastructure fault
+//! (and so possibly a rerun). Everything an agent can provoke — a 4xx from the upstream, a
+//! refused clarifying question, odd files in its workspace, a grader that chokes on its work, a
+//! second attestation — is an outcome of the attempt. The table in ARCHITECTURE.md ("Classifying
+//! an attempt") is this function, rule by rule; the unit tests below are that table.
+
+use crate::run::events::Outcome;
+use std::io::ErrorKind;
+
+/// `ENOSPC`, `EDQUOT` and `EIO` (Linux): the host's disks failing the controller's own writes.
+const ENOSPC: i32 = 28;
+const EDQUOT: i32 = 122;
+const EIO: i32 = 5;
+
+/// Fault code for the host's storage failing the controller's own writes.
+pub const FILESYSTEM_CAPACITY: &str = "filesystem_capacity";
+/// Fault code for a controller-side failure no rerun can fix (a bug or a misconfiguration).
+pub const CONTROLLER_ERROR: &str = "controller_error";
+/// Fault code for an upstream that never answered the agent (transport errors, 5xx/429).
+pub const HOST_NETWORK_OUTAGE: &str = "host_network_outage";
+/// Fault code for an oracle model that failed an in-bounds clarifying question.
+pub const ORACLE_SERVICE_UNAVAILABLE: &str = "oracle_service_unavailable";
+
+/// A failed write (or create) of the controller's own, on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostIo {
+    /// What was being written, for the detail.
+    pub what: String,
+    pub kind: ErrorKind,
+    pub errno: Option<i32>,
+}
+
+impl HostIo {
+    pub fn of(what: impl Into<String>, e: &std::io::Error) -> Self {
+        Self {
+            what: what.into(),
+            kind: e.kind(),
+            errno: e.raw_os_error(),
+        }
+    }
+
+    /// The storage itself failed (full, over quota, broken): a fault of the host.
+    pub fn is_storage_fault(&self) -> bool {
+        matches!(self.errno, Some(ENOSPC | EDQUOT | EIO))
+            || matches!(self.kind, ErrorKind::StorageFull)
+    }
+}
+
+/// A container-engine failure (a `RuntimeError` with its `fault()` code).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineFault {
+    pub code: String,
+    pub detail: String,
+}
+
+/// How the agent's container ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Exited(i64),
+    TimedOut { after_seconds: u64 },
+}
+
+/// What the shim's attestation said (the first one decides; later ones change nothing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attested {
+    /// The shim never attested (the harness was never started by it).
+    Missing,
+    Ok,
+    Mismatch(String),
+}
+
+/// The agent role's meter, as the proxy counted it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Upstream {
+    /// Calls the upstream answered with 2xx.
+    pub turns: u64,
+    pub contract_violations: u64,
+    pub budget_exhaustions: u64,
+    /// 4xx other than 429: the agent's request was refused by the provider.
+    pub client_errors: u64,
+    /// 5xx or 429 after the proxy's retries.
+    pub server_errors: u64,
+    /// No answer at all (connect, reset, timeout).
+    pub transport_errors: u64,
+}
+
+/// The oracle's side of the attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Oracle {
+    /// In-bounds questions the oracle model could not answer for reasons of its own (transport,
+    /// 5xx/429, no text, the proxy not running).
+    pub unavailable: u32,
+    /// Questions refused for size, count or because the task has no oracle (the agent's doing).
+    pub refused: u32,
+}
+
+/// The harness-metrics cross-check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Accounting {
+    NotDeclared,
+    Matched,
+    Mismatch(String),
+    MetricsMissing,
+    MetricsUnreadable(String),
+}
+
+impl Accounting {
+    /// The `attempt_outcome.accounting` value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Accounting::NotDeclared => "not_declared",
+            Accounting::Matched => "matched",
+            Accounting::Mismatch(_) => "mismatch",
+            Accounting::MetricsMissing => "metrics_missing",
+            Accounting::MetricsUnreadable(_) => "metrics_unreadable",
+        }
+    }
+}
+
+/// The grader's side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Graded {
+    /// Not run (an earlier rule decided, or the run was cut short).
+    NotRun,
+    Scored,
+    /// The grader ran and gave no usable score (non-zero exit, timeout, missing, oversized or
+    /// malformed `score.json`): the grader judged the agent's workspace unscorable.
+    Unscorable(String),
+}
+
+/// Everything the attempt's rooms observed, in the order the attempt met them. `None`/default
+/// means "did not happen".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observations {
+    /// The engine failed the agent's container (create/start/wait/policy check).
+    pub engine: Option<EngineFault>,
+    /// A failed write of the controller's own (attempt dir, artifact store, socket dir).
+    pub host_io: Option<HostIo>,
+    /// Reading the agent's leftovers hit a failure of the host itself (EIO, ENOMEM, EMFILE…).
+    pub leftover_host_fault: Option<String>,
+    pub attested: Attested,
+    /// `None`: the container never ended on its own (an engine fault decided first).
+    pub end: Option<End>,
+    pub upstream: Upstream,
+    pub oracle: Oracle,
+    pub accounting: Accounting,
+    /// The grader's engine failure (image, create, wait): the grader could not run at all.
+    pub grader_engine: Option<EngineFault>,
+    pub graded: Graded,
+}
+
+impl Default for Observations {
+    fn default() -> Self {
+        Self {
+            engine: None,
+            host_io: None,
+            leftover_host_fault: None,
+            attested: Attested::Ok,
+            end: Some(End::Exited(0)),
+            upstream: Upstream::default(),
+            oracle: Oracle::default(),
+            accounting: Accounting::NotDeclared,
+            grader_engine: None,
+            graded: Graded::Scored,
+        }
+    }
+}
+
+/// The attempt's outcome, its fault code when it is an infrastructure fault, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Classification {
+    pub outcome: Outcome,
+    pub infra_fault: Option<String>,
+    pub detail: Option<String>,
+}
+
+impl Classification {
+    fn infra(code: &str, detail: String) -> Self {
+        Self {
+            outcome: Outcome::InfraFault,
+            infra_fault: Some(code.to_owned()),
+            detail: Some(detail),
+        }
+    }
+
+    fn outcome(outcome: Outcome, detail: Option<String>) -> Self {
+        Self {
+            outcome,
+            infra_fault: None,
+            detail,
+        }
+    }
+}
+
+/// The first rule that applies decides (see ARCHITECTURE.md, "Classifying an attempt").
+pub fn classify(obs: &Observations) -> Classification {
+    if let Some(c) = infrastructure(obs) {
+        return c;
+    }
+    let c = agent_outcome(obs);
+    let c = accounted(obs, c);
+    graded(obs, c)
+}
+
+/// Rules 1–6: the causes the agent cannot produce.
+fn infrastructure(obs: &Observations) -> Option<Classification> {
+    if let Some(h) = &obs.host_io {
+        let code = if h.is_storage_fault() {
+            FILESYSTEM_CAPACITY
+        } else {
+            CONTROLLER_ERROR
+        };
+        return Some(Classification::infra(
+            code,
+            format!("writing {}: {:?}", h.what, h.kind),
+        ));
+    }
+    if let Some(e) = &obs.engine {
+        return Some(Classification::infra(&e.code, e.detail.clone()));
+    }
+    if let Attested::Mismatch(why) = &obs.attested {
+        return Some(Classification::infra(
+            eval_runtimes::FaultCode::AttestationMismatch.as_str(),
+            format!("{why}; the agent never started"),
+        ));
+    }
+    if let Some(why) = &obs.leftover_host_fault {
+        return Some(Classification::infra(
+            FILESYSTEM_CAPACITY,
+            format!("the host failed reading the attempt's files: {why}"),
+        ));
+    }
+    if obs.oracle.unavailable > 0 {
+        return Some(Classification::infra(
+            ORACLE_SERVICE_UNAVAILABLE,
+            "the oracle model could not answer an in-bounds clarifying question".into(),
+        ));
+    }
+    let u = &obs.upstream;
+    let provider_failed = u.server_errors + u.transport_errors > 0;
+    // Once a call was answered the agent has seen model output: a rerun would redraw a
+    // trajectory already under way, so only an upstream that never answered is the host's.
+    if provider_failed
+        && u.turns == 0
+        && u.client_errors == 0
+        && u.contract_violations == 0
+        && u.budget_exhaustions == 0
+    {
+        return Some(Classification::infra(
+            HOST_NETWORK_OUTAGE,
+            format!(
+                "the upstream failed before any model call was answered ({} transport error(s), {} 5xx/429 after retries)",
+                u.transport_errors, u.server_errors
+            ),
+        ));
+    }
+    if let Some(e) = &obs.grader_engine {
+        return Some(Classification::infra(
+            &e.code,
+            format!("the grader could not run: {}", e.detail),
+        ));
+    }
+    None
+}
+
+/// Rules 7–11: how the agent's own run ended.
+fn agent_outcome(obs: &Observations) -> Classification {
+    let u = &obs.upstream;
+    let mut notes = Vec::new();
+    if u.server_errors + u.transport_errors > 0 {
+        notes.push(format!(
+            "the upstream failed {} call(s) after {} answered",
+            u.server_errors + u.transport_errors,
+            u.turns
+        ));
+    }
+    if u.client_errors > 0 {
+        notes.push(format!(
+            "the upstream refused {} of the agent's call(s) (4xx)",
+            u.client_errors
+        ));
+    }
+    if obs.oracle.refused > 0 {
+        notes.push(format!(
+            "{} clarifying question(s) refused",
+            obs.oracle.refused
+        ));
+    }
+    let (outcome, why) = match obs.end {
+        Some(End::TimedOut { after_seconds }) => (
+            Outcome::Timeout,
+            Some(format!("killed after {after_seconds}s")),
+        ),
+        _ if u.contract_violations > 0 => (
+            Outcome::ContractViolation,
+            Some(format!(
+                "{} call(s) outside the model contract",
+                u.contract_violations
+            )),
+        ),
+        _ if u.budget_exhaustions > 0 => (
+            Outcome::BudgetExhausted,
+            Some(format!(
+                "{} call(s) refused over budget",
+                u.budget_exhaustions
+            )),
+        ),
+        Some(End::Exited(0)) if obs.attested == Attested::Missing => (
+            Outcome::AgentError,
+            Some("the container exited without the shim's attestation".into()),
+        ),
+        Some(End::Exited(0)) => (Outcome::Completed, None),
+        Some(End::Exited(code)) => (
+            Outcome::AgentError,
+            Some(format!("the agent exited with status {code}")),
+        ),
+        None => (
+            Outcome::AgentError,
+            Some("the container did not end on its own".into()),
+        ),
+    };
+    Classification::outcome(outcome, join(why, notes))
+}
+
+/// Rule 12: a completed attempt whose declared accounting does not hold.
+fn accounted(obs: &Observations, c: Classification) -> Classification {
+    if c.outcome != Outcome::Completed {
+        return c;
+    }
+    let why = match &obs.accounting {
+        Accounting::NotDeclared | Accounting::Matched => return c,
+        Accounting::Mismatch(why) => why.clone(),
+        Accounting::MetricsMissing => "the declared harness metrics file is missing".into(),
+        Accounting::MetricsUnreadable(why) => {
+            format!("the declared harness metrics file is unreadable: {why}")
+        }
+    };
+    Classification::outcome(
+        Outcome::AccountingMismatch,
+        join(Some(why), c.detail.into_iter().collect()),
+    )
+}
+
+/// Rule 13: the grader ran but could not score the workspace — the agent's work is unscorable,
+/// so the attempt keeps its outcome (a completed one becomes `agent_error`) and its metrics are
+/// the protocol's missing-data values.
+fn graded(obs: &Observations, c: Classification) -> Classification {
+    let Graded::Unscorable(why) = &obs.graded else {
+        return c;
+    };
+    let outcome = match c.outcome {
+        Outcome::Completed => Outcome::AgentError,
+        o => o,
+    };
+    let note = format!("the grader could not score the workspace: {why}");
+    Classification::outcome(outcome, join(c.detail, vec![note]))
+}
+
+fn join(first: Option<String>, rest: Vec<String>) -> Option<String> {
+    let all: Vec<String> = first.into_iter().chain(rest).collect();
+    (!all.is_empty()).then(|| all.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(errno: i32, kind: ErrorKind) -> Option<HostIo> {
+        Some(HostIo {
+            what: "x".into(),
+            kind,
+            errno: Some(errno),
+        })
+    }
+
+    fn engine(code: &str) -> Option<EngineFault> {
+        Some(EngineFault {
+            code: code.into(),
+            detail: "d".into(),
+        })
+    }
+
+    fn up(f: impl FnOnce(&mut Upstream)) -> Upstream {
+        let mut u = Upstream::default();
+        f(&mut u);
+        u
+    }
+
+    /// The table of ARCHITECTURE.md, "Classifying an attempt": observations → (outcome, code).
+    fn table() -> Vec<(&'static str, Observations, Outcome, Option<&'static str>)> {
+        use Outcome::*;
+        let o = Observations::default;
+        vec![
+            ("clean run", o(), Completed, None),
+            (
+                "ENOSPC on own write",
+                Observations {
+                    host_io: io(28, ErrorKind::StorageFull),
+                    ..o()
+                },
+                InfraFault,
+                Some(FILESYSTEM_CAPACITY),
+            ),
+            (
+                "EDQUOT on own write",
+                Observations {
+                    host_io: io(122, ErrorKind::Other),
+                    ..o()
+                },
+                InfraFault,
+                Some(FILESYSTEM_CAPACITY),
+            ),
+            (
+                "EIO on own write",
+                Observations {
+                    host_io: io(5, ErrorKind::Other),
+                    ..o()
+                },
+                InfraFault,
+                Some(FILESYSTEM_CAPACITY),
+            ),
+            (
+                "EACCES on own write",
+                Observations {
+                    host_io: io(13, ErrorKind::PermissionDenied),
+                    ..o()
+                },
+                InfraFault,
+                Some(CONTROLLER_ERROR),
+            ),
+            (
+                "engine failure",
+                Observations {
+                    engine: engine("container_runtime_failure"),
+                    end: None,
+                    ..o()
+                },
+                InfraFault,
+                Some("container_runtime_failure"),
+            ),
+            (
+                "policy violation at create",
+                Observations {
+                    engine: engine("policy_violation"),
+                    end: None,
+                    ..o()
+                },
+                InfraFault,
+                Some("policy_violation"),
+            ),
+            (
+                "shim attestation mismatch",
+                Observations {
+                    attested: Attested::Mismatch("m".into()),
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                InfraFault,
+                Some("attestation_mismatch"),
+            ),
+            (
+                "leftover read: host fault",
+                Observations {
+                    leftover_host_fault: Some("EIO".into()),
+                    ..o()
+                },
+                InfraFault,
+                Some(FILESYSTEM_CAPACITY),
+            ),
+            (
+                "in-bounds question, oracle upstream failed",
+                Observations {
+                    oracle: Oracle {
+                        unavailable: 1,
+                        refused: 0,
+                    },
+                    ..o()
+                },
+                InfraFault,
+                Some(ORACLE_SERVICE_UNAVAILABLE),
+            ),
+            (
+                "question refused (size/count/no oracle)",
+                Observations {
+                    oracle: Oracle {
+                        unavailable: 0,
+                        refused: 3,
+                    },
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "refused question, agent still completes",
+                Observations {
+                    oracle: Oracle {
+                        unavailable: 0,
+                        refused: 1,
+                    },
+                    ..o()
+                },
+                Completed,
+                None,
+            ),
+            (
+                "transport errors, no turn answered",
+                Observations {
+                    upstream: up(|u| u.transport_errors = 2),
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                InfraFault,
+                Some(HOST_NETWORK_OUTAGE),
+            ),
+            (
+                "5xx/429 after retries, no turn answered",
+                Observations {
+                    upstream: up(|u| u.server_errors = 1),
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                InfraFault,
+                Some(HOST_NETWORK_OUTAGE),
+            ),
+            (
+                "5xx after a turn answered, agent fails",
+                Observations {
+                    upstream: up(|u| {
+                        u.server_errors = 1;
+                        u.turns = 2
+                    }),
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "5xx after a turn answered, agent completes",
+                Observations {
+                    upstream: up(|u| {
+                        u.server_errors = 1;
+                        u.turns = 2
+                    }),
+                    ..o()
+                },
+                Completed,
+                None,
+            ),
+            (
+                "4xx from the upstream (the agent's request)",
+                Observations {
+                    upstream: up(|u| u.client_errors = 1),
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "4xx, then 5xx, no turn",
+                Observations {
+                    upstream: up(|u| {
+                        u.client_errors = 1;
+                        u.server_errors = 1
+                    }),
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "transport error and a contract violation",
+                Observations {
+                    upstream: up(|u| {
+                        u.transport_errors = 1;
+                        u.contract_violations = 1
+                    }),
+                    ..o()
+                },
+                ContractViolation,
+                None,
+            ),
+            (
+                "timeout",
+                Observations {
+                    end: Some(End::TimedOut { after_seconds: 9 }),
+                    ..o()
+                },
+                Timeout,
+                None,
+            ),
+            (
+                "timeout beats a contract violation",
+                Observations {
+                    end: Some(End::TimedOut { after_seconds: 9 }),
+                    upstream: up(|u| u.contract_violations = 1),
+                    ..o()
+                },
+                Timeout,
+                None,
+            ),
+            (
+                "contract violation",
+                Observations {
+                    upstream: up(|u| u.contract_violations = 1),
+                    ..o()
+                },
+                ContractViolation,
+                None,
+            ),
+            (
+                "budget exhausted",
+                Observations {
+                    upstream: up(|u| u.budget_exhaustions = 1),
+                    end: Some(End::Exited(3)),
+                    ..o()
+                },
+                BudgetExhausted,
+                None,
+            ),
+            (
+                "non-zero exit",
+                Observations {
+                    end: Some(End::Exited(2)),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "exit 0 without attestation",
+                Observations {
+                    attested: Attested::Missing,
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "accounting mismatch",
+                Observations {
+                    accounting: Accounting::Mismatch("m".into()),
+                    ..o()
+                },
+                AccountingMismatch,
+                None,
+            ),
+            (
+                "declared metrics file missing",
+                Observations {
+                    accounting: Accounting::MetricsMissing,
+                    ..o()
+                },
+                AccountingMismatch,
+                None,
+            ),
+            (
+                "declared metrics file unreadable",
+                Observations {
+                    accounting: Accounting::MetricsUnreadable("fifo".into()),
+                    ..o()
+                },
+                AccountingMismatch,
+                None,
+            ),
+            (
+                "accounting matched",
+                Observations {
+                    accounting: Accounting::Matched,
+                    ..o()
+                },
+                Completed,
+                None,
+            ),
+            (
+                "agent error keeps its outcome over accounting",
+                Observations {
+                    accounting: Accounting::MetricsMissing,
+                    end: Some(End::Exited(1)),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "grader could not run (engine)",
+                Observations {
+                    grader_engine: engine("image_missing"),
+                    graded: Graded::NotRun,
+                    ..o()
+                },
+                InfraFault,
+                Some("image_missing"),
+            ),
+            (
+                "grader rejects the workspace, completed",
+                Observations {
+                    graded: Graded::Unscorable("exit 1".into()),
+                    ..o()
+                },
+                AgentError,
+                None,
+            ),
+            (
+                "grader rejects the workspace, timeout",
+                Observations {
+                    graded: Graded::Unscorable("exit 1".into()),
+                    end: Some(End::TimedOut { after_seconds: 1 }),
+                    ..o()
+                },
+                Timeout,
+                None,
+            ),
+        ]
+    }
+
+    #[test]
+    fn classification_follows_the_table() {
+        for (name, obs, outcome, code) in table() {
+            let c = classify(&obs);
+            assert_eq!(c.outcome, outcome, "{name}: {c:?}");
+            assert_eq!(c.infra_fault.as_deref(), code, "{name}: {c:?}");
+            if outcome != Outcome::Completed {
+                assert!(
+                    c.detail.is_some(),
+                    "{name}: an outcome other than completed says why"
+                );
+            }
+        }
+    }
+
+    /// Nothing the agent controls may ever turn into an infrastructure fault: every combination
+    /// of agent-side observations (exit, timeout, 4xx, refusals, accounting, grader verdict),
+    /// with and without answered turns, classifies as an outcome.
+    #[test]
+    fn no_agent_cause_becomes_an_infrastructure_fault() {
+        let ends = [
+            Some(End::Exited(0)),
+            Some(End::Exited(1)),
+            Some(End::TimedOut { after_seconds: 1 }),
+        ];
+        let accountings = [
+            Accounting::NotDeclared,
+            Accounting::Matched,
+            Accounting::Mismatch("m".into()),
+            Accounting::MetricsMissing,
+            Accounting::MetricsUnreadable("u".into()),
+        ];
+        let graded = [
+            Graded::Scored,
+            Graded::Unscorable("x".into()),
+            Graded::NotRun,
+        ];
+        for end in ends {
+            for acc in &accountings {
+                for g in &graded {
+                    for bits in 0u8..32 {
+                        let upstream = Upstream {
+                            turns: u64::from(bits & 1),
+                            contract_violations: u64::from(bits >> 1 & 1),
+                            budget_exhaustions: u64::from(bits >> 2 & 1),
+                            client_errors: u64::from(bits >> 3 & 1),
+                            server_errors: 0,
+                            transport_errors: 0,
+                        };
+                        let obs = Observations {
+                            end,
+                            upstream,
+                            accounting: acc.clone(),
+                            graded: g.clone(),
+                            oracle: Oracle {
+                                unavailable: 0,
+                                refused: u32::from(bits >> 4 & 1),
+                            },
+                            attested: if bits & 16 == 0 {
+                                Attested::Ok
+                            } else {
+                                Attested::Missing
+                            },
+                            ..Observations::default()
+                        };
+                        let c = classify(&obs);
+                        assert_ne!(c.outcome, Outcome::InfraFault, "{obs:?} → {c:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn storage_faults_are_told_by_errno_or_kind() {
+        let full = std::io::Error::from(ErrorKind::StorageFull);
+        assert!(HostIo::of("a", &full).is_storage_fault());
+        let quota = std::io::Error::from_raw_os_error(EDQUOT);
+        assert!(HostIo::of("a", &quota).is_storage_fault());
+        let denied = std::io::Error::from_raw_os_error(13);
+        assert!(!HostIo::of("a", &denied).is_storage_fault());
+    }
+}

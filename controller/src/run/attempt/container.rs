@@ -1,0 +1,118 @@
+//! Running and stopping the agent's container; engine errors as fault codes.
+
+use super::DockerExecutor;
+use super::classify::{End, EngineFault};
+use super::prepare::Prepared;
+use crate::run::AttemptSpec;
+use eval_protocols::TaskBundle;
+use eval_runtimes::policy::RoleMounts;
+use eval_runtimes::{ImageId, RunEnd, Runtime, RuntimeDef, RuntimeError, WaitOutcome};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The most of the agent's log kept as an artifact.
+const AGENT_LOG_BYTES: usize = 256 * 1024;
+
+impl DockerExecutor {
+    /// The task's time limit, within the protocol's wall-time budget.
+    pub(super) fn agent_timeout(&self, task: &TaskBundle) -> Duration {
+        Duration::from_secs(task.spec.timeout_seconds.min(self.wall_seconds).max(1))
+    }
+
+    /// Runs the agent's container to its end (`Ok(None)`: cancelled and removed) and says how
+    /// long it took.
+    pub(super) async fn run_agent(
+        &self,
+        spec: &AttemptSpec,
+        cancel: &CancellationToken,
+        def: &RuntimeDef,
+        task: &TaskBundle,
+        image: &ImageId,
+        p: &Prepared,
+    ) -> (Result<Option<RunEnd>, RuntimeError>, f64) {
+        let mounts = RoleMounts::Agent {
+            workspace: p.workspace.clone(),
+            prompt: p.task_dir.join("prompt.md"),
+            socket: p.socket.clone(),
+            shim: self.shim.clone(),
+        };
+        let forbidden: Vec<&[u8]> = if self.forbidden.is_empty() {
+            vec![]
+        } else {
+            vec![&self.forbidden[..]]
+        };
+        let t0 = std::time::Instant::now();
+        let cspec = match eval_runtimes::container_spec(def, image, &self.facts(spec), &mounts) {
+            Ok(c) => c,
+            Err(e) => return (Err(e), 0.0),
+        };
+        let run = eval_runtimes::run_to_end(
+            self.rt.as_ref(),
+            &cspec,
+            &forbidden,
+            self.agent_timeout(task),
+            AGENT_LOG_BYTES,
+        );
+        tokio::pin!(run);
+        let finished = tokio::select! {
+            r = &mut run => Some(r),
+            _ = cancel.cancelled() => None,
+        };
+        let ran = match finished {
+            Some(r) => r.map(Some),
+            None => {
+                self.stop_container(&spec.attempt, run).await;
+                Ok(None)
+            }
+        };
+        (ran, t0.elapsed().as_secs_f64())
+    }
+
+    /// Ctrl-C: removes the attempt's container and lets `run_to_end` see it go and clean up.
+    /// The container may not exist yet (create in flight), so sweep until the run has ended.
+    pub(super) async fn stop_container<F>(&self, attempt: &str, mut run: std::pin::Pin<&mut F>)
+    where
+        F: std::future::Future,
+    {
+        let label = format!("{}={attempt}", eval_runtimes::policy::LABEL_ATTEMPT);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Err(e) = self.rt.sweep(&label).await {
+                tracing::warn!("removing the containers of {attempt}: {e}");
+            }
+            match tokio::time::timeout(Duration::from_millis(300), run.as_mut()).await {
+                Ok(_) => break,
+                Err(_) if std::time::Instant::now() < deadline => continue,
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = self.rt.sweep(&label).await {
+            tracing::warn!("removing the containers of {attempt}: {e}");
+        }
+    }
+}
+
+/// How the container ended, for [`super::classify`].
+pub(super) fn end_of(outcome: &WaitOutcome, timeout: Duration) -> End {
+    match outcome {
+        WaitOutcome::Exited { code } => End::Exited(*code),
+        WaitOutcome::TimedOut => End::TimedOut {
+            after_seconds: timeout.as_secs(),
+        },
+    }
+}
+
+/// A runtime error as an engine fault: its typed code, or `container_runtime_failure`.
+pub(super) fn engine_fault(e: &RuntimeError) -> EngineFault {
+    let (code, detail) = fault_pair(e);
+    EngineFault { code, detail }
+}
+
+pub(super) fn fault_pair(e: &RuntimeError) -> (String, String) {
+    (
+        e.fault()
+            .map(|f| f.as_str().to_owned())
+            .unwrap_or_else(|| "container_runtime_failure".into()),
+        e.to_string(),
+    )
+}

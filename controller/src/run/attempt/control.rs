@@ -1,0 +1,638 @@
+//! The control plane: `/_eval/attest` from the shim, `/_eval/clarify` from the agent.
+//!
+//! Both arrive on the attempt's socket, so both are the agent's input: the first attestation
+//! decides (the shim sends it before it starts the harness), a later one is refused and recorded
+//! as an `agent_event`; clarifying questions are bounded in count and size, and a refused one is
+//! recorded by digest and length only.
+
+use super::oracle::{OracleAsk, OracleFailure};
+use crate::run::Recorder;
+use crate::run::events::{self, AgentEvent, Attestation, Clarification};
+use eval_evidence::ledger::Digest;
+use eval_proxy::{ControlFuture, ControlPlane, ProxyHandle};
+use eval_runtimes::fixture::attest::AttestReport;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The largest clarifying question (its text, in bytes) the oracle is asked.
+pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
+
+/// Refused requests recorded one by one per attempt; beyond this they are only counted (an
+/// `attempt_note` says how many), so a spamming agent cannot grow the ledger without bound.
+pub const MAX_AGENT_EVENTS: u32 = 64;
+
+/// The attempt's attestation as the control plane decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum AttestState {
+    /// No attestation has arrived (or the first is still being recorded).
+    Pending,
+    /// The first attestation, recorded as the `attestation` entry with this digest.
+    Decided { ok: bool, digest: String },
+}
+
+/// What one attempt's control requests may do, and what they did.
+pub(super) struct AttemptControl {
+    pub(super) image: String,
+    pub(super) expected: BTreeMap<String, Option<String>>,
+    /// Claimed by the first `/_eval/attest`: every later one is refused.
+    attest_claimed: AtomicBool,
+    attested: Mutex<AttestState>,
+    pub(super) answers: BTreeMap<String, String>,
+    /// Set when a model (the `oracle` role) answers this attempt's questions.
+    pub(super) oracle: Option<OracleAsk>,
+    pub(super) max_questions: u32,
+    asked: AtomicU32,
+    /// In-bounds questions the oracle service failed (an infrastructure cause).
+    oracle_unavailable: AtomicU32,
+    /// Questions refused (size, count, no oracle, malformed, or refused by the oracle model).
+    refused: AtomicU32,
+    /// The first thing of this attempt the ledger would not take.
+    fatal: Mutex<Option<String>>,
+    /// `agent_event`s claimed so far (recorded ones, then counted-only ones).
+    agent_events: AtomicU32,
+}
+
+impl AttemptControl {
+    pub(super) fn new(
+        image: String,
+        expected: BTreeMap<String, Option<String>>,
+        answers: BTreeMap<String, String>,
+        oracle: Option<OracleAsk>,
+        max_questions: u32,
+    ) -> Self {
+        Self {
+            image,
+            expected,
+            attest_claimed: AtomicBool::new(false),
+            attested: Mutex::new(AttestState::Pending),
+            answers,
+            oracle,
+            max_questions,
+            asked: AtomicU32::new(0),
+            oracle_unavailable: AtomicU32::new(0),
+            refused: AtomicU32::new(0),
+            fatal: Mutex::new(None),
+            agent_events: AtomicU32::new(0),
+        }
+    }
+
+    pub(super) fn attested(&self) -> AttestState {
+        self.attested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(super) fn asked(&self) -> u32 {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn oracle_unavailable(&self) -> u32 {
+        self.oracle_unavailable.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn refused(&self) -> u32 {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Refused requests counted but not recorded one by one (over [`MAX_AGENT_EVENTS`]).
+    pub(super) fn unrecorded_events(&self) -> u32 {
+        self.agent_events
+            .load(Ordering::SeqCst)
+            .saturating_sub(MAX_AGENT_EVENTS)
+    }
+
+    /// A recording failure of this attempt's control requests, if any.
+    pub(super) fn fatal(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_fatal(&self, why: String) {
+        let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(why);
+        }
+    }
+}
+
+/// Why a clarifying question was refused without asking anyone.
+fn refusal(c: &AttemptControl, index: u32, question: Option<&str>) -> Option<&'static str> {
+    if c.max_questions == 0 {
+        Some("no_oracle")
+    } else if index > c.max_questions {
+        Some("limit")
+    } else {
+        match question {
+            None => Some("malformed"),
+            Some(q) if q.len() > MAX_QUESTION_BYTES => Some("too_large"),
+            Some(_) => None,
+        }
+    }
+}
+
+/// `sha256:<hex>` of canonical JSON: the digest an `attempt_outcome` cites for an entry.
+fn canonical_digest<T: Serialize>(payload: &T) -> Result<String, String> {
+    eval_evidence::canonical::to_vec(payload)
+        .map(|b| Digest::of(&b).to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// Answers the reserved paths of every attempt's socket, and records what happened.
+pub struct Control {
+    pub(super) rec: Recorder,
+    attempts: Mutex<HashMap<String, Arc<AttemptControl>>>,
+    /// The proxy, for the oracle role's calls (set once it has started: it needs this control
+    /// plane to start). The proxy holds this control plane too; [`Control::release_proxy`] breaks
+    /// that cycle when the session ends, so the ledger writer behind both is dropped.
+    pub(super) proxy: Mutex<Option<ProxyHandle>>,
+}
+
+impl Control {
+    pub fn new(rec: Recorder) -> Arc<Self> {
+        Arc::new(Self {
+            rec,
+            attempts: Mutex::new(HashMap::new()),
+            proxy: Mutex::new(None),
+        })
+    }
+
+    /// Gives the control plane the proxy it answers for (oracle calls go through it).
+    pub fn set_proxy(&self, proxy: ProxyHandle) {
+        if let Ok(mut slot) = self.proxy.lock() {
+            *slot = Some(proxy);
+        }
+    }
+
+    /// Forgets the proxy (after it has shut down).
+    pub fn release_proxy(&self) {
+        if let Ok(mut slot) = self.proxy.lock() {
+            *slot = None;
+        }
+    }
+
+    pub(super) fn get(&self, id: &str) -> Option<Arc<AttemptControl>> {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    pub(super) fn insert(&self, id: &str, c: Arc<AttemptControl>) {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_owned(), c);
+    }
+
+    pub(super) fn remove(&self, id: &str) -> Option<Arc<AttemptControl>> {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+    }
+
+    async fn attest(&self, id: &str, c: &AttemptControl, body: &[u8]) -> (http::StatusCode, Value) {
+        if c.attest_claimed.swap(true, Ordering::SeqCst) {
+            return self.attest_again(id, c, body).await;
+        }
+        let payload = attestation_of(id, c, body);
+        let recorded = match canonical_digest(&payload) {
+            Ok(digest) => self
+                .rec
+                .append(events::ATTESTATION, &payload)
+                .await
+                .map(|_| digest)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        match recorded {
+            Ok(digest) => {
+                *c.attested.lock().unwrap_or_else(|p| p.into_inner()) = AttestState::Decided {
+                    ok: payload.ok,
+                    digest,
+                };
+                if payload.ok {
+                    (http::StatusCode::OK, json!({"ok": true}))
+                } else {
+                    (
+                        http::StatusCode::FORBIDDEN,
+                        json!({"ok": false, "problems": payload.problems}),
+                    )
+                }
+            }
+            Err(e) => {
+                c.set_fatal(format!("cannot record the attestation of {id}: {e}"));
+                (
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"ok": false, "error": "cannot record the attestation"}),
+                )
+            }
+        }
+    }
+
+    /// A second `/_eval/attest`: refused, recorded by digest, and nothing else changes.
+    async fn attest_again(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        body: &[u8],
+    ) -> (http::StatusCode, Value) {
+        self.agent_event(id, c, "attest_again", body, None).await;
+        (
+            http::StatusCode::FORBIDDEN,
+            json!({"ok": false, "error": "this attempt has already attested"}),
+        )
+    }
+
+    /// Records a refused request of the agent's as its digest and length.
+    async fn agent_event(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        event: &str,
+        body: &[u8],
+        reason: Option<&str>,
+    ) {
+        if c.agent_events.fetch_add(1, Ordering::SeqCst) >= MAX_AGENT_EVENTS {
+            return;
+        }
+        let payload = AgentEvent {
+            schema: events::SCHEMA,
+            attempt: id.to_owned(),
+            event: event.to_owned(),
+            body_sha256: Digest::of(body).to_string(),
+            len: body.len() as u64,
+            reason: reason.map(str::to_owned),
+        };
+        if let Err(e) = self.rec.append(events::AGENT_EVENT, &payload).await {
+            c.set_fatal(format!("cannot record an agent event of {id}: {e}"));
+        }
+    }
+
+    async fn clarify(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        body: &[u8],
+    ) -> (http::StatusCode, Value) {
+        let index = c.asked.fetch_add(1, Ordering::SeqCst).saturating_add(1);
+        // A body that is not `{"question": "…"}` is refused as malformed (and recorded so).
+        let question = match serde_json::from_slice::<Value>(body) {
+            Ok(v) => v.get("question").and_then(Value::as_str).map(str::to_owned),
+            Err(_) => None,
+        };
+        let question = match (refusal(c, index, question.as_deref()), question) {
+            (None, Some(q)) => q,
+            (reason, _) => {
+                return self
+                    .refuse_question(id, c, body, reason.unwrap_or("malformed"))
+                    .await;
+            }
+        };
+        let (answer, source) = self.answer(id, c, &question).await;
+        let payload = Clarification {
+            schema: events::SCHEMA,
+            attempt: id.to_owned(),
+            index,
+            question,
+            answer: answer.clone(),
+            source: source.to_owned(),
+        };
+        if let Err(e) = self.rec.append(events::CLARIFICATION, &payload).await {
+            c.set_fatal(format!("cannot record a clarifying question of {id}: {e}"));
+            return (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "cannot record the question"}),
+            );
+        }
+        match answer {
+            Some(a) => (http::StatusCode::OK, json!({"answer": a})),
+            None if source == "oracle_refused" => (
+                http::StatusCode::BAD_REQUEST,
+                json!({"error": "the oracle model refused the question"}),
+            ),
+            None => (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "the oracle could not answer"}),
+            ),
+        }
+    }
+
+    /// A question refused without asking anyone: counted, recorded as digest and length.
+    async fn refuse_question(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        body: &[u8],
+        reason: &str,
+    ) -> (http::StatusCode, Value) {
+        c.refused.fetch_add(1, Ordering::SeqCst);
+        self.agent_event(id, c, "question_refused", body, Some(reason))
+            .await;
+        let status = match reason {
+            "too_large" => http::StatusCode::PAYLOAD_TOO_LARGE,
+            "malformed" => http::StatusCode::BAD_REQUEST,
+            _ => http::StatusCode::TOO_MANY_REQUESTS,
+        };
+        let error = format!(
+            "clarifying question refused: {reason} (at most {} per attempt, {MAX_QUESTION_BYTES} bytes each)",
+            c.max_questions
+        );
+        (status, json!({ "error": error }))
+    }
+
+    /// An in-bounds question's answer: scripted, or from the oracle model.
+    async fn answer(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        question: &str,
+    ) -> (Option<String>, &'static str) {
+        let Some(o) = &c.oracle else {
+            let a = c
+                .answers
+                .get(question)
+                .cloned()
+                .unwrap_or_else(|| "No further information.".to_owned());
+            return (Some(a), "scripted");
+        };
+        match self.ask_model(id, o, question).await {
+            Ok(a) => (Some(a), "oracle_model"),
+            Err(OracleFailure::Refused(e)) => {
+                tracing::warn!("attempt {id}: {e}");
+                c.refused.fetch_add(1, Ordering::SeqCst);
+                (None, "oracle_refused")
+            }
+            Err(OracleFailure::Unavailable(e)) => {
+                tracing::warn!("attempt {id}: the oracle model did not answer: {e}");
+                c.oracle_unavailable.fetch_add(1, Ordering::SeqCst);
+                (None, "oracle_unavailable")
+            }
+        }
+    }
+}
+
+/// The `attestation` entry for the shim's report `body` (malformed: not ok, with the reason).
+fn attestation_of(id: &str, c: &AttemptControl, body: &[u8]) -> Attestation {
+    let (ok, reported, problems) = match serde_json::from_slice::<AttestReport>(body) {
+        Ok(r) => {
+            let reported = r
+                .digests()
+                .into_iter()
+                .map(|(k, v)| (k, v.unwrap_or_else(|| "absent".into())))
+                .collect();
+            let problems = r
+                .mismatches(&c.expected)
+                .iter()
+                .map(|p| format!("{p}: reported digest differs from the frozen one"))
+                .collect::<Vec<_>>();
+            (problems.is_empty(), reported, problems)
+        }
+        Err(e) => (
+            false,
+            BTreeMap::new(),
+            vec![format!("malformed attestation: {e}")],
+        ),
+    };
+    Attestation {
+        schema: events::SCHEMA,
+        attempt: id.to_owned(),
+        ok,
+        image: c.image.clone(),
+        reported,
+        expected: c
+            .expected
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().unwrap_or_else(|| "absent".into())))
+            .collect(),
+        problems,
+    }
+}
+
+impl ControlPlane for Control {
+    fn handle<'a>(
+        &'a self,
+        attempt_id: &'a str,
+        path: &'a str,
+        body: bytes::Bytes,
+    ) -> ControlFuture<'a> {
+        Box::pin(async move {
+            let Some(c) = self.get(attempt_id) else {
+                return (
+                    http::StatusCode::NOT_FOUND,
+                    json!({"error": "unknown attempt"}),
+                );
+            };
+            match path {
+                "/_eval/attest" => self.attest(attempt_id, &c, &body).await,
+                "/_eval/clarify" => self.clarify(attempt_id, &c, &body).await,
+                _ => (
+                    http::StatusCode::NOT_FOUND,
+                    json!({"error": format!("no control path {path}")}),
+                ),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use eval_evidence::ledger::{Entry, LedgerReader, LedgerWriter};
+
+    const EXPECTED: &str =
+        "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        control: Arc<Control>,
+        ctl: Arc<AttemptControl>,
+    }
+
+    fn fixture(max_questions: u32) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let writer = LedgerWriter::open(&path).unwrap();
+        let rec = Recorder::new(writer, &[], "fixture").unwrap();
+        let control = Control::new(rec);
+        let expected = BTreeMap::from([("/opt/arm".to_owned(), Some(EXPECTED.to_owned()))]);
+        let answers = BTreeMap::from([("why?".to_owned(), "because".to_owned())]);
+        let ctl = Arc::new(AttemptControl::new(
+            "img".into(),
+            expected,
+            answers,
+            None,
+            max_questions,
+        ));
+        control.insert("s#1", ctl.clone());
+        Fixture {
+            _dir: dir,
+            path,
+            control,
+            ctl,
+        }
+    }
+
+    fn entries(f: &Fixture) -> Vec<Entry> {
+        LedgerReader::open(&f.path).unwrap().entries().unwrap()
+    }
+
+    fn attest_body(digest: &str) -> bytes::Bytes {
+        serde_json::to_vec(&json!({"format": 1, "paths": [{"path": "/opt/arm", "digest": digest}]}))
+            .unwrap()
+            .into()
+    }
+
+    async fn call(f: &Fixture, path: &str, body: bytes::Bytes) -> http::StatusCode {
+        f.control.handle("s#1", path, body).await.0
+    }
+
+    /// The first attestation decides; a later one — even a "good" one, even garbage carrying a
+    /// secret — is refused, recorded by digest and length only, and changes nothing.
+    #[tokio::test]
+    async fn only_the_first_attestation_counts() {
+        let f = fixture(0);
+        assert_eq!(
+            call(&f, "/_eval/attest", attest_body(EXPECTED)).await,
+            http::StatusCode::OK
+        );
+        let AttestState::Decided { ok, digest } = f.ctl.attested() else {
+            panic!("the first attestation decides");
+        };
+        assert!(ok);
+        assert!(
+            digest.starts_with("sha256:") && digest.len() == 71,
+            "{digest}"
+        );
+        let garbage = bytes::Bytes::from_static(b"{\"format\":1,\"paths\":[]} SECRET-CANARY");
+        assert_eq!(
+            call(&f, "/_eval/attest", garbage.clone()).await,
+            http::StatusCode::FORBIDDEN
+        );
+        let bad =
+            attest_body("sha256:2222222222222222222222222222222222222222222222222222222222222222");
+        assert_eq!(
+            call(&f, "/_eval/attest", bad).await,
+            http::StatusCode::FORBIDDEN
+        );
+        assert_eq!(f.ctl.attested(), AttestState::Decided { ok: true, digest });
+        assert_eq!(f.ctl.fatal(), None);
+        let all = entries(&f);
+        let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["attestation", "agent_event", "agent_event"]);
+        let ev: AgentEvent = serde_json::from_slice(&all[1].payload).unwrap();
+        assert_eq!(ev.event, "attest_again");
+        assert_eq!(ev.body_sha256, Digest::of(&garbage).to_string());
+        assert_eq!(ev.len, garbage.len() as u64);
+        assert!(
+            all.iter()
+                .all(|e| !String::from_utf8_lossy(&e.payload).contains("SECRET-CANARY"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_first_mismatching_attestation_is_final_too() {
+        let f = fixture(0);
+        let bad =
+            attest_body("sha256:2222222222222222222222222222222222222222222222222222222222222222");
+        assert_eq!(
+            call(&f, "/_eval/attest", bad).await,
+            http::StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            call(&f, "/_eval/attest", attest_body(EXPECTED)).await,
+            http::StatusCode::FORBIDDEN
+        );
+        assert!(matches!(
+            f.ctl.attested(),
+            AttestState::Decided { ok: false, .. }
+        ));
+    }
+
+    /// Questions over the size or the count (or with no oracle, or malformed) are refused and
+    /// recorded as digest + length + reason; only in-bounds ones are answered and recorded whole.
+    #[tokio::test]
+    async fn refused_questions_are_recorded_without_their_text() {
+        let f = fixture(2);
+        let q =
+            |s: &str| bytes::Bytes::from(serde_json::to_vec(&json!({ "question": s })).unwrap());
+        let big = "B".repeat(MAX_QUESTION_BYTES + 1);
+        assert_eq!(
+            call(&f, "/_eval/clarify", q(&big)).await,
+            http::StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            call(&f, "/_eval/clarify", q("why?")).await,
+            http::StatusCode::OK
+        );
+        assert_eq!(
+            call(&f, "/_eval/clarify", bytes::Bytes::from_static(b"not json")).await,
+            http::StatusCode::TOO_MANY_REQUESTS,
+            "the third question is over the count of 2 whatever it holds"
+        );
+        assert_eq!(
+            call(&f, "/_eval/clarify", q("again")).await,
+            http::StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            (f.ctl.asked(), f.ctl.refused(), f.ctl.oracle_unavailable()),
+            (4, 3, 0)
+        );
+        let all = entries(&f);
+        let kinds: Vec<&str> = all.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["agent_event", "clarification", "agent_event", "agent_event"]
+        );
+        let reasons: Vec<String> = [0, 2, 3]
+            .iter()
+            .map(|i| serde_json::from_slice::<AgentEvent>(&all[*i].payload).unwrap())
+            .map(|e| e.reason.unwrap())
+            .collect();
+        assert_eq!(reasons, ["too_large", "limit", "limit"]);
+        let first: AgentEvent = serde_json::from_slice(&all[0].payload).unwrap();
+        assert_eq!(first.len, q(&big).len() as u64);
+        assert!(
+            all.iter().all(|e| e.payload.len() < 4096),
+            "no question body in the ledger"
+        );
+        let c: Clarification = serde_json::from_slice(&all[1].payload).unwrap();
+        assert_eq!((c.index, c.answer.as_deref()), (2, Some("because")));
+    }
+
+    /// A spamming agent gets its first refusals recorded and the rest counted, not recorded.
+    #[tokio::test]
+    async fn refusals_beyond_the_cap_are_counted_not_recorded() {
+        let f = fixture(0);
+        let extra = 5;
+        for _ in 0..MAX_AGENT_EVENTS + extra {
+            let body = bytes::Bytes::from_static(b"{\"question\":\"q\"}");
+            assert_eq!(
+                call(&f, "/_eval/clarify", body).await,
+                http::StatusCode::TOO_MANY_REQUESTS
+            );
+        }
+        assert_eq!(entries(&f).len() as u32, MAX_AGENT_EVENTS);
+        assert_eq!(f.ctl.unrecorded_events(), extra);
+        assert_eq!(f.ctl.refused(), MAX_AGENT_EVENTS + extra);
+    }
+
+    #[tokio::test]
+    async fn without_an_oracle_every_question_is_refused() {
+        let f = fixture(0);
+        let body = bytes::Bytes::from_static(b"{\"question\":\"q\"}");
+        assert_eq!(
+            call(&f, "/_eval/clarify", body).await,
+            http::StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!((f.ctl.refused(), f.ctl.oracle_unavailable()), (1, 0));
+        let ev: AgentEvent = serde_json::from_slice(&entries(&f)[0].payload).unwrap();
+        assert_eq!(ev.reason.as_deref(), Some("no_oracle"));
+    }
+}

@@ -1,0 +1,140 @@
+//! The grader container and its `score.json`.
+//!
+//! The grader is frozen with the protocol and judges only the agent's workspace, so a grader
+//! that ends non-zero, times out, or leaves no usable `score.json` has judged the workspace
+//! unscorable: an outcome of the agent (metrics fall back to the protocol's missing-data values).
+//! Only a grader the engine could not run at all is an infrastructure fault.
+
+use super::classify::{CONTROLLER_ERROR, EngineFault, Graded};
+use super::container::engine_fault;
+use super::prepare::Prepared;
+use super::{DockerExecutor, Seen};
+use crate::run::{AttemptReport, AttemptSpec};
+use eval_evidence::leftovers::Beneath;
+use eval_protocols::TaskBundle;
+use eval_runtimes::policy::RoleMounts;
+use eval_runtimes::{RunEnd, WaitOutcome};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The largest `score.json` read.
+pub const MAX_SCORE_BYTES: u64 = 1024 * 1024;
+/// The grader's time limit.
+const GRADER_TIMEOUT: Duration = Duration::from_secs(600);
+/// The most of the grader's log kept.
+const GRADER_LOG_BYTES: usize = 64 * 1024;
+
+impl DockerExecutor {
+    /// Grades the workspace; what happened goes to `seen.obs.grader_engine` / `seen.obs.graded`.
+    pub(super) async fn grade(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        let end = match self.run_grader(spec, task, p).await {
+            Ok(end) => end,
+            Err(f) => {
+                seen.obs.grader_engine = Some(f);
+                seen.obs.graded = Graded::NotRun;
+                return;
+            }
+        };
+        report.container_seconds += end.elapsed.as_secs_f64();
+        report.artifacts.grader_log = self.store_bytes("the grader's log", &end.logs, seen);
+        if end.outcome != (WaitOutcome::Exited { code: 0 }) {
+            let log = String::from_utf8_lossy(&end.logs);
+            let tail: String = log.chars().take(400).collect();
+            seen.obs.graded =
+                Graded::Unscorable(format!("it ended with {:?}: {tail}", end.outcome));
+            return;
+        }
+        let score =
+            match Beneath::open(&p.out).and_then(|o| o.read_file("score.json", MAX_SCORE_BYTES)) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    if e.is_host_fault() {
+                        seen.leftover("the grader's score.json", &e);
+                    }
+                    seen.obs.graded = Graded::Unscorable(format!("score.json: {e}"));
+                    return;
+                }
+            };
+        report.artifacts.grader_output = self.store_bytes("the grader's score.json", &score, seen);
+        match metrics_of(&score) {
+            Ok(metrics) => {
+                report.metrics = metrics;
+                seen.obs.graded = Graded::Scored;
+            }
+            Err(why) => seen.obs.graded = Graded::Unscorable(format!("score.json: {why}")),
+        }
+    }
+
+    async fn run_grader(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+    ) -> Result<RunEnd, EngineFault> {
+        let g = self
+            .graders
+            .get(&task.spec.grader.runtime)
+            .cloned()
+            .ok_or_else(|| EngineFault {
+                code: CONTROLLER_ERROR.into(),
+                detail: format!("no grader runtime {}", task.spec.grader.runtime),
+            })?;
+        let image = self
+            .image(&g)
+            .await
+            .map_err(|(code, detail)| EngineFault { code, detail })?;
+        let mounts = RoleMounts::Grader {
+            workspace: p.workspace.clone(),
+            hidden: p.task_dir.join("hidden"),
+            out: p.out.clone(),
+        };
+        let mut facts = self.facts(spec);
+        facts.attempt = format!("{}/grade", spec.attempt);
+        let cspec = eval_runtimes::container_spec(&g.def.def, &image, &facts, &mounts)
+            .map_err(|e| engine_fault(&e))?;
+        eval_runtimes::run_to_end(
+            self.rt.as_ref(),
+            &cspec,
+            &[],
+            GRADER_TIMEOUT,
+            GRADER_LOG_BYTES,
+        )
+        .await
+        .map_err(|e| engine_fault(&e))
+    }
+}
+
+/// The numeric `metrics` of a `score.json` (other values are not metrics and are left out).
+fn metrics_of(score: &[u8]) -> Result<BTreeMap<String, f64>, String> {
+    let v: Value = serde_json::from_slice(score).map_err(|e| e.to_string())?;
+    let m = v
+        .get("metrics")
+        .and_then(Value::as_object)
+        .ok_or_else(|| "no \"metrics\" object".to_owned())?;
+    Ok(m.iter()
+        .filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_score_without_metrics_is_unscorable_not_empty() {
+        let m = metrics_of(br#"{"metrics": {"pass": 1, "note": "x"}}"#).unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m["pass"], 1.0);
+        assert!(metrics_of(br#"{"score": 1}"#).is_err());
+        assert!(metrics_of(b"[]").is_err());
+    }
+}

@@ -1,0 +1,527 @@
+//! One attempt, for real: fresh workspace copy → proxy registration (own socket, budgets) →
+//! agent container under the policy → attestation → run to exit/timeout → metrics cross-check →
+//! workspace archived → grader container → outcome with metrics.
+//!
+//! The proxy and the runtime are reached only through this module, so their APIs stay local.
+
+mod accounting;
+mod archive;
+mod bridge;
+pub mod classify;
+mod container;
+mod contract;
+mod control;
+mod grade;
+mod images;
+mod oracle;
+mod prepare;
+
+pub use bridge::Bridge;
+pub use contract::contract_of;
+pub use control::Control;
+pub use images::{FrozenArm, frozen_arms};
+use prepare::SocketRoot;
+
+use super::events::{self, AttemptNote, Tokens};
+use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
+use classify::{
+    Attested, CONTROLLER_ERROR, Classification, EngineFault, Observations, Oracle, Upstream,
+    classify,
+};
+use contract::agent_budget;
+use control::{AttemptControl, AttestState};
+use eval_evidence::artifacts::ArtifactStore;
+use eval_protocols::{Loaded, TaskBundle};
+use eval_proxy::{AttemptMeter, ProxyHandle, Role, RoleSpec};
+use eval_runtimes::policy::AttemptFacts;
+use eval_runtimes::{DockerRuntime, ImageId, Runtime, RuntimeDef};
+use images::ArmImage;
+use oracle::oracle_template;
+use prepare::Prepared;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long the proxy lets an exited agent's calls finish before it cuts them.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{0}")]
+    Definition(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// What the attempt's rooms observed (for [`classify`]) and noted (for an `attempt_note`).
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) obs: Observations,
+    pub(super) notes: Vec<String>,
+}
+
+impl Seen {
+    /// A file the container left behind could not be read: a host failure is the host's fault,
+    /// anything else (a link, a FIFO, too large, a bad path) is noted and left to the outcome.
+    pub(super) fn leftover(&mut self, what: &str, e: &eval_evidence::leftovers::LeftoverError) {
+        if e.is_host_fault() {
+            self.obs.leftover_host_fault = Some(format!("{what}: {e}"));
+        } else {
+            self.notes.push(format!("{what}: {e}"));
+        }
+    }
+}
+
+/// Runs attempts in Docker containers through the proxy.
+pub struct DockerExecutor {
+    rt: Arc<DockerRuntime>,
+    proxy: ProxyHandle,
+    control: Arc<Control>,
+    bridge: Bridge,
+    store: ArtifactStore,
+    root: PathBuf,
+    work: PathBuf,
+    protocol: String,
+    identity: String,
+    arms: BTreeMap<String, Arc<ArmImage>>,
+    graders: BTreeMap<String, Arc<ArmImage>>,
+    tasks: BTreeMap<(String, String), TaskBundle>,
+    agent: RoleSpec,
+    /// The `oracle` role and its request template, when the protocol names an oracle model.
+    oracle: Option<(RoleSpec, Value, bool)>,
+    max_tokens: u64,
+    wall_seconds: u64,
+    max_oracle: BTreeMap<String, u32>,
+    forbidden: Vec<u8>,
+    shim: PathBuf,
+    extra_labels: BTreeMap<String, String>,
+    /// The run's private directory of attempt sockets.
+    sockets: SocketRoot,
+}
+
+/// What the executor needs from the run command.
+pub struct ExecutorConfig {
+    pub root: PathBuf,
+    pub work: PathBuf,
+    pub store: ArtifactStore,
+    pub identity: String,
+    /// Bytes no container may see (the key); checked by the policy after create.
+    pub forbidden: Vec<u8>,
+    /// Extra container labels (tests sweep by them).
+    pub extra_labels: BTreeMap<String, String>,
+    /// Each arm's frozen image id and expected attestation, fixed at admission.
+    pub frozen: BTreeMap<String, FrozenArm>,
+}
+
+fn abs(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+impl DockerExecutor {
+    pub fn new(
+        loaded: &Loaded,
+        rt: Arc<DockerRuntime>,
+        proxy: ProxyHandle,
+        control: Arc<Control>,
+        bridge: Bridge,
+        cfg: ExecutorConfig,
+    ) -> Result<Self, SetupError> {
+        let root = abs(&cfg.root);
+        let p = &loaded.protocol;
+        let arms = images::admitted_arms(&root, p, &cfg.frozen)?;
+        let graders = images::grader_images(&root, &loaded.tasks)?;
+        let tasks = loaded
+            .tasks
+            .iter()
+            .map(|t| ((t.suite.clone(), t.id.clone()), t.clone()))
+            .collect();
+        let agent_contract = p
+            .models
+            .get("agent")
+            .ok_or_else(|| SetupError::Definition("the protocol has no [models.agent]".into()))?;
+        let shim = eval_runtimes::static_bins::locate(eval_runtimes::static_bins::SHIM)
+            .map_err(|e| SetupError::Runtime(e.to_string()))?;
+        std::fs::create_dir_all(&cfg.work)
+            .map_err(|e| SetupError::Runtime(format!("{}: {e}", cfg.work.display())))?;
+        let work = abs(&cfg.work);
+        let sockets = SocketRoot::create(&work)
+            .map_err(|e| SetupError::Runtime(format!("the attempt sockets' directory: {e}")))?;
+        Ok(Self {
+            rt,
+            proxy,
+            control,
+            bridge,
+            store: cfg.store,
+            root,
+            work,
+            protocol: p.name.clone(),
+            identity: cfg.identity,
+            arms,
+            graders,
+            tasks,
+            agent: RoleSpec {
+                contract: contract_of(agent_contract, 32_768),
+                budget: agent_budget(p),
+            },
+            oracle: p.models.get("oracle").map(|m| {
+                (
+                    RoleSpec {
+                        contract: contract_of(m, 32_768),
+                        budget: agent_budget(p),
+                    },
+                    oracle_template(m),
+                    m.api == eval_protocols::protocol::ApiKind::AnthropicMessages,
+                )
+            }),
+            max_tokens: p.budgets.attempt.max_tokens,
+            wall_seconds: p.budgets.attempt.wall_seconds,
+            max_oracle: p
+                .suites
+                .iter()
+                .map(|(k, v)| (k.clone(), v.max_oracle_calls))
+                .collect(),
+            forbidden: cfg.forbidden,
+            shim,
+            extra_labels: cfg.extra_labels,
+            sockets,
+        })
+    }
+
+    /// Removes the run's socket directory (after a session).
+    pub fn cleanup(&self) {
+        if let Err(e) = std::fs::remove_dir_all(self.sockets.path()) {
+            tracing::warn!("{}: {e}", self.sockets.path().display());
+        }
+    }
+
+    /// The label every container of this identity carries (the resume sweep removes by it).
+    pub fn sweep_label(&self) -> String {
+        format!(
+            "{}={}",
+            eval_runtimes::policy::LABEL_IDENTITY,
+            self.identity
+        )
+    }
+
+    fn facts(&self, spec: &AttemptSpec) -> AttemptFacts {
+        AttemptFacts {
+            protocol: self.protocol.clone(),
+            identity: self.identity.clone(),
+            arm: spec.slot.arm.clone(),
+            attempt: spec.attempt.clone(),
+            extra_labels: self.extra_labels.clone(),
+        }
+    }
+
+    fn lookup(
+        &self,
+        spec: &AttemptSpec,
+    ) -> Result<(Arc<ArmImage>, TaskBundle), Box<AttemptReport>> {
+        let arm = self.arms.get(&spec.slot.arm).cloned().ok_or_else(|| {
+            AttemptReport::infra(
+                CONTROLLER_ERROR,
+                format!("arm {} is not in the protocol", spec.slot.arm),
+            )
+        })?;
+        let key = (spec.slot.suite.clone(), spec.slot.task.clone());
+        let task = self.tasks.get(&key).cloned().ok_or_else(|| {
+            AttemptReport::infra(
+                CONTROLLER_ERROR,
+                format!("task {}/{} is not loaded", spec.slot.suite, spec.slot.task),
+            )
+        })?;
+        Ok((arm, task))
+    }
+
+    /// One attempt: image check → host preparation → control plane and proxy registration →
+    /// the agent's container → every call recorded → leftovers read, archived, graded →
+    /// classified. Any failure to record ends up in `recording_failure`.
+    async fn run_attempt(&self, spec: &AttemptSpec, cancel: &CancellationToken) -> AttemptReport {
+        let (arm, task) = match self.lookup(spec) {
+            Ok(found) => found,
+            Err(report) => return *report,
+        };
+        let image = match self.checked_image(spec, &arm).await {
+            Ok(image) => image,
+            Err(report) => return *report,
+        };
+        let dir = self.work.join(format!("{}-a{}", spec.slot.id, spec.number));
+        let mut report = self.run_in(spec, cancel, &arm, &task, &image, &dir).await;
+        self.remove_attempt_dir(&dir);
+        if let Err(e) = self.sockets.remove_attempt(&spec.attempt) {
+            tracing::warn!("attempt {}: its socket directory: {e}", spec.attempt);
+        }
+        if report.recording_failure.is_none() {
+            report.recording_failure = self.bridge.fatal();
+        }
+        report
+    }
+
+    async fn run_in(
+        &self,
+        spec: &AttemptSpec,
+        cancel: &CancellationToken,
+        arm: &ArmImage,
+        task: &TaskBundle,
+        image: &ImageId,
+        dir: &Path,
+    ) -> AttemptReport {
+        let def = &arm.def.def;
+        let p = match self.prepare(spec, def, task, dir) {
+            Ok(p) => p,
+            Err(report) => return *report,
+        };
+        let ctl = match self.attempt_control(spec, task, arm, image, &p.task_dir) {
+            Ok(ctl) => ctl,
+            Err(report) => return *report,
+        };
+        if let Err(report) = self.register(spec, &ctl, &p).await {
+            self.control.remove(&spec.attempt);
+            return *report;
+        }
+        let (ran, agent_seconds) = self.run_agent(spec, cancel, def, task, image, &p).await;
+        // Every call of the attempt is in the ledger before anything is concluded from it.
+        let meter = self
+            .proxy
+            .close_attempt_and_wait(&spec.attempt, CLOSE_GRACE)
+            .await;
+        self.bridge.flush().await;
+        self.control.remove(&spec.attempt);
+        let mut report = AttemptReport {
+            image: Some(image.0.clone()),
+            container_seconds: agent_seconds,
+            ..AttemptReport::default()
+        };
+        let mut seen = Seen::default();
+        observe_control(&ctl, &mut seen, &mut report);
+        observe_meter(meter, &mut seen, &mut report);
+        match ran {
+            Err(e) => seen.obs.engine = Some(container::engine_fault(&e)),
+            Ok(None) => {
+                report.cancelled = true;
+                return self.conclude(spec, seen, report).await;
+            }
+            Ok(Some(end)) => {
+                seen.obs.end = Some(container::end_of(&end.outcome, self.agent_timeout(task)));
+                report.artifacts.agent_log =
+                    self.store_bytes("the agent's log", &end.logs, &mut seen);
+            }
+        }
+        if classify(&seen.obs).outcome != events::Outcome::InfraFault {
+            self.after_agent(spec, task, def, &p, &mut seen, &mut report)
+                .await;
+        }
+        self.conclude(spec, seen, report).await
+    }
+
+    /// The agent's leftovers: the accounting cross-check, the archive, then the grader (every
+    /// outcome but an infrastructure fault is graded: failures are scores too).
+    async fn after_agent(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        def: &RuntimeDef,
+        p: &Prepared,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        let ws = match eval_evidence::leftovers::Beneath::open(&p.workspace) {
+            Ok(ws) => ws,
+            Err(e) => {
+                seen.leftover("the workspace", &e);
+                if def.metrics_path.is_some() {
+                    seen.obs.accounting =
+                        classify::Accounting::MetricsUnreadable(format!("the workspace: {e}"));
+                    report.accounting = Some(seen.obs.accounting.as_str().to_owned());
+                }
+                seen.obs.graded = classify::Graded::Unscorable(format!("the workspace: {e}"));
+                return;
+            }
+        };
+        self.cross_check(def, &ws, seen, report);
+        self.archive(&p.workspace, seen, report);
+        if classify(&seen.obs).outcome == events::Outcome::InfraFault {
+            return;
+        }
+        self.grade(spec, task, p, seen, report).await;
+    }
+
+    /// The outcome, and the notes recorded before it.
+    async fn conclude(
+        &self,
+        spec: &AttemptSpec,
+        seen: Seen,
+        mut report: AttemptReport,
+    ) -> AttemptReport {
+        if !report.cancelled {
+            let Classification {
+                outcome,
+                infra_fault,
+                detail,
+            } = classify(&seen.obs);
+            report.outcome = Some(outcome);
+            report.infra_fault = infra_fault;
+            report.detail = detail;
+        }
+        if !seen.notes.is_empty() {
+            let note = AttemptNote {
+                schema: events::SCHEMA,
+                attempt: spec.attempt.clone(),
+                notes: seen.notes,
+            };
+            if let Err(e) = self.control.rec.append(events::ATTEMPT_NOTE, &note).await
+                && report.recording_failure.is_none()
+            {
+                report.recording_failure = Some(format!(
+                    "cannot record the notes of attempt {}: {e}",
+                    spec.attempt
+                ));
+            }
+        }
+        report
+    }
+
+    /// Removes the attempt's directory — only ever a direct child of the executor's work
+    /// directory, whatever the slot id says.
+    fn remove_attempt_dir(&self, dir: &Path) {
+        if !is_attempt_dir(&self.work, dir) {
+            tracing::error!(
+                "refusing to remove {}: not an attempt directory under {}",
+                dir.display(),
+                self.work.display()
+            );
+            return;
+        }
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!("{}: {e}", dir.display());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `dir` is a direct child of `work` reached by a plain name (no `..`, no absolute jump).
+fn is_attempt_dir(work: &Path, dir: &Path) -> bool {
+    let mut rest = match dir.strip_prefix(work) {
+        Ok(r) => r.components(),
+        Err(_) => return false,
+    };
+    matches!(
+        (rest.next(), rest.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    )
+}
+
+/// The control plane's side of the attempt: attestation, questions, recording failures.
+fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptReport) {
+    seen.obs.attested = match ctl.attested() {
+        AttestState::Pending => Attested::Missing,
+        AttestState::Decided { ok, digest } => {
+            report.attestation = Some(digest);
+            if ok {
+                Attested::Ok
+            } else {
+                Attested::Mismatch("the shim's digests differ from the frozen arm".into())
+            }
+        }
+    };
+    seen.obs.oracle = Oracle {
+        unavailable: ctl.oracle_unavailable(),
+        refused: ctl.refused(),
+    };
+    report.clarification_questions = u64::from(ctl.asked());
+    if ctl.unrecorded_events() > 0 {
+        seen.notes.push(format!(
+            "{} further refused request(s) of the agent were counted but not recorded one by one",
+            ctl.unrecorded_events()
+        ));
+    }
+    report.recording_failure = ctl.fatal();
+}
+
+/// The proxy's meter of the attempt: the agent role's upstream outcomes and usage.
+fn observe_meter(
+    meter: Result<AttemptMeter, eval_proxy::ProxyError>,
+    seen: &mut Seen,
+    report: &mut AttemptReport,
+) {
+    let meter = match meter {
+        Ok(m) => m,
+        Err(e) => {
+            seen.obs.engine = Some(EngineFault {
+                code: CONTROLLER_ERROR.into(),
+                detail: format!("the proxy has no meter for the attempt: {e}"),
+            });
+            return;
+        }
+    };
+    report.oracle_calls = meter.roles.get(&Role::Oracle).map_or(0, |o| o.calls);
+    let Some(agent) = meter.roles.get(&Role::Agent) else {
+        seen.obs.engine = Some(EngineFault {
+            code: CONTROLLER_ERROR.into(),
+            detail: "the proxy has no meter for the agent role".into(),
+        });
+        return;
+    };
+    report.model_turns = agent.turns;
+    report.tokens = Tokens {
+        input: agent.input_tokens,
+        output: agent.output_tokens,
+        cached: agent.cached_input_tokens,
+        reasoning: agent.reasoning_tokens,
+    };
+    seen.obs.upstream = Upstream {
+        turns: agent.turns,
+        contract_violations: agent.contract_violations,
+        budget_exhaustions: agent.budget_exhaustions,
+        client_errors: agent.upstream_client_errors,
+        server_errors: agent.upstream_server_errors,
+        transport_errors: agent.upstream_transport_errors,
+    };
+}
+
+impl AttemptExecutor for DockerExecutor {
+    fn run<'a>(
+        &'a self,
+        spec: &'a AttemptSpec,
+        _rec: Recorder,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, AttemptReport> {
+        Box::pin(async move { self.run_attempt(spec, &cancel).await })
+    }
+
+    fn sweep(&self) -> BoxFuture<'_, Result<usize, String>> {
+        Box::pin(async move {
+            self.rt
+                .sweep(&self.sweep_label())
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_direct_child_of_the_work_dir_is_ever_removed() {
+        let work = Path::new("/state/run/attempts");
+        assert!(is_attempt_dir(work, &work.join("slot-a1")));
+        assert!(!is_attempt_dir(work, work));
+        assert!(!is_attempt_dir(work, &work.join("a/b")));
+        assert!(!is_attempt_dir(work, &work.join("..")));
+        assert!(!is_attempt_dir(work, &work.join("../../etc")));
+        assert!(!is_attempt_dir(work, Path::new("/")));
+        // What `work.join(slot)` gives for a slot id starting with `/`.
+        assert!(!is_attempt_dir(work, Path::new("/etc")));
+        assert!(!is_attempt_dir(
+            work,
+            Path::new("/state/run/attempts-other/x")
+        ));
+    }
+}
