@@ -425,6 +425,8 @@ pub struct Project {
 
 pub struct RunResult {
     pub out: Output,
+    /// The controller's peak resident memory (VmHWM, kB) as last seen while it ran.
+    pub peak_rss_kb: u64,
     pub text: String,
     pub entries: Vec<eval_evidence::ledger::Entry>,
 }
@@ -703,7 +705,7 @@ impl Project {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = wait_with_guard(child);
+        let (out, peak_rss_kb) = wait_with_guard(child);
         let text = text(&out);
         let ledger = self.dir.join("runs/demo/ledger.sqlite");
         let entries = if ledger.exists() {
@@ -711,7 +713,12 @@ impl Project {
         } else {
             Vec::new()
         };
-        RunResult { out, text, entries }
+        RunResult {
+            out,
+            peak_rss_kb,
+            text,
+            entries,
+        }
     }
 
     /// The secrets no output may hold: the key (raw and in its encodings) and the canary.
@@ -754,8 +761,16 @@ impl Project {
     }
 }
 
-/// Waits for `child`, killing it and failing "hung" after the guard.
-pub fn wait_with_guard(mut child: std::process::Child) -> Output {
+/// `VmHWM` (peak resident set, kB) of a live process.
+fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Waits for `child`, killing it and failing "hung" after the guard. Also returns the peak
+/// resident memory seen: `VmHWM` only grows, so the last reading before exit holds any spike.
+pub fn wait_with_guard(mut child: std::process::Child) -> (Output, u64) {
     let (tx, rx) = std::sync::mpsc::channel();
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
@@ -775,20 +790,33 @@ pub fn wait_with_guard(mut child: std::process::Child) -> Output {
         let _ = tx.send(());
         st
     });
-    if rx
-        .recv_timeout(std::time::Duration::from_secs(HANG_GUARD_SECS))
-        .is_err()
-    {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(HANG_GUARD_SECS);
+    let mut peak = 0;
+    let mut finished = false;
+    while std::time::Instant::now() < deadline {
+        if let Some(kb) = peak_rss_kb(pid) {
+            peak = peak.max(kb);
+        }
+        if rx
+            .recv_timeout(std::time::Duration::from_millis(100))
+            .is_ok()
+        {
+            finished = true;
+            break;
+        }
+    }
+    if !finished {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         let _ = waiter.join();
         panic!("eval run hung: still running after {HANG_GUARD_SECS} s; killed");
     }
     let status = waiter.join().unwrap().unwrap();
-    Output {
+    let out = Output {
         status,
         stdout: t_out.join().unwrap(),
         stderr: t_err.join().unwrap(),
-    }
+    };
+    (out, peak)
 }
 
 impl RunResult {
