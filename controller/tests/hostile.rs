@@ -33,6 +33,21 @@ macro_rules! need_docker {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 0. The control: the harness itself can pass, so a failure below is the attack's.
+
+#[test]
+fn a_well_behaved_script_completes_and_leaks_nothing() {
+    need_docker!();
+    let p = Project::new("okcall\nmetrics\nexit 0\n", &Cfg::default());
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "completed", "{o}");
+    assert_eq!(o["model_turns"], 1, "{o}");
+    assert_eq!(r.native_outcomes()[0]["outcome"], "completed");
+    p.assert_no_leak(&r, &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
 // 1. What the agent leaves at `metrics_path`.
 
 /// Runs a script that replaces the metrics file, then makes one honest call and exits 0.

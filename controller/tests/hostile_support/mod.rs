@@ -449,18 +449,7 @@ sample_size_rationale = "A security test, not a study."
 stopping_rule = "Every slot once."
 exclusion_rules = ["None."]
 
-[models.agent]
-api = "openai-chat"
-model = "deepseek-v4-flash"
-stream = true
-stream_usage = true
-[models.agent.params.temperature]
-equals = 0.0
-required = true
-[models.agent.params.max_tokens]
-equals = 32768
-required = true
-@ORACLE@
+@MODELS@
 [budgets.attempt]
 wall_seconds = 3600
 max_requests = @MAXREQ@
@@ -525,20 +514,6 @@ description = "Accounting complete."
 id = "accounting_complete"
 statistic = "accounting_complete"
 op = "is_true"
-"#;
-
-const ORACLE_MODEL: &str = r#"
-[models.oracle]
-api = "openai-chat"
-model = "deepseek-v4-flash"
-stream = true
-stream_usage = true
-[models.oracle.params.temperature]
-equals = 0.0
-required = true
-[models.oracle.params.max_tokens]
-equals = 32768
-required = true
 "#;
 
 fn runtime_toml(cfg: &Cfg) -> String {
@@ -608,8 +583,12 @@ impl Project {
         } else {
             "demo-simple-1"
         };
+        // The model contract (both roles, with whatever the scaffold allows its harnesses to
+        // send) is the demo protocol's own, so this suite follows the contract's format.
+        let demo = std::fs::read_to_string(dir.join("protocols/demo/protocol.toml")).unwrap();
+        let models = &demo[demo.find("[models.agent]").unwrap()..demo.find("[budgets.").unwrap()];
         let protocol = PROTOCOL
-            .replace("@ORACLE@", if cfg.model_oracle { ORACLE_MODEL } else { "" })
+            .replace("@MODELS@", models)
             .replace("@MAXREQ@", &cfg.max_requests.to_string())
             .replace("@ATTEMPT_TOKENS@", &cfg.attempt_max_tokens.to_string())
             .replace("@RUN_TOKENS@", &cfg.run_max_tokens.to_string())
