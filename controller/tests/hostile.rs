@@ -630,9 +630,13 @@ exit 0
     let slot = found.clone();
     p.upstream.set_hook(Arc::new(move || {
         use std::os::unix::fs::MetadataExt;
-        let Some(host) = hostile_mount(&dir, "/run/eval") else {
+        let Some(mut host) = hostile_mount(&dir, "/run/eval") else {
             return "no socket mount".into();
         };
+        // A socket mounted on its own: judge the directory that holds it on the host.
+        if !host.is_dir() {
+            host.pop();
+        }
         let Ok(m) = std::fs::metadata(&host) else {
             return "no socket dir".into();
         };

@@ -899,7 +899,10 @@ pub fn hostile_mount(project_dir: &Path, dest: &str) -> Option<PathBuf> {
             .ok()?;
         let mounts: Value = serde_json::from_slice(&o.stdout).ok()?;
         for m in mounts.as_array()? {
-            if m["Destination"] == dest {
+            // The exact mount, or (for a design that mounts single files below `dest`) the
+            // source of the first mount under it.
+            let d = m["Destination"].as_str().unwrap_or_default();
+            if d == dest || d.starts_with(&format!("{dest}/")) {
                 return m["Source"].as_str().map(PathBuf::from);
             }
         }
