@@ -278,6 +278,12 @@ pub struct ProxyArgs {
     /// Admin listener for GET /metrics (127.0.0.1:PORT)
     #[arg(long)]
     pub admin: Option<String>,
+    /// A body parameter clients may send besides the API's defaults (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub allow_param: Vec<String>,
+    /// A client header forwarded besides the API's defaults (repeatable)
+    #[arg(long, value_name = "NAME")]
+    pub allow_header: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -101,11 +101,12 @@ pub fn run(args: ProxyArgs) -> CmdResult {
             Listen::Token
         }
     };
+    let contract = contract_of_args(&args, api);
     let mut roles = BTreeMap::new();
     roles.insert(
         Role::Agent,
         RoleSpec {
-            contract: Contract::model_only(&args.model),
+            contract,
             budget: Budget::default(),
         },
     );
@@ -185,5 +186,66 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// The attempt's contract: the model, and the API's default allow-lists extended (never
+/// replaced) by `--allow-param` / `--allow-header`.
+fn contract_of_args(args: &cli::ProxyArgs, api: ApiKind) -> Contract {
+    let mut contract = Contract::model_only(&args.model);
+    // The flags extend the API's default allow-lists rather than replace them.
+    if !args.allow_param.is_empty() {
+        let mut list: std::collections::BTreeSet<String> = Contract::default_allowed_params(api)
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        list.extend(args.allow_param.iter().cloned());
+        contract.allowed_params = Some(list);
+    }
+    if !args.allow_header.is_empty() {
+        let mut list: std::collections::BTreeSet<String> = Contract::default_allowed_headers(api)
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        list.extend(args.allow_header.iter().map(|h| h.to_ascii_lowercase()));
+        contract.allowed_headers = Some(list);
+    }
+    contract
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[test]
+    fn allow_flags_extend_the_default_lists() {
+        let cli = cli::Cli::try_parse_from([
+            "eval",
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://x",
+            "--api-key-env",
+            "K",
+            "--model",
+            "m",
+            "--allow-param",
+            "temperature",
+            "--allow-header",
+            "X-Trace",
+        ])
+        .unwrap();
+        let cli::Command::Proxy(args) = cli.command else {
+            panic!("not the proxy command");
+        };
+        let c = contract_of_args(&args, ApiKind::OpenAiChat);
+        assert!(c.allows_param(ApiKind::OpenAiChat, "temperature"));
+        assert!(c.allows_param(ApiKind::OpenAiChat, "stream_options"));
+        assert!(!c.allows_param(ApiKind::OpenAiChat, "logit_bias"));
+        assert!(c.allows_header(ApiKind::OpenAiChat, "x-trace"));
+        assert!(c.allows_header(ApiKind::OpenAiChat, "user-agent"));
+        assert!(!c.allows_header(ApiKind::OpenAiChat, "openai-organization"));
     }
 }
