@@ -357,8 +357,7 @@ impl Recorder {
         // run signed to its end (a report refuses one with an unsigned tail).
         if kinds.iter().any(|k| {
             k == events::ATTEMPT_OUTCOME || k == events::RUN_FINISHED || k == "fixture_upstream"
-        })
-            && let Some(c) = &self.checkpointer
+        }) && let Some(c) = &self.checkpointer
         {
             c.lock()
                 .await
