@@ -359,7 +359,7 @@ pub async fn run_admitted(
             let url = server.base_url();
             fixture = Some(server);
             forbidden = k.expose().as_bytes().to_vec();
-            let key = eval_proxy::SecretKey::from_value_for_tests(k.expose())
+            let key = eval_proxy::SecretKey::from_memory(k.expose())
                 .map_err(|e| Failure::usage(e.to_string()))?;
             (
                 key,
