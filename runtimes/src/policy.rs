@@ -544,12 +544,19 @@ pub fn check(
             format!("{:?}, want {:?}", config.entrypoint, expected.entrypoint),
         );
     }
-    if config.cmd.clone().unwrap_or_default() != expected.cmd {
+    let cmd = config.cmd.clone().unwrap_or_default();
+    if cmd != expected.cmd {
+        // Arguments may hold the prompt's text: name the first difference, not the values.
+        let at = cmd
+            .iter()
+            .zip(&expected.cmd)
+            .position(|(a, b)| a != b)
+            .unwrap_or(cmd.len().min(expected.cmd.len()));
         return v(
             "cmd",
             format!(
-                "{} arguments differ from the {} wanted",
-                config.cmd.as_ref().map_or(0, Vec::len),
+                "{} arguments, want {}; the first difference is argument {at}",
+                cmd.len(),
                 expected.cmd.len()
             ),
         );
