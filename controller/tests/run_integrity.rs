@@ -118,6 +118,16 @@ fn a_candidate_byte_changed_after_admission_ends_the_attempt_before_the_agent_st
     assert_eq!(o["infra_fault"], "attestation_mismatch", "{o}");
     assert_ne!(o["image"], infra_outcome["image"], "{o}");
     assert_eq!(o["model_turns"], 0, "{o}");
+    // No container started: no run time; the image check is preparation.
+    assert_eq!(o["duration_seconds"], 0.0, "{o}");
+    assert!(o["prepare_seconds"].as_f64().unwrap() > 0.0, "{o}");
+    // A run's duration is its agent container's (start to exit): within the time spent in
+    // containers (agent + grader), never the attempt's wall time around them.
+    let (d, c) = (
+        infra_outcome["duration_seconds"].as_f64().unwrap(),
+        infra_outcome["container_seconds"].as_f64().unwrap(),
+    );
+    assert!(d > 0.0 && d <= c, "{infra_outcome}");
     let id = o["attempt"].as_str().unwrap();
     assert!(
         !calls.iter().any(|c| c["attempt"] == id),

@@ -107,6 +107,7 @@ async fn slots(rt: &DockerRuntime, sweep: &Sweep, n: usize) -> Vec<Slot> {
         let spec = policy::container_spec(
             def,
             &image,
+            &rt.inspect_image(&image).await.unwrap(),
             &facts(sweep, &format!("bench-{i}")),
             &agent_mounts(&dirs),
         )

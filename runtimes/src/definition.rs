@@ -27,22 +27,32 @@ pub struct RuntimeDef {
     pub image: ImageRef,
     #[serde(default)]
     pub build: Option<BuildRecipe>,
+    #[serde(default)]
     pub harness: Harness,
     #[serde(default)]
     pub grader: Option<GraderCmd>,
-    /// Environment allow-list: name → literal value (variables allowed). Nothing else is set.
+    /// Environment: name → literal value (variables allowed), over the image's own `Env`
+    /// (per variable; `PATH` included). Nothing else is set.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub attest: Attest,
     #[serde(default)]
     pub limits: Limits,
-    /// Numeric `uid:gid`; never 0.
-    #[serde(default = "default_user")]
-    pub user: String,
-    /// Extra tmpfs mount points besides `/tmp` (a harness's `$HOME`, caches).
+    /// Numeric `uid:gid`; never 0. Absent: the image's `User` when it is a numeric, non-root
+    /// `uid:gid`, else [`DEFAULT_USER`] (`policy::effective_user`).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The harness's working directory. Absent: the image's `WorkingDir`, else `/workspace`.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Extra tmpfs mount points besides `/tmp` (a harness's `$HOME`, caches), `noexec`.
     #[serde(default)]
     pub tmpfs: Vec<String>,
+    /// tmpfs mount points where files may be executed (a compiler's or package manager's cache);
+    /// disjoint from `tmpfs`.
+    #[serde(default)]
+    pub tmpfs_exec: Vec<String>,
     /// Port the shim's relay listens on at 127.0.0.1 inside the container.
     #[serde(default = "default_port")]
     pub relay_port: u16,
@@ -88,11 +98,14 @@ pub struct BuildFile {
     pub executable: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Harness {
-    /// Argument vector; `{prompt}`, `{workspace}`, `{base_url}`, `{profile}`, `{candidate}`.
-    pub command: Vec<String>,
+    /// Argument vector; `{prompt}` (the prompt file's path), `{prompt_text}` (the prompt's
+    /// text), `{workspace}`, `{base_url}`, `{profile}`, `{candidate}`. Absent: the image's
+    /// `Entrypoint` followed by its `Cmd`, as they are.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,8 +159,23 @@ impl Default for ArmPaths {
     }
 }
 
-fn default_user() -> String {
-    "65532:65532".to_owned()
+/// The user a container runs as when neither the definition nor the image names a usable one.
+pub const DEFAULT_USER: &str = "65532:65532";
+
+/// The variable replaced by the prompt's text; only in `harness.command`.
+pub const PROMPT_TEXT: &str = "{prompt_text}";
+
+/// A numeric, non-root `uid:gid`.
+pub fn parse_user(user: &str) -> Result<(u32, u32), String> {
+    let (u, g) = user
+        .split_once(':')
+        .ok_or_else(|| format!("{user:?} is not uid:gid"))?;
+    let uid: u32 = u.parse().map_err(|_| format!("{u:?} is not a number"))?;
+    let gid: u32 = g.parse().map_err(|_| format!("{g:?} is not a number"))?;
+    if uid == 0 || gid == 0 {
+        return Err("containers never run as root".to_owned());
+    }
+    Ok((uid, gid))
 }
 fn default_port() -> u16 {
     8080
@@ -214,9 +242,22 @@ impl RuntimeDef {
             field: field.to_owned(),
             detail,
         };
-        self.uid_gid().map_err(|d| bad("user", d))?;
-        if self.harness.command.is_empty() {
-            return Err(bad("harness.command", "must not be empty".into()));
+        if let Some(u) = &self.user {
+            parse_user(u).map_err(|d| bad("user", d))?;
+        }
+        if self.harness.command.as_ref().is_some_and(Vec::is_empty) {
+            return Err(bad(
+                "harness.command",
+                "must not be empty (leave it out to run the image's Entrypoint and Cmd)".into(),
+            ));
+        }
+        if let Some(g) = &self.grader
+            && g.command.iter().any(|a| a.contains(PROMPT_TEXT))
+        {
+            return Err(bad(
+                "grader.command",
+                format!("{PROMPT_TEXT} is only for harness.command"),
+            ));
         }
         if let Some(g) = &self.grader
             && g.command.is_empty()
@@ -240,9 +281,18 @@ impl RuntimeDef {
                 format!("{:?} is not an image name", self.image.reference),
             ));
         }
-        for (name, _) in self.env.iter() {
-            if name.is_empty() || name.contains('=') {
+        for (name, value) in self.env.iter() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(bad("env", format!("{name:?} is not a variable name")));
+            }
+            if value.contains(PROMPT_TEXT) {
+                return Err(bad(
+                    &format!("env.{name}"),
+                    format!("{PROMPT_TEXT} is only for harness.command"),
+                ));
+            }
+            if value.contains('\0') {
+                return Err(bad(&format!("env.{name}"), "contains a NUL byte".into()));
             }
         }
         let l = &self.limits;
@@ -285,20 +335,26 @@ impl RuntimeDef {
         for (i, t) in self.tmpfs.iter().enumerate() {
             let field = format!("tmpfs[{i}]");
             let refuse = |why: String| (field.clone(), format!("{t:?} {why}"));
-            absolute(t).map_err(refuse)?;
-            if let Some(m) = fixed_mount_overlapping(t) {
-                return Err(refuse(format!("overlaps the fixed container mount {m:?}")));
-            }
-            for (name, a) in arm {
-                if overlaps(t, a) {
-                    return Err(refuse(format!(
-                        "overlaps {name} {a:?}, which it would hide"
-                    )));
-                }
-            }
+            tmpfs_path(t, &arm).map_err(refuse)?;
             if self.tmpfs[..i].contains(t) {
                 return Err(refuse("is listed twice".into()));
             }
+        }
+        for (i, t) in self.tmpfs_exec.iter().enumerate() {
+            let field = format!("tmpfs_exec[{i}]");
+            let refuse = |why: String| (field.clone(), format!("{t:?} {why}"));
+            tmpfs_path(t, &arm).map_err(refuse)?;
+            if let Some(o) = self.tmpfs.iter().find(|o| overlaps(t, o)) {
+                return Err(refuse(format!(
+                    "overlaps tmpfs {o:?}: a path is either executable or not"
+                )));
+            }
+            if let Some(o) = self.tmpfs_exec[..i].iter().find(|o| overlaps(t, o)) {
+                return Err(refuse(format!("overlaps tmpfs_exec {o:?}")));
+            }
+        }
+        if let Some(w) = &self.workdir {
+            absolute(w).map_err(|why| ("workdir".to_owned(), format!("{w:?} {why}")))?;
         }
         if let Some(m) = &self.metrics_path {
             relative(m).map_err(|why| {
@@ -309,6 +365,12 @@ impl RuntimeDef {
             })?;
         }
         for (i, p) in self.attest.paths.iter().enumerate() {
+            if p.contains(PROMPT_TEXT) {
+                return Err((
+                    format!("attest.paths[{i}]"),
+                    format!("{PROMPT_TEXT} is only for harness.command"),
+                ));
+            }
             let rendered = self.render_agent(p);
             absolute(&rendered).map_err(|why| {
                 (
@@ -347,18 +409,15 @@ impl RuntimeDef {
         Ok(())
     }
 
-    /// The numeric user and group; root is refused.
+    /// The declared user, else [`DEFAULT_USER`], as numbers; root is refused. What a container
+    /// runs as also depends on its image: see `policy::effective_user`.
     pub fn uid_gid(&self) -> Result<(u32, u32), String> {
-        let (u, g) = self
-            .user
-            .split_once(':')
-            .ok_or_else(|| format!("{:?} is not uid:gid", self.user))?;
-        let uid: u32 = u.parse().map_err(|_| format!("{u:?} is not a number"))?;
-        let gid: u32 = g.parse().map_err(|_| format!("{g:?} is not a number"))?;
-        if uid == 0 || gid == 0 {
-            return Err("containers never run as root".to_owned());
-        }
-        Ok((uid, gid))
+        parse_user(self.user_or_default())
+    }
+
+    /// The declared user, else [`DEFAULT_USER`] (the user of images this crate builds).
+    pub fn user_or_default(&self) -> &str {
+        self.user.as_deref().unwrap_or(DEFAULT_USER)
     }
 
     pub fn base_url(&self) -> String {
@@ -412,6 +471,21 @@ const FIXED_MOUNTS: [&str; 10] = [
     "/sys",
     "/dev",
 ];
+
+/// A tmpfs mount point (either kind): absolute, normalised, clear of the fixed mounts and of
+/// the arm's files.
+fn tmpfs_path(t: &str, arm: &[(&str, &String); 2]) -> Result<(), String> {
+    absolute(t)?;
+    if let Some(m) = fixed_mount_overlapping(t) {
+        return Err(format!("overlaps the fixed container mount {m:?}"));
+    }
+    for (name, a) in arm {
+        if overlaps(t, a) {
+            return Err(format!("overlaps {name} {a:?}, which it would hide"));
+        }
+    }
+    Ok(())
+}
 
 fn fixed_mount_overlapping(p: &str) -> Option<&'static str> {
     FIXED_MOUNTS.iter().copied().find(|m| overlaps(p, m))
@@ -486,7 +560,7 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         let d = RuntimeDef::parse(MIN, "t.toml").unwrap();
         assert_eq!(d.uid_gid().unwrap(), (65532, 65532));
         assert_eq!(
-            d.render_agent(&d.harness.command[2]),
+            d.render_agent(&d.harness.command.as_ref().unwrap()[2]),
             "http://127.0.0.1:8080/v1"
         );
         let e = RuntimeDef::parse(&format!("{MIN}\nbogus = 1"), "t.toml").unwrap_err();
@@ -648,6 +722,85 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
             let (f, detail) = refused("", tables);
             assert_eq!(f, field, "{tables}");
             assert!(detail.contains(why), "{tables}: {detail}");
+        }
+    }
+
+    #[test]
+    fn image_config_fields_are_optional_and_checked_when_given() {
+        let d = RuntimeDef::parse("name = \"t\"\n[image]\nreference = \"r\"", "t.toml").unwrap();
+        assert_eq!(
+            (d.user.as_deref(), d.workdir.as_deref(), &d.harness.command),
+            (None, None, &None),
+            "no user, workdir or harness: the image's own"
+        );
+        assert_eq!(d.uid_gid().unwrap(), (65532, 65532));
+        accepted(
+            "workdir = \"/src/app\"\ntmpfs_exec = [\"/opt/cache\"]",
+            "[env]\nPATH = \"/opt/venv/bin:/usr/bin\"",
+        );
+        let (field, detail) = refused("workdir = \"src\"", "");
+        assert_eq!(
+            (field.as_str(), detail.contains("must be absolute")),
+            ("workdir", true)
+        );
+        let (field, detail) = refused("", "[env]\nTASK = \"{prompt_text}\"");
+        assert_eq!(field, "env.TASK");
+        assert!(detail.contains("only for harness.command"), "{detail}");
+        let e = RuntimeDef::parse(
+            "name = \"t\"\n[image]\nreference = \"r\"\n[harness]\ncommand = []",
+            "t.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("harness.command"), "{e}");
+    }
+
+    #[test]
+    fn tmpfs_exec_is_checked_like_tmpfs_and_kept_apart_from_it() {
+        for (top, field, why) in [
+            (
+                "tmpfs_exec = [\"opt/cache\"]",
+                "tmpfs_exec[0]",
+                "must be absolute",
+            ),
+            (
+                "tmpfs_exec = [\"/tmp\"]",
+                "tmpfs_exec[0]",
+                "fixed container mount \"/tmp\"",
+            ),
+            (
+                "tmpfs_exec = [\"/workspace/bin\"]",
+                "tmpfs_exec[0]",
+                "fixed container mount",
+            ),
+            (
+                "tmpfs_exec = [\"/opt/eval\"]",
+                "tmpfs_exec[0]",
+                "overlaps arm.profile",
+            ),
+            (
+                "tmpfs_exec = [\"/a/../b\"]",
+                "tmpfs_exec[0]",
+                "contains `..`",
+            ),
+            (
+                "tmpfs = [\"/home/agent\"]\ntmpfs_exec = [\"/home/agent/.cache\"]",
+                "tmpfs_exec[0]",
+                "overlaps tmpfs \"/home/agent\"",
+            ),
+            (
+                "tmpfs = [\"/home/agent/x\"]\ntmpfs_exec = [\"/home\"]",
+                "tmpfs_exec[0]",
+                "overlaps tmpfs",
+            ),
+            (
+                "tmpfs_exec = [\"/c\", \"/c/d\"]",
+                "tmpfs_exec[1]",
+                "overlaps tmpfs_exec \"/c\"",
+            ),
+        ] {
+            let (f, detail) = refused(top, "");
+            assert_eq!(f, field, "{top}");
+            assert!(detail.contains(why), "{top}: {detail}");
         }
     }
 }

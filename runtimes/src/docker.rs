@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 
 use crate::fault::{FaultCode, RuntimeError};
 use crate::image::{ImageId, ImageSpec, build};
+use crate::image_config::ImageConfig;
 use crate::policy::ContainerSpec;
 use crate::runtime::{ContainerId, RtFuture, Runtime, WaitOutcome};
 
@@ -411,6 +412,25 @@ impl Runtime for DockerRuntime {
                 }
             }
             Ok(n)
+        })
+    }
+
+    fn inspect_image<'a>(&'a self, id: &'a ImageId) -> RtFuture<'a, ImageConfig> {
+        Box::pin(async move {
+            match tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(&id.0)).await {
+                Ok(Ok(i)) => Ok(ImageConfig::from_inspect(&i)),
+                Ok(Err(e)) if status(&e) == Some(404) => Err(RuntimeError::ImageMissing {
+                    reference: id.0.clone(),
+                }),
+                Ok(Err(source)) => Err(RuntimeError::Engine {
+                    op: "inspect image",
+                    source,
+                }),
+                Err(_) => Err(RuntimeError::Engine {
+                    op: "inspect image",
+                    source: BollardError::RequestTimeoutError,
+                }),
+            }
         })
     }
 }

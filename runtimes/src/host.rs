@@ -5,7 +5,6 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::Path;
 
-use crate::definition::RuntimeDef;
 use crate::fault::RuntimeError;
 
 fn io(path: &Path, source: std::io::Error) -> RuntimeError {
@@ -15,19 +14,9 @@ fn io(path: &Path, source: std::io::Error) -> RuntimeError {
     }
 }
 
-fn ids(def: &RuntimeDef) -> Result<(u32, u32), RuntimeError> {
-    def.uid_gid().map_err(|detail| {
-        RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
-            path: def.name.clone(),
-            field: "user".to_owned(),
-            detail,
-        })
-    })
-}
-
-/// Gives the container's user ownership of the workspace tree (links are not followed).
-pub fn prepare_workspace(workspace: &Path, def: &RuntimeDef) -> Result<(), RuntimeError> {
-    let (uid, gid) = ids(def)?;
+/// Gives the container's user (`policy::effective_user`) ownership of the workspace tree
+/// (links are not followed).
+pub fn prepare_workspace(workspace: &Path, (uid, gid): (u32, u32)) -> Result<(), RuntimeError> {
     fn walk(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
         let meta = fs::symlink_metadata(p)?;
         if meta.file_type().is_symlink() {
@@ -46,8 +35,7 @@ pub fn prepare_workspace(workspace: &Path, def: &RuntimeDef) -> Result<(), Runti
 
 /// Lets the container's user connect to the attempt's socket and traverse its directory, and
 /// nobody else write into that directory.
-pub fn prepare_socket(socket: &Path, def: &RuntimeDef) -> Result<(), RuntimeError> {
-    let (uid, gid) = ids(def)?;
+pub fn prepare_socket(socket: &Path, (uid, gid): (u32, u32)) -> Result<(), RuntimeError> {
     if let Some(dir) = socket.parent() {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|e| io(dir, e))?;
     }

@@ -349,7 +349,7 @@ pub fn build(spec: &ImageSpec) -> Result<Built, RuntimeError> {
         "os": "linux",
         "created": EPOCH,
         "config": {
-            "User": def.user,
+            "User": def.user_or_default(),
             "Env": [IMAGE_PATH],
             "WorkingDir": paths::WORKSPACE,
             "Labels": Value::Object(labels),

@@ -16,6 +16,7 @@ pub mod docker;
 pub mod fault;
 pub mod host;
 pub mod image;
+pub mod image_config;
 pub mod policy;
 pub mod runtime;
 pub mod static_bins;
@@ -33,6 +34,7 @@ pub use definition::{LoadedDef, RuntimeDef};
 pub use docker::DockerRuntime;
 pub use fault::{FaultCode, RuntimeError};
 pub use image::{ArmFiles, ImageId, ImageSpec, image_id};
+pub use image_config::ImageConfig;
 pub use policy::{AttemptFacts, Role, RoleMounts, container_spec};
 pub use runtime::{ContainerId, RunEnd, Runtime, WaitOutcome, create_checked, run_to_end};
 

@@ -4,8 +4,11 @@
 //!
 //! Agent containers: labels `eval.protocol`, `eval.identity`, `eval.arm`, `eval.attempt`,
 //! `eval.role`; `network_mode: none`; every capability dropped; `no-new-privileges`; read-only
-//! root filesystem; tmpfs `/tmp` plus the definition's extra paths; memory (no swap), CPU and
-//! pids limits; the definition's non-root user; exactly these mounts: workspace (rw), prompt
+//! root filesystem; tmpfs `/tmp` plus the definition's extra paths (`noexec` unless declared in
+//! `tmpfs_exec`); memory (no swap), CPU and pids limits; a non-root user; the image's own `Env`,
+//! `WorkingDir`, `User` and `Entrypoint`/`Cmd` unless the definition overrides them (see
+//! `effective_user` and "The image's own config" in ARCHITECTURE.md); exactly these mounts:
+//! workspace (rw), prompt
 //! (ro), shim (ro), the directory holding the attempt's socket (ro — connecting needs no write
 //! access to the directory). Grader containers: the same, with the final workspace (ro), the
 //! task's hidden files (ro) and an output directory (rw), no socket and no shim.
@@ -17,9 +20,10 @@ use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
 };
 
-use crate::definition::{RuntimeDef, paths};
+use crate::definition::{DEFAULT_USER, PROMPT_TEXT, RuntimeDef, parse_user, paths};
 use crate::fault::RuntimeError;
 use crate::image::ImageId;
+use crate::image_config::ImageConfig;
 
 pub const LABEL_PROTOCOL: &str = "eval.protocol";
 pub const LABEL_IDENTITY: &str = "eval.identity";
@@ -29,7 +33,10 @@ pub const LABEL_ROLE: &str = "eval.role";
 /// Present on every container this crate creates: `eval.managed=1` sweeps them all.
 pub const LABEL_MANAGED: &str = "eval.managed";
 pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges";
-const CONTAINER_PATH: &str = "PATH=/usr/local/bin:/usr/bin:/bin";
+/// `PATH` when neither the image nor the definition sets one.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// The longest single argument Linux `execve` accepts (`MAX_ARG_STRLEN`, 32 pages, with its NUL).
+const MAX_ARG_BYTES: usize = 32 * 4096 - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -98,6 +105,9 @@ pub struct BindMount {
 pub struct Expected {
     pub image: ImageId,
     pub user: String,
+    pub workdir: String,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
     pub env: BTreeSet<String>,
     pub mounts: BTreeSet<BindMount>,
     pub tmpfs: BTreeMap<String, String>,
@@ -135,11 +145,144 @@ fn bind(source: &Path, target: &str, read_only: bool) -> Result<BindMount, Runti
     })
 }
 
-/// The one function that turns a definition, an attempt and a role into a container under the
-/// policy.
+fn invalid(path: &str, field: &str, detail: String) -> RuntimeError {
+    RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+        path: path.to_owned(),
+        field: field.to_owned(),
+        detail,
+    })
+}
+
+/// The user a container runs as: the definition's `user`; else the image's `User` when it is a
+/// numeric, non-root `uid:gid`; else [`DEFAULT_USER`]. Never root. A name, a bare uid (its group
+/// would come from the image's `/etc/passwd`, which the controller does not read, or be root's)
+/// or root in the image falls back to the default rather than failing.
+pub fn effective_user(def: &RuntimeDef, image: &ImageConfig) -> Result<(u32, u32), RuntimeError> {
+    if let Some(u) = &def.user {
+        return parse_user(u).map_err(|d| invalid(&def.name, "user", d));
+    }
+    if let Some(ids) = image.user.as_deref().and_then(|u| parse_user(u).ok()) {
+        return Ok(ids);
+    }
+    parse_user(DEFAULT_USER).map_err(|d| invalid(&def.name, "user", d))
+}
+
+/// The working directory: the definition's `workdir`; else the image's absolute `WorkingDir`;
+/// else the workspace.
+pub fn effective_workdir(def: &RuntimeDef, image: &ImageConfig) -> String {
+    def.workdir
+        .clone()
+        .or_else(|| image.workdir.clone().filter(|w| w.starts_with('/')))
+        .unwrap_or_else(|| paths::WORKSPACE.to_owned())
+}
+
+/// The environment: the image's `Env`, then (agent only) the definition's `[env]` per variable,
+/// then `PATH` if neither set it. Sorted `NAME=value`, one per name.
+fn effective_env(def: &RuntimeDef, image: &ImageConfig, role: Role) -> Vec<String> {
+    let mut vars: BTreeMap<String, String> = image
+        .env
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    if role == Role::Agent {
+        for (k, v) in &def.env {
+            vars.insert(k.clone(), def.render_agent(v));
+        }
+    }
+    vars.entry("PATH".to_owned())
+        .or_insert_with(|| DEFAULT_PATH.to_owned());
+    vars.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The prompt's text for `{prompt_text}`: UTF-8 without NUL, small enough to be one argument.
+fn prompt_text(prompt: &Path) -> Result<String, RuntimeError> {
+    let shown = prompt.display().to_string();
+    let bytes = std::fs::read(prompt).map_err(|source| RuntimeError::HostIo {
+        path: shown.clone(),
+        source,
+    })?;
+    if bytes.len() > MAX_ARG_BYTES {
+        return Err(invalid(
+            &shown,
+            PROMPT_TEXT,
+            format!(
+                "the prompt has {} bytes; one argument holds at most {MAX_ARG_BYTES} (use {{prompt}}, its path)",
+                bytes.len()
+            ),
+        ));
+    }
+    if bytes.contains(&0) {
+        return Err(invalid(
+            &shown,
+            PROMPT_TEXT,
+            "the prompt contains a NUL byte, which no argument can hold".into(),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        invalid(
+            &shown,
+            PROMPT_TEXT,
+            "the prompt is not UTF-8 text (use {prompt}, its path)".into(),
+        )
+    })
+}
+
+/// The harness's argument vector: the definition's command rendered (`{prompt_text}` in one
+/// pass after the other variables, so the prompt's own text is never rendered), else the
+/// image's `Entrypoint` + `Cmd` as they are.
+fn harness_argv(
+    def: &RuntimeDef,
+    image: &ImageConfig,
+    prompt: &Path,
+) -> Result<Vec<String>, RuntimeError> {
+    let Some(command) = &def.harness.command else {
+        let argv: Vec<String> = image.entrypoint.iter().chain(&image.cmd).cloned().collect();
+        if argv.is_empty() {
+            return Err(invalid(
+                &def.name,
+                "harness.command",
+                "absent, and the image has no Entrypoint or Cmd to run instead".into(),
+            ));
+        }
+        return Ok(argv);
+    };
+    let text = if command.iter().any(|a| a.contains(PROMPT_TEXT)) {
+        Some(prompt_text(prompt)?)
+    } else {
+        None
+    };
+    let mut argv = Vec::with_capacity(command.len());
+    for a in command {
+        let arg = match &text {
+            Some(t) => a
+                .split(PROMPT_TEXT)
+                .map(|piece| def.render_agent(piece))
+                .collect::<Vec<_>>()
+                .join(t),
+            None => def.render_agent(a),
+        };
+        if arg.len() > MAX_ARG_BYTES {
+            return Err(invalid(
+                &prompt.display().to_string(),
+                PROMPT_TEXT,
+                format!(
+                    "the argument {a:?} becomes {} bytes; one argument holds at most {MAX_ARG_BYTES}",
+                    arg.len()
+                ),
+            ));
+        }
+        argv.push(arg);
+    }
+    Ok(argv)
+}
+
+/// The one function that turns a definition, its image's own configuration, an attempt and a
+/// role into a container under the policy.
 pub fn container_spec(
     def: &RuntimeDef,
     image: &ImageId,
+    image_config: &ImageConfig,
     facts: &AttemptFacts,
     mounts: &RoleMounts,
 ) -> Result<ContainerSpec, RuntimeError> {
@@ -156,14 +299,23 @@ pub fn container_spec(
     labels.insert(LABEL_ROLE.to_owned(), role.as_str().to_owned());
     labels.insert(LABEL_MANAGED.to_owned(), "1".to_owned());
 
-    let tmpfs_opts = format!("rw,nosuid,nodev,size={}m", def.limits.tmpfs_mb);
+    // `noexec` and `exec` are always stated: the engine's default for a tmpfs is `noexec`.
+    let size = def.limits.tmpfs_mb;
+    let noexec = format!("rw,nosuid,nodev,noexec,size={size}m");
+    let exec = format!("rw,nosuid,nodev,exec,size={size}m");
     let mut tmpfs = BTreeMap::new();
-    tmpfs.insert("/tmp".to_owned(), tmpfs_opts.clone());
+    tmpfs.insert("/tmp".to_owned(), noexec.clone());
     for t in &def.tmpfs {
-        tmpfs.insert(t.clone(), tmpfs_opts.clone());
+        tmpfs.insert(t.clone(), noexec.clone());
+    }
+    for t in &def.tmpfs_exec {
+        tmpfs.insert(t.clone(), exec.clone());
     }
 
-    let mut env: Vec<String> = vec![CONTAINER_PATH.to_owned()];
+    let (uid, gid) = effective_user(def, image_config)?;
+    let user = format!("{uid}:{gid}");
+    let workdir = effective_workdir(def, image_config);
+    let env = effective_env(def, image_config, role);
     let (binds, entrypoint, cmd) = match mounts {
         RoleMounts::Agent {
             workspace,
@@ -201,11 +353,6 @@ pub fn container_spec(
                     ));
                 }
             }
-            env.extend(
-                def.agent_env()
-                    .into_iter()
-                    .filter(|e| !e.starts_with("PATH=")),
-            );
             let binds = vec![
                 bind(workspace, paths::WORKSPACE, false)?,
                 bind(prompt, paths::PROMPT, true)?,
@@ -223,7 +370,7 @@ pub fn container_spec(
                 cmd.push(p);
             }
             cmd.push("--".to_owned());
-            cmd.extend(def.harness.command.iter().map(|a| def.render_agent(a)));
+            cmd.extend(harness_argv(def, image_config, prompt)?);
             (binds, vec![paths::SHIM.to_owned()], cmd)
         }
         RoleMounts::Grader {
@@ -251,8 +398,6 @@ pub fn container_spec(
             (binds, argv, Vec::new())
         }
     };
-    env.sort();
-    env.dedup();
 
     let memory = (def.limits.memory_mb as i64).saturating_mul(1024 * 1024);
     let nano_cpus = (def.limits.cpus * 1e9).round() as i64;
@@ -286,11 +431,11 @@ pub fn container_spec(
     };
     let body = ContainerCreateBody {
         image: Some(image.0.clone()),
-        user: Some(def.user.clone()),
+        user: Some(user.clone()),
         env: Some(env.clone()),
-        entrypoint: Some(entrypoint),
-        cmd: Some(cmd),
-        working_dir: Some(paths::WORKSPACE.to_owned()),
+        entrypoint: Some(entrypoint.clone()),
+        cmd: Some(cmd.clone()),
+        working_dir: Some(workdir.clone()),
         labels: Some(labels.clone().into_iter().collect()),
         network_disabled: Some(true),
         attach_stdin: Some(false),
@@ -303,7 +448,10 @@ pub fn container_spec(
         body,
         expected: Expected {
             image: image.clone(),
-            user: def.user.clone(),
+            user,
+            workdir,
+            entrypoint,
+            cmd,
             env: env.into_iter().collect(),
             mounts: binds.into_iter().collect(),
             tmpfs,
@@ -338,6 +486,7 @@ pub fn check(
     let env: Vec<String> = config.env.clone().unwrap_or_default();
     for e in env
         .iter()
+        .chain(config.working_dir.iter())
         .chain(config.cmd.iter().flatten())
         .chain(config.entrypoint.iter().flatten())
         .chain(
@@ -380,6 +529,36 @@ pub fn check(
         return v(
             "user",
             format!("{:?}, want {:?}", config.user, expected.user),
+        );
+    }
+    if config.working_dir.as_deref() != Some(expected.workdir.as_str()) {
+        return v(
+            "workdir",
+            format!("{:?}, want {:?}", config.working_dir, expected.workdir),
+        );
+    }
+    // An engine may report an empty vector as absent.
+    if config.entrypoint.clone().unwrap_or_default() != expected.entrypoint {
+        return v(
+            "entrypoint",
+            format!("{:?}, want {:?}", config.entrypoint, expected.entrypoint),
+        );
+    }
+    let cmd = config.cmd.clone().unwrap_or_default();
+    if cmd != expected.cmd {
+        // Arguments may hold the prompt's text: name the first difference, not the values.
+        let at = cmd
+            .iter()
+            .zip(&expected.cmd)
+            .position(|(a, b)| a != b)
+            .unwrap_or(cmd.len().min(expected.cmd.len()));
+        return v(
+            "cmd",
+            format!(
+                "{} arguments, want {}; the first difference is argument {at}",
+                cmd.len(),
+                expected.cmd.len()
+            ),
         );
     }
     if inspect.image.as_deref() != Some(expected.image.0.as_str()) {
@@ -525,7 +704,14 @@ HOME = "/home/agent"
             socket: "/s/a.sock".into(),
             shim: "/bin/shim".into(),
         };
-        container_spec(&def(), &ImageId("sha256:ab".into()), &facts, &mounts).unwrap()
+        container_spec(
+            &def(),
+            &ImageId("sha256:ab".into()),
+            &ImageConfig::default(),
+            &facts,
+            &mounts,
+        )
+        .unwrap()
     }
 
     /// What an engine that obeyed the spec would report.
@@ -537,6 +723,7 @@ HOME = "/home/agent"
             config: Some(ContainerConfig {
                 user: b.user.clone(),
                 env: b.env.clone(),
+                working_dir: b.working_dir.clone(),
                 cmd: b.cmd.clone(),
                 entrypoint: b.entrypoint.clone(),
                 labels: b.labels.clone(),
@@ -639,6 +826,18 @@ HOME = "/home/agent"
         i.host_config.as_mut().unwrap().tmpfs = None;
         assert_eq!(field(check(&i, &s.expected, &[])), "tmpfs");
 
+        let mut i = ok.clone();
+        i.config.as_mut().unwrap().working_dir = Some("/".into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "workdir");
+
+        let mut i = ok.clone();
+        i.config.as_mut().unwrap().entrypoint = Some(vec!["/bin/sh".into()]);
+        assert_eq!(field(check(&i, &s.expected, &[])), "entrypoint");
+
+        let mut i = ok.clone();
+        i.config.as_mut().unwrap().cmd.as_mut().unwrap().pop();
+        assert_eq!(field(check(&i, &s.expected, &[])), "cmd");
+
         let mut i = ok;
         i.host_config.as_mut().unwrap().pids_limit = None;
         assert_eq!(field(check(&i, &s.expected, &[])), "pids");
@@ -663,7 +862,14 @@ HOME = "/home/agent"
             socket: dir.join("a.sock"),
             shim: "/shim".into(),
         };
-        let e = container_spec(&def(), &ImageId("sha256:ab".into()), &facts, &mounts).unwrap_err();
+        let e = container_spec(
+            &def(),
+            &ImageId("sha256:ab".into()),
+            &ImageConfig::default(),
+            &facts,
+            &mounts,
+        )
+        .unwrap_err();
         assert_eq!(e.fault(), Some(crate::FaultCode::PolicyViolation));
         assert!(e.to_string().contains("other-attempt.sock"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -684,6 +890,304 @@ HOME = "/home/agent"
             socket: "/s/a.sock".into(),
             shim: "/shim".into(),
         };
-        assert!(container_spec(&def(), &ImageId("sha256:ab".into()), &facts, &mounts).is_err());
+        assert!(
+            container_spec(
+                &def(),
+                &ImageId("sha256:ab".into()),
+                &ImageConfig::default(),
+                &facts,
+                &mounts,
+            )
+            .is_err()
+        );
+    }
+
+    fn facts() -> AttemptFacts {
+        AttemptFacts {
+            protocol: "p".into(),
+            identity: "i".into(),
+            arm: "a".into(),
+            attempt: "x".into(),
+            extra_labels: BTreeMap::new(),
+        }
+    }
+
+    fn agent(prompt: &Path) -> RoleMounts {
+        RoleMounts::Agent {
+            workspace: "/w".into(),
+            prompt: prompt.to_path_buf(),
+            socket: "/nonexistent-eval-socket-dir/a.sock".into(),
+            shim: "/bin/shim".into(),
+        }
+    }
+
+    fn spec_of(top: &str, tables: &str, img: &ImageConfig) -> Result<ContainerSpec, RuntimeError> {
+        let def = RuntimeDef::parse(
+            &format!("name = \"t\"\n{top}\n[image]\nreference = \"r\"\n{tables}"),
+            "t.toml",
+        )
+        .unwrap();
+        container_spec(
+            &def,
+            &ImageId("sha256:ab".into()),
+            img,
+            &facts(),
+            &agent(Path::new("/p/prompt.md")),
+        )
+    }
+
+    fn image() -> ImageConfig {
+        ImageConfig {
+            env: vec![
+                "PATH=/img/bin:/bin".into(),
+                "LANG=C.UTF-8".into(),
+                "HOME=/root".into(),
+                "EQ=a=b".into(),
+            ],
+            workdir: Some("/src".into()),
+            user: Some("1000:1001".into()),
+            entrypoint: vec!["/entry".into(), "-x".into()],
+            cmd: vec!["run".into()],
+        }
+    }
+
+    /// The part of the command after the shim's own arguments.
+    fn harness(s: &ContainerSpec) -> Vec<String> {
+        let cmd = s.body.cmd.clone().unwrap();
+        let at = cmd.iter().position(|a| a == "--").unwrap();
+        cmd[at + 1..].to_vec()
+    }
+
+    #[test]
+    fn the_image_config_is_the_base_when_the_definition_is_silent() {
+        let s = spec_of("", "[env]\nHOME = \"/home/agent\"", &image()).unwrap();
+        let env = s.body.env.clone().unwrap();
+        assert_eq!(
+            env,
+            [
+                "EQ=a=b",
+                "HOME=/home/agent",
+                "LANG=C.UTF-8",
+                "PATH=/img/bin:/bin"
+            ],
+            "the image's Env, the definition's HOME over the image's"
+        );
+        assert_eq!(s.expected.env, env.iter().cloned().collect());
+        assert_eq!(s.body.user.as_deref(), Some("1000:1001"));
+        assert_eq!(s.expected.user, "1000:1001");
+        assert_eq!(s.body.working_dir.as_deref(), Some("/src"));
+        assert_eq!(s.expected.workdir, "/src");
+        // The shim stays the entrypoint and runs the image's Entrypoint + Cmd.
+        assert_eq!(s.body.entrypoint, Some(vec![paths::SHIM.to_owned()]));
+        assert_eq!(harness(&s), ["/entry", "-x", "run"]);
+        assert_eq!(s.expected.cmd, s.body.cmd.clone().unwrap());
+    }
+
+    #[test]
+    fn the_definition_overrides_each_field_and_may_set_path() {
+        let s = spec_of(
+            "user = \"2000:2000\"\nworkdir = \"/workspace/sub\"",
+            "[harness]\ncommand = [\"/agent\", \"{prompt}\"]\n[env]\nPATH = \"/opt/venv/bin:/usr/bin:/bin\"",
+            &image(),
+        )
+        .unwrap();
+        let env = s.body.env.clone().unwrap();
+        assert!(
+            env.contains(&"PATH=/opt/venv/bin:/usr/bin:/bin".to_owned()),
+            "{env:?}"
+        );
+        assert_eq!(env.iter().filter(|e| e.starts_with("PATH=")).count(), 1);
+        assert!(env.contains(&"LANG=C.UTF-8".to_owned()), "{env:?}");
+        assert_eq!(s.body.user.as_deref(), Some("2000:2000"));
+        assert_eq!(s.body.working_dir.as_deref(), Some("/workspace/sub"));
+        assert_eq!(harness(&s), ["/agent", paths::PROMPT]);
+    }
+
+    #[test]
+    fn without_image_or_definition_values_the_defaults_apply() {
+        let s = spec_of(
+            "",
+            "[harness]\ncommand = [\"/agent\"]",
+            &ImageConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            s.body.env.clone().unwrap(),
+            [format!("PATH={DEFAULT_PATH}")]
+        );
+        assert_eq!(s.body.user.as_deref(), Some(DEFAULT_USER));
+        assert_eq!(s.body.working_dir.as_deref(), Some(paths::WORKSPACE));
+        // A relative WorkingDir is not a place: the workspace instead.
+        let rel = ImageConfig {
+            workdir: Some("src".into()),
+            ..ImageConfig::default()
+        };
+        let s = spec_of("", "[harness]\ncommand = [\"/agent\"]", &rel).unwrap();
+        assert_eq!(s.body.working_dir.as_deref(), Some(paths::WORKSPACE));
+        // Neither a command nor an Entrypoint/Cmd: nothing to run, said so.
+        let e = spec_of("", "", &ImageConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("harness.command"), "{e}");
+    }
+
+    #[test]
+    fn only_a_numeric_non_root_image_user_is_used() {
+        for (image_user, want) in [
+            ("1000:1001", "1000:1001"),
+            ("0:0", DEFAULT_USER),
+            ("1000:0", DEFAULT_USER),
+            ("0:1000", DEFAULT_USER),
+            ("root", DEFAULT_USER),
+            ("agent", DEFAULT_USER),
+            ("1000", DEFAULT_USER),
+            ("agent:agent", DEFAULT_USER),
+        ] {
+            let img = ImageConfig {
+                user: Some(image_user.into()),
+                ..image()
+            };
+            let s = spec_of("", "", &img).unwrap();
+            assert_eq!(
+                s.body.user.as_deref(),
+                Some(want),
+                "image User {image_user:?}"
+            );
+        }
+        // The definition's user wins even over a usable image user.
+        let s = spec_of("user = \"3000:3000\"", "", &image()).unwrap();
+        assert_eq!(s.body.user.as_deref(), Some("3000:3000"));
+    }
+
+    #[test]
+    fn the_prompt_text_is_one_argument_and_is_never_rendered() {
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = dir.path().join("prompt.md");
+        let text =
+            "Fix the bug in \"a b.py\"; don't run `rm -rf /` $(x) {workspace} {prompt}\nline 2";
+        std::fs::write(&prompt, text).unwrap();
+        let def = RuntimeDef::parse(
+            "name = \"t\"\n[image]\nreference = \"r\"\n[harness]\ncommand = [\"mini\", \"-t\", \"{prompt_text}\", \"--task={prompt_text}!\", \"{prompt}\", \"{workspace}\"]",
+            "t.toml",
+        )
+        .unwrap();
+        let s = container_spec(
+            &def,
+            &ImageId("sha256:ab".into()),
+            &image(),
+            &facts(),
+            &agent(&prompt),
+        )
+        .unwrap();
+        assert_eq!(
+            harness(&s),
+            [
+                "mini".to_owned(),
+                "-t".to_owned(),
+                text.to_owned(),
+                format!("--task={text}!"),
+                paths::PROMPT.to_owned(),
+                paths::WORKSPACE.to_owned(),
+            ]
+        );
+        // Text no argument can carry is refused, naming the prompt file.
+        std::fs::write(&prompt, b"a\0b").unwrap();
+        let e = container_spec(
+            &def,
+            &ImageId("sha256:ab".into()),
+            &image(),
+            &facts(),
+            &agent(&prompt),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("NUL") && e.to_string().contains("prompt.md"),
+            "{e}"
+        );
+        std::fs::write(&prompt, vec![b'a'; MAX_ARG_BYTES + 1]).unwrap();
+        let e = container_spec(
+            &def,
+            &ImageId("sha256:ab".into()),
+            &image(),
+            &facts(),
+            &agent(&prompt),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("at most"), "{e}");
+    }
+
+    #[test]
+    fn tmpfs_options_state_exec_or_noexec() {
+        let s = spec_of(
+            "tmpfs = [\"/home/agent\"]\ntmpfs_exec = [\"/opt/cache\"]",
+            "[limits]\nmemory_mb = 512\ncpus = 1.0\npids = 64\ntmpfs_mb = 32",
+            &image(),
+        )
+        .unwrap();
+        let want: BTreeMap<String, String> = [
+            ("/tmp", "rw,nosuid,nodev,noexec,size=32m"),
+            ("/home/agent", "rw,nosuid,nodev,noexec,size=32m"),
+            ("/opt/cache", "rw,nosuid,nodev,exec,size=32m"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(s.expected.tmpfs, want);
+        let body: BTreeMap<String, String> = s
+            .body
+            .host_config
+            .clone()
+            .unwrap()
+            .tmpfs
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(body, want);
+    }
+
+    #[test]
+    fn a_changed_image_derived_field_is_caught_after_create() {
+        let s = spec_of("", "", &image()).unwrap();
+        let ok = obeyed(&s);
+        check(&ok, &s.expected, &[]).unwrap();
+        // The engine (or an image swapped underneath) changed one of the image's variables.
+        let mut i = ok.clone();
+        let env = i.config.as_mut().unwrap().env.as_mut().unwrap();
+        let at = env.iter().position(|e| e.starts_with("LANG=")).unwrap();
+        env[at] = "LANG=C".into();
+        assert_eq!(field(check(&i, &s.expected, &[])), "env");
+        let mut i = ok.clone();
+        i.config.as_mut().unwrap().user = Some(DEFAULT_USER.into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "user");
+        let mut i = ok.clone();
+        i.config.as_mut().unwrap().working_dir = Some(paths::WORKSPACE.into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "workdir");
+        let mut i = ok.clone();
+        *i.config
+            .as_mut()
+            .unwrap()
+            .cmd
+            .as_mut()
+            .unwrap()
+            .last_mut()
+            .unwrap() = "other".into();
+        assert_eq!(field(check(&i, &s.expected, &[])), "cmd");
+        // An exec tmpfs the policy did not ask for.
+        let mut i = ok;
+        i.host_config
+            .as_mut()
+            .unwrap()
+            .tmpfs
+            .as_mut()
+            .unwrap()
+            .insert("/tmp".into(), "rw,nosuid,nodev,exec,size=64m".into());
+        assert_eq!(field(check(&i, &s.expected, &[])), "tmpfs");
+        // The key in a variable the image brought is refused like any other.
+        let leaky = ImageConfig {
+            env: vec!["TOKEN=sk-secret".into()],
+            ..image()
+        };
+        let s = spec_of("", "", &leaky).unwrap();
+        let e = check(&obeyed(&s), &s.expected, &[b"sk-secret"]).unwrap_err();
+        assert!(!e.to_string().contains("sk-secret"), "{e}");
+        assert_eq!(field(Err(e)), "env");
     }
 }

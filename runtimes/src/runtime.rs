@@ -9,6 +9,7 @@ use bollard::models::ContainerInspectResponse;
 
 use crate::fault::RuntimeError;
 use crate::image::{ImageId, ImageSpec};
+use crate::image_config::ImageConfig;
 use crate::policy::{ContainerSpec, check};
 
 pub type RtFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, RuntimeError>> + Send + 'a>>;
@@ -40,6 +41,9 @@ pub trait Runtime: Send + Sync {
     fn remove<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
     /// Removes every container carrying `label` (`key` or `key=value`); returns how many.
     fn sweep<'a>(&'a self, label: &'a str) -> RtFuture<'a, usize>;
+    /// The image's own configuration (env, working directory, user, entrypoint, cmd), which
+    /// `policy::container_spec` starts from.
+    fn inspect_image<'a>(&'a self, id: &'a ImageId) -> RtFuture<'a, ImageConfig>;
 }
 
 /// Create, then inspect and compare with the policy; a container that differs is removed and
@@ -66,7 +70,11 @@ pub async fn create_checked(
 pub struct RunEnd {
     pub outcome: WaitOutcome,
     pub logs: Vec<u8>,
+    /// From the start request to the end of the wait (exit, or the timeout): the container's
+    /// own run, without create, the policy check, logs or removal.
     pub elapsed: Duration,
+    /// When the start request was sent (preparation is measured up to here).
+    pub started: Instant,
 }
 
 /// create (checked) → start → wait (timeout: kill) → logs → remove. The container is removed on
@@ -78,11 +86,14 @@ pub async fn run_to_end(
     timeout: Duration,
     max_log_bytes: usize,
 ) -> Result<RunEnd, RuntimeError> {
-    let started = Instant::now();
     let id = create_checked(rt, spec, forbidden).await?;
+    let mut ran = Duration::ZERO;
+    let started = Instant::now();
     let result = async {
         rt.start(&id).await?;
-        let outcome = rt.wait(&id, timeout).await?;
+        let outcome = rt.wait(&id, timeout).await;
+        ran = started.elapsed();
+        let outcome = outcome?;
         if outcome == WaitOutcome::TimedOut {
             rt.kill(&id).await?;
         }
@@ -100,6 +111,7 @@ pub async fn run_to_end(
     Ok(RunEnd {
         outcome,
         logs,
-        elapsed: started.elapsed(),
+        elapsed: ran,
+        started,
     })
 }

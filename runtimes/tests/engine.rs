@@ -51,7 +51,14 @@ async fn policy_is_exactly_what_inspect_reports() {
     sweep.image(&image);
     let facts = facts(&sweep, "attempt-policy");
     let mounts = agent_mounts(&dirs);
-    let cspec = policy::container_spec(def, &image, &facts, &mounts).unwrap();
+    let cspec = policy::container_spec(
+        def,
+        &image,
+        &rt.inspect_image(&image).await.unwrap(),
+        &facts,
+        &mounts,
+    )
+    .unwrap();
     let key = b"sk-test-key-that-must-never-appear";
     let id = create_checked(&rt, &cspec, &[key]).await.unwrap();
     let i = rt.inspect(&id).await.unwrap();
@@ -202,6 +209,7 @@ async fn run_agent(
     let cspec = policy::container_spec(
         def,
         &image,
+        &rt.inspect_image(&image).await.unwrap(),
         &facts(sweep, &unique("attempt")),
         &agent_mounts(&dirs),
     )
@@ -255,6 +263,7 @@ async fn fixture_agent_and_grader_end_to_end() {
     let gspec = policy::container_spec(
         &loaded.def,
         &image,
+        &rt.inspect_image(&image).await.unwrap(),
         &facts(&sweep, "grade"),
         &RoleMounts::Grader {
             workspace: dirs.workspace.clone(),
@@ -523,9 +532,14 @@ async fn the_shim_forwards_sigterm_to_the_harness() {
     let image = rt.ensure_image(&spec).await.unwrap();
     sweep.image(&image);
     let server = serve_socket(&dirs.socket, def, c.clone());
-    let cspec =
-        policy::container_spec(def, &image, &facts(&sweep, "sigterm"), &agent_mounts(&dirs))
-            .unwrap();
+    let cspec = policy::container_spec(
+        def,
+        &image,
+        &rt.inspect_image(&image).await.unwrap(),
+        &facts(&sweep, "sigterm"),
+        &agent_mounts(&dirs),
+    )
+    .unwrap();
     let id = create_checked(&rt, &cspec, &[]).await.unwrap();
     rt.start(&id).await.unwrap();
     let t = std::time::Instant::now();
@@ -564,6 +578,7 @@ async fn a_failing_test_leaves_no_container_behind() {
             let cspec = policy::container_spec(
                 &loaded.def,
                 &image,
+                &rt.inspect_image(&image).await.unwrap(),
                 &facts(&sweep, "doomed"),
                 &agent_mounts(&dirs),
             )

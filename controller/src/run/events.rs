@@ -293,8 +293,15 @@ pub struct AttemptOutcome {
     pub accounting: Option<String>,
     pub metrics: BTreeMap<String, f64>,
     pub artifacts: ArtifactDigests,
+    /// The agent container's run, from its start to its exit: no image build or load, no
+    /// preparation, no grading (0 when no container started).
     pub duration_seconds: f64,
-    /// Seconds spent inside containers (agent + grader), for the overhead benchmark.
+    /// Before the agent container started: image check and load, host preparation, proxy
+    /// registration, create and policy check. 0 in ledgers written before this field existed.
+    #[serde(default)]
+    pub prepare_seconds: f64,
+    /// Seconds spent inside containers (agent + grader, each from start to exit), for the
+    /// overhead benchmark.
     pub container_seconds: f64,
     pub upstream: String,
     /// True when written by resume or Ctrl-C rather than by the attempt itself.

@@ -91,6 +91,12 @@ pub struct AttemptReport {
     pub metrics: BTreeMap<String, f64>,
     pub artifacts: ArtifactDigests,
     pub container_seconds: f64,
+    /// The agent container's run, from its start to its exit (0 when none started). `None`:
+    /// the executor does not measure it, and the runner's wall time of the attempt stands.
+    pub duration_seconds: Option<f64>,
+    /// From the attempt's beginning to its container's start: image check and load, host
+    /// preparation, proxy registration, create and the policy check.
+    pub prepare_seconds: f64,
     /// Stopped by the cancellation token before it ended on its own.
     pub cancelled: bool,
     /// Something of this attempt (a model call, its start, an attestation, a question, a note,
@@ -166,7 +172,8 @@ impl AttemptReport {
             accounting: self.accounting,
             metrics,
             artifacts: self.artifacts,
-            duration_seconds,
+            duration_seconds: self.duration_seconds.unwrap_or(duration_seconds),
+            prepare_seconds: self.prepare_seconds,
             container_seconds: self.container_seconds,
             upstream: upstream.to_owned(),
             closed_by_controller: false,

@@ -598,6 +598,7 @@ mod tests {
             metrics: BTreeMap::new(),
             artifacts: ArtifactDigests::default(),
             duration_seconds: 1.0,
+            prepare_seconds: 0.0,
             container_seconds: 0.5,
             upstream: "fixture".into(),
             closed_by_controller: false,

@@ -638,3 +638,29 @@ async fn an_executor_reported_recording_failure_stops_the_run_without_an_outcome
     );
     assert_eq!(exec.order.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn duration_is_the_container_run_and_preparation_is_recorded_apart() {
+    let spec = AttemptSpec::bare("stat-s-t-a-r1", 1);
+    // The runner's wall time (99 s here) includes image loading and preparation: it is not the
+    // duration when the executor measured the container's run.
+    let measured = AttemptReport {
+        duration_seconds: Some(2.5),
+        prepare_seconds: 40.0,
+        container_seconds: 3.0,
+        ..AttemptReport::outcome(Outcome::Completed)
+    };
+    let o = measured.into_outcome(&spec, "a", "fixture", 99.0);
+    assert_eq!(
+        (o.duration_seconds, o.prepare_seconds, o.container_seconds),
+        (2.5, 40.0, 3.0)
+    );
+    // An executor that does not measure keeps the wall time.
+    let o = AttemptReport::outcome(Outcome::Completed).into_outcome(&spec, "a", "fixture", 99.0);
+    assert_eq!((o.duration_seconds, o.prepare_seconds), (99.0, 0.0));
+    // A receipt written before `prepare_seconds` existed still reads, as 0.
+    let mut v = serde_json::to_value(&o).unwrap();
+    v.as_object_mut().unwrap().remove("prepare_seconds");
+    let old: AttemptOutcome = serde_json::from_value(v).unwrap();
+    assert_eq!((old.prepare_seconds, old.duration_seconds), (0.0, 99.0));
+}

@@ -192,7 +192,7 @@ pub fn attempt_dirs(def: &RuntimeDef) -> AttemptDirs {
     let workspace = base.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("keep.txt"), "keep me\n").unwrap();
-    eval_runtimes::host::prepare_workspace(&workspace, def).unwrap();
+    eval_runtimes::host::prepare_workspace(&workspace, def.uid_gid().unwrap()).unwrap();
     let prompt = base.join("prompt.md");
     std::fs::write(&prompt, PROMPT).unwrap();
     let hidden = base.join("hidden");
@@ -333,7 +333,7 @@ pub fn serve_socket(
     control: Arc<Control>,
 ) -> tokio::task::JoinHandle<()> {
     let listener = tokio::net::UnixListener::bind(socket).unwrap();
-    eval_runtimes::host::prepare_socket(socket, def).unwrap();
+    eval_runtimes::host::prepare_socket(socket, def.uid_gid().unwrap()).unwrap();
     let app = Router::new()
         .route("/_eval/attest", post(attest))
         .route("/v1/chat/completions", post(chat))

@@ -6,7 +6,7 @@ use super::prepare::Prepared;
 use crate::run::AttemptSpec;
 use eval_protocols::TaskBundle;
 use eval_runtimes::policy::RoleMounts;
-use eval_runtimes::{ImageId, RunEnd, Runtime, RuntimeDef, RuntimeError, WaitOutcome};
+use eval_runtimes::{ImageConfig, ImageId, RunEnd, Runtime, RuntimeDef, RuntimeError, WaitOutcome};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -20,12 +20,13 @@ impl DockerExecutor {
     }
 
     /// Runs the agent's container to its end (`Ok(None)`: cancelled and removed) and says how
-    /// long it took.
+    /// long it ran: from its start to its exit when it ended on its own, else the time spent
+    /// here.
     pub(super) async fn run_agent(
         &self,
         spec: &AttemptSpec,
         cancel: &CancellationToken,
-        def: &RuntimeDef,
+        (def, image_config): (&RuntimeDef, &ImageConfig),
         task: &TaskBundle,
         image: &ImageId,
         p: &Prepared,
@@ -42,7 +43,13 @@ impl DockerExecutor {
             vec![&self.forbidden[..]]
         };
         let t0 = std::time::Instant::now();
-        let cspec = match eval_runtimes::container_spec(def, image, &self.facts(spec), &mounts) {
+        let cspec = match eval_runtimes::container_spec(
+            def,
+            image,
+            image_config,
+            &self.facts(spec),
+            &mounts,
+        ) {
             Ok(c) => c,
             Err(e) => return (Err(e), 0.0),
         };
@@ -65,7 +72,11 @@ impl DockerExecutor {
                 Ok(None)
             }
         };
-        (ran, t0.elapsed().as_secs_f64())
+        let seconds = match &ran {
+            Ok(Some(end)) => end.elapsed.as_secs_f64(),
+            _ => t0.elapsed().as_secs_f64(),
+        };
+        (ran, seconds)
     }
 
     /// Ctrl-C: removes the attempt's container and lets `run_to_end` see it go and clean up.

@@ -13,7 +13,7 @@ use crate::run::{AttemptReport, AttemptSpec};
 use eval_evidence::leftovers::Beneath;
 use eval_protocols::TaskBundle;
 use eval_runtimes::policy::RoleMounts;
-use eval_runtimes::{RunEnd, WaitOutcome};
+use eval_runtimes::{RunEnd, Runtime, WaitOutcome};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -98,8 +98,19 @@ impl DockerExecutor {
         };
         let mut facts = self.facts(spec);
         facts.attempt = format!("{}/grade", spec.attempt);
-        let cspec = eval_runtimes::container_spec(&g.def.def, &image, &facts, &mounts)
+        let image_config = self
+            .rt
+            .inspect_image(&image)
+            .await
             .map_err(|e| engine_fault(&e))?;
+        // The grader's user may differ from the agent's (its own image and definition): the
+        // output directory is handed to it.
+        eval_runtimes::policy::effective_user(&g.def.def, &image_config)
+            .and_then(|ids| eval_runtimes::host::prepare_workspace(&p.out, ids))
+            .map_err(|e| engine_fault(&e))?;
+        let cspec =
+            eval_runtimes::container_spec(&g.def.def, &image, &image_config, &facts, &mounts)
+                .map_err(|e| engine_fault(&e))?;
         eval_runtimes::run_to_end(
             self.rt.as_ref(),
             &cspec,

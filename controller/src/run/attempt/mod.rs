@@ -240,6 +240,23 @@ impl DockerExecutor {
     /// the agent's container → every call recorded → leftovers read, archived, graded →
     /// classified. Any failure to record ends up in `recording_failure`.
     async fn run_attempt(&self, spec: &AttemptSpec, cancel: &CancellationToken) -> AttemptReport {
+        let t0 = std::time::Instant::now();
+        let mut report = self.attempt_in(spec, cancel, t0).await;
+        if report.duration_seconds.is_none() {
+            // No container started: everything the attempt did was preparation.
+            report.duration_seconds = Some(0.0);
+            report.prepare_seconds = t0.elapsed().as_secs_f64();
+        }
+        report
+    }
+
+    /// The attempt from its beginning at `t0` (preparation is measured from there).
+    async fn attempt_in(
+        &self,
+        spec: &AttemptSpec,
+        cancel: &CancellationToken,
+        t0: std::time::Instant,
+    ) -> AttemptReport {
         let (arm, task) = match self.lookup(spec) {
             Ok(found) => found,
             Err(report) => return *report,
@@ -249,7 +266,9 @@ impl DockerExecutor {
             Err(report) => return *report,
         };
         let dir = self.work.join(format!("{}-a{}", spec.slot.id, spec.number));
-        let mut report = self.run_in(spec, cancel, &arm, &task, &image, &dir).await;
+        let mut report = self
+            .run_in(spec, cancel, (&arm, &task), &image, &dir, t0)
+            .await;
         self.remove_attempt_dir(&dir);
         if let Err(e) = self.sockets.remove_attempt(&spec.attempt) {
             tracing::warn!("attempt {}: its socket directory: {e}", spec.attempt);
@@ -264,13 +283,26 @@ impl DockerExecutor {
         &self,
         spec: &AttemptSpec,
         cancel: &CancellationToken,
-        arm: &ArmImage,
-        task: &TaskBundle,
+        (arm, task): (&ArmImage, &TaskBundle),
         image: &ImageId,
         dir: &Path,
+        t0: std::time::Instant,
     ) -> AttemptReport {
         let def = &arm.def.def;
-        let p = match self.prepare(spec, def, task, dir) {
+        // The image's own configuration decides the user (hence who owns the workspace), the
+        // environment, the working directory and, unless the definition names one, the command.
+        let image_config = match self.rt.inspect_image(image).await {
+            Ok(c) => c,
+            Err(e) => {
+                let f = container::engine_fault(&e);
+                return AttemptReport::infra(&f.code, f.detail);
+            }
+        };
+        let ids = match eval_runtimes::policy::effective_user(def, &image_config) {
+            Ok(ids) => ids,
+            Err(e) => return AttemptReport::infra(CONTROLLER_ERROR, e.to_string()),
+        };
+        let p = match self.prepare(spec, ids, task, dir) {
             Ok(p) => p,
             Err(report) => return *report,
         };
@@ -282,7 +314,15 @@ impl DockerExecutor {
             self.control.remove(&spec.attempt);
             return *report;
         }
-        let (ran, agent_seconds) = self.run_agent(spec, cancel, def, task, image, &p).await;
+        let before_agent = std::time::Instant::now();
+        let (ran, agent_seconds) = self
+            .run_agent(spec, cancel, (def, &image_config), task, image, &p)
+            .await;
+        let started = match &ran {
+            Ok(Some(end)) => end.started,
+            // Cancelled, or failed around create or start: `run_agent` timed all of it.
+            _ => before_agent,
+        };
         // Every call of the attempt is in the ledger before anything is concluded from it.
         let meter = self
             .proxy
@@ -293,6 +333,8 @@ impl DockerExecutor {
         let mut report = AttemptReport {
             image: Some(image.0.clone()),
             container_seconds: agent_seconds,
+            duration_seconds: Some(agent_seconds),
+            prepare_seconds: started.saturating_duration_since(t0).as_secs_f64(),
             ..AttemptReport::default()
         };
         let mut seen = Seen::default();

@@ -8,7 +8,6 @@ use crate::run::{AttemptReport, AttemptSpec};
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;
 use eval_proxy::{Listen, Role};
-use eval_runtimes::RuntimeDef;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -42,12 +41,12 @@ fn host_fault(what: String, e: &std::io::Error) -> AttemptReport {
 }
 
 impl DockerExecutor {
-    /// A fresh attempt directory (workspace copy, grader out dir) owned by the container's user,
-    /// and the attempt's private socket directory.
+    /// A fresh attempt directory (workspace copy, grader out dir) owned by the container's user
+    /// `(uid, gid)` (`policy::effective_user`), and the attempt's private socket directory.
     pub(super) fn prepare(
         &self,
         spec: &AttemptSpec,
-        def: &RuntimeDef,
+        (uid, gid): (u32, u32),
         task: &TaskBundle,
         dir: &Path,
     ) -> Result<Prepared, Box<AttemptReport>> {
@@ -61,9 +60,6 @@ impl DockerExecutor {
                 ),
             )));
         }
-        let (uid, gid) = def.uid_gid().map_err(|e| {
-            AttemptReport::infra(CONTROLLER_ERROR, format!("{}: user: {e}", def.name))
-        })?;
         let task_dir = self.root.join(&task.dir);
         let workspace = dir.join("workspace");
         let out = dir.join("out");
@@ -77,8 +73,8 @@ impl DockerExecutor {
             std::fs::create_dir_all(&out)
         })();
         fresh.map_err(|e| host_fault(format!("preparing {}", dir.display()), &e))?;
-        eval_runtimes::host::prepare_workspace(&workspace, def)
-            .and_then(|_| eval_runtimes::host::prepare_workspace(&out, def))
+        eval_runtimes::host::prepare_workspace(&workspace, (uid, gid))
+            .and_then(|_| eval_runtimes::host::prepare_workspace(&out, (uid, gid)))
             .map_err(|e| {
                 let f = engine_fault(&e);
                 AttemptReport::infra(&f.code, f.detail)
