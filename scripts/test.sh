@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: sets up what the tests need (a Docker engine, the
-# Python cross-check packages, Chromium, the real harnesses' base images), then runs formatting, lints and every test.
+# Python cross-check packages, Chromium, the real harnesses' base images), then runs formatting,
+# lints and every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

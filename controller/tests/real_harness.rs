@@ -413,6 +413,9 @@ fn mini_swe_agent_runs_as_two_arms_metered_exactly_without_the_key() {
         let id = o["attempt"].as_str().unwrap();
         assert_eq!(o["outcome"], "completed", "{o}\n{run_text}");
         assert!(o["infra_fault"].is_null(), "{o}");
+        // No eval-specific usage file: eval records "not cross-checked" (the cross-check
+        // against the harness's own trajectory is done below, by this test).
+        assert_eq!(o["accounting"], "not_declared", "{id}: {o}");
 
         // The task's result: the file the tool call wrote, in the archived workspace.
         let files = tar_files(&artifact(&dir, o, "workspace"));
