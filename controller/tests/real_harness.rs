@@ -20,7 +20,7 @@ mod support;
 
 use real_harness_support::*;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -29,6 +29,9 @@ use support::*;
 /// The variable `scripts/test.sh` exports the image id in.
 const IMAGE_ENV: &str = "EVAL_TEST_MINI_SWE_AGENT_IMAGE";
 const KEY_ENV: &str = "EVAL_REAL_HARNESS_TEST_KEY";
+/// Issue 13's bound on the controller's peak resident memory for this protocol (the defect
+/// measured 2.0 GB for freeze and 4–5.9 GB for run, as every image went through memory).
+const MAX_PEAK_KB: u64 = 300 * 1024;
 /// A hang detector only (mini imports litellm for 10–50 s per attempt on a loaded machine).
 const HANG_GUARD_SECS: u64 = 1800;
 
@@ -283,22 +286,52 @@ fn write_project(dir: &Path, image: &str, marker: &str) {
 }
 
 /// Runs `eval run` with the key in its environment only, and a hang guard.
-fn run_eval(dir: &Path, upstream: &str, key: &str) -> std::process::Output {
-    let child = Command::new(eval_bin())
-        .args([
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            upstream,
-            "--api-key-env",
-            KEY_ENV,
-            "--concurrency",
-            "1",
-        ])
-        .env(KEY_ENV, key)
-        .env_remove("EVAL_SIGNING_KEY_FILE")
-        .current_dir(dir)
+fn run_eval(dir: &Path, upstream: &str, key: &str) -> (std::process::Output, Option<u64>) {
+    let mut cmd = Command::new(eval_bin());
+    cmd.args([
+        "run",
+        "--matrix",
+        "demo",
+        "--upstream",
+        upstream,
+        "--api-key-env",
+        KEY_ENV,
+        "--concurrency",
+        "1",
+    ])
+    .env(KEY_ENV, key)
+    .env_remove("EVAL_SIGNING_KEY_FILE")
+    .current_dir(dir);
+    let scratch = dir.parent().unwrap();
+    measured(cmd, scratch)
+}
+
+/// Runs `cmd` (stdin closed, output captured) under a hang guard and, when `/usr/bin/time` is
+/// there, returns its peak resident memory in kB (GNU time's `%M`: the maximum RSS of the
+/// process, which is exact, unlike sampling `/proc`). The measurement goes to a file in
+/// `scratch`, so the command's own stderr stays its own.
+fn measured(cmd: Command, scratch: &Path) -> (std::process::Output, Option<u64>) {
+    let time = Path::new("/usr/bin/time");
+    let report = scratch.join(format!("peak-rss-{}.txt", random_hex(4)));
+    let mut cmd = if time.exists() {
+        let mut t = Command::new(time);
+        t.arg("-f").arg("%M").arg("-o").arg(&report);
+        t.arg(cmd.get_program()).args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => t.env(k, v),
+                None => t.env_remove(k),
+            };
+        }
+        if let Some(d) = cmd.get_current_dir() {
+            t.current_dir(d);
+        }
+        t
+    } else {
+        eprintln!("note: no /usr/bin/time; peak memory not measured");
+        cmd
+    };
+    let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -317,9 +350,35 @@ fn run_eval(dir: &Path, upstream: &str, key: &str) -> std::process::Output {
     {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         let _ = waiter.join();
-        panic!("eval run hung: still running after {HANG_GUARD_SECS} s; killed");
+        panic!("{cmd:?} hung: still running after {HANG_GUARD_SECS} s; killed");
     }
-    waiter.join().unwrap().unwrap()
+    let out = waiter.join().unwrap().unwrap();
+    let peak = std::fs::read_to_string(&report).ok().and_then(|s| {
+        let kb = s.lines().last()?.trim().parse::<u64>().ok()?;
+        let _ = std::fs::remove_file(&report);
+        Some(kb)
+    });
+    (out, peak)
+}
+
+/// The layer diff ids of an image in the engine.
+fn layers_of(image: &str) -> Vec<String> {
+    let o = Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{json .RootFS.Layers}}",
+            image,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "docker image inspect {image}: {}",
+        text(&o)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 fn artifact(dir: &Path, outcome: &Value, name: &str) -> Vec<u8> {
@@ -361,7 +420,12 @@ fn mini_swe_agent_runs_as_two_arms_metered_exactly_without_the_key() {
     ];
     let upstream = ScriptedUpstream::start(&key, script);
 
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    let mut freeze = Command::new(eval_bin());
+    freeze
+        .args(["freeze", "--protocol", "demo"])
+        .current_dir(&dir)
+        .env_remove("EVAL_SIGNING_KEY_FILE");
+    let (o, freeze_peak) = measured(freeze, tmp.path());
     assert!(
         o.status.success(),
         "eval freeze refused a runtime that names its base image by id (`[image] id`, no \
@@ -371,7 +435,7 @@ fn mini_swe_agent_runs_as_two_arms_metered_exactly_without_the_key() {
     );
     let identity = identity_of(&dir);
     let _sweep = Sweep(format!("eval.identity={identity}"));
-    let out = run_eval(&dir, &upstream.url(), &key);
+    let (out, run_peak) = run_eval(&dir, &upstream.url(), &key);
     let run_text = text(&out);
     assert!(
         matches!(out.status.code(), Some(0 | 1)),
@@ -544,6 +608,44 @@ fn mini_swe_agent_runs_as_two_arms_metered_exactly_without_the_key() {
             assert!(!contains(b, needle), "{} holds the {what}", p.display());
         }
     }
+    // Issue 13: two arms share the one base in the engine, each adding one thin layer on top
+    // (a copy of the base per arm was the defect), and the controller's memory is bounded by
+    // buffers, not by the 850 MB image.
+    let base_layers = layers_of(&image);
+    let arm_images: BTreeSet<&str> = outcomes
+        .iter()
+        .map(|o| o["image"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        arm_images.len(),
+        2,
+        "the two arms ran one image: {arm_images:?}"
+    );
+    for arm_image in arm_images {
+        assert_ne!(
+            arm_image, image,
+            "an arm ran the bare base, without its layer"
+        );
+        let layers = layers_of(arm_image);
+        assert_eq!(
+            layers.len(),
+            base_layers.len() + 1,
+            "arm image {arm_image}: {layers:?} is not the base {base_layers:?} plus one layer"
+        );
+        assert_eq!(layers[..base_layers.len()], base_layers[..], "{arm_image}");
+    }
+    for (what, peak) in [("eval freeze", freeze_peak), ("eval run", run_peak)] {
+        if let Some(kb) = peak {
+            eprintln!("{what}: peak resident memory {} MB", kb / 1024);
+            assert!(
+                kb < MAX_PEAK_KB,
+                "{what} peaked at {} MB resident, over {} MB",
+                kb / 1024,
+                MAX_PEAK_KB / 1024
+            );
+        }
+    }
+
     // Nor what the agent sent: the harness only ever had the placeholder.
     for s in &served {
         assert!(
