@@ -201,8 +201,9 @@ MSWEA_COST_TRACKING = "ignore_errors"
 MSWEA_SILENT_STARTUP = "1"
 LITELLM_LOCAL_MODEL_COST_MAP = "True"
 
+# The base (mini itself) is pinned by `image.id`; only the arm's own files can be attested.
 [attest]
-paths = ["/opt/mini-swe-agent/bin/mini", "{{profile}}"]
+paths = ["{{profile}}"]
 
 [limits]
 memory_mb = 512
