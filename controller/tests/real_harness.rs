@@ -22,6 +22,7 @@ use real_harness_support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use support::*;
@@ -332,7 +333,9 @@ fn measured(cmd: Command, scratch: &Path) -> (std::process::Output, Option<u64>)
         eprintln!("note: no /usr/bin/time; peak memory not measured");
         cmd
     };
+    // Its own process group, so the hang guard ends `eval` too, not only `time`.
     let child = cmd
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -349,7 +352,9 @@ fn measured(cmd: Command, scratch: &Path) -> (std::process::Output, Option<u64>)
         .recv_timeout(std::time::Duration::from_secs(HANG_GUARD_SECS))
         .is_err()
     {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-9", "--", &format!("-{pid}")])
+            .status();
         let _ = waiter.join();
         panic!("{cmd:?} hung: still running after {HANG_GUARD_SECS} s; killed");
     }
