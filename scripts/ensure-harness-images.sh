@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Makes sure the base images of the real (third-party) harnesses the tests run exist in the Docker
+# engine, and prints `VAR=sha256:…` for each, one a line, on stdout:
+#
+#   EVAL_TEST_MINI_SWE_AGENT_IMAGE=sha256:…
+#
+# Each image is built by its own `runtimes/images/<name>/build.sh`, which reuses the engine's image
+# when the tag of its inputs' digest is already there (a rerun with unchanged inputs builds nothing,
+# needs no root and no network). A first build needs root, the Debian mirror and PyPI: see
+# runtimes/images/README.md. Use from scripts/test.sh as `export $(scripts/ensure-harness-images.sh)`.
+#
+# Arguments: the harness names to ensure (default: every harness a test uses, `mini-swe-agent`).
+# Exit 0 when every image is there; 2 (with the harness named) when one cannot be built.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+say() { printf 'ensure-harness-images: %s\n' "$*" >&2; }
+
+# harness name -> the variable the tests read it from
+var_of() {
+  case $1 in
+    mini-swe-agent) echo EVAL_TEST_MINI_SWE_AGENT_IMAGE ;;
+    *) return 1 ;;
+  esac
+}
+
+[ $# -gt 0 ] || set -- mini-swe-agent
+for name in "$@"; do
+  var=$(var_of "$name") || { say "unknown harness '$name' (known: mini-swe-agent)"; exit 2; }
+  build="$root/runtimes/images/$name/build.sh"
+  [ -x "$build" ] || { say "$name: no build script at $build"; exit 2; }
+  say "$name: building or reusing the cached image ($build)"
+  # The id is the build script's last stdout line; its progress goes to stderr.
+  if ! out=$("$build"); then
+    say "$name: $build failed (a first build needs root, the Debian mirror and PyPI)"
+    exit 2
+  fi
+  id=$(printf '%s\n' "$out" | tail -n 1)
+  if ! [[ $id =~ ^sha256:[0-9a-f]{64}$ ]]; then
+    say "$name: $build printed '$id' as its last line, not an image id (sha256:<64 hex>)"
+    exit 2
+  fi
+  # Trust the engine, not the script's word: the id must name an image it holds.
+  if ! docker image inspect --format '{{.Id}}' "$id" >/dev/null 2>&1; then
+    say "$name: the engine has no image $id"
+    exit 2
+  fi
+  say "$name: $id"
+  printf '%s=%s\n' "$var" "$id"
+done
