@@ -57,11 +57,19 @@ pub struct RuntimeDef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageRef {
-    /// Repository name for the tag of a locally built image, or an existing `name:tag`.
-    pub reference: String,
-    /// A content digest (`sha256:<hex>` image id) the image must have.
+    /// The base image by content (`sha256:<64 hex>` image id). Without `[build]` the arm's image
+    /// is this base plus one thin layer; with `[build]`, the id the recipe must build. `digest`
+    /// is its old name, still accepted.
+    #[serde(default, alias = "digest")]
+    pub id: Option<String>,
+    /// Informational `name:tag`, and where freeze looks when `id` is not given; with `[build]`,
+    /// the repository name of the built image's tag.
     #[serde(default)]
-    pub digest: Option<String>,
+    pub reference: String,
+    /// A `docker save` archive of the base, relative to the definition's directory: freeze reads
+    /// its config digest when the engine lacks the image, `eval run` loads it.
+    #[serde(default)]
+    pub archive: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,17 +231,30 @@ impl RuntimeDef {
         {
             return Err(bad("grader.command", "must not be empty".into()));
         }
-        if let Some(d) = &self.image.digest
+        if let Some(d) = &self.image.id
             && !is_digest(d)
         {
-            return Err(bad("image.digest", format!("{d:?} is not sha256:<64 hex>")));
+            return Err(bad("image.id", format!("{d:?} is not sha256:<64 hex>")));
         }
-        if self.image.reference.is_empty()
+        if let Some(a) = &self.image.archive {
+            relative(a).map_err(|d| bad("image.archive", format!("{a:?}: {d}")))?;
+        }
+        if self.build.is_none()
+            && self.image.id.is_none()
+            && self.image.reference.is_empty()
+            && self.image.archive.is_none()
+        {
+            return Err(bad(
+                "image.id",
+                "required (the base image by content, sha256:<64 hex>) unless [build] makes the image or `reference`/`archive` names where to find it".into(),
+            ));
+        }
+        if (self.build.is_some() && self.image.reference.is_empty())
             || self
                 .image
                 .reference
                 .chars()
-                .any(|c| !(c.is_ascii_alphanumeric() || "._-/:".contains(c)))
+                .any(|c| !(c.is_ascii_alphanumeric() || "._-/:@".contains(c)))
         {
             return Err(bad(
                 "image.reference",
