@@ -337,6 +337,20 @@ impl RuntimeDef {
                     format!("{p:?} (rendered {rendered:?}) {why}"),
                 )
             })?;
+            // A thin arm's image is its base (pinned by id) plus a layer of the arm's own files;
+            // the expected digests come from those files, so only they can be attested.
+            let own = [&self.arm.profile, &self.arm.candidate]
+                .iter()
+                .any(|a| overlaps(&rendered, a) && rendered.starts_with(a.as_str()));
+            if self.build.is_none() && !own {
+                return Err((
+                    format!("attest.paths[{i}]"),
+                    format!(
+                        "{rendered:?} lies in the base image, which `image.id` pins already; without [build] only the arm's own files ({}, {}) can be attested",
+                        self.arm.profile, self.arm.candidate
+                    ),
+                ));
+            }
         }
         if let Some(b) = &self.build {
             for (i, f) in b.files.iter().enumerate() {
@@ -616,6 +630,45 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         let (field, detail) = refused("", "[arm]\nprofile = \"/opt/c/p\"\ncandidate = \"/opt/c\"");
         assert_eq!(field, "arm.candidate");
         assert!(detail.contains("overlaps arm.profile"), "{detail}");
+    }
+
+    #[test]
+    fn image_schema_id_alias_archive_and_thin_attestation() {
+        let id = format!("sha256:{}", "a".repeat(64));
+        let thin = |image: &str, attest: &str| {
+            format!(
+                "name = \"t\"\n[image]\n{image}\n[harness]\ncommand = [\"/a\"]\n[attest]\npaths = [{attest}]\n"
+            )
+        };
+        let d =
+            RuntimeDef::parse(&thin(&format!("id = \"{id}\""), "\"{profile}\""), "t.toml").unwrap();
+        assert_eq!(d.image.id.as_deref(), Some(id.as_str()));
+        let d = RuntimeDef::parse(&thin(&format!("digest = \"{id}\""), ""), "t.toml").unwrap();
+        assert_eq!(
+            d.image.id.as_deref(),
+            Some(id.as_str()),
+            "`digest` is an alias"
+        );
+        for (image, attest, field) in [
+            ("id = \"sha256:12\"", "", "image.id"),
+            ("archive = \"../x.tar\"", "", "image.archive"),
+            ("archive = \"/x.tar\"", "", "image.archive"),
+            ("", "", "image.id"),
+            (
+                "archive = \"b.tar\"",
+                "\"/usr/bin/python3\"",
+                "attest.paths[0]",
+            ),
+        ] {
+            let e = RuntimeDef::parse(&thin(image, attest), "t.toml").unwrap_err();
+            assert!(e.to_string().contains(field), "{image} {attest}: {e}");
+        }
+        let d = RuntimeDef::parse(
+            &thin("archive = \"b.tar\"", "\"{candidate}/x.js\""),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(d.image.archive.as_deref(), Some("b.tar"));
     }
 
     #[test]

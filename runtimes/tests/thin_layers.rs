@@ -43,6 +43,11 @@ fn thin_def(dir: &Path, id: &ImageId, extra: &str) -> eval_runtimes::LoadedDef {
         std::fs::read_to_string(project_root().join("runtimes/fixture/runtime.toml")).unwrap();
     let mut table: toml::Table = toml::from_str(&fixture).unwrap();
     table.remove("build");
+    // Only the arm's own files can be attested over a base (the base is pinned by id).
+    table.insert(
+        "attest".into(),
+        toml::Value::Table(toml::from_str("paths = [\"{profile}\", \"{candidate}\"]").unwrap()),
+    );
     let text = toml::to_string(&table).unwrap();
     // Replace the [image] table wholesale so the schema under test is exactly what is written.
     let mut out = String::new();
