@@ -37,6 +37,8 @@ const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 pub struct DockerRuntime {
     docker: Docker,
     host: String,
+    /// Serialises loading base archives, so arms prepared concurrently load a base once.
+    base_load: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 async fn bounded<T>(
@@ -94,6 +96,7 @@ impl DockerRuntime {
         Ok(DockerRuntime {
             docker,
             host: host.to_owned(),
+            base_load: std::sync::Arc::default(),
         })
     }
 
@@ -252,8 +255,13 @@ impl DockerRuntime {
                     detail: format!("reading the archive failed: {e}"),
                     fault: FaultCode::ContainerRuntimeFailure,
                 })??;
-            self.load_archive(&path).await?;
+            let _one = self.base_load.lock().await;
+            // Another arm may have loaded it while this one waited.
             found = self.inspect_base(&base.id.0).await?;
+            if found.is_none() {
+                self.load_archive(&path).await?;
+                found = self.inspect_base(&base.id.0).await?;
+            }
             if found.is_none() {
                 return Err(RuntimeError::ImageCreate {
                     reference: path.display().to_string(),
