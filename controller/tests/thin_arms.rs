@@ -219,3 +219,21 @@ fn arms_over_one_base_run_on_the_frozen_ids_and_a_moved_tag_is_drift() {
     });
     let _ = Command::new("docker").args(["rmi", &tag]).output();
 }
+
+#[test]
+fn freeze_refuses_an_arm_file_its_image_cannot_hold_instead_of_recording_unresolved() {
+    let (_tmp, proj) = small_demo_project();
+    // A link whose target the ustar writer cannot store (over 100 bytes), inside the package.
+    let pkg = proj.join("protocols/demo/arms/v0.4-auto/package");
+    assert!(pkg.is_dir());
+    let target = format!("{}.js", "t".repeat(120));
+    std::fs::write(pkg.join(&target), "x").unwrap();
+    std::os::unix::fs::symlink(&target, pkg.join("long-link.js")).unwrap();
+    static_binaries();
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("v0.4-auto"), "{out}");
+    assert!(out.contains(&target), "{out}");
+    assert!(!proj.join("runs/freezes/demo.json").exists());
+}

@@ -19,8 +19,9 @@ use std::path::Path;
 ///   id is not `image.id`, is an input error naming `image.id` (exit 2), never `unresolved`;
 /// - a definition with `[build]`: a pinned `image.id` wins (`pinned`), else the
 ///   content-addressed id `eval_runtimes::image_id` computes without an engine (`computed`);
-///   if that cannot be computed here (static binaries not built), `unresolved`: the
-///   definition's whole directory and the driver (which builds those binaries) are frozen.
+///   if the static binaries are not built here, `unresolved` (the definition's whole directory
+///   and the driver, which builds those binaries, are frozen); any other failure to build the
+///   image is an input error.
 pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, ProtocolError> {
     let pinned = eval_protocols::pinned_image(root, arm)?;
     // A definition that does not load (a path field that could reach outside the workspace or
@@ -88,7 +89,14 @@ pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, Proto
             source: "computed".into(),
             ..pinned
         }),
-        Err(_) => Ok(pinned),
+        // The static binaries are the driver's build products (the driver digest binds them).
+        Err(eval_runtimes::RuntimeError::StaticBinary(_)) => Ok(pinned),
+        // Anything else (a file the image cannot hold, a link target too long for the tar
+        // writer) would fail at run too: an input error now, never a silent `unresolved`.
+        Err(e) => Err(ProtocolError::Input {
+            file,
+            message: format!("arm {}: its image cannot be built: {e}", arm.id),
+        }),
     }
 }
 
