@@ -67,11 +67,19 @@ pub struct RuntimeDef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageRef {
-    /// Repository name for the tag of a locally built image, or an existing `name:tag`.
-    pub reference: String,
-    /// A content digest (`sha256:<hex>` image id) the image must have.
+    /// The base image by content (`sha256:<64 hex>` image id). Without `[build]` the arm's image
+    /// is this base plus one thin layer; with `[build]`, the id the recipe must build. `digest`
+    /// is its old name, still accepted.
+    #[serde(default, alias = "digest")]
+    pub id: Option<String>,
+    /// Informational `name:tag`, and where freeze looks when `id` is not given; with `[build]`,
+    /// the repository name of the built image's tag.
     #[serde(default)]
-    pub digest: Option<String>,
+    pub reference: String,
+    /// A `docker save` archive of the base, relative to the definition's directory: freeze reads
+    /// its config digest when the engine lacks the image, `eval run` loads it.
+    #[serde(default)]
+    pub archive: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -264,17 +272,30 @@ impl RuntimeDef {
         {
             return Err(bad("grader.command", "must not be empty".into()));
         }
-        if let Some(d) = &self.image.digest
+        if let Some(d) = &self.image.id
             && !is_digest(d)
         {
-            return Err(bad("image.digest", format!("{d:?} is not sha256:<64 hex>")));
+            return Err(bad("image.id", format!("{d:?} is not sha256:<64 hex>")));
         }
-        if self.image.reference.is_empty()
+        if let Some(a) = &self.image.archive {
+            relative(a).map_err(|d| bad("image.archive", format!("{a:?}: {d}")))?;
+        }
+        if self.build.is_none()
+            && self.image.id.is_none()
+            && self.image.reference.is_empty()
+            && self.image.archive.is_none()
+        {
+            return Err(bad(
+                "image.id",
+                "required (the base image by content, sha256:<64 hex>) unless [build] makes the image or `reference`/`archive` names where to find it".into(),
+            ));
+        }
+        if (self.build.is_some() && self.image.reference.is_empty())
             || self
                 .image
                 .reference
                 .chars()
-                .any(|c| !(c.is_ascii_alphanumeric() || "._-/:".contains(c)))
+                .any(|c| !(c.is_ascii_alphanumeric() || "._-/:@".contains(c)))
         {
             return Err(bad(
                 "image.reference",
@@ -378,6 +399,20 @@ impl RuntimeDef {
                     format!("{p:?} (rendered {rendered:?}) {why}"),
                 )
             })?;
+            // A thin arm's image is its base (pinned by id) plus a layer of the arm's own files;
+            // the expected digests come from those files, so only they can be attested.
+            let own = [&self.arm.profile, &self.arm.candidate]
+                .iter()
+                .any(|a| overlaps(&rendered, a) && rendered.starts_with(a.as_str()));
+            if self.build.is_none() && !own {
+                return Err((
+                    format!("attest.paths[{i}]"),
+                    format!(
+                        "{rendered:?} lies in the base image, which `image.id` pins already; without [build] only the arm's own files ({}, {}) can be attested",
+                        self.arm.profile, self.arm.candidate
+                    ),
+                ));
+            }
         }
         if let Some(b) = &self.build {
             for (i, f) in b.files.iter().enumerate() {
@@ -669,6 +704,45 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         let (field, detail) = refused("", "[arm]\nprofile = \"/opt/c/p\"\ncandidate = \"/opt/c\"");
         assert_eq!(field, "arm.candidate");
         assert!(detail.contains("overlaps arm.profile"), "{detail}");
+    }
+
+    #[test]
+    fn image_schema_id_alias_archive_and_thin_attestation() {
+        let id = format!("sha256:{}", "a".repeat(64));
+        let thin = |image: &str, attest: &str| {
+            format!(
+                "name = \"t\"\n[image]\n{image}\n[harness]\ncommand = [\"/a\"]\n[attest]\npaths = [{attest}]\n"
+            )
+        };
+        let d =
+            RuntimeDef::parse(&thin(&format!("id = \"{id}\""), "\"{profile}\""), "t.toml").unwrap();
+        assert_eq!(d.image.id.as_deref(), Some(id.as_str()));
+        let d = RuntimeDef::parse(&thin(&format!("digest = \"{id}\""), ""), "t.toml").unwrap();
+        assert_eq!(
+            d.image.id.as_deref(),
+            Some(id.as_str()),
+            "`digest` is an alias"
+        );
+        for (image, attest, field) in [
+            ("id = \"sha256:12\"", "", "image.id"),
+            ("archive = \"../x.tar\"", "", "image.archive"),
+            ("archive = \"/x.tar\"", "", "image.archive"),
+            ("", "", "image.id"),
+            (
+                "archive = \"b.tar\"",
+                "\"/usr/bin/python3\"",
+                "attest.paths[0]",
+            ),
+        ] {
+            let e = RuntimeDef::parse(&thin(image, attest), "t.toml").unwrap_err();
+            assert!(e.to_string().contains(field), "{image} {attest}: {e}");
+        }
+        let d = RuntimeDef::parse(
+            &thin("archive = \"b.tar\"", "\"{candidate}/x.js\""),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(d.image.archive.as_deref(), Some("b.tar"));
     }
 
     #[test]

@@ -15,7 +15,13 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use crate::fault::{FaultCode, RuntimeError};
-use crate::image::{ImageId, ImageSpec, build};
+use std::path::Path;
+
+use tokio::io::AsyncReadExt as _;
+
+use crate::base::{BaseImage, read_archive};
+use crate::definition::LoadedDef;
+use crate::image::{ImageId, ImageSpec, build, build_thin};
 use crate::image_config::ImageConfig;
 use crate::policy::ContainerSpec;
 use crate::runtime::{ContainerId, RtFuture, Runtime, WaitOutcome};
@@ -24,12 +30,16 @@ use crate::runtime::{ContainerId, RtFuture, Runtime, WaitOutcome};
 const OP_TIMEOUT: Duration = Duration::from_secs(120);
 /// The client's own request timeout; long so that `wait` is bounded by the caller instead.
 const CLIENT_TIMEOUT_SECS: u64 = 24 * 3600;
+/// Read size when streaming an archive file to the engine.
+const LOAD_CHUNK: usize = 256 * 1024;
 const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
 #[derive(Debug, Clone)]
 pub struct DockerRuntime {
     docker: Docker,
     host: String,
+    /// Serialises loading base archives, so arms prepared concurrently load a base once.
+    base_load: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 async fn bounded<T>(
@@ -87,6 +97,7 @@ impl DockerRuntime {
         Ok(DockerRuntime {
             docker,
             host: host.to_owned(),
+            base_load: std::sync::Arc::default(),
         })
     }
 
@@ -166,45 +177,184 @@ impl DockerRuntime {
         Ok(n)
     }
 
+    /// The engine's description of image `name` (an id or a reference); `None` if absent.
+    pub async fn inspect_base(&self, name: &str) -> Result<Option<BaseImage>, RuntimeError> {
+        match tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(name)).await {
+            Ok(Ok(i)) => {
+                BaseImage::from_inspect(&i)
+                    .map(Some)
+                    .map_err(|detail| RuntimeError::ImageCreate {
+                        reference: name.to_owned(),
+                        detail,
+                        fault: FaultCode::ContainerRuntimeFailure,
+                    })
+            }
+            Ok(Err(e)) if status(&e) == Some(404) => Ok(None),
+            Ok(Err(source)) => Err(RuntimeError::Engine {
+                op: "inspect image",
+                source,
+            }),
+            Err(_) => Err(RuntimeError::Engine {
+                op: "inspect image",
+                source: BollardError::RequestTimeoutError,
+            }),
+        }
+    }
+
+    /// `docker load` of an archive file, streamed from disk in `LOAD_CHUNK` pieces.
+    pub async fn load_archive(&self, path: &Path) -> Result<(), RuntimeError> {
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|source| RuntimeError::HostIo {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let chunks = futures_util::stream::try_unfold(file, |mut f| async move {
+            let mut buf = vec![0u8; LOAD_CHUNK];
+            let n = f.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, std::io::Error>(None);
+            }
+            buf.truncate(n);
+            Ok(Some((bytes::Bytes::from(buf), f)))
+        });
+        let opts = ImportImageOptionsBuilder::new().quiet(true).build();
+        let mut stream = self.docker.import_image_stream(opts, chunks, None);
+        while let Some(item) = stream.next().await {
+            item.map_err(|source| RuntimeError::ImageCreate {
+                reference: path.display().to_string(),
+                detail: format!("loading the image archive failed: {source}"),
+                fault: FaultCode::ContainerRuntimeFailure,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The base a definition without `[build]` names: by `id` (else by `reference`) in the
+    /// engine, else loaded from `archive`. Never built. A base whose id differs from `image.id`
+    /// is refused (`attestation_mismatch`: it is not the frozen base).
+    pub async fn resolve_base(&self, loaded: &LoadedDef) -> Result<BaseImage, RuntimeError> {
+        let img = &loaded.def.image;
+        let name = img.id.clone().unwrap_or_else(|| img.reference.clone());
+        let mut found = if name.is_empty() {
+            None
+        } else {
+            self.inspect_base(&name).await?
+        };
+        if found.is_none()
+            && let Some(a) = &img.archive
+        {
+            let path = loaded.dir.join(a);
+            // Which image the archive holds is read first, so a reference-only definition finds
+            // what it loaded by id (the archive need not carry a tag).
+            let p = path.clone();
+            let want = img.id.clone().map(ImageId);
+            let base = tokio::task::spawn_blocking(move || read_archive(&p, want.as_ref()))
+                .await
+                .map_err(|e| RuntimeError::ImageCreate {
+                    reference: path.display().to_string(),
+                    detail: format!("reading the archive failed: {e}"),
+                    fault: FaultCode::ContainerRuntimeFailure,
+                })??;
+            let _one = self.base_load.lock().await;
+            // Another arm may have loaded it while this one waited.
+            found = self.inspect_base(&base.id.0).await?;
+            if found.is_none() {
+                self.load_archive(&path).await?;
+                found = self.inspect_base(&base.id.0).await?;
+            }
+            if found.is_none() {
+                return Err(RuntimeError::ImageCreate {
+                    reference: path.display().to_string(),
+                    detail: format!(
+                        "the engine did not register image {} after loading it",
+                        base.id
+                    ),
+                    fault: FaultCode::ContainerRuntimeFailure,
+                });
+            }
+        }
+        let base = found.ok_or_else(|| RuntimeError::ImageMissing {
+            reference: if name.is_empty() {
+                loaded.def.name.clone()
+            } else {
+                name.clone()
+            },
+        })?;
+        if let Some(id) = &img.id
+            && id != &base.id.0
+        {
+            return Err(RuntimeError::ImageCreate {
+                reference: name,
+                detail: format!(
+                    "the engine's image is {}, the definition names {id}",
+                    base.id
+                ),
+                fault: FaultCode::AttestationMismatch,
+            });
+        }
+        Ok(base)
+    }
+
+    /// Loads an image archive built in memory (small: a thin layer or a recipe's image).
+    async fn load_built(&self, built: crate::image::Built) -> Result<ImageId, RuntimeError> {
+        if self.has_image(&built.id).await? {
+            return Ok(built.id);
+        }
+        let tag = built.tag.clone();
+        let id = built.id.clone();
+        let archive = tokio::task::spawn_blocking(move || built.archive())
+            .await
+            .map_err(|e| RuntimeError::ImageCreate {
+                reference: tag.clone(),
+                detail: format!("writing the image archive failed: {e}"),
+                fault: FaultCode::ContainerRuntimeFailure,
+            })??;
+        let opts = ImportImageOptionsBuilder::new().quiet(true).build();
+        let mut stream = self
+            .docker
+            .import_image(opts, bollard::body_full(archive.into()), None);
+        while let Some(item) = stream.next().await {
+            item.map_err(|source| RuntimeError::ImageCreate {
+                reference: tag.clone(),
+                detail: format!("loading the image archive failed: {source}"),
+                fault: FaultCode::ContainerRuntimeFailure,
+            })?;
+        }
+        if !self.has_image(&id).await? {
+            return Err(RuntimeError::ImageCreate {
+                reference: tag,
+                detail: format!("the engine did not register image {id} after loading it"),
+                fault: FaultCode::ContainerRuntimeFailure,
+            });
+        }
+        Ok(id)
+    }
+
     async fn ensure_image_impl(&self, spec: &ImageSpec) -> Result<ImageId, RuntimeError> {
         let def = &spec.def.def;
         if def.build.is_none() {
-            // A referenced image: it must be there, with the pinned digest if one is given.
-            let r =
-                tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(&def.image.reference))
-                    .await;
-            let inspect = match r {
-                Ok(Ok(i)) => i,
-                Ok(Err(e)) if status(&e) == Some(404) => {
-                    return Err(RuntimeError::ImageMissing {
-                        reference: def.image.reference.clone(),
-                    });
-                }
-                Ok(Err(source)) => {
-                    return Err(RuntimeError::Engine {
-                        op: "inspect image",
-                        source,
-                    });
-                }
-                Err(_) => {
-                    return Err(RuntimeError::Engine {
-                        op: "inspect image",
-                        source: BollardError::RequestTimeoutError,
-                    });
-                }
-            };
-            let id = ImageId(inspect.id.unwrap_or_default());
-            if let Some(pin) = &def.image.digest
-                && pin != &id.0
-            {
-                return Err(RuntimeError::ImageMissing {
-                    reference: format!("{}@{pin} (the engine has {id})", def.image.reference),
-                });
-            }
-            return Ok(id);
+            // A base image plus the arm's thin layer; the base is never built here.
+            let base = self.resolve_base(&spec.def).await?;
+            let s = spec.clone();
+            let built = tokio::task::spawn_blocking(move || build_thin(&s, &base))
+                .await
+                .map_err(|e| RuntimeError::ImageCreate {
+                    reference: def.image.reference.clone(),
+                    detail: format!("building the arm layer failed: {e}"),
+                    fault: FaultCode::ContainerRuntimeFailure,
+                })??;
+            return self.load_built(built).await;
         }
-        let built = build(spec)?;
-        if let Some(pin) = &def.image.digest
+        let s = spec.clone();
+        let built = tokio::task::spawn_blocking(move || build(&s))
+            .await
+            .map_err(|e| RuntimeError::ImageCreate {
+                reference: def.image.reference.clone(),
+                detail: format!("building the image failed: {e}"),
+                fault: FaultCode::ContainerRuntimeFailure,
+            })??;
+        if let Some(pin) = &def.image.id
             && pin != &built.id.0
         {
             return Err(RuntimeError::ImageCreate {
@@ -216,32 +366,7 @@ impl DockerRuntime {
                 fault: FaultCode::AttestationMismatch,
             });
         }
-        if self.has_image(&built.id).await? {
-            return Ok(built.id);
-        }
-        let archive = built.archive()?;
-        let opts = ImportImageOptionsBuilder::new().quiet(true).build();
-        let mut stream = self
-            .docker
-            .import_image(opts, bollard::body_full(archive.into()), None);
-        while let Some(item) = stream.next().await {
-            item.map_err(|source| RuntimeError::ImageCreate {
-                reference: built.tag.clone(),
-                detail: format!("loading the image archive failed: {source}"),
-                fault: FaultCode::ContainerRuntimeFailure,
-            })?;
-        }
-        if !self.has_image(&built.id).await? {
-            return Err(RuntimeError::ImageCreate {
-                reference: built.tag.clone(),
-                detail: format!(
-                    "the engine did not register image {} after loading it",
-                    built.id
-                ),
-                fault: FaultCode::ContainerRuntimeFailure,
-            });
-        }
-        Ok(built.id)
+        self.load_built(built).await
     }
 }
 
@@ -432,5 +557,57 @@ impl Runtime for DockerRuntime {
                 }),
             }
         })
+    }
+}
+
+/// What freeze and verify record for a definition without `[build]`: its base as the engine
+/// describes it (by `id`, else by `reference`), else as its `archive`'s config says. Blocking:
+/// it asks the engine on a thread of its own, so it works inside and outside an async runtime.
+/// `Err` is a message for the `image.id` field.
+pub fn describe_base_blocking(loaded: &LoadedDef) -> Result<BaseImage, String> {
+    let img = &loaded.def.image;
+    let name = img.id.clone().unwrap_or_else(|| img.reference.clone());
+    let asked = name.clone();
+    let engine = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an async runtime: {e}"))?;
+        rt.block_on(async {
+            let d = DockerRuntime::connect().await.map_err(|e| e.to_string())?;
+            if asked.is_empty() {
+                return Ok(None);
+            }
+            d.inspect_base(&asked).await.map_err(|e| e.to_string())
+        })
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the engine query failed".to_owned()));
+    let engine_note = match engine {
+        Ok(Some(base)) => {
+            if let Some(id) = &img.id
+                && id != &base.id.0
+            {
+                return Err(format!("{id} is not the engine's image {}", base.id));
+            }
+            return Ok(base);
+        }
+        Ok(None) if name.is_empty() => "no id or reference to ask the engine for".to_owned(),
+        Ok(None) => format!("the engine has no image {name}"),
+        Err(e) => format!("no engine answered ({e})"),
+    };
+    match &img.archive {
+        Some(a) => {
+            let want = img.id.clone().map(ImageId);
+            read_archive(&loaded.dir.join(a), want.as_ref())
+                .map_err(|e| format!("{engine_note}, and the archive {a}: {e}"))
+        }
+        None if img.id.is_none() => Err(format!(
+            "cannot resolve the base image: {engine_note}, and no `image.archive` is declared; set `image.id = \"sha256:…\"` (docker image inspect --format '{{{{.Id}}}}' NAME)"
+        )),
+        None => Err(format!(
+            "{}: {engine_note}, and no `image.archive` is declared to load it from",
+            name
+        )),
     }
 }

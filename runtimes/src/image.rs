@@ -16,6 +16,7 @@ use eval_fixture_core::attest::{TreeEntry, bytes_digest, tree_digest_of};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
+use crate::base::BaseImage;
 use crate::definition::{LoadedDef, paths};
 use crate::fault::RuntimeError;
 use crate::static_bins;
@@ -321,6 +322,9 @@ pub struct Built {
     pub id: ImageId,
     pub tag: String,
     pub layer_diff_id: String,
+    /// The base's layers (diff ids) a thin arm image sits on; they are listed in the archive's
+    /// manifest but not stored in it (the engine has them already).
+    pub base_layers: Vec<String>,
     layer: Layer,
     layer_tar: Vec<u8>,
     config: Vec<u8>,
@@ -335,6 +339,12 @@ pub fn build(spec: &ImageSpec) -> Result<Built, RuntimeError> {
         return Err(RuntimeError::ImageMissing {
             reference: def.image.reference.clone(),
         });
+    }
+    if def.image.archive.is_some() {
+        return Err(input_err(
+            &spec.def.path,
+            "`image.archive` names a base image; a definition with [build] builds its own",
+        ));
     }
     let layer = build_layer(spec)?;
     let layer_tar = layer.tar()?;
@@ -361,23 +371,101 @@ pub fn build(spec: &ImageSpec) -> Result<Built, RuntimeError> {
     canonical(&config, &mut text);
     let config = text.into_bytes();
     let id = ImageId(format!("sha256:{}", sha_hex(&config)));
-    let repo = def
-        .image
-        .reference
-        .rsplit_once(':')
-        .filter(|(_, t)| !t.contains('/'))
-        .map(|(r, _)| r)
-        .unwrap_or(&def.image.reference)
-        .to_owned();
-    let tag = format!("{repo}:id-{}", &id.hex()[..16]);
+    let tag = format!("{}:id-{}", tag_repo(def), &id.hex()[..16]);
     Ok(Built {
         id,
         tag,
         layer_diff_id: diff_id,
+        base_layers: Vec::new(),
         layer,
         layer_tar,
         config,
     })
+}
+
+/// The repository part of the tag an arm image gets (the reference without its tag, or a fixed
+/// name when the definition gives none).
+fn tag_repo(def: &crate::definition::RuntimeDef) -> String {
+    let r = def.image.reference.split('@').next().unwrap_or("");
+    let repo = r
+        .rsplit_once(':')
+        .filter(|(_, t)| !t.contains('/'))
+        .map(|(r, _)| r)
+        .unwrap_or(r);
+    if repo.is_empty() {
+        "eval-arm".to_owned()
+    } else {
+        repo.to_owned()
+    }
+}
+
+/// An arm's thin image: the profile and candidate package in one deterministic layer on top of
+/// `base`, whose config (the `CONFIG_KEYS` part) it inherits. Its id depends on the base (its
+/// id, layers and config) and the layer bytes only, so freeze computes it from the same
+/// description `eval run` gets from the engine.
+pub fn build_thin(spec: &ImageSpec, base: &BaseImage) -> Result<Built, RuntimeError> {
+    let def = &spec.def.def;
+    let mut layer = Layer::default();
+    if let Some(p) = &spec.arm.profile {
+        layer.copy(p, &def.arm.profile)?;
+    }
+    if let Some(c) = &spec.arm.candidate {
+        layer.copy(c, &def.arm.candidate)?;
+    }
+    let layer_tar = layer.tar()?;
+    let diff_id = format!("sha256:{}", sha_hex(&layer_tar));
+    let mut inner = base.config.clone();
+    let mut labels = match inner.remove("Labels") {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    labels.insert("eval.runtime".into(), json!(def.name));
+    for (k, v) in &spec.labels {
+        labels.insert(k.clone(), json!(v));
+    }
+    inner.insert("Labels".into(), Value::Object(labels));
+    let mut diff_ids: Vec<Value> = base.diff_ids.iter().map(|d| json!(d)).collect();
+    diff_ids.push(json!(diff_id));
+    let config = json!({
+        "architecture": base.architecture,
+        "os": base.os,
+        "created": EPOCH,
+        "config": Value::Object(inner),
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        "history": [{"created": EPOCH, "created_by": format!("eval arm layer on {}", base.id)}],
+    });
+    let mut text = String::new();
+    canonical(&config, &mut text);
+    let config = text.into_bytes();
+    let id = ImageId(format!("sha256:{}", sha_hex(&config)));
+    let tag = format!("{}:id-{}", tag_repo(def), &id.hex()[..16]);
+    Ok(Built {
+        id,
+        tag,
+        layer_diff_id: diff_id,
+        base_layers: base.diff_ids.clone(),
+        layer,
+        layer_tar,
+        config,
+    })
+}
+
+/// The attestation digests of an arm's attested paths that its own files determine, computed
+/// without the base (what `eval run` admits a thin arm with). A path outside the arm's files
+/// is `None` here: it lies in the base, which its id already pins.
+pub fn arm_attestation(spec: &ImageSpec) -> Result<BTreeMap<String, Option<String>>, RuntimeError> {
+    let def = &spec.def.def;
+    if def.build.is_some() {
+        return expected_attestation(spec);
+    }
+    let empty = BaseImage {
+        id: ImageId(String::new()),
+        diff_ids: Vec::new(),
+        architecture: String::new(),
+        os: String::new(),
+        config: serde_json::Map::new(),
+    };
+    Ok(build_thin(spec, &empty)?.expected_attestation(def))
 }
 
 impl Built {
@@ -386,9 +474,15 @@ impl Built {
         let layer_dir = self.layer_diff_id.trim_start_matches("sha256:").to_owned();
         let config_name = format!("{}.json", self.id.hex());
         let (repo, tag) = self.tag.rsplit_once(':').unwrap_or((&self.tag, "latest"));
+        let layers: Vec<String> = self
+            .base_layers
+            .iter()
+            .chain(std::iter::once(&self.layer_diff_id))
+            .map(|d| format!("{}/layer.tar", d.trim_start_matches("sha256:")))
+            .collect();
         let mut manifest = String::new();
         canonical(
-            &json!([{"Config": config_name, "RepoTags": [self.tag], "Layers": [format!("{layer_dir}/layer.tar")]}]),
+            &json!([{"Config": config_name, "RepoTags": [self.tag], "Layers": layers}]),
             &mut manifest,
         );
         let mut repositories = String::new();

@@ -11,6 +11,7 @@
 //! mount the policy does not list, or any credential; offer `exec` into a container; classify a
 //! fault by matching error text; depend on the proxy or the evidence crate.
 
+pub mod base;
 pub mod definition;
 pub mod docker;
 pub mod fault;
@@ -30,6 +31,7 @@ pub mod fixture_model {
 /// The fixture formats (profile, task block, answer, checks, metrics, attestation digests).
 pub use eval_fixture_core as fixture;
 
+pub use base::BaseImage;
 pub use definition::{LoadedDef, RuntimeDef};
 pub use docker::DockerRuntime;
 pub use fault::{FaultCode, RuntimeError};

@@ -12,13 +12,16 @@ use std::path::Path;
 
 /// The container image an arm names, as freeze and verify record it:
 ///
-/// 1. a digest the runtime definition pins (`[image] digest`, or a `…@sha256:` reference) wins —
-///    source `pinned`;
-/// 2. otherwise the content-addressed image id `eval_runtimes::image_id` computes without an
-///    engine from the definition, the arm's profile and package, busybox and the static fixture
-///    binaries (what `eval run` builds and imports) — source `computed`;
-/// 3. if that cannot be computed here (static binaries not built), `unresolved`: the definition's
-///    whole directory and the driver (which builds those binaries) are frozen either way.
+/// - a definition without `[build]` names a base image: its description comes from the engine
+///   (by `image.id`, else `image.reference`) or else from `image.archive`'s config, and the
+///   recorded digest is the id of the arm's thin image (the base plus one layer holding the
+///   profile and candidate package) — source `thin`. A base that cannot be resolved, or whose
+///   id is not `image.id`, is an input error naming `image.id` (exit 2), never `unresolved`;
+/// - a definition with `[build]`: a pinned `image.id` wins (`pinned`), else the
+///   content-addressed id `eval_runtimes::image_id` computes without an engine (`computed`);
+///   if the static binaries are not built here, `unresolved` (the definition's whole directory
+///   and the driver, which builds those binaries, are frozen); any other failure to build the
+///   image is an input error.
 pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, ProtocolError> {
     let pinned = eval_protocols::pinned_image(root, arm)?;
     // A definition that does not load (a path field that could reach outside the workspace or
@@ -41,9 +44,7 @@ pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, Proto
         }
         Err(DefinitionError::Read { .. }) => return Ok(pinned),
     };
-    if pinned.digest.is_some() {
-        return Ok(pinned);
-    }
+    let thin = def.def.build.is_none();
     let spec = eval_runtimes::ImageSpec {
         def,
         arm: eval_runtimes::ArmFiles {
@@ -52,13 +53,50 @@ pub fn resolve_image_digest(root: &Path, arm: &Arm) -> Result<ImageRecord, Proto
         },
         labels: std::collections::BTreeMap::new(),
     };
+    if thin {
+        let base = eval_runtimes::docker::describe_base_blocking(&spec.def).map_err(|message| {
+            ProtocolError::Field {
+                file: file.clone(),
+                field: "image.id".into(),
+                message,
+            }
+        })?;
+        let built =
+            eval_runtimes::image::build_thin(&spec, &base).map_err(|e| ProtocolError::Input {
+                file: file.clone(),
+                message: format!("arm {}: {e}", arm.id),
+            })?;
+        return Ok(ImageRecord {
+            digest: Digest::from_hex(built.id.hex()),
+            source: "thin".into(),
+            reference: Some(if spec.def.def.image.reference.is_empty() {
+                base.id.0.clone()
+            } else {
+                format!("{} ({})", spec.def.def.image.reference, base.id)
+            }),
+        });
+    }
+    if let Some(id) = &spec.def.def.image.id {
+        return Ok(ImageRecord {
+            digest: Digest::from_hex(id.trim_start_matches("sha256:")),
+            source: "pinned".into(),
+            ..pinned
+        });
+    }
     match eval_runtimes::image_id(&spec) {
         Ok(id) => Ok(ImageRecord {
             digest: Digest::from_hex(id.hex()),
             source: "computed".into(),
             ..pinned
         }),
-        Err(_) => Ok(pinned),
+        // The static binaries are the driver's build products (the driver digest binds them).
+        Err(eval_runtimes::RuntimeError::StaticBinary(_)) => Ok(pinned),
+        // Anything else (a file the image cannot hold, a link target too long for the tar
+        // writer) would fail at run too: an input error now, never a silent `unresolved`.
+        Err(e) => Err(ProtocolError::Input {
+            file,
+            message: format!("arm {}: its image cannot be built: {e}", arm.id),
+        }),
     }
 }
 
