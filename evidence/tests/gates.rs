@@ -635,6 +635,14 @@ fn unsigned_evidence_is_said_in_the_verdict_line() {
         r.anomalies
     );
     assert!(r.verdict.contains("evidence signed") && r.verdict.contains("1 anomaly flagged"));
+    // …and unsigned evidence never allows a release.
+    assert!(!r.release_allowed);
+    assert!(
+        r.reasons.iter().any(|x| x.contains("partly unsigned")),
+        "{:?}",
+        r.reasons
+    );
+    assert!(signed.release_allowed, "{:?}", signed.reasons);
     let mut run = run_data(UPLIFT);
     run.signed_evidence = None;
     let report = build_report(&run).unwrap();

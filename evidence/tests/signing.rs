@@ -814,4 +814,17 @@ fn a_finished_run_must_be_signed_to_its_end() {
     assert!(r.ok, "{:?}", r.error);
     assert!(!r.finished);
     assert!(r.first_unsigned_evidence.is_some());
+
+    // A forger who rewrote an outcome, dropped the checkpoints after it and appended a
+    // `run_started` so the run no longer looks finished: the unsigned outcome is still a cut.
+    let (reopened, _) = build(
+        "reopened.sqlite",
+        true,
+        &["run_started", "attempt_started", "attempt_outcome"],
+    );
+    let r = verify_ledger_signatures(&reopened, &public).unwrap();
+    assert!(!r.finished);
+    let e = r.error.unwrap();
+    assert_eq!(e.reason, "unsigned_tail");
+    assert!(e.message.contains("attempt outcome"), "{}", e.message);
 }

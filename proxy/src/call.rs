@@ -50,6 +50,10 @@ const HOP_HEADERS: [&str; 10] = [
     "accept-encoding",
     "forwarded",
 ];
+/// Marks a response the proxy made itself (a refusal), with the call's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RefusedByProxy(pub Outcome);
+
 /// Upstream response headers passed back to the client; everything else stays in the proxy.
 const RESPONSE_HEADERS: [&str; 4] = [
     "content-type",
@@ -188,7 +192,10 @@ impl Call {
             Outcome::BudgetExhausted => self.with_meter(|m| m.budget_exhaustions += 1),
             _ => {}
         }
-        let resp = api_error(self.api(), status, code, &message);
+        let mut resp = api_error(self.api(), status, code, &message);
+        // In-process callers (the controller's oracle) must tell the proxy's own refusal from
+        // an upstream's answer with the same status; an extension never reaches the wire.
+        resp.extensions_mut().insert(RefusedByProxy(outcome));
         self.finish();
         resp
     }

@@ -149,6 +149,9 @@ pub struct OracleReply {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Set when the proxy refused the call itself (budget, contract, wall time…) rather than
+    /// forwarding it: the question's fault, never the oracle service's.
+    pub refused_by_proxy: Option<crate::record::Outcome>,
 }
 
 /// A running proxy. Dropping it does not stop it; call [`ProxyHandle::shutdown`].
@@ -596,6 +599,10 @@ impl ProxyHandle {
         );
         let resp = crate::call::serve(self.shared.clone(), Some(attempt), Role::Oracle, req).await;
         let (parts, body) = resp.into_parts();
+        let refused_by_proxy = parts
+            .extensions
+            .get::<crate::call::RefusedByProxy>()
+            .map(|r| r.0);
         let body = body
             .collect()
             .await
@@ -605,6 +612,7 @@ impl ProxyHandle {
             status: parts.status,
             headers: parts.headers,
             body,
+            refused_by_proxy,
         })
     }
 

@@ -975,11 +975,18 @@ async fn control_paths_and_oracle_calls() {
         .await
         .unwrap();
     assert_eq!(reply.status, 200);
+    assert_eq!(reply.refused_by_proxy, None, "a forwarded call");
     let reply = proxy
         .oracle_call("ctl", h, chat("usage:9:4", false).to_string().into())
         .await
         .unwrap();
     assert_eq!(reply.status, 429);
+    // The same status an overloaded upstream sends, but the proxy's own refusal: the
+    // controller must be able to tell (an agent's question over budget is never an outage).
+    assert_eq!(
+        reply.refused_by_proxy,
+        Some(eval_proxy::Outcome::BudgetExhausted)
+    );
     let m = proxy.close_attempt("ctl").unwrap();
     assert_eq!(m.roles[&Role::Oracle].turns, 1);
     assert_eq!(m.roles[&Role::Oracle].budget_exhaustions, 1);

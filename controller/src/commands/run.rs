@@ -240,9 +240,16 @@ fn run_seed(entries: &[ledger::Entry], prices: &eval_proxy::PriceTable) -> eval_
         let Ok(r) = serde_json::from_value::<eval_proxy::CallRecord>(call.record) else {
             continue;
         };
-        seed.tokens += match &r.usage {
-            Some(u) => u.total_tokens(),
-            None => r.reserved_tokens,
+        // What the proxy's budget settled for the call, no more and no less: a call that may
+        // have been billed without usage (unmetered, cut at close) at its reservation; one the
+        // upstream refused or never answered was released and costs nothing.
+        use eval_proxy::Outcome as O;
+        let used = r.usage.as_ref().map(|u| u.total_tokens());
+        seed.tokens += match (r.outcome, used) {
+            (O::CutAtClose, used) => r.reserved_tokens.max(used.unwrap_or(0)),
+            (_, Some(used)) => used,
+            (O::Ok | O::Unmetered, None) => r.reserved_tokens,
+            (_, None) => 0,
         };
         seed.spend_usd += r.spend_usd.max(0.0);
     }
@@ -667,6 +674,16 @@ mod tests {
         entry(events::MODEL_CALL_STARTED, serde_json::to_value(p).unwrap())
     }
 
+    /// A `model_call` entry whose record ended with `outcome` instead of `ok`.
+    fn with_outcome(e: ledger::Entry, outcome: eval_proxy::Outcome) -> ledger::Entry {
+        let mut call: serde_json::Value = serde_json::from_slice(&e.payload).unwrap();
+        call["record"]["outcome"] = serde_json::to_value(outcome).unwrap();
+        ledger::Entry {
+            payload: serde_json::to_vec(&call).unwrap(),
+            ..e
+        }
+    }
+
     fn called(
         attempt: &str,
         seq: u64,
@@ -741,10 +758,23 @@ mod tests {
             // Started, never recorded (the session died mid-call): its reservation, priced at
             // the dearer rate.
             started("c#1", 1, 1_000_000),
+            // Refused by the upstream without usage: released, so no tokens (an agent's free
+            // 400s must not eat the run budget after a resume).
+            started("d#1", 1, 7000),
+            with_outcome(
+                called("d#1", 1, None, 7000, 0.0),
+                eval_proxy::Outcome::UpstreamError,
+            ),
+            // Cut at close with the usage seen so far: charged at its reservation.
+            started("e#1", 1, 9000),
+            with_outcome(
+                called("e#1", 1, Some((10, 1)), 9000, 0.0),
+                eval_proxy::Outcome::CutAtClose,
+            ),
         ];
         let seed = run_seed(&entries, &prices);
-        assert_eq!(seed.tokens, 120 + 3000 + 1_000_000);
-        assert_eq!(seed.requests, 3);
+        assert_eq!(seed.tokens, 120 + 3000 + 1_000_000 + 9000);
+        assert_eq!(seed.requests, 5);
         assert!(
             (seed.spend_usd - (0.25 + 0.5 + 4.0)).abs() < 1e-9,
             "{}",

@@ -239,6 +239,13 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         reasons
             .push("the upstream was the fixture: fixture evidence never allows a release".into());
     }
+    if let Some(e) = &run.signed_evidence
+        && let Some(seq) = e.unsigned_from
+    {
+        reasons.push(format!(
+            "the evidence is partly unsigned: entries from seq {seq} on are covered by no signed checkpoint"
+        ));
+    }
     let release_allowed = reasons.is_empty();
     let accounting = accounting(run);
     let mut anomalies = Vec::new();

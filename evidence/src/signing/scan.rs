@@ -52,6 +52,8 @@ pub(crate) struct LedgerScan {
     pub last_evidence_seq: u64,
     /// Evidence entries not covered by the last verified checkpoint, oldest first.
     uncovered: std::collections::VecDeque<u64>,
+    /// The first of those whose kind is in [`SIGNED_AT_ONCE_KINDS`].
+    uncovered_signed_at_once: Option<u64>,
     pub last_run_started: u64,
     pub last_run_finished: u64,
 }
@@ -64,6 +66,11 @@ pub const ANNOTATION_KINDS: &[&str] = &[CHECKPOINT_KIND, "report", "note"];
 /// run, whose every evidence entry must be covered by a signed checkpoint.
 pub const RUN_STARTED_KIND: &str = "run_started";
 pub const RUN_FINISHED_KIND: &str = "run_finished";
+/// Kinds the controller signs a checkpoint after, as soon as they are committed: one of them
+/// outside every checkpoint is either a crash in the instant between the two commits (a resume
+/// signs it) or a forger who dropped the checkpoints after a rewritten entry. Either way the
+/// evidence is not whole, finished run or not.
+pub const SIGNED_AT_ONCE_KINDS: &[&str] = &["attempt_outcome", RUN_FINISHED_KIND];
 
 impl LedgerScan {
     pub fn new(key: Option<PublicKey>, keep_seq: Option<u64>) -> Self {
@@ -84,6 +91,7 @@ impl LedgerScan {
             kept: None,
             last_evidence_seq: 0,
             uncovered: std::collections::VecDeque::new(),
+            uncovered_signed_at_once: None,
             last_run_started: 0,
             last_run_finished: 0,
         }
@@ -122,6 +130,11 @@ impl LedgerScan {
         if !ANNOTATION_KINDS.contains(&e.kind.as_str()) {
             self.last_evidence_seq = e.seq;
             self.uncovered.push_back(e.seq);
+            if SIGNED_AT_ONCE_KINDS.contains(&e.kind.as_str())
+                && self.uncovered_signed_at_once.is_none()
+            {
+                self.uncovered_signed_at_once = Some(e.seq);
+            }
         }
         match e.kind.as_str() {
             RUN_STARTED_KIND => self.last_run_started = e.seq,
@@ -197,6 +210,12 @@ impl LedgerScan {
         self.checkpoints += 1;
         while self.uncovered.front().is_some_and(|s| *s <= head.tree_size) {
             self.uncovered.pop_front();
+        }
+        if self
+            .uncovered_signed_at_once
+            .is_some_and(|s| s <= head.tree_size)
+        {
+            self.uncovered_signed_at_once = None;
         }
         self.last_checkpoint = Some(RecordedCheckpoint {
             seq: e.seq,
@@ -312,6 +331,20 @@ pub fn verify_ledger_signatures_expecting(
         .map_or(0, |c| c.checkpoint.head.tree_size);
     let finished = scan.last_run_finished > scan.last_run_started;
     let first_unsigned_evidence = scan.uncovered.front().copied();
+    if error.is_none()
+        && !finished
+        && let Some(seq) = scan.uncovered_signed_at_once
+    {
+        // Dropping `run_finished` must not turn a cut into a run that is merely "not finished":
+        // the controller signs right after every outcome, so an unsigned outcome is a cut.
+        error = Some(ScanFailure {
+            seq,
+            reason: "unsigned_tail",
+            message: format!(
+                "seq {seq}: an attempt outcome or run end is covered by no signed checkpoint (the last covers 1..{covered}); the controller signs right after each one, so the ledger was cut or rewritten (after a crash, resume the run first)"
+            ),
+        });
+    }
     if error.is_none()
         && finished
         && let Some(first) = first_unsigned_evidence

@@ -437,11 +437,8 @@ impl DockerExecutor {
             );
             return;
         }
-        match std::fs::remove_dir_all(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!("{}: {e}", dir.display());
-            }
-            _ => {}
+        if let Err(e) = remove_attempt_tree(dir) {
+            tracing::warn!("{}: {e}", dir.display());
         }
     }
 }
@@ -546,9 +543,60 @@ impl AttemptExecutor for DockerExecutor {
     }
 }
 
+/// Removes an attempt directory whose contents the agent shaped. `std::fs::remove_dir_all`
+/// recurses with one open directory and one stack frame per level, so a tree thousands of levels
+/// deep would take the controller's file descriptors (failing sibling attempts) or its stack;
+/// `Beneath::remove` holds a bounded number of descriptors and never follows a link.
+pub(crate) fn remove_attempt_tree(dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let root = eval_evidence::leftovers::Beneath::open(dir).map_err(std::io::Error::other)?;
+    for entry in entries {
+        let name = entry?.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(std::io::Error::other(format!(
+                "{}: a top-level entry the controller did not make",
+                dir.display()
+            )));
+        };
+        root.remove(name).map_err(std::io::Error::other)?;
+    }
+    std::fs::remove_dir(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent can make its workspace far deeper than PATH_MAX allows to name; removing the
+    /// attempt must neither fail nor follow the links the agent left.
+    #[test]
+    fn an_attempt_tree_thousands_of_levels_deep_is_removed_without_following_links() {
+        use rustix::fs::{CWD, Mode, OFlags, mkdirat, openat, symlinkat};
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), b"host file").unwrap();
+        let dir = tmp.path().join("slot-a1");
+        std::fs::create_dir_all(dir.join("workspace")).unwrap();
+        std::fs::create_dir_all(dir.join("out")).unwrap();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut fd = openat(CWD, &dir.join("workspace"), flags, Mode::empty()).unwrap();
+        for _ in 0..3000 {
+            mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).unwrap();
+            fd = openat(&fd, "d", flags, Mode::empty()).unwrap();
+        }
+        symlinkat(&outside, &fd, "link").unwrap();
+        std::fs::write(dir.join("out/score.json"), b"{}").unwrap();
+        remove_attempt_tree(&dir).unwrap();
+        assert!(!dir.exists());
+        assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"host file");
+        // Already gone: nothing to do, no error.
+        remove_attempt_tree(&dir).unwrap();
+    }
 
     #[test]
     fn only_a_direct_child_of_the_work_dir_is_ever_removed() {

@@ -84,6 +84,14 @@ impl Control {
             .await
             .map_err(|e| Unavailable(e.to_string()))?;
         let status = reply.status;
+        if let Some(outcome) = reply.refused_by_proxy {
+            // The proxy's own refusal (the oracle role's budget or wall time, the contract):
+            // caused by the questions, never an outage of the oracle service.
+            return Err(OracleFailure::Refused(format!(
+                "the proxy refused the oracle call ({}, {status})",
+                outcome.as_str()
+            )));
+        }
         if status.is_client_error() && status != http::StatusCode::TOO_MANY_REQUESTS {
             return Err(OracleFailure::Refused(format!(
                 "the oracle model refused the question ({status})"
@@ -92,8 +100,11 @@ impl Control {
         if !status.is_success() {
             return Err(Unavailable(format!("the oracle model answered {status}")));
         }
-        answer_text(&reply.body)
-            .ok_or_else(|| Unavailable("the oracle model's reply has no text".to_owned()))
+        // A 2xx answer without text (a refusal, `content: null`) comes from a healthy service:
+        // the question drew it.
+        answer_text(&reply.body).ok_or_else(|| {
+            OracleFailure::Refused("the oracle model's reply has no text".to_owned())
+        })
     }
 }
 

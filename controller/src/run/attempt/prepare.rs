@@ -64,10 +64,7 @@ impl DockerExecutor {
         let workspace = dir.join("workspace");
         let out = dir.join("out");
         let fresh = (|| -> std::io::Result<()> {
-            match std::fs::remove_dir_all(dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
+            super::remove_attempt_tree(dir)?;
             std::fs::create_dir_all(dir)?;
             copy_tree(&task_dir.join("workspace"), &workspace)?;
             std::fs::create_dir_all(&out)
