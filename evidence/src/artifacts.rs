@@ -391,19 +391,38 @@ fn shown(rel: &[u8]) -> String {
 }
 
 /// Notes keyed by the path they concern, so their order never depends on directory order.
-struct Notes(Vec<(Vec<u8>, String)>);
+/// Only the `MAX_NOTES` smallest are kept (a max-heap of that size) and the rest counted: a tree
+/// of millions of sockets, which take no archive entry, must not take the controller's memory.
+struct Notes {
+    kept: std::collections::BinaryHeap<(Vec<u8>, String)>,
+    extra: usize,
+}
 
 impl Notes {
-    fn add(&mut self, rel: &[u8], text: String) {
-        self.0.push((rel.to_vec(), text));
+    fn new() -> Self {
+        Self {
+            kept: std::collections::BinaryHeap::new(),
+            extra: 0,
+        }
     }
 
-    fn finish(mut self) -> Vec<String> {
-        self.0.sort();
-        let extra = self.0.len().saturating_sub(MAX_NOTES);
-        let mut out: Vec<String> = self.0.into_iter().take(MAX_NOTES).map(|(_, t)| t).collect();
-        if extra > 0 {
-            out.push(format!("{extra} more notes were left out"));
+    fn add(&mut self, rel: &[u8], text: String) {
+        self.kept.push((rel.to_vec(), text));
+        if self.kept.len() > MAX_NOTES {
+            self.kept.pop();
+            self.extra += 1;
+        }
+    }
+
+    fn finish(self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .kept
+            .into_sorted_vec()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        if self.extra > 0 {
+            out.push(format!("{} more notes were left out", self.extra));
         }
         out
     }
@@ -621,7 +640,7 @@ pub fn tar_dir_with(
     out: &mut dyn Write,
 ) -> Result<TarSummary, ArtifactError> {
     let root = Beneath::open(dir).map_err(|e| leftover_to_artifact(dir, e))?;
-    let mut notes = Notes(Vec::new());
+    let mut notes = Notes::new();
     let mut entries = walk(&root, dir, limits, &mut notes)?;
     entries.sort_by(|a, b| a.rel().cmp(b.rel()));
     let w = |source: io::Error| ArtifactError::Io {
@@ -924,6 +943,23 @@ fn truncate_name(name: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sockets take no archive entry, only a note: a tree of millions of them must cost no more
+    /// than `MAX_NOTES` notes, and which are kept must not depend on directory order.
+    #[test]
+    fn notes_keep_only_the_smallest_and_count_the_rest() {
+        let mut notes = Notes::new();
+        let total = MAX_NOTES + 500;
+        for i in (0..total).rev() {
+            notes.add(format!("{i:06}").as_bytes(), format!("n{i:06}"));
+            assert!(notes.kept.len() <= MAX_NOTES);
+        }
+        let out = notes.finish();
+        assert_eq!(out.len(), MAX_NOTES + 1);
+        assert_eq!(out[0], "n000000");
+        assert_eq!(out[MAX_NOTES - 1], format!("n{:06}", MAX_NOTES - 1));
+        assert_eq!(out[MAX_NOTES], "500 more notes were left out");
+    }
 
     fn tree(dir: &Path) {
         fs::create_dir_all(dir.join("src/nested")).unwrap();

@@ -100,10 +100,16 @@ pub fn check(
         }
     }
     if let Some(h) = &contract.session_header {
-        match headers.get(h.as_str()).map(|v| v.to_str()) {
-            Some(Ok(v)) if v == session_id => {}
-            Some(_) => return Err(format!("header {h} does not match this attempt's session")),
-            None => return Err(format!("header {h} is required")),
+        // Exactly one value: every value is forwarded, so a second one would reach the upstream
+        // unchecked.
+        let mut values = headers.get_all(h.as_str()).iter();
+        match (values.next().map(|v| v.to_str()), values.next()) {
+            (Some(Ok(v)), None) if v == session_id => {}
+            (Some(_), Some(_)) => return Err(format!("header {h} must be sent once")),
+            (Some(_), None) => {
+                return Err(format!("header {h} does not match this attempt's session"));
+            }
+            (None, _) => return Err(format!("header {h} is required")),
         }
     }
     Ok(())
@@ -203,6 +209,25 @@ mod tests {
         );
         c.default_max_output_tokens = 1000;
         c
+    }
+
+    #[test]
+    fn the_session_header_must_be_sent_once_with_this_attempts_id() {
+        let mut c = Contract::model_only("m");
+        c.session_header = Some("x-session".into());
+        let req = parsed(serde_json::json!({"model": "m", "messages": []}));
+        let check_with = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append("x-session", v.parse().unwrap());
+            }
+            check(&c, ApiKind::OpenAiChat, "s-1", &h, &req)
+        };
+        assert_eq!(check_with(&["s-1"]), Ok(()));
+        assert!(check_with(&[]).unwrap_err().contains("required"));
+        assert!(check_with(&["s-2"]).unwrap_err().contains("does not match"));
+        // Every value would be forwarded: a second one must not ride along unchecked.
+        assert!(check_with(&["s-1", "s-2"]).unwrap_err().contains("once"));
     }
 
     #[test]

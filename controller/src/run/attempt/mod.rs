@@ -584,7 +584,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("workspace")).unwrap();
         std::fs::create_dir_all(dir.join("out")).unwrap();
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let mut fd = openat(CWD, &dir.join("workspace"), flags, Mode::empty()).unwrap();
+        let mut fd = openat(CWD, dir.join("workspace"), flags, Mode::empty()).unwrap();
         for _ in 0..3000 {
             mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).unwrap();
             fd = openat(&fd, "d", flags, Mode::empty()).unwrap();

@@ -139,8 +139,15 @@ impl DockerExecutor {
                     anthropic: *anthropic,
                     brief: text?,
                 });
-            } else if let Ok(text) = text {
-                answers = scripted_answers(&text);
+            } else {
+                // The task bundle is frozen: an answers file that cannot be read or parsed is the
+                // controller's problem, never silently "no answers".
+                answers = scripted_answers(&text?).map_err(|e| {
+                    Box::new(AttemptReport::infra(
+                        CONTROLLER_ERROR,
+                        format!("{}: {e}", o.answers),
+                    ))
+                })?;
             }
         }
         Ok(Arc::new(AttemptControl::new(
@@ -153,13 +160,11 @@ impl DockerExecutor {
     }
 }
 
-/// The `[[qa]]` question → answer pairs of a scripted oracle file (unparseable: none, so every
-/// question is answered "No further information.").
-fn scripted_answers(text: &str) -> BTreeMap<String, String> {
+/// The `[[qa]]` question → answer pairs of a scripted oracle file; a question it does not list
+/// is answered "No further information.".
+fn scripted_answers(text: &str) -> Result<BTreeMap<String, String>, toml::de::Error> {
     let mut answers = BTreeMap::new();
-    let Ok(v) = toml::from_str::<toml::Table>(text) else {
-        return answers;
-    };
+    let v = toml::from_str::<toml::Table>(text)?;
     for item in v.get("qa").and_then(|q| q.as_array()).into_iter().flatten() {
         if let (Some(q), Some(a)) = (
             item.get("question").and_then(|x| x.as_str()),
@@ -168,7 +173,7 @@ fn scripted_answers(text: &str) -> BTreeMap<String, String> {
             answers.insert(q.to_owned(), a.to_owned());
         }
     }
-    answers
+    Ok(answers)
 }
 
 /// The oracle request a contract allows: its model, every fixed parameter (and a bound for a
@@ -240,6 +245,13 @@ pub(super) fn answer_text(body: &[u8]) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_scripted_oracle_file_that_does_not_parse_is_an_error_not_silence() {
+        let ok = scripted_answers("[[qa]]\nquestion = \"q\"\nanswer = \"a\"\n").unwrap();
+        assert_eq!(ok.get("q").map(String::as_str), Some("a"));
+        assert!(scripted_answers("[[qa]\nquestion = ").is_err());
+    }
 
     #[test]
     fn oracle_answers_are_read_from_json_and_streams() {
