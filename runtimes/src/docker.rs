@@ -114,11 +114,16 @@ impl DockerRuntime {
         &self.docker
     }
 
-    /// Whether the engine has an image with this id.
-    pub async fn has_image(&self, id: &ImageId) -> Result<bool, RuntimeError> {
-        match tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(&id.0)).await {
-            Ok(Ok(_)) => Ok(true),
-            Ok(Err(e)) if status(&e) == Some(404) => Ok(false),
+    /// The engine's inspect answer for image `name` (an id or a reference); `None` if absent.
+    /// The one place an image is inspected: a timeout and every engine error but 404 are
+    /// engine failures.
+    async fn inspect(
+        &self,
+        name: &str,
+    ) -> Result<Option<bollard::models::ImageInspect>, RuntimeError> {
+        match tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(name)).await {
+            Ok(Ok(i)) => Ok(Some(i)),
+            Ok(Err(e)) if status(&e) == Some(404) => Ok(None),
             Ok(Err(source)) => Err(RuntimeError::Engine {
                 op: "inspect image",
                 source,
@@ -128,6 +133,11 @@ impl DockerRuntime {
                 source: BollardError::RequestTimeoutError,
             }),
         }
+    }
+
+    /// Whether the engine has an image with this id.
+    pub async fn has_image(&self, id: &ImageId) -> Result<bool, RuntimeError> {
+        Ok(self.inspect(&id.0).await?.is_some())
     }
 
     /// Removes an image by id (tests; the controller keeps images as a cache).
@@ -179,26 +189,16 @@ impl DockerRuntime {
 
     /// The engine's description of image `name` (an id or a reference); `None` if absent.
     pub async fn inspect_base(&self, name: &str) -> Result<Option<BaseImage>, RuntimeError> {
-        match tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(name)).await {
-            Ok(Ok(i)) => {
-                BaseImage::from_inspect(&i)
-                    .map(Some)
-                    .map_err(|detail| RuntimeError::ImageCreate {
-                        reference: name.to_owned(),
-                        detail,
-                        fault: FaultCode::ContainerRuntimeFailure,
-                    })
-            }
-            Ok(Err(e)) if status(&e) == Some(404) => Ok(None),
-            Ok(Err(source)) => Err(RuntimeError::Engine {
-                op: "inspect image",
-                source,
-            }),
-            Err(_) => Err(RuntimeError::Engine {
-                op: "inspect image",
-                source: BollardError::RequestTimeoutError,
-            }),
-        }
+        let Some(i) = self.inspect(name).await? else {
+            return Ok(None);
+        };
+        BaseImage::from_inspect(&i)
+            .map(Some)
+            .map_err(|detail| RuntimeError::ImageCreate {
+                reference: name.to_owned(),
+                detail,
+                fault: FaultCode::ContainerRuntimeFailure,
+            })
     }
 
     /// `docker load` of an archive file, streamed from disk in `LOAD_CHUNK` pieces.
@@ -542,18 +542,10 @@ impl Runtime for DockerRuntime {
 
     fn inspect_image<'a>(&'a self, id: &'a ImageId) -> RtFuture<'a, ImageConfig> {
         Box::pin(async move {
-            match tokio::time::timeout(OP_TIMEOUT, self.docker.inspect_image(&id.0)).await {
-                Ok(Ok(i)) => Ok(ImageConfig::from_inspect(&i)),
-                Ok(Err(e)) if status(&e) == Some(404) => Err(RuntimeError::ImageMissing {
+            match self.inspect(&id.0).await? {
+                Some(i) => Ok(ImageConfig::from_inspect(&i)),
+                None => Err(RuntimeError::ImageMissing {
                     reference: id.0.clone(),
-                }),
-                Ok(Err(source)) => Err(RuntimeError::Engine {
-                    op: "inspect image",
-                    source,
-                }),
-                Err(_) => Err(RuntimeError::Engine {
-                    op: "inspect image",
-                    source: BollardError::RequestTimeoutError,
                 }),
             }
         })
