@@ -51,16 +51,23 @@ fn workspace_edges() -> Vec<(String, BTreeSet<String>)> {
 fn allowed(name: &str) -> Option<&'static [&'static str]> {
     Some(match name {
         "eval-controller" => &[
+            "eval-core",
             "eval-proxy",
             "eval-protocols",
             "eval-matrix",
             "eval-runtimes",
             "eval-evidence",
         ],
-        "eval-protocols" => &["eval-matrix", "eval-evidence"],
-        "eval-runtimes" => &["eval-fixture-core"],
-        "eval-matrix" | "eval-proxy" | "eval-evidence" | "eval-fixture-core" => &[],
-        "eval-shim" | "eval-fixture-agent" | "eval-fixture-grader" => &["eval-fixture-core"],
+        // Issue 14: protocols speaks the shared vocabulary (eval-core), not the evidence crate.
+        // Until that lands it still reaches into evidence; the core branch removes this entry.
+        "eval-protocols" => &["eval-core", "eval-matrix", "eval-evidence"],
+        "eval-runtimes" => &["eval-core", "eval-fixture-core"],
+        "eval-matrix" | "eval-proxy" | "eval-evidence" | "eval-fixture-core" => &["eval-core"],
+        "eval-shim" | "eval-fixture-agent" | "eval-fixture-grader" => {
+            &["eval-core", "eval-fixture-core"]
+        }
+        // The leaf: the shared vocabulary depends on no workspace crate.
+        "eval-core" => &[],
         _ => return None,
     })
 }

@@ -1,0 +1,5 @@
+//! The shared vocabulary of `eval` (issue 14): the types every other crate speaks, defined once.
+//!
+//! This crate owns plain data and its text forms (parse, display, canonical JSON). It must never
+//! depend on another workspace crate, do I/O, spawn tasks, or know about Docker, HTTP or SQLite:
+//! it is the leaf every arrow of the code map ends in, and the static shim links it too.
