@@ -1,0 +1,559 @@
+//! Cross-validation of a loaded protocol with its matrix and tasks: one function per protocol
+//! section, called in the order the sections appear in `protocol.toml`, so the first error a
+//! user sees is the first one in their file.
+
+use super::{Loaded, Project};
+use crate::error::ProtocolError;
+use crate::protocol::{BUILTIN_METRICS, ModelContract, PROTOCOL_SCHEMA, Protocol};
+use eval_core::headers::never_forwarded;
+use eval_matrix::valid_id;
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Everything every section check needs: the project (for paths), what was loaded, and the
+/// files errors name.
+struct Check<'a> {
+    project: &'a Project,
+    l: &'a Loaded,
+    p: &'a Protocol,
+    pfile: &'a Path,
+    mfile: &'a Path,
+}
+
+pub(super) fn validate(
+    project: &Project,
+    l: &Loaded,
+    name: &str,
+    pfile: &Path,
+    mfile: &Path,
+) -> Result<(), ProtocolError> {
+    let c = Check {
+        project,
+        l,
+        p: &l.protocol,
+        pfile,
+        mfile,
+    };
+    c.header(name)?;
+    c.hypotheses()?;
+    c.registration()?;
+    c.models()?;
+    c.budgets()?;
+    c.arms()?;
+    c.suites()?;
+    c.tasks()?;
+    c.statistics()?;
+    c.missing_data()?;
+    c.reruns()?;
+    c.preconditions()?;
+    c.gates()
+}
+
+impl Check<'_> {
+    /// An error in the protocol file.
+    fn bad(&self, field: &str, message: impl Into<String>) -> ProtocolError {
+        ProtocolError::field(self.pfile, field, message)
+    }
+
+    fn task_file(&self, t: &crate::task::TaskBundle) -> PathBuf {
+        self.project.root.join(&t.dir).join("task.toml")
+    }
+
+    /// Schema, name, matrix back-reference, title and signing key.
+    fn header(&self, name: &str) -> Result<(), ProtocolError> {
+        let p = self.p;
+        if p.schema != PROTOCOL_SCHEMA {
+            return Err(self.bad(
+                "schema",
+                format!(
+                    "{} is not a schema this eval knows (it knows {PROTOCOL_SCHEMA})",
+                    p.schema
+                ),
+            ));
+        }
+        if p.name != name {
+            return Err(self.bad(
+                "name",
+                format!("{:?} does not match the directory protocols/{name}", p.name),
+            ));
+        }
+        if self.l.matrix.protocol != p.name {
+            return Err(ProtocolError::field(
+                self.mfile,
+                "protocol",
+                format!(
+                    "{:?}, but protocol {:?} names this matrix",
+                    self.l.matrix.protocol, p.name
+                ),
+            ));
+        }
+        if p.title.trim().is_empty() {
+            return Err(self.bad("title", "must not be empty"));
+        }
+        p.signing_public_key()
+            .map_err(|m| self.bad("signing.public_key", m))?;
+        Ok(())
+    }
+
+    fn hypotheses(&self) -> Result<(), ProtocolError> {
+        if self.p.hypotheses.is_empty() {
+            return Err(self.bad("hypotheses", "state at least one hypothesis"));
+        }
+        let mut ids = HashSet::new();
+        for (i, h) in self.p.hypotheses.iter().enumerate() {
+            if !ids.insert(&h.id) || h.text.trim().is_empty() {
+                return Err(self.bad(
+                    &format!("hypotheses[{i}]"),
+                    format!("hypothesis {:?} is duplicated or empty", h.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn registration(&self) -> Result<(), ProtocolError> {
+        let r = &self.p.registration;
+        for (field, text) in [
+            (
+                "registration.sample_size_rationale",
+                &r.sample_size_rationale,
+            ),
+            ("registration.stopping_rule", &r.stopping_rule),
+        ] {
+            if text.trim().is_empty() {
+                return Err(self.bad(field, "must not be empty"));
+            }
+        }
+        if let Some(s) = &r.supersedes {
+            if !valid_id(&s.name) || s.name == self.p.name {
+                return Err(self.bad(
+                    "registration.supersedes.name",
+                    format!("{:?} must name another protocol", s.name),
+                ));
+            }
+            if s.reason.trim().is_empty() {
+                return Err(self.bad("registration.supersedes.reason", "must not be empty"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A contract for the agent; per role a model, allow-lists and finite parameter bounds.
+    fn models(&self) -> Result<(), ProtocolError> {
+        if !self.p.models.contains_key("agent") {
+            return Err(self.bad("models", "a contract for role `agent` is required"));
+        }
+        for (role, m) in &self.p.models {
+            if m.model.trim().is_empty() {
+                return Err(self.bad(&format!("models.{role}.model"), "must not be empty"));
+            }
+            validate_allow_lists(self.pfile, role, m)?;
+            for (param, b) in &m.params {
+                let f = format!("models.{role}.params.{param}");
+                let vals = [b.equals, b.min, b.max];
+                if vals.iter().flatten().any(|v| !v.is_finite()) {
+                    return Err(self.bad(&f, "bounds must be finite"));
+                }
+                if vals.iter().all(Option::is_none) && !b.required {
+                    return Err(self.bad(&f, "give equals, min/max or required"));
+                }
+                if let (Some(lo), Some(hi)) = (b.min, b.max)
+                    && lo > hi
+                {
+                    return Err(self.bad(&f, format!("min {lo} > max {hi}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn budgets(&self) -> Result<(), ProtocolError> {
+        let b = &self.p.budgets;
+        if b.attempt.wall_seconds == 0 || b.attempt.max_requests == 0 || b.attempt.max_tokens == 0 {
+            return Err(self.bad("budgets.attempt", "every limit must be positive"));
+        }
+        if b.run.max_tokens == 0 || !(b.run.max_spend_usd.is_finite() && b.run.max_spend_usd >= 0.0)
+        {
+            return Err(self.bad("budgets.run", "limits must be positive and finite"));
+        }
+        for (i, price) in b.prices.iter().enumerate() {
+            let vals = [
+                Some(price.input_usd_per_mtok),
+                Some(price.output_usd_per_mtok),
+                price.cached_input_usd_per_mtok,
+                price.cache_write_usd_per_mtok,
+            ];
+            if vals.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
+                return Err(self.bad(&format!("budgets.prices[{i}]"), "prices must be ≥ 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Arms: defined once, each used by some suite, each suite's arms defined.
+    fn arms(&self) -> Result<(), ProtocolError> {
+        let (p, l) = (self.p, self.l);
+        let mut arm_ids = HashSet::new();
+        for (i, a) in p.arms.iter().enumerate() {
+            let f = |x: &str| format!("arms[{i}].{x}");
+            if !valid_id(&a.id) {
+                return Err(self.bad(&f("id"), format!("{:?} is not a plain id", a.id)));
+            }
+            if !arm_ids.insert(a.id.as_str()) {
+                return Err(self.bad(&f("id"), format!("arm {:?} is defined twice", a.id)));
+            }
+            self.project
+                .check_path(self.pfile, &f("runtime"), &a.runtime, false)?;
+            self.project
+                .check_path(self.pfile, &f("profile"), &a.profile, false)?;
+            if let Some(pkg) = &a.package {
+                self.project
+                    .check_path(self.pfile, &f("package"), pkg, true)?;
+            }
+        }
+        for (i, s) in l.matrix.suites.iter().enumerate() {
+            for a in &s.arms {
+                if !arm_ids.contains(a.as_str()) {
+                    return Err(ProtocolError::field(
+                        self.mfile,
+                        format!("suites[{i}].arms"),
+                        format!(
+                            "arm {a:?} is not defined in {} ([[arms]] has: {})",
+                            l.protocol_file,
+                            p.arms
+                                .iter()
+                                .map(|a| a.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        let used: BTreeSet<&str> = l.matrix.arm_ids().into_iter().collect();
+        for (i, a) in p.arms.iter().enumerate() {
+            if !used.contains(a.id.as_str()) {
+                return Err(self.bad(
+                    &format!("arms[{i}].id"),
+                    format!(
+                        "arm {:?} is defined but no suite of matrix {} runs it",
+                        a.id, l.matrix.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Suites and metrics: one table per matrix suite, and every metric built in or emitted by
+    /// every task of the suite.
+    fn suites(&self) -> Result<(), ProtocolError> {
+        let (p, l) = (self.p, self.l);
+        let matrix_suites: BTreeSet<&str> = l.matrix.suites.iter().map(|s| s.id.as_str()).collect();
+        for key in p.suites.keys() {
+            if !matrix_suites.contains(key.as_str()) {
+                return Err(self.bad(
+                    &format!("suites.{key}"),
+                    format!("matrix {} has no suite {key:?}", l.matrix.name),
+                ));
+            }
+        }
+        for s in &matrix_suites {
+            let Some(spec) = p.suites.get(*s) else {
+                return Err(self.bad(
+                    "suites",
+                    format!("suite {s:?} of the matrix has no [suites.{s}] table"),
+                ));
+            };
+            if spec.metrics.is_empty() {
+                return Err(self.bad(&format!("suites.{s}.metrics"), "list at least one metric"));
+            }
+            for m in &spec.metrics {
+                if BUILTIN_METRICS.contains(&m.as_str()) {
+                    continue;
+                }
+                for t in l.tasks.iter().filter(|t| t.suite == *s) {
+                    if !t.spec.metrics.contains(m) {
+                        return Err(self.bad(
+                            &format!("suites.{s}.metrics"),
+                            format!(
+                                "metric {m:?} is neither built in ({}) nor emitted by task {} (its task.toml lists: {})",
+                                BUILTIN_METRICS.join(", "),
+                                t.id,
+                                t.spec.metrics.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each task against the protocol: its timeout within the attempt budget, its oracle within
+    /// the suite's limit, its grader runtime present.
+    fn tasks(&self) -> Result<(), ProtocolError> {
+        let p = self.p;
+        let wall = p.budgets.attempt.wall_seconds;
+        for t in &self.l.tasks {
+            let tfile = self.task_file(t);
+            if t.spec.timeout_seconds > wall {
+                return Err(ProtocolError::field(
+                    &tfile,
+                    "timeout_seconds",
+                    format!(
+                        "{} exceeds the protocol's budgets.attempt.wall_seconds ({wall})",
+                        t.spec.timeout_seconds
+                    ),
+                ));
+            }
+            if let Some(o) = &t.spec.oracle {
+                let limit = p
+                    .suites
+                    .get(&t.suite)
+                    .map(|s| s.max_oracle_calls)
+                    .unwrap_or(0);
+                if o.answered_by == crate::task::OracleAnswerer::Model
+                    && !p.models.contains_key("oracle")
+                {
+                    return Err(ProtocolError::field(
+                        &tfile,
+                        "oracle.answered_by",
+                        "\"model\" needs the protocol's [models.oracle]",
+                    ));
+                }
+                if o.max_questions > limit {
+                    return Err(ProtocolError::field(
+                        &tfile,
+                        "oracle.max_questions",
+                        format!(
+                            "{} exceeds suites.{}.max_oracle_calls ({limit})",
+                            o.max_questions, t.suite
+                        ),
+                    ));
+                }
+            }
+            self.project
+                .check_path(&tfile, "grader.runtime", &t.spec.grader.runtime, false)?;
+        }
+        Ok(())
+    }
+
+    /// The statistical plan: unit, repetitions, resamples, confidence, methods, seed, exactness.
+    fn statistics(&self) -> Result<(), ProtocolError> {
+        let st = &self.p.statistics;
+        if st.unit != "task" {
+            return Err(self.bad(
+                "statistics.unit",
+                format!("{:?}: only \"task\" is supported", st.unit),
+            ));
+        }
+        if st.repetitions != "mean" {
+            return Err(self.bad(
+                "statistics.repetitions",
+                format!(
+                    "{:?}: only \"mean\" (averaged within task) is supported",
+                    st.repetitions
+                ),
+            ));
+        }
+        if st.resamples == 0 {
+            return Err(self.bad("statistics.resamples", "must be positive"));
+        }
+        if !(st.confidence > 0.0 && st.confidence < 1.0) {
+            return Err(self.bad("statistics.confidence", "must be strictly between 0 and 1"));
+        }
+        for (field, m) in std::iter::once(("statistics.method", &st.method)).chain(
+            st.report_methods
+                .iter()
+                .map(|m| ("statistics.report_methods", m)),
+        ) {
+            if !matches!(m.as_str(), "v04-percentile" | "percentile" | "bca") {
+                return Err(self.bad(
+                    field,
+                    format!("unknown method {m:?} (v04-percentile, percentile, bca)"),
+                ));
+            }
+        }
+        let uses_v04 = st.method == "v04-percentile"
+            || self
+                .p
+                .gates
+                .iter()
+                .flat_map(|g| &g.rules)
+                .any(|r| r.method.as_deref() == Some("v04-percentile"));
+        if uses_v04
+            && st
+                .seed_string
+                .as_deref()
+                .is_none_or(|s| s.trim().is_empty())
+        {
+            return Err(self.bad(
+                "statistics.seed_string",
+                "v04-percentile needs a seed string",
+            ));
+        }
+        if !matches!(st.exact.as_str(), "auto" | "always" | "never") {
+            return Err(self.bad(
+                "statistics.exact",
+                format!("{:?}: auto, always or never", st.exact),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Missing data: a stated rule; values for known metrics only, finite.
+    fn missing_data(&self) -> Result<(), ProtocolError> {
+        let p = self.p;
+        if p.missing_data.rule.trim().is_empty() {
+            return Err(self.bad("missing_data.rule", "state the rule"));
+        }
+        let all_metrics: BTreeSet<&str> = p
+            .suites
+            .values()
+            .flat_map(|s| s.metrics.iter().map(String::as_str))
+            .collect();
+        for (m, v) in &p.missing_data.values {
+            let f = format!("missing_data.values.{m}");
+            if !all_metrics.contains(m.as_str()) {
+                return Err(self.bad(&f, "no suite lists this metric"));
+            }
+            if !v.is_finite() {
+                return Err(self.bad(&f, "must be finite"));
+            }
+        }
+        Ok(())
+    }
+
+    fn reruns(&self) -> Result<(), ProtocolError> {
+        let r = &self.p.reruns;
+        let mut codes = HashSet::new();
+        for (i, c) in r.codes.iter().enumerate() {
+            let plain = !c.is_empty()
+                && c.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !plain || !codes.insert(c) {
+                return Err(self.bad(
+                    &format!("reruns.codes[{i}]"),
+                    format!("{c:?} is duplicated or not a snake_case code"),
+                ));
+            }
+        }
+        if r.max_infra_attempts == 0 {
+            return Err(self.bad("reruns.max_infra_attempts", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    fn preconditions(&self) -> Result<(), ProtocolError> {
+        for (i, pre) in self.p.preconditions.iter().enumerate() {
+            let f = format!("preconditions[{i}]");
+            if !valid_id(&pre.protocol) || pre.protocol == self.p.name {
+                return Err(self.bad(
+                    &format!("{f}.protocol"),
+                    format!("{:?} must name another protocol", pre.protocol),
+                ));
+            }
+            if let Some(id) = &pre.identity
+                && eval_evidence::ledger::Digest::parse(id).is_none()
+            {
+                return Err(self.bad(
+                    &format!("{f}.identity"),
+                    format!("{id:?} is not a sha256:<hex> digest"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Release gates: at least one, ids and rule ids distinct, each valid against its suite's
+    /// metrics.
+    fn gates(&self) -> Result<(), ProtocolError> {
+        let p = self.p;
+        let mut gate_ids = HashSet::new();
+        for (i, g) in p.gates.iter().enumerate() {
+            let f = format!("gates[{i}]");
+            if !gate_ids.insert(&g.id) {
+                return Err(self.bad(
+                    &format!("{f}.id"),
+                    format!("gate {:?} is declared twice", g.id),
+                ));
+            }
+            let metrics = match &g.suite {
+                Some(s) => match p.suites.get(s) {
+                    Some(spec) => Some(spec.metrics.as_slice()),
+                    None => {
+                        return Err(self.bad(
+                            &format!("{f}.suite"),
+                            format!("no suite {s:?} in this protocol"),
+                        ));
+                    }
+                },
+                None => None,
+            };
+            let mut rule_ids = HashSet::new();
+            for (j, rule) in g.rules.iter().enumerate() {
+                if !rule_ids.insert(&rule.id) {
+                    return Err(self.bad(
+                        &format!("{f}.rules[{j}].id"),
+                        format!("rule {:?} is declared twice", rule.id),
+                    ));
+                }
+            }
+            g.validate(metrics)
+                .map_err(|e| self.bad(&f, e.to_string()))?;
+        }
+        if p.gates.is_empty() {
+            return Err(self.bad("gates", "declare at least one release gate"));
+        }
+        Ok(())
+    }
+}
+
+/// `allowed_params` and `allowed_headers`: plain, distinct names; no header the proxy would
+/// drop anyway (listing one would promise something the proxy does not do).
+fn validate_allow_lists(pfile: &Path, role: &str, m: &ModelContract) -> Result<(), ProtocolError> {
+    let bad = |field: &str, message: String| ProtocolError::field(pfile, field, message);
+    if let Some(list) = &m.allowed_params {
+        let f = format!("models.{role}.allowed_params");
+        let mut seen = HashSet::new();
+        for name in list {
+            let plain = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+            if !plain {
+                return Err(bad(&f, format!("{name:?} is not a parameter name")));
+            }
+            if !seen.insert(name.as_str()) {
+                return Err(bad(&f, format!("{name:?} is listed twice")));
+            }
+        }
+    }
+    if let Some(list) = &m.allowed_headers {
+        let f = format!("models.{role}.allowed_headers");
+        let mut seen = HashSet::new();
+        for name in list {
+            let lower = name.to_ascii_lowercase();
+            let token = !lower.is_empty()
+                && lower
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                return Err(bad(&f, format!("{name:?} is not a header name")));
+            }
+            if never_forwarded(&lower) {
+                return Err(bad(
+                    &f,
+                    format!(
+                        "{name:?} is a credential or hop-by-hop header the proxy never forwards"
+                    ),
+                ));
+            }
+            if !seen.insert(lower) {
+                return Err(bad(&f, format!("{name:?} is listed twice")));
+            }
+        }
+    }
+    Ok(())
+}
