@@ -7,6 +7,8 @@
 //! bytes), and never know about task contents, arms' runtimes or gates — those are the protocol's
 //! (`eval-protocols` depends on this crate, not the reverse).
 
+#![deny(missing_docs)]
+
 pub mod order;
 pub mod schedule;
 pub mod schema;

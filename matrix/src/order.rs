@@ -25,6 +25,7 @@ pub struct Mulberry32 {
 }
 
 impl Mulberry32 {
+    /// A generator starting from `state`.
     pub fn new(state: u32) -> Self {
         Self { state }
     }

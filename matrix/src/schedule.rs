@@ -4,11 +4,13 @@ use crate::order::{chacha8_fisher_yates, mulberry32_fisher_yates};
 use crate::schema::{Matrix, Order};
 use serde::{Deserialize, Serialize};
 
+/// Which part of a schedule a slot belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Run first, in the declared order, excluded from statistics.
     Infrastructure,
+    /// Run after the infrastructure phase, in the seeded order; the slots the statistics use.
     Statistical,
 }
 
@@ -19,39 +21,50 @@ pub struct Slot {
     pub order: usize,
     /// `stat-<suite>-<task>-<arm>-r<rep>` or `infra-<suite>-<task>-<arm>-r0`.
     pub id: String,
+    /// Infrastructure or statistical.
     pub phase: Phase,
+    /// The suite id.
     pub suite: String,
+    /// The task id within the suite.
     pub task: String,
+    /// The arm id.
     pub arm: String,
     /// 1-based for statistical slots, 0 for infrastructure slots.
     pub rep: u32,
 }
 
+/// A matrix expanded into the slots to run, in run order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schedule {
+    /// Infrastructure slots first, then statistical ones.
     pub slots: Vec<Slot>,
 }
 
 impl Schedule {
+    /// The infrastructure slots, in order.
     pub fn infrastructure(&self) -> impl Iterator<Item = &Slot> {
         self.slots
             .iter()
             .filter(|s| s.phase == Phase::Infrastructure)
     }
 
+    /// The statistical slots, in order.
     pub fn statistical(&self) -> impl Iterator<Item = &Slot> {
         self.slots.iter().filter(|s| s.phase == Phase::Statistical)
     }
 
+    /// The slot with this id.
     pub fn get(&self, id: &str) -> Option<&Slot> {
         self.slots.iter().find(|s| s.id == id)
     }
 }
 
+/// The id of a statistical slot.
 pub fn stat_id(suite: &str, task: &str, arm: &str, rep: u32) -> String {
     format!("stat-{suite}-{task}-{arm}-r{rep}")
 }
 
+/// The id of an infrastructure slot (its repetition is always 0).
 pub fn infra_id(suite: &str, task: &str, arm: &str) -> String {
     format!("infra-{suite}-{task}-{arm}-r0")
 }

@@ -28,18 +28,27 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+/// A matrix file (`matrix/<name>.toml`): which tasks run under which arms, how often, in what
+/// order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Matrix {
+    /// Must match the file name.
     pub name: String,
+    /// The protocol this matrix belongs to.
     pub protocol: String,
+    /// Free text for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// How many attempts may run at once.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// The seeded order of the statistical slots.
     #[serde(default)]
     pub order: Order,
+    /// The suites, each a tasks × arms × repetitions block.
     pub suites: Vec<Suite>,
+    /// Infrastructure slots, run first and excluded from statistics.
     #[serde(default)]
     pub infra: Vec<InfraSlot>,
 }
@@ -48,16 +57,23 @@ fn default_concurrency() -> usize {
     4
 }
 
+/// The shuffle of the statistical slots (`[order] algorithm = ...`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algorithm", deny_unknown_fields)]
 pub enum Order {
+    /// Fisher-Yates driven by ChaCha8 (the default).
     #[serde(rename = "chacha8")]
     Chacha8 {
+        /// The ChaCha8 seed.
         #[serde(default)]
         seed: u64,
     },
+    /// v0.4's original order, reproduced exactly.
     #[serde(rename = "mulberry32-fisher-yates")]
-    Mulberry32FisherYates { seed_string: String },
+    Mulberry32FisherYates {
+        /// Hashed into the Mulberry32 state ([`crate::Mulberry32::from_seed_string`]).
+        seed_string: String,
+    },
 }
 
 impl Default for Order {
@@ -68,13 +84,21 @@ impl Default for Order {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// One suite: every task under every arm, `repetitions` times.
 pub struct Suite {
+    /// The suite id.
     pub id: String,
+    /// The directory of its task bundles, relative to the project root.
     pub task_root: String,
+    /// Task ids (bundle directory names under `task_root`).
     pub tasks: Vec<String>,
+    /// Arm ids, each defined by the protocol.
     pub arms: Vec<String>,
+    /// The arm the comparison is made against.
     pub baseline: String,
+    /// The arm being evaluated.
     pub candidate: String,
+    /// Repetitions per task and arm.
     pub repetitions: u32,
 }
 
@@ -87,9 +111,13 @@ impl Suite {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// One infrastructure slot: a task run once under an arm before the statistical phase.
 pub struct InfraSlot {
+    /// The suite id.
     pub suite: String,
+    /// The task id.
     pub task: String,
+    /// The arm id.
     pub arm: String,
 }
 
@@ -117,18 +145,31 @@ pub mod limits {
 /// Bad matrix input: names the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum MatrixError {
+    /// The file could not be read.
     #[error("{file}: cannot read: {source}")]
     Read {
+        /// The matrix file.
         file: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not valid TOML for the schema.
     #[error("{file}: {message}")]
-    Parse { file: PathBuf, message: String },
+    Parse {
+        /// The matrix file.
+        file: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A field has a value the matrix does not allow.
     #[error("{file}: field `{field}`: {message}")]
     Field {
+        /// The matrix file.
         file: PathBuf,
+        /// The field's path, e.g. `suites[0].arms`.
         field: String,
+        /// What is wrong with it.
         message: String,
     },
 }

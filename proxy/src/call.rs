@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
+use eval_core::headers;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
@@ -22,34 +23,13 @@ use crate::budget::Reservation;
 use crate::config::{ApiKind, Contract, Price, Role};
 use crate::errors::api_error;
 use crate::record::{CallRecord, Change, Outcome};
-use crate::request::ParsedRequest;
 use crate::server::{Attempt, Shared};
 use crate::usage::Usage;
 
+mod pipeline;
 mod stream;
-use stream::stream_back;
+use pipeline::run;
 
-/// Client headers never forwarded: credentials (replaced by the real one), hop-by-hop headers,
-/// and encodings the meter could not read.
-const CREDENTIAL_HEADERS: [&str; 5] = [
-    "authorization",
-    "x-api-key",
-    "api-key",
-    "proxy-authorization",
-    "cookie",
-];
-const HOP_HEADERS: [&str; 10] = [
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-    "accept-encoding",
-    "forwarded",
-];
 /// Marks a response the proxy made itself (a refusal), with the call's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RefusedByProxy(pub Outcome);
@@ -409,13 +389,11 @@ fn upstream_headers(
     let mut out = HeaderMap::with_capacity(client.len() + 2);
     for (name, value) in client {
         let n = name.as_str();
-        if HOP_HEADERS.contains(&n) || n.starts_with("x-forwarded-") {
+        // Hop-by-hop headers are the connection's, not the request's: dropped silently.
+        if headers::is_hop_by_hop(n) {
             continue;
         }
-        if CREDENTIAL_HEADERS.contains(&n)
-            || n.starts_with("proxy-")
-            || !contract.allows_header(shared.api, n)
-        {
+        if headers::is_credential(n) || !contract.allows_header(shared.api, n) {
             let dropped = Change::DroppedHeader { name: n.to_owned() };
             // A header sent several times is noted once.
             if !changes.contains(&dropped) {
@@ -448,286 +426,6 @@ fn upstream_headers(
     );
     changes.push(Change::AcceptEncodingIdentity);
     out
-}
-
-async fn run(mut call: Call, req: Request) -> Response {
-    let shared = call.shared.clone();
-    let api = shared.api;
-    let Some(attempt) = call.attempt.clone() else {
-        return call.refuse(
-            StatusCode::UNAUTHORIZED,
-            Outcome::UnknownAttempt,
-            "unknown_attempt",
-            "unknown attempt",
-        );
-    };
-    let role = call.record.role;
-    let is_model_call = match route_allowed(api, req.method(), req.uri().path()) {
-        Ok(m) => m,
-        Err(status) => {
-            let msg = if status == StatusCode::NOT_FOUND {
-                format!("path {} is not served by this proxy", req.uri().path())
-            } else {
-                format!(
-                    "method {} is not allowed on {}",
-                    req.method(),
-                    req.uri().path()
-                )
-            };
-            return call.refuse(status, Outcome::BadRequest, "bad_request", &msg);
-        }
-    };
-    let Some(entry) = attempt.roles.get(&role) else {
-        return call.refuse(
-            StatusCode::FORBIDDEN,
-            Outcome::ContractViolation,
-            "contract_violation",
-            &format!("this attempt has no {} role", role.as_str()),
-        );
-    };
-    let (parts, body) = req.into_parts();
-    let mut changes = Vec::new();
-    let headers = upstream_headers(&shared, &entry.contract, &parts.headers, &mut changes);
-    let url = upstream_url(&shared.upstream, parts.uri.path());
-    if !is_model_call {
-        return list_models(call, entry, &attempt, headers, url, changes).await;
-    }
-    let body = match read_body(body, shared.max_body, shared.listener.body_read_timeout).await {
-        Ok(b) => b,
-        Err(StatusCode::REQUEST_TIMEOUT) => {
-            return call.refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                Outcome::BadRequest,
-                "request_timeout",
-                &format!(
-                    "the request body did not arrive within {:?}",
-                    shared.listener.body_read_timeout
-                ),
-            );
-        }
-        Err(StatusCode::PAYLOAD_TOO_LARGE) => {
-            return call.refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                Outcome::BadRequest,
-                "request_too_large",
-                &format!("the request body is larger than {} bytes", shared.max_body),
-            );
-        }
-        Err(_) => {
-            return call.refuse(
-                StatusCode::BAD_REQUEST,
-                Outcome::BadRequest,
-                "bad_request",
-                "the request body could not be read",
-            );
-        }
-    };
-    call.record.request_digest = Some(digest(&shared.redactor.redact(body.clone()).0));
-    let parsed = match ParsedRequest::parse(body) {
-        Ok(p) => p,
-        Err(e) => {
-            return call.refuse(
-                StatusCode::BAD_REQUEST,
-                Outcome::BadRequest,
-                "invalid_json",
-                &e.to_string(),
-            );
-        }
-    };
-    call.record.model = parsed
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let stream = parsed
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    call.record.stream = stream;
-    if let Err(why) = crate::contract::check(
-        &entry.contract,
-        api,
-        &attempt.session_id,
-        &parts.headers,
-        &parsed,
-    ) {
-        return call.refuse(
-            StatusCode::FORBIDDEN,
-            Outcome::ContractViolation,
-            "contract_violation",
-            &why,
-        );
-    }
-    // Streams of the OpenAI API carry usage only when asked; ask, and hide the answer from a
-    // client that did not ask.
-    let mut hide_usage_chunk = false;
-    let forwarded = if api == ApiKind::OpenAiChat && stream {
-        let opts = parsed.get("stream_options");
-        let asked = opts
-            .and_then(|o| o.get("include_usage"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if asked {
-            parsed.body().clone()
-        } else {
-            hide_usage_chunk = true;
-            let mut o = match opts {
-                Some(Value::Object(m)) => m.clone(),
-                _ => serde_json::Map::new(),
-            };
-            o.insert("include_usage".into(), Value::Bool(true));
-            changes.push(Change::AddedStreamUsage);
-            parsed.with_member("stream_options", &Value::Object(o))
-        }
-    } else {
-        parsed.body().clone()
-    };
-    let plan = crate::contract::output_plan(&entry.contract, &parsed);
-    // The reservation assumes the contract's default limit; the upstream's own default may be
-    // far larger, so a request that names no limit is sent with that one.
-    let forwarded = if plan.must_forward_limit {
-        match ParsedRequest::parse(forwarded.clone()) {
-            Ok(p) => {
-                changes.push(Change::InsertedOutputLimit {
-                    param: "max_tokens".into(),
-                    value: plan.per_choice,
-                });
-                p.with_member("max_tokens", &Value::from(plan.per_choice))
-            }
-            Err(_) => forwarded,
-        }
-    } else {
-        forwarded
-    };
-    let digest_changed = hide_usage_chunk || plan.must_forward_limit;
-    let model = call.record.model.clone().unwrap_or_default();
-    let price = shared.prices.get(&model).copied();
-    let max_out = plan.worst_case();
-    // Bytes bound tokens from above for every tokenizer in use, so the reservation is a true
-    // worst case.
-    let input_estimate = forwarded.len() as u64;
-    let reservation = match shared.run.reserve(
-        &entry.state,
-        attempt.started,
-        &model,
-        price.as_ref(),
-        input_estimate,
-        max_out,
-    ) {
-        Ok(r) => r,
-        Err(refusal) => {
-            return call.refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                Outcome::BudgetExhausted,
-                "budget_exhausted",
-                &refusal.message(),
-            );
-        }
-    };
-    call.record.reserved_tokens = reservation.tokens;
-    if digest_changed {
-        call.record.request_digest = Some(digest(&shared.redactor.redact(forwarded.clone()).0));
-    }
-    if let Some(dir) = &shared.transcript_dir {
-        write_transcript(dir, &shared.redactor.redact(forwarded.clone()).0).await;
-    }
-    let started = crate::record::CallStarted {
-        attempt_id: attempt.id.clone(),
-        arm: call.record.arm.clone(),
-        role: call.record.role,
-        seq: call.record.seq,
-        started_at_ms: call.record.started_at_ms,
-        path: call.record.path.clone(),
-        model: call.record.model.clone(),
-        stream: call.record.stream,
-        reserved_tokens: reservation.tokens,
-    };
-    if let Err(e) = shared.sink.call_started(&started).await {
-        settle(&call, reservation, None, price.as_ref(), false);
-        call.record.changes = changes;
-        return call.refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Outcome::NotRecorded,
-            "not_recorded",
-            &format!("the call was not forwarded: {e}"),
-        );
-    }
-    call.with_meter(|m| m.calls += 1);
-    let sent_at = Instant::now();
-    let send = shared
-        .client
-        .post(&url)
-        .headers(headers)
-        .body(forwarded)
-        .send();
-    let waited = tokio::select! {
-        r = tokio::time::timeout(shared.timeouts.first_byte, send) => r,
-        _ = attempt.cut.cancelled() => {
-            call.record.spend_usd = settle(&call, reservation, None, price.as_ref(), true);
-            call.record.changes = changes;
-            return call.cut_at_close();
-        }
-    };
-    let upstream = match waited {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            let connect = e.is_connect();
-            let detail = format!("the upstream could not be reached: {}", error_chain(&e));
-            settle(&call, reservation, None, price.as_ref(), !connect);
-            call.record.changes = changes;
-            return call.upstream_failed(
-                UpstreamFault::Transport,
-                StatusCode::BAD_GATEWAY,
-                &detail,
-            );
-        }
-        Err(_) => {
-            settle(&call, reservation, None, price.as_ref(), true);
-            call.record.changes = changes;
-            return call.upstream_refused(
-                UpstreamFault::Transport,
-                StatusCode::GATEWAY_TIMEOUT,
-                "upstream_timeout",
-                &format!(
-                    "the upstream sent no response within {:?}",
-                    shared.timeouts.first_byte
-                ),
-            );
-        }
-    };
-    let status = upstream.status();
-    call.record.upstream_status = Some(status.as_u16());
-    call.record.changes = changes;
-    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        // The body may echo the credential; it never leaves the proxy.
-        drop(upstream);
-        settle(&call, reservation, None, price.as_ref(), false);
-        call.record.changes.push(Change::ReplacedAuthError);
-        return call.upstream_refused(
-            UpstreamFault::Server,
-            StatusCode::BAD_GATEWAY,
-            "upstream_auth_error",
-            &format!(
-                "the upstream refused the proxy's credentials (status {})",
-                status.as_u16()
-            ),
-        );
-    }
-    let is_sse = upstream
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if status.is_success() && is_sse {
-        return stream_back(
-            call,
-            upstream,
-            reservation,
-            price,
-            sent_at,
-            hide_usage_chunk,
-        );
-    }
-    whole_back(call, upstream, reservation, price, sent_at).await
 }
 
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
