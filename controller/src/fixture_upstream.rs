@@ -11,6 +11,10 @@
 //!   server keeps its own tally ([`FixtureTally`]) so tests can cross-check the proxy's meter.
 //! - Every response carries `"system_fingerprint": "eval-fixture"` and the header
 //!   `x-eval-fixture: 1`: nothing it produces can pass for a real model's output.
+//!
+//! This module is the controller's one door to the fixture model (`eval_runtimes::fixture_model`):
+//! the demo and `--upstream fixture` run it on purpose; no other production module may use it
+//! (a test below reads the sources to keep it so).
 
 use axum::Router;
 use axum::body::Body;
@@ -88,6 +92,10 @@ impl FixtureUpstream {
             .with_state(shared.clone());
         let stop = CancellationToken::new();
         let stopped = stop.clone();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "not detached: the handle is kept and awaited by FixtureUpstream::shutdown"
+        )]
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stopped.cancelled().await })
@@ -315,6 +323,38 @@ fn split_pieces(text: &str, max: usize) -> Vec<&str> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn only_this_module_reaches_the_fixture_model() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        walk(&src, &mut files);
+        assert!(files.len() > 10, "the walk found the sources");
+        let offenders: Vec<_> = files
+            .iter()
+            .filter(|p| !p.ends_with("fixture_upstream.rs"))
+            .filter(|p| {
+                let text = std::fs::read_to_string(p).unwrap();
+                // Code before a file's `#[cfg(test)]` is production code; tests may compare.
+                let production = text.split("#[cfg(test)]").next().unwrap_or("");
+                production.contains("fixture_model") || production.contains("eval_fixture_core")
+            })
+            .collect();
+        assert!(
+            offenders.is_empty(),
+            "production code reaches the fixture model outside fixture_upstream.rs: {offenders:?}"
+        );
+    }
 
     fn client() -> reqwest::Client {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,5 +1,6 @@
 //! `eval`: the command-line entry point. Parsing lives in `cli`, exit statuses in `exit`, and each
 //! command in `commands/<name>.rs`.
+#![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 // Shadow the standard print macros for every module below (macros are scoped by text order):
 // each print goes through `out`, which treats a closed pipe as "stop quietly". See `out.rs`.

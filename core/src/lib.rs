@@ -4,5 +4,6 @@
 //! depend on another workspace crate, do I/O, spawn tasks, or know about Docker, HTTP or SQLite:
 //! it is the leaf every arrow of the code map ends in, and the static shim links it too.
 #![deny(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod headers;

@@ -19,6 +19,7 @@
 //!   run contained by reading side files.
 //! - This crate depends on no other crate of the workspace, and never prints: it returns typed
 //!   errors ([`LedgerError`]) that the controller maps to exit statuses in one place.
+#![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod artifacts;
 pub mod canonical;

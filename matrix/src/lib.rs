@@ -8,6 +8,7 @@
 //! (`eval-protocols` depends on this crate, not the reverse).
 
 #![deny(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod order;
 pub mod schedule;

@@ -471,6 +471,10 @@ pub async fn run_admitted(
         .count() as u64;
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a signal listener owns nothing and may be dropped with the runtime at exit"
+    )]
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_signal.cancel();

@@ -141,7 +141,8 @@ fn task_of(msgs: &[Message]) -> Option<FixtureTask> {
 }
 
 /// The line after which an oracle's system message carries its brief (the controller's oracle
-/// prompt, `eval_controller`'s `run::attempt::ORACLE_BRIEF_MARKER`).
+/// prompt owns it: `eval_controller`'s `run::attempt::oracle::ORACLE_BRIEF_MARKER`, which a test
+/// there keeps equal to this one).
 pub const ORACLE_BRIEF_MARKER: &str = "--- brief ---\n";
 
 /// As an oracle: a system message holding a brief in the scripted-oracle format (`[[qa]]`

@@ -95,6 +95,10 @@ impl LedgerSink {
             let fatal = self.fatal.clone();
             let overflow = self.overflow.clone();
             overflow.enter();
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "counted by Overflow: Bridge::flush waits until every such send is done"
+            )]
             tokio::spawn(async move {
                 if tx.send(msg).await.is_err() {
                     fatal.set("the ledger bridge stopped with a record queued".into());
@@ -154,6 +158,10 @@ impl Bridge {
         let (tx, rx) = mpsc::channel::<BridgeMsg>(BRIDGE_CAPACITY);
         let fatal = Fatal::default();
         let overflow = Overflow::default();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "joined through its channel: it ends when the last sender drops, and Bridge::flush waits for it"
+        )]
         tokio::spawn(drain(rx, rec.clone(), fatal.clone()));
         (
             Bridge {

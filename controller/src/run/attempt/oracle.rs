@@ -38,6 +38,10 @@ pub(super) struct OracleAsk {
     pub(super) brief: String,
 }
 
+/// The line after which the oracle's system message carries the brief. Production owns it; the
+/// fixture model (what `eval demo` answers with) must use the same line, which a test checks.
+pub(crate) const ORACLE_BRIEF_MARKER: &str = "--- brief ---\n";
+
 /// The oracle model's system prompt; the brief (the task's oracle file) follows the marker.
 const ORACLE_SYSTEM: &str = "You are the oracle of an evaluation task. Answer the agent's clarifying question briefly, from the brief below only; if the brief does not say, answer \"No further information.\"\n";
 
@@ -56,11 +60,7 @@ impl Control {
             .ok()
             .and_then(|slot| slot.clone())
             .ok_or_else(|| Unavailable("the proxy is not running".to_owned()))?;
-        let system = format!(
-            "{ORACLE_SYSTEM}{}{}",
-            eval_runtimes::fixture_model::ORACLE_BRIEF_MARKER,
-            o.brief
-        );
+        let system = format!("{ORACLE_SYSTEM}{ORACLE_BRIEF_MARKER}{}", o.brief);
         let mut body = o.template.clone();
         if o.anthropic {
             body["system"] = json!(system);
@@ -271,5 +271,17 @@ mod tests {
         assert_eq!(t["max_tokens"], json!(512));
         assert_eq!(t["stream"], true);
         assert_eq!(t["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
+    fn the_fixture_oracle_reads_the_brief_after_the_production_marker() {
+        // The demo's fixture model finds the brief by this marker; a drift would make every
+        // fixture oracle answer "no further information" without failing anything else.
+        assert_eq!(
+            super::ORACLE_BRIEF_MARKER,
+            eval_runtimes::fixture_model::ORACLE_BRIEF_MARKER
+        );
+        assert!(super::ORACLE_BRIEF_MARKER.ends_with('\n'));
+        assert!(!super::ORACLE_SYSTEM.contains(super::ORACLE_BRIEF_MARKER.trim_end()));
     }
 }
