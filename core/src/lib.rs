@@ -3,3 +3,11 @@
 //! This crate owns plain data and its text forms (parse, display, canonical JSON). It must never
 //! depend on another workspace crate, do I/O, spawn tasks, or know about Docker, HTTP or SQLite:
 //! it is the leaf every arrow of the code map ends in, and the static shim links it too.
+
+pub mod canonical;
+pub mod chain;
+pub mod digest;
+pub mod gates;
+pub mod keys;
+
+pub use digest::Digest;

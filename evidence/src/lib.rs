@@ -21,7 +21,8 @@
 //!   errors ([`LedgerError`]) that the controller maps to exit statuses in one place.
 
 pub mod artifacts;
-pub mod canonical;
+/// Canonical JSON is eval-core's; re-exported so evidence's callers keep one import path.
+pub use eval_core::canonical;
 pub mod gates;
 pub mod ledger;
 pub mod leftovers;

@@ -541,7 +541,7 @@ impl Project {
                 ));
             }
             if let Some(id) = &pre.identity
-                && eval_evidence::ledger::Digest::parse(id).is_none()
+                && eval_core::Digest::parse(id).is_none()
             {
                 return Err(bad(
                     &format!("{f}.identity"),

@@ -4,8 +4,8 @@
 //!
 //! See `protocols/v0.4/protocol.toml` for a complete, commented example.
 
-use eval_evidence::gates::Gate;
-use eval_evidence::signing::PublicKey;
+use eval_core::gates::Gate;
+use eval_core::keys::PublicKey;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -69,7 +69,7 @@ impl Signing {
                     .into(),
             );
         }
-        PublicKey::parse(&self.public_key).map_err(|e| e.to_string())
+        PublicKey::parse(&self.public_key).map_err(|e| format!("not a public key: {e}"))
     }
 }
 
