@@ -6,6 +6,7 @@
 
 pub mod canonical;
 pub mod chain;
+pub mod contract;
 pub mod digest;
 pub mod gates;
 pub mod keys;

@@ -600,7 +600,7 @@ async fn run(mut call: Call, req: Request) -> Response {
     };
     let digest_changed = hide_usage_chunk || plan.must_forward_limit;
     let model = call.record.model.clone().unwrap_or_default();
-    let price = shared.prices.get(&model).copied();
+    let price = shared.prices.get(&model).cloned();
     let max_out = plan.worst_case();
     // Bytes bound tokens from above for every tokenizer in use, so the reservation is a true
     // worst case.
