@@ -4,6 +4,7 @@
 //! depend on another workspace crate, do I/O, spawn tasks, or know about Docker, HTTP or SQLite:
 //! it is the leaf every arrow of the code map ends in, and the static shim links it too.
 
+pub mod attest;
 pub mod canonical;
 pub mod chain;
 pub mod contract;
