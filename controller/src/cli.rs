@@ -246,12 +246,21 @@ pub struct StatsCalibrateArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum ApiKind {
-    #[value(name = "openai-chat")]
-    OpenaiChat,
-    #[value(name = "anthropic-messages")]
-    AnthropicMessages,
+/// `--api`: eval-core's [`ApiKind`](eval_core::contract::ApiKind) as a command-line choice (the
+/// core crate does not know clap, and the orphan rule keeps the impl off the core type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiArg(pub eval_core::contract::ApiKind);
+
+impl ValueEnum for ApiArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        use eval_core::contract::ApiKind;
+        const ALL: [ApiArg; 2] = [ApiArg(ApiKind::ALL[0]), ApiArg(ApiKind::ALL[1])];
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.as_str()))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -268,7 +277,7 @@ pub struct ProxyArgs {
     #[arg(long)]
     pub model: String,
     #[arg(long, value_enum, default_value = "openai-chat")]
-    pub api: ApiKind,
+    pub api: ApiArg,
     /// Append one JSON record per call here
     #[arg(long, value_name = "FILE.jsonl")]
     pub meter_out: Option<PathBuf>,

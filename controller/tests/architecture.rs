@@ -59,8 +59,7 @@ fn allowed(name: &str) -> Option<&'static [&'static str]> {
             "eval-evidence",
         ],
         // Issue 14: protocols speaks the shared vocabulary (eval-core), not the evidence crate.
-        // Until that lands it still reaches into evidence; the core branch removes this entry.
-        "eval-protocols" => &["eval-core", "eval-matrix", "eval-evidence"],
+        "eval-protocols" => &["eval-core", "eval-matrix"],
         "eval-runtimes" => &["eval-core", "eval-fixture-core"],
         "eval-matrix" | "eval-proxy" | "eval-evidence" | "eval-fixture-core" => &["eval-core"],
         "eval-shim" | "eval-fixture-agent" | "eval-fixture-grader" => {

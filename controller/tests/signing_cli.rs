@@ -71,7 +71,7 @@ fn keygen_then_sign_prove_and_verify_through_the_cli_without_leaking_the_key() {
     // A run's ledger, signed as the controller signs it.
     let key = Arc::new(SigningKeyPair::load(&key_file).unwrap());
     assert_eq!(key.public(), &public);
-    key.ensure_public_matches(&public).unwrap();
+    key.ensure_public_matches(public.text()).unwrap();
     let ledger = d.join("ledger.sqlite");
     let writer = LedgerWriter::open(&ledger).unwrap();
     let mut cp = Checkpointer::open(key.clone(), "eval/sha256:abcd", &writer).unwrap();

@@ -7,3 +7,13 @@
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod headers;
+
+pub mod attest;
+pub mod canonical;
+pub mod chain;
+pub mod contract;
+pub mod digest;
+pub mod gates;
+pub mod keys;
+
+pub use digest::Digest;

@@ -22,7 +22,8 @@
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod artifacts;
-pub mod canonical;
+/// Canonical JSON is eval-core's; re-exported so evidence's callers keep one import path.
+pub use eval_core::canonical;
 pub mod gates;
 pub mod ledger;
 pub mod leftovers;

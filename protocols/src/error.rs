@@ -29,8 +29,9 @@ pub enum ProtocolError {
     /// Drift, a reused or retired identity, a broken registry: exit 3.
     #[error("{0}")]
     Integrity(String),
-    #[error(transparent)]
-    Ledger(#[from] eval_evidence::LedgerError),
+    /// A registry entry that cannot be made (a kind or payload the code got wrong): exit 2.
+    #[error("registry entry: {0}")]
+    Entry(#[from] eval_core::chain::ChainError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -42,11 +43,7 @@ pub enum ProtocolError {
 impl ProtocolError {
     /// True for the failures that exit 3.
     pub fn is_integrity(&self) -> bool {
-        match self {
-            ProtocolError::Integrity(_) => true,
-            ProtocolError::Ledger(e) => e.is_integrity(),
-            _ => false,
-        }
+        matches!(self, ProtocolError::Integrity(_))
     }
 
     pub(crate) fn field(

@@ -25,8 +25,8 @@ use crate::project::{Loaded, Project};
 use crate::protocol::Arm;
 use crate::registry::{FreezeRecord, Registry, RetireRecord};
 use crate::tree::{Kind, Manifest, ManifestEntry, TreeError, hash_paths};
-use eval_evidence::ledger::Digest;
-use eval_evidence::signing::PublicKey;
+use eval_core::Digest;
+use eval_core::keys::PublicKey;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -375,7 +375,7 @@ pub fn freeze(
         )));
     }
     let doc = compute(project, &loaded, driver, images)?;
-    let bytes = eval_evidence::canonical::to_vec(&doc)
+    let bytes = eval_core::canonical::to_vec(&doc)
         .map_err(|e| ProtocolError::State(format!("cannot encode the freeze file: {e}")))?;
     let file = freeze_file(state, name);
     if let Some(prev) = reg.frozen(name) {

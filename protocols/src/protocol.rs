@@ -4,8 +4,9 @@
 //!
 //! See `protocols/v0.4/protocol.toml` for a complete, commented example.
 
-use eval_evidence::gates::Gate;
-use eval_evidence::signing::PublicKey;
+use eval_core::contract::{ApiKind, Price};
+use eval_core::gates::Gate;
+use eval_core::keys::PublicKey;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -69,7 +70,7 @@ impl Signing {
                     .into(),
             );
         }
-        PublicKey::parse(&self.public_key).map_err(|e| e.to_string())
+        PublicKey::parse(&self.public_key).map_err(|e| format!("not a public key: {e}"))
     }
 }
 
@@ -97,14 +98,6 @@ pub struct Registration {
 pub struct Supersedes {
     pub name: String,
     pub reason: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ApiKind {
-    #[serde(rename = "openai-chat")]
-    OpenaiChat,
-    #[serde(rename = "anthropic-messages")]
-    AnthropicMessages,
 }
 
 /// What the proxy lets through for one role: the API, the exact model id, and parameter bounds.
@@ -174,20 +167,6 @@ pub struct AttemptBudget {
 pub struct RunBudget {
     pub max_tokens: u64,
     pub max_spend_usd: f64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    pub model: String,
-    pub input_usd_per_mtok: f64,
-    pub output_usd_per_mtok: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_input_usd_per_mtok: Option<f64>,
-    /// Price of input tokens written to the provider's prompt cache (Anthropic's
-    /// `cache_creation_input_tokens`); absent: the input price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_usd_per_mtok: Option<f64>,
 }
 
 /// One arm: what runs. Which suites run it, and whether it is a baseline or the gated candidate,

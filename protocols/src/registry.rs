@@ -10,10 +10,15 @@
 //!
 //! The registry is read whole and its chain verified on every open: nothing is decided from a
 //! registry that does not verify.
+//!
+//! The chain rule and the line format are eval-core's ([`eval_core::chain`]); the file I/O is
+//! here (read whole, append under an exclusive lock) because the registry is small and protocols
+//! must not depend on the evidence crate for a file reader.
 
 use crate::error::ProtocolError;
-use eval_evidence::ledger::{
-    Digest, Entry, Head, NewEntry, append_jsonl, read_jsonl, verify_entries,
+use eval_core::Digest;
+use eval_core::chain::{
+    Entry, Head, LineError, NewEntry, jsonl_line, parse_jsonl_line, verify_entries,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -60,7 +65,7 @@ impl Registry {
                 head: Head::EMPTY,
             });
         }
-        let entries = read_jsonl(&path)?;
+        let entries = read_chain(&path)?;
         let report = verify_entries(entries.iter(), None);
         if let Some(failure) = report.error {
             return Err(ProtocolError::Integrity(format!(
@@ -134,7 +139,7 @@ impl Registry {
         if let Some(parent) = self.path.parent() {
             std::fs::create_dir_all(parent).map_err(ProtocolError::io(parent))?;
         }
-        append_jsonl(&self.path, vec![entry])?;
+        append_entry(&self.path, &entry)?;
         // Re-read so later queries see exactly what is on disk.
         let state = self
             .path
@@ -238,4 +243,53 @@ pub fn unmet_preconditions(reg: &Registry, protocol: &crate::protocol::Protocol)
         }
     }
     out
+}
+
+/// Reads every entry of the registry file; a line that is not an entry is an integrity failure
+/// (the registry is only ever written by [`append_entry`]).
+fn read_chain(path: &Path) -> Result<Vec<Entry>, ProtocolError> {
+    let bytes = std::fs::read(path).map_err(ProtocolError::io(path))?;
+    let mut out = Vec::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        out.push(parse_jsonl_line(line).map_err(|e| match e {
+            LineError::NewerFormat { .. } => ProtocolError::State(format!(
+                "{}: line {}: {e}; upgrade eval",
+                path.display(),
+                i + 1
+            )),
+            LineError::Malformed(reason) => {
+                ProtocolError::Integrity(format!("{}: line {}: {reason}", path.display(), i + 1))
+            }
+        })?);
+    }
+    Ok(out)
+}
+
+/// Appends one entry under an exclusive advisory lock, after verifying the chain as it is on disk
+/// (another process may have appended since this registry was opened), and syncs.
+fn append_entry(path: &Path, entry: &NewEntry) -> Result<(), ProtocolError> {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(ProtocolError::io(path))?;
+    file.lock().map_err(ProtocolError::io(path))?;
+    let entries = read_chain(path)?;
+    let report = verify_entries(entries.iter(), None);
+    if let Some(failure) = report.error {
+        return Err(ProtocolError::Integrity(format!(
+            "{}: the registry chain does not verify, nothing appended: {failure}",
+            path.display()
+        )));
+    }
+    let now = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+    let mut line = jsonl_line(&entry.chained(&report.head, now));
+    line.push(b'\n');
+    file.write_all(&line).map_err(ProtocolError::io(path))?;
+    file.sync_all().map_err(ProtocolError::io(path))
 }

@@ -21,7 +21,7 @@
 //! only in case (they would collide on a case-insensitive file system), special files (fifos,
 //! sockets, devices), and links whose target is absolute or climbs out of the root.
 
-use eval_evidence::ledger::Digest;
+use eval_core::Digest;
 use sha2::{Digest as _, Sha256};
 use std::collections::HashMap;
 use std::fs;

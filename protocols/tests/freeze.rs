@@ -2,7 +2,7 @@
 //! Freeze, verify, retire and the registry, on a copy of the `eval init` template (protocol
 //! `demo`) in a temporary project.
 
-use eval_evidence::ledger::Digest;
+use eval_core::Digest;
 use eval_protocols::protocol::Arm;
 use eval_protocols::{
     FreezeOutcome, ImageRecord, Project, ProtocolError, Registry, RetireOutcome, freeze,

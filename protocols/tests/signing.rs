@@ -2,7 +2,7 @@
 //! `[signing] public_key`: validated on load, recorded by freeze and bound into the identity,
 //! returned by `frozen_public_key`, and a change after freezing refused like any other byte.
 
-use eval_evidence::ledger::Digest;
+use eval_core::Digest;
 use eval_evidence::signing::{KEY_NAME, PublicKey, SigningError, SigningKeyPair};
 use eval_protocols::freeze::FreezeDoc;
 use eval_protocols::protocol::Arm;
@@ -123,7 +123,7 @@ fn a_named_key_is_frozen_bound_into_the_identity_and_returned() {
     let loaded = Project::open(&f.root).load("demo").unwrap();
     assert_eq!(
         loaded.protocol.signing_public_key().unwrap().as_ref(),
-        Some(key.public())
+        Some(key.public().text())
     );
     let out = f.freeze().unwrap();
     assert!(matches!(out, FreezeOutcome::Frozen { .. }));
@@ -137,7 +137,7 @@ fn a_named_key_is_frozen_bound_into_the_identity_and_returned() {
     assert_eq!(Digest::of(id_text.as_bytes()), identity(&out));
 
     let frozen = frozen_public_key(&f.state, "demo").unwrap().unwrap();
-    assert_eq!(&frozen, key.public());
+    assert_eq!(&frozen, key.public().text());
     key.ensure_public_matches(&frozen).unwrap();
     let e = pair(2).ensure_public_matches(&frozen).unwrap_err();
     assert!(matches!(e, SigningError::KeyMismatch { .. }), "{e}");

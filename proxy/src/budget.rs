@@ -115,10 +115,10 @@ pub(crate) fn spend(price: Option<&Price>, usage: &Usage) -> f64 {
         .input_tokens
         .saturating_sub(usage.cached_input_tokens)
         .saturating_sub(usage.cache_creation_tokens);
-    (fresh as f64 * p.input_per_mtok
-        + usage.cached_input_tokens as f64 * p.cached_input_per_mtok
-        + usage.cache_creation_tokens as f64 * p.cache_write_per_mtok
-        + usage.output_tokens as f64 * p.output_per_mtok)
+    (fresh as f64 * p.input_usd_per_mtok
+        + usage.cached_input_tokens as f64 * p.cached_input_rate()
+        + usage.cache_creation_tokens as f64 * p.cache_write_rate()
+        + usage.output_tokens as f64 * p.output_usd_per_mtok)
         / 1e6
 }
 

@@ -14,15 +14,7 @@ use crate::control::ControlPlane;
 use crate::record::RecordSink;
 use crate::secret::SecretKey;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ApiKind {
-    /// OpenAI-compatible Chat Completions (OpenAI, DeepSeek, …): `Authorization: Bearer KEY`.
-    #[serde(rename = "openai-chat")]
-    OpenAiChat,
-    /// Anthropic Messages: `x-api-key: KEY`.
-    #[serde(rename = "anthropic-messages")]
-    AnthropicMessages,
-}
+pub use eval_core::contract::{ApiKind, Price};
 
 /// Who is calling the model on behalf of an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -182,18 +174,17 @@ pub struct RunSeed {
     pub requests: u64,
 }
 
-/// USD per million tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Price {
-    pub input_per_mtok: f64,
-    pub cached_input_per_mtok: f64,
-    pub cache_write_per_mtok: f64,
-    pub output_per_mtok: f64,
-}
-
+/// The protocol's prices by model id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PriceTable {
     pub models: BTreeMap<String, Price>,
+}
+
+impl PriceTable {
+    /// Adds (or replaces) the price of `price.model`.
+    pub fn insert(&mut self, price: Price) {
+        self.models.insert(price.model.clone(), price);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

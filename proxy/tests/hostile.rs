@@ -383,10 +383,11 @@ async fn cache_writes_are_priced_at_their_own_rate() {
     let sink = sink();
     let mut cfg = config(&up, ApiKind::AnthropicMessages, sink.clone());
     let price = Price {
-        input_per_mtok: 1.0,
-        cached_input_per_mtok: 0.1,
-        cache_write_per_mtok: 10.0,
-        output_per_mtok: 2.0,
+        model: MODEL.into(),
+        input_usd_per_mtok: 1.0,
+        cached_input_usd_per_mtok: Some(0.1),
+        cache_write_usd_per_mtok: Some(10.0),
+        output_usd_per_mtok: 2.0,
     };
     cfg.prices.models.insert(MODEL.into(), price);
     let (proxy, _d, sock) = one_attempt(cfg, Contract::model_only(MODEL), Budget::default()).await;
@@ -489,10 +490,11 @@ async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
     cfg.prices.models.insert(
         MODEL.into(),
         Price {
-            input_per_mtok: 1.0,
-            cached_input_per_mtok: 1.0,
-            cache_write_per_mtok: 1.0,
-            output_per_mtok: 1.0,
+            model: MODEL.into(),
+            input_usd_per_mtok: 1.0,
+            cached_input_usd_per_mtok: Some(1.0),
+            cache_write_usd_per_mtok: Some(1.0),
+            output_usd_per_mtok: 1.0,
         },
     );
     cfg.run_budget.max_spend_usd = Some(1.0);

@@ -770,10 +770,11 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
     cfg.prices.models.insert(
         MODEL.into(),
         Price {
-            input_per_mtok: 1.0,
-            cached_input_per_mtok: 0.1,
-            cache_write_per_mtok: 1.0,
-            output_per_mtok: 1.0,
+            model: MODEL.into(),
+            input_usd_per_mtok: 1.0,
+            cached_input_usd_per_mtok: Some(0.1),
+            cache_write_usd_per_mtok: Some(1.0),
+            output_usd_per_mtok: 1.0,
         },
     );
     cfg.run_budget.max_spend_usd = Some(10.0 * reserve as f64 / 1e6 + 1e-9);

@@ -12,7 +12,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use eval_fixture_core::attest::{TreeEntry, bytes_digest, tree_digest_of};
+use eval_core::attest::{TreeEntry, bytes_digest, link_digest, tree_digest_of};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
@@ -173,7 +173,7 @@ impl Layer {
         let rel = path.trim_matches('/');
         match self.nodes.get(rel)? {
             Node::File { bytes, .. } => Some(bytes_digest(bytes)),
-            Node::Link(t) => Some(bytes_digest(format!("link\0{t}").as_bytes())),
+            Node::Link(t) => Some(link_digest(t)),
             Node::Dir { .. } => {
                 let prefix = format!("{rel}/");
                 let entries = self

@@ -29,7 +29,7 @@ pub mod fixture_model {
     pub use eval_fixture_core::model::*;
 }
 
-/// The fixture formats (profile, task block, answer, checks, metrics, attestation digests).
+/// The fixture formats (profile, task block, answer, checks, metrics).
 pub use eval_fixture_core as fixture;
 
 pub use base::BaseImage;

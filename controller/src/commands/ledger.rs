@@ -225,10 +225,10 @@ fn note(args: LedgerNoteArgs) -> CmdResult {
     debug_assert!(ledger::HUMAN_KINDS.contains(&kind));
     let writer = eval_evidence::LedgerWriter::open(&args.path)?;
     let by = std::env::var("USER").unwrap_or_default();
-    let appended = writer.append_blocking(NewEntry::new(
-        kind,
-        &serde_json::json!({ "text": args.text, "by": by }),
-    )?)?;
+    let appended = writer.append_blocking(
+        NewEntry::new(kind, &serde_json::json!({ "text": args.text, "by": by }))
+            .map_err(ledger::LedgerError::from)?,
+    )?;
     writer.close();
     println!("appended note as seq {}: {}", appended.seq, appended.hash);
     Ok(Status::Ok)

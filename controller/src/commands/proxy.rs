@@ -88,10 +88,7 @@ pub fn run(args: ProxyArgs) -> CmdResult {
         Some(p) => Arc::new(JsonlSink::open(p).map_err(|e| Failure::usage(e.to_string()))?),
         None => Arc::new(NullSink),
     };
-    let api = match args.api {
-        cli::ApiKind::OpenaiChat => ApiKind::OpenAiChat,
-        cli::ApiKind::AnthropicMessages => ApiKind::AnthropicMessages,
-    };
+    let api = args.api.0;
     let mut cfg = ProxyConfig::new(&args.upstream, api, key, sink);
     cfg.admin_listen = admin;
     let attempt_listen = match &listen {

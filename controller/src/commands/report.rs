@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use eval_evidence::ledger::{Digest, LedgerWriter, NewEntry};
+use eval_evidence::ledger::{Digest, LedgerError, LedgerWriter, NewEntry};
 use eval_evidence::report::{Format, Report, RunData, build_report, render, report_entry_payload};
 
 use crate::cli::{ReportArgs, ReportFormat};
@@ -65,7 +65,7 @@ pub fn publish(
     let payload = report_entry_payload(&report).map_err(|e| Failure::usage(e.to_string()))?;
     let ledger_path = crate::run::ledger_path(state, &data.matrix);
     let writer = LedgerWriter::open(&ledger_path)?;
-    writer.append_blocking(NewEntry::new("report", &payload)?)?;
+    writer.append_blocking(NewEntry::new("report", &payload).map_err(LedgerError::from)?)?;
     if !data.fixture_upstream {
         eval_protocols::record_report(state, &payload)?;
     }

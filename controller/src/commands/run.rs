@@ -267,34 +267,10 @@ fn run_seed(entries: &[ledger::Entry], prices: &eval_proxy::PriceTable) -> eval_
         seed.tokens += s.reserved_tokens;
         if let Some(p) = s.model.as_ref().and_then(|m| prices.models.get(m)) {
             seed.spend_usd +=
-                s.reserved_tokens as f64 * p.input_per_mtok.max(p.output_per_mtok) / 1e6;
+                s.reserved_tokens as f64 * p.input_usd_per_mtok.max(p.output_usd_per_mtok) / 1e6;
         }
     }
     seed
-}
-
-/// A protocol price as the proxy reads it: cached reads and cache writes at their own rates when
-/// declared, else at the input rate.
-fn proxy_price(price: &eval_protocols::protocol::Price) -> eval_proxy::Price {
-    eval_proxy::Price {
-        input_per_mtok: price.input_usd_per_mtok,
-        cached_input_per_mtok: price
-            .cached_input_usd_per_mtok
-            .unwrap_or(price.input_usd_per_mtok),
-        cache_write_per_mtok: price
-            .cache_write_usd_per_mtok
-            .unwrap_or(price.input_usd_per_mtok),
-        output_per_mtok: price.output_usd_per_mtok,
-    }
-}
-
-fn proxy_api(api: eval_protocols::protocol::ApiKind) -> eval_proxy::ApiKind {
-    match api {
-        eval_protocols::protocol::ApiKind::OpenaiChat => eval_proxy::ApiKind::OpenAiChat,
-        eval_protocols::protocol::ApiKind::AnthropicMessages => {
-            eval_proxy::ApiKind::AnthropicMessages
-        }
-    }
 }
 
 /// The command-line choices a session takes besides the project and the upstream.
@@ -418,21 +394,15 @@ pub async fn run_admitted(
     }
     let (bridge, sink) = Bridge::start(rec.clone());
     let control = Control::new(rec.clone());
-    let mut cfg = eval_proxy::ProxyConfig::new(
-        &upstream_rec.url,
-        proxy_api(agent_model.api),
-        key,
-        Arc::new(sink),
-    );
+    let mut cfg =
+        eval_proxy::ProxyConfig::new(&upstream_rec.url, agent_model.api, key, Arc::new(sink));
     cfg.control = Some(control.clone());
     cfg.run_budget = eval_proxy::RunBudget {
         max_tokens: Some(p.budgets.run.max_tokens),
         max_spend_usd: Some(p.budgets.run.max_spend_usd),
     };
     for price in &p.budgets.prices {
-        cfg.prices
-            .models
-            .insert(price.model.clone(), proxy_price(price));
+        cfg.prices.insert(price.clone());
     }
     cfg.run_seed = run_seed(&entries, &cfg.prices);
     let proxy = eval_proxy::Proxy::start(cfg)
@@ -746,10 +716,11 @@ mod tests {
         prices.models.insert(
             "m".into(),
             eval_proxy::Price {
-                input_per_mtok: 1.0,
-                cached_input_per_mtok: 1.0,
-                cache_write_per_mtok: 1.0,
-                output_per_mtok: 4.0,
+                model: "m".into(),
+                input_usd_per_mtok: 1.0,
+                cached_input_usd_per_mtok: None,
+                cache_write_usd_per_mtok: None,
+                output_usd_per_mtok: 4.0,
             },
         );
         let entries = vec![
@@ -785,31 +756,5 @@ mod tests {
             seed.spend_usd
         );
         assert_eq!(run_seed(&[], &prices), eval_proxy::RunSeed::default());
-    }
-
-    #[test]
-    fn cache_writes_and_reads_are_priced_at_their_declared_rates() {
-        let p: eval_protocols::protocol::Price = toml::from_str(
-            "model = \"m\"\ninput_usd_per_mtok = 3.0\noutput_usd_per_mtok = 15.0\ncached_input_usd_per_mtok = 0.3\ncache_write_usd_per_mtok = 3.75\n",
-        )
-        .unwrap();
-        let q = proxy_price(&p);
-        assert_eq!(
-            (
-                q.input_per_mtok,
-                q.cached_input_per_mtok,
-                q.cache_write_per_mtok,
-                q.output_per_mtok
-            ),
-            (3.0, 0.3, 3.75, 15.0)
-        );
-        let plain: eval_protocols::protocol::Price =
-            toml::from_str("model = \"m\"\ninput_usd_per_mtok = 2.0\noutput_usd_per_mtok = 8.0\n")
-                .unwrap();
-        let q = proxy_price(&plain);
-        assert_eq!(
-            (q.cached_input_per_mtok, q.cache_write_per_mtok),
-            (2.0, 2.0)
-        );
     }
 }

@@ -297,7 +297,8 @@ impl Recorder {
         kind: &str,
         payload: &T,
     ) -> Result<u64, RunError> {
-        let entry = NewEntry::new(kind, payload).map_err(|e| self.failed(kind, e.into()))?;
+        let entry = NewEntry::new(kind, payload)
+            .map_err(|e| self.failed(kind, LedgerError::from(e).into()))?;
         let seqs = self.append_entries(vec![entry]).await?;
         seqs.first()
             .copied()

@@ -267,7 +267,12 @@ fn verify_signatures(
     let Some(key) = key else {
         return Ok(None);
     };
-    let r = eval_evidence::signing::verify_ledger_signatures(ledger_path, &key)
+    let verifier = eval_evidence::signing::PublicKey::try_from(&key).map_err(|e| {
+        ReportDataError::Integrity(format!(
+            "the preregistered public key of {protocol} cannot verify signatures: {e}"
+        ))
+    })?;
+    let r = eval_evidence::signing::verify_ledger_signatures(ledger_path, &verifier)
         .map_err(|e| ReportDataError::Integrity(format!("{}: {e}", ledger_path.display())))?;
     if let Some(f) = &r.error {
         return Err(ReportDataError::Integrity(format!(

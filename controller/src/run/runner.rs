@@ -7,7 +7,7 @@ use super::events::{
 };
 use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
-use eval_evidence::ledger::NewEntry;
+use eval_evidence::ledger::{LedgerError, NewEntry};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -227,7 +227,8 @@ async fn run_slot(
                 session,
                 started_at: events::now_rfc3339(),
             },
-        )?;
+        )
+        .map_err(LedgerError::from)?;
         // A rerun and the attempt it starts are one batch: a crash can leave neither or both,
         // never a `rerun` whose attempt resume would announce a second time.
         let mut batch = Vec::with_capacity(2);
@@ -237,19 +238,22 @@ async fn run_slot(
             } else {
                 format!("infra fault {code} is rerunnable")
             };
-            batch.push(NewEntry::new(
-                events::RERUN,
-                &Rerun {
-                    schema: events::SCHEMA,
-                    attempt: spec.attempt.clone(),
-                    slot: slot.id.clone(),
-                    number,
-                    reruns: events::attempt_id(&slot.id, *of),
-                    rerun_of: *of,
-                    code: code.clone(),
-                    reason,
-                },
-            )?);
+            batch.push(
+                NewEntry::new(
+                    events::RERUN,
+                    &Rerun {
+                        schema: events::SCHEMA,
+                        attempt: spec.attempt.clone(),
+                        slot: slot.id.clone(),
+                        number,
+                        reruns: events::attempt_id(&slot.id, *of),
+                        rerun_of: *of,
+                        code: code.clone(),
+                        reason,
+                    },
+                )
+                .map_err(LedgerError::from)?,
+            );
         }
         batch.push(attempt_started);
         rec.append_batch(batch).await?;

@@ -1,9 +1,9 @@
-//! Release gates: the declared rule language (`schema`), views of a run's pairs (`pairs`) and
+//! Release gates: the declared rule language (`eval_core::gates`), views of a run's pairs (`pairs`) and
 //! their mechanical evaluation (`evaluate`).
 
 pub mod evaluate;
 pub mod pairs;
-pub mod schema;
 
 pub use evaluate::{GateResult, RuleResult, Verdict, evaluate_gates};
-pub use schema::{ArmRole, Gate, GateSchemaError, Op, Rule, Statistic};
+// The schema is eval-core's (a protocol file declares it); evaluation is this module's.
+pub use eval_core::gates::{ArmRole, Gate, GateSchemaError, Op, Rule, Statistic};

@@ -40,6 +40,15 @@ pub enum LedgerError {
     WriterGone(String),
 }
 
+impl From<eval_core::chain::ChainError> for LedgerError {
+    fn from(e: eval_core::chain::ChainError) -> Self {
+        match e {
+            eval_core::chain::ChainError::InvalidKind(kind) => LedgerError::InvalidKind(kind),
+            eval_core::chain::ChainError::Payload(e) => LedgerError::Payload(e),
+        }
+    }
+}
+
 impl LedgerError {
     pub(crate) fn sqlite(path: &std::path::Path) -> impl FnOnce(rusqlite::Error) -> LedgerError {
         let path = path.to_path_buf();

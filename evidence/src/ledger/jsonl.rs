@@ -6,41 +6,13 @@
 //! The payload is written as the stored bytes themselves (not re-serialised), and read back as the
 //! raw bytes found in the line, so an exported ledger verifies exactly like the SQLite one.
 
-use super::entry::{Digest, Entry};
 use super::error::LedgerError;
 use super::store::LedgerReader;
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use eval_core::chain::{Appended, Entry, LineError, NewEntry, Verifier, parse_jsonl_line};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Version of the line format above (`"v"` in every line).
-pub const JSONL_VERSION: u64 = 1;
-
-/// One entry as a JSONL line (without the newline).
-pub fn jsonl_line(e: &Entry) -> Vec<u8> {
-    let mut out = Vec::with_capacity(e.payload.len() + 256);
-    out.extend_from_slice(b"{\"hash\":\"");
-    out.extend_from_slice(e.hash.to_string().as_bytes());
-    out.extend_from_slice(b"\",\"kind\":");
-    out.extend_from_slice(json_string(&e.kind).as_bytes());
-    out.extend_from_slice(b",\"payload\":");
-    out.extend_from_slice(&e.payload);
-    out.extend_from_slice(b",\"prev\":\"");
-    out.extend_from_slice(e.prev.to_string().as_bytes());
-    out.extend_from_slice(b"\",\"recorded_at\":");
-    out.extend_from_slice(json_string(&e.recorded_at).as_bytes());
-    out.extend_from_slice(b",\"seq\":");
-    out.extend_from_slice(e.seq.to_string().as_bytes());
-    out.extend_from_slice(b",\"v\":");
-    out.extend_from_slice(JSONL_VERSION.to_string().as_bytes());
-    out.push(b'}');
-    out
-}
-
-fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_owned()).to_string()
-}
+pub use eval_core::chain::{JSONL_VERSION, jsonl_line};
 
 /// Writes every entry of the SQLite ledger at `ledger` to `out`, one line each; returns the count.
 /// Writes to a temporary file first and renames it, so a failed export leaves no half file.
@@ -71,21 +43,6 @@ pub fn export_jsonl(ledger: &Path, out: &Path) -> Result<u64, LedgerError> {
     Ok(count)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line<'a> {
-    #[serde(borrow)]
-    hash: &'a str,
-    kind: String,
-    #[serde(borrow)]
-    payload: &'a RawValue,
-    #[serde(borrow)]
-    prev: &'a str,
-    recorded_at: String,
-    seq: u64,
-    v: u64,
-}
-
 /// Reads a JSONL export line by line (streaming).
 pub struct JsonlReader {
     path: PathBuf,
@@ -104,30 +61,17 @@ impl JsonlReader {
     }
 
     fn parse(&self, bytes: &[u8]) -> Result<Entry, LedgerError> {
-        let bad = |reason: String| LedgerError::MalformedLine {
-            path: self.path.clone(),
-            line: self.line_no,
-            reason,
-        };
-        let line: Line<'_> =
-            serde_json::from_slice(bytes).map_err(|e| bad(format!("not a ledger entry: {e}")))?;
-        if line.v > JSONL_VERSION {
-            return Err(LedgerError::NewerFormat {
+        parse_jsonl_line(bytes).map_err(|e| match e {
+            LineError::Malformed(reason) => LedgerError::MalformedLine {
                 path: self.path.clone(),
-                found: line.v,
-                known: JSONL_VERSION,
-            });
-        }
-        let digest = |field: &str, text: &str| {
-            Digest::parse(text).ok_or_else(|| bad(format!("{field} is not a sha256:<hex> digest")))
-        };
-        Ok(Entry {
-            seq: line.seq,
-            prev: digest("prev", line.prev)?,
-            kind: line.kind,
-            payload: line.payload.get().as_bytes().to_vec(),
-            hash: digest("hash", line.hash)?,
-            recorded_at: line.recorded_at,
+                line: self.line_no,
+                reason,
+            },
+            LineError::NewerFormat { found, known } => LedgerError::NewerFormat {
+                path: self.path.clone(),
+                found,
+                known,
+            },
         })
     }
 }
@@ -159,10 +103,7 @@ pub fn read_all(path: &Path) -> Result<Vec<Entry>, LedgerError> {
 /// Appends entries to a JSONL chain file (such as the identity registry), creating it if needed.
 /// The existing chain is verified first: nothing is appended to a chain that does not verify.
 /// Holds an exclusive advisory lock on the file while appending, and syncs before returning.
-pub fn append_jsonl(
-    path: &Path,
-    entries: Vec<super::NewEntry>,
-) -> Result<Vec<super::Appended>, LedgerError> {
+pub fn append_jsonl(path: &Path, entries: Vec<NewEntry>) -> Result<Vec<Appended>, LedgerError> {
     use std::io::Seek;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -171,7 +112,7 @@ pub fn append_jsonl(
         .open(path)
         .map_err(LedgerError::io(path))?;
     file.lock().map_err(LedgerError::io(path))?;
-    let mut verifier = super::Verifier::new(None);
+    let mut verifier = Verifier::new(None);
     if file.metadata().map_err(LedgerError::io(path))?.len() > 0 {
         for entry in JsonlReader::open(path)? {
             if verifier.push(&entry?).is_break() {
@@ -192,20 +133,17 @@ pub fn append_jsonl(
     let mut out = Vec::new();
     let mut bytes = Vec::new();
     for e in entries {
-        let seq = head.seq + 1;
-        let hash = super::entry_hash(&head.hash, seq, e.kind(), e.payload());
-        let entry = Entry {
-            seq,
-            prev: head.hash,
-            kind: e.kind().to_owned(),
-            payload: e.payload().to_vec(),
-            hash,
-            recorded_at: now.clone(),
-        };
+        let entry = e.chained(&head, now.clone());
         bytes.extend_from_slice(&jsonl_line(&entry));
         bytes.push(b'\n');
-        head = super::Head { seq, hash };
-        out.push(super::Appended { seq, hash });
+        head = eval_core::chain::Head {
+            seq: entry.seq,
+            hash: entry.hash,
+        };
+        out.push(Appended {
+            seq: entry.seq,
+            hash: entry.hash,
+        });
     }
     file.seek(std::io::SeekFrom::End(0))
         .map_err(LedgerError::io(path))?;

@@ -1,20 +1,25 @@
 //! The hash-chained ledger: SQLite storage, the single writer, verification and JSONL export.
 
-mod entry;
 mod error;
 mod jsonl;
 mod store;
 mod verify;
 mod writer;
 
-pub use entry::{Digest, Entry, Head, entry_hash, valid_kind};
+// The chain rule is eval-core's (shared with the identity registry); re-exported because it is
+// this module's vocabulary too.
 pub use error::LedgerError;
+pub use eval_core::chain::{
+    Appended, Entry, Head, NewEntry, Verifier, VerifyFailure, VerifyReport, entry_hash, valid_kind,
+    verify_entries,
+};
+pub use eval_core::digest::Digest;
 pub use jsonl::{
     JSONL_VERSION, JsonlReader, append_jsonl, export_jsonl, jsonl_line, read_all as read_jsonl,
 };
 pub use store::{LEDGER_FORMAT, LEDGER_VERSION, LedgerReader, SourceKind, detect_source};
-pub use verify::{Verifier, VerifyFailure, VerifyReport, verify, verify_entries};
-pub use writer::{Appended, LedgerWriter, NewEntry};
+pub use verify::verify;
+pub use writer::LedgerWriter;
 
 /// Kinds that people may append from the command line. Every other kind is written only by the
 /// controller, so a `run` or `outcome` entry can never be forged with `eval ledger note`.

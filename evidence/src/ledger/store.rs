@@ -8,8 +8,9 @@
 //! next one or whose `prev` is not the head's hash (this also stops `INSERT OR REPLACE`, which
 //! would otherwise delete the old row without firing a DELETE trigger).
 
-use super::entry::{Digest, Entry};
 use super::error::LedgerError;
+use eval_core::chain::Entry;
+use eval_core::digest::Digest;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, config::DbConfig};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -2,48 +2,11 @@
 //! channel and get back the `seq` and `hash` assigned to them once the transaction that holds them
 //! has committed (group commit: whatever is queued when a transaction starts goes into it).
 
-use super::entry::{Digest, Head, entry_hash, valid_kind};
 use super::error::LedgerError;
 use super::store;
-use serde::Serialize;
+use eval_core::chain::{Appended, Head, NewEntry, entry_hash};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
-
-/// An entry to append: its kind and its canonical-JSON payload bytes.
-#[derive(Clone, Debug)]
-pub struct NewEntry {
-    kind: String,
-    payload: Vec<u8>,
-}
-
-impl NewEntry {
-    /// Canonicalises `payload` once; these bytes are hashed, stored and exported as they are.
-    pub fn new<T: Serialize + ?Sized>(kind: &str, payload: &T) -> Result<Self, LedgerError> {
-        if !valid_kind(kind) {
-            return Err(LedgerError::InvalidKind(kind.to_owned()));
-        }
-        Ok(Self {
-            kind: kind.to_owned(),
-            payload: crate::canonical::to_vec(payload)?,
-        })
-    }
-
-    pub fn kind(&self) -> &str {
-        &self.kind
-    }
-
-    /// The canonical payload bytes that will be hashed and stored.
-    pub fn payload(&self) -> &[u8] {
-        &self.payload
-    }
-}
-
-/// What the writer assigned to an appended entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Appended {
-    pub seq: u64,
-    pub hash: Digest,
-}
 
 type Reply = oneshot::Sender<Result<Vec<Appended>, String>>;
 
@@ -256,12 +219,12 @@ fn commit(
             let mut out = Vec::with_capacity(entries.len());
             for e in entries {
                 let seq = cursor.seq + 1;
-                let hash = entry_hash(&cursor.hash, seq, &e.kind, &e.payload);
+                let hash = entry_hash(&cursor.hash, seq, e.kind(), e.payload());
                 stmt.execute((
                     seq as i64,
                     &cursor.hash.0[..],
-                    &e.kind,
-                    &e.payload,
+                    e.kind(),
+                    e.payload(),
                     &hash.0[..],
                     &now,
                 ))?;

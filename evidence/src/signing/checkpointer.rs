@@ -11,7 +11,7 @@ use super::checkpoint::{CHECKPOINT_KIND, SignedCheckpoint, TreeHead, check_origi
 use super::merkle::verify_consistency;
 use super::scan::{LedgerScan, RecordedCheckpoint};
 use super::{SigningError, SigningKeyPair};
-use crate::ledger::{Digest, Entry, LedgerReader, LedgerWriter, NewEntry};
+use crate::ledger::{Digest, Entry, LedgerError, LedgerReader, LedgerWriter, NewEntry};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -125,7 +125,8 @@ impl Checkpointer {
             ensure_extends(p, &head, &self.scan.tree)?;
         }
         let signed = SignedCheckpoint::sign(head, &self.key)?;
-        let entry = NewEntry::new(CHECKPOINT_KIND, &signed.entry_payload())?;
+        let entry =
+            NewEntry::new(CHECKPOINT_KIND, &signed.entry_payload()).map_err(LedgerError::from)?;
         Ok((signed, entry))
     }
 

@@ -13,89 +13,45 @@ use super::SigningError;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
-use sha2::{Digest as _, Sha256};
 use std::fmt;
 use std::path::Path;
 
-/// The key name every `eval keygen` key carries (signature lines read `— eval <sig>`).
-pub const KEY_NAME: &str = "eval";
-/// The C2SP signed-note signature type of Ed25519.
-const ALG_ED25519: u8 = 0x01;
+use eval_core::keys::{ALG_ED25519, parse_key_id};
+pub use eval_core::keys::{KEY_NAME, key_id};
 
-/// The C2SP key id of an Ed25519 key.
-pub fn key_id(name: &str, public: &[u8; 32]) -> u32 {
-    let mut h = Sha256::new();
-    h.update(name.as_bytes());
-    h.update([b'\n', ALG_ED25519]);
-    h.update(public);
-    let d = h.finalize();
-    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
-}
-
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'+' && b != b'\\')
-}
-
-/// A verifier key: name, key id and Ed25519 public key.
+/// A verifier key: the preregistered public key (eval-core's text form) whose bytes are a valid
+/// Ed25519 point.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PublicKey {
-    name: String,
-    id: u32,
+    text: eval_core::keys::PublicKey,
     key: VerifyingKey,
 }
 
 impl PublicKey {
-    /// Parses `<name>+<8 hex>+<base64(0x01 ‖ key)>`, checking that the key id matches the key.
+    /// Parses `<name>+<8 hex>+<base64(0x01 ‖ key)>`, checking that the key id matches the key and
+    /// that the key is an Ed25519 point.
     pub fn parse(text: &str) -> Result<PublicKey, SigningError> {
-        let bad =
-            |why: &str| SigningError::PublicKey(format!("{why} (expected NAME+KEYID+BASE64)"));
-        let text = text.trim();
-        let mut parts = text.splitn(3, '+');
-        // The base64 field may itself contain '+', so only the first two '+' separate fields.
-        let (Some(name), Some(id_hex), Some(b64)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad("not three '+'-separated fields"));
-        };
-        if !valid_name(name) {
-            return Err(bad("invalid key name"));
-        }
-        let id = parse_key_id(id_hex).ok_or_else(|| bad("the key id is not 8 hex digits"))?;
-        let raw = B64
-            .decode(b64)
-            .map_err(|_| bad("the key is not valid base64"))?;
-        let (Some(&ALG_ED25519), Ok(bytes)) =
-            (raw.first(), <[u8; 32]>::try_from(&raw[1.min(raw.len())..]))
-        else {
-            return Err(bad(
-                "the key is not an Ed25519 key (0x01 followed by 32 bytes)",
-            ));
-        };
-        let key = VerifyingKey::from_bytes(&bytes).map_err(|_| bad("not a valid Ed25519 point"))?;
-        if key_id(name, &bytes) != id {
-            return Err(bad("the key id does not match the key"));
-        }
-        Ok(PublicKey {
-            name: name.to_owned(),
-            id,
-            key,
-        })
+        let text = eval_core::keys::PublicKey::parse(text)
+            .map_err(|e| SigningError::PublicKey(e.to_string()))?;
+        PublicKey::try_from(&text)
+    }
+
+    /// The text form this verifier was built from.
+    pub fn text(&self) -> &eval_core::keys::PublicKey {
+        &self.text
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        self.text.name()
     }
 
     pub fn id(&self) -> u32 {
-        self.id
+        self.text.id()
     }
 
     /// `<name>+<8 hex>`: how receipts, checkpoints and attestations name the key.
     pub fn key_id_text(&self) -> String {
-        format!("{}+{:08x}", self.name, self.id)
+        self.text.key_id_text()
     }
 
     pub fn bytes(&self) -> [u8; 32] {
@@ -115,12 +71,25 @@ impl PublicKey {
     }
 }
 
+impl TryFrom<&eval_core::keys::PublicKey> for PublicKey {
+    type Error = SigningError;
+
+    fn try_from(text: &eval_core::keys::PublicKey) -> Result<Self, SigningError> {
+        let key = VerifyingKey::from_bytes(&text.bytes()).map_err(|_| {
+            SigningError::PublicKey(
+                "not a valid Ed25519 point (expected NAME+KEYID+BASE64)".to_owned(),
+            )
+        })?;
+        Ok(PublicKey {
+            text: text.clone(),
+            key,
+        })
+    }
+}
+
 impl fmt::Display for PublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut raw = Vec::with_capacity(33);
-        raw.push(ALG_ED25519);
-        raw.extend_from_slice(self.key.as_bytes());
-        write!(f, "{}+{:08x}+{}", self.name, self.id, B64.encode(raw))
+        fmt::Display::fmt(&self.text, f)
     }
 }
 
@@ -128,13 +97,6 @@ impl fmt::Debug for PublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PublicKey({self})")
     }
-}
-
-pub(crate) fn parse_key_id(hex_text: &str) -> Option<u32> {
-    if hex_text.len() != 8 || !hex_text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u32::from_str_radix(hex_text, 16).ok()
 }
 
 /// An Ed25519 signing key with its name. Never printed: `Debug` shows only the public key.
@@ -161,16 +123,11 @@ impl SigningKeyPair {
 
     /// The key for a given 32-byte seed (RFC 8032 private key).
     pub fn from_seed(name: &str, seed: [u8; 32]) -> Result<SigningKeyPair, SigningError> {
-        if !valid_name(name) {
-            return Err(SigningError::PublicKey(format!(
-                "invalid key name {name:?}"
-            )));
-        }
         let key = SigningKey::from_bytes(&seed);
-        let public_bytes = key.verifying_key().to_bytes();
+        let text = eval_core::keys::PublicKey::new(name, key.verifying_key().to_bytes())
+            .map_err(|_| SigningError::PublicKey(format!("invalid key name {name:?}")))?;
         let public = PublicKey {
-            name: name.to_owned(),
-            id: key_id(name, &public_bytes),
+            text,
             key: key.verifying_key(),
         };
         Ok(SigningKeyPair { key, public })
@@ -239,7 +196,7 @@ impl SigningKeyPair {
         };
         raw.fill(0);
         let pair = result?;
-        if pair.public.id != id {
+        if pair.public.id() != id {
             return Err("the key id does not match the key");
         }
         Ok(pair)
@@ -269,8 +226,8 @@ impl SigningKeyPair {
         raw.extend_from_slice(self.key.as_bytes());
         let mut text = format!(
             "PRIVATE+KEY+{}+{:08x}+{}\n",
-            self.public.name,
-            self.public.id,
+            self.public.name(),
+            self.public.id(),
             B64.encode(&raw)
         );
         raw.fill(0);
@@ -290,8 +247,11 @@ impl SigningKeyPair {
     }
 
     /// Refuses a key whose public half is not the one the protocol names.
-    pub fn ensure_public_matches(&self, expected: &PublicKey) -> Result<(), SigningError> {
-        if &self.public == expected {
+    pub fn ensure_public_matches(
+        &self,
+        expected: &eval_core::keys::PublicKey,
+    ) -> Result<(), SigningError> {
+        if self.public.text() == expected {
             Ok(())
         } else {
             Err(SigningError::KeyMismatch {

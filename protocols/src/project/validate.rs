@@ -455,7 +455,7 @@ impl Check<'_> {
                 ));
             }
             if let Some(id) = &pre.identity
-                && eval_evidence::ledger::Digest::parse(id).is_none()
+                && eval_core::Digest::parse(id).is_none()
             {
                 return Err(self.bad(
                     &format!("{f}.identity"),

@@ -253,7 +253,7 @@ fn ask_stream_usage(
 fn reserve(mut call: Call, entry: &RoleEntry, attempt: &Attempt, out: &Outbound) -> Step<Held> {
     let shared = call.shared.clone();
     let model = call.record.model.clone().unwrap_or_default();
-    let price = shared.prices.get(&model).copied();
+    let price = shared.prices.get(&model).cloned();
     // Bytes bound tokens from above for every tokenizer in use, so the reservation is a true
     // worst case.
     let input_estimate = out.body.len() as u64;

@@ -1,15 +1,14 @@
-//! Formats shared by the fixture agent, the fixture model, the fixture grader and the shim.
+//! Formats shared by the fixture agent, the fixture model and the fixture grader.
 //!
 //! Owns: the per-arm fixture profile, the task's `fixture` block in `prompt.md`, the model's
-//! answer format, the pure fixture model, the grader's checks and `score.json`, the agent's
-//! metrics file, and the attestation digest of a path. Everything here is std + serde so that
+//! answer format, the pure fixture model, the grader's checks and `score.json`, and the agent's
+//! metrics file (the attestation wire format is `eval_core::attest`). Everything here is std + serde so that
 //! the static in-container binaries can use it.
 //!
 //! Must never: touch the network, a container engine, or any secret; every function is pure
 //! or reads only the paths it is given.
 
 pub mod answer;
-pub mod attest;
 pub mod checks;
 pub mod metrics;
 pub mod model;

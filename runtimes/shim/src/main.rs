@@ -20,7 +20,10 @@ use std::process::{Command, ExitCode};
 use std::thread;
 use std::time::Duration;
 
-use eval_fixture_core::attest::{AttestReport, AttestedPath, path_digest};
+mod attest;
+
+use attest::path_digest;
+use eval_core::attest::{AttestReport, AttestedPath};
 use serde_json::Value;
 
 /// The controller refused the attestation (or answered something else): the harness never ran.

@@ -272,7 +272,7 @@ async fn attest(State(c): State<Arc<Control>>, body: String) -> Response {
     c.seen.attest_calls.fetch_add(1, Ordering::SeqCst);
     let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     *c.seen.last_attest.lock().unwrap() = Some(v.clone());
-    let ok = match serde_json::from_value::<eval_runtimes::fixture::attest::AttestReport>(v) {
+    let ok = match serde_json::from_value::<eval_core::attest::AttestReport>(v) {
         Ok(report) => report.mismatches(&c.expected).is_empty(),
         Err(_) => false,
     };

@@ -8,9 +8,9 @@
 use super::oracle::{OracleAsk, OracleFailure};
 use crate::run::Recorder;
 use crate::run::events::{self, AgentEvent, Attestation, Clarification};
+use eval_core::attest::AttestReport;
 use eval_evidence::ledger::Digest;
 use eval_proxy::{ControlFuture, ControlPlane, ProxyHandle};
-use eval_runtimes::fixture::attest::AttestReport;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};

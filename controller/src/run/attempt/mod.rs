@@ -173,7 +173,7 @@ impl DockerExecutor {
                         budget: agent_budget(p),
                     },
                     oracle_template(m),
-                    m.api == eval_protocols::protocol::ApiKind::AnthropicMessages,
+                    m.api == eval_core::contract::ApiKind::AnthropicMessages,
                 )
             }),
             max_tokens: p.budgets.attempt.max_tokens,

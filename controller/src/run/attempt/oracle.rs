@@ -190,7 +190,7 @@ pub(super) fn oracle_template(m: &ModelContract) -> Value {
             };
         }
     }
-    let anthropic = m.api == eval_protocols::protocol::ApiKind::AnthropicMessages;
+    let anthropic = m.api == eval_core::contract::ApiKind::AnthropicMessages;
     if anthropic && body.get("max_tokens").is_none() {
         body["max_tokens"] = json!(1024);
     }

@@ -2,8 +2,8 @@
 //! numbers as `serde_json` prints them (shortest round-trip form for floats).
 //!
 //! This is "RFC 8785 style", not byte-for-byte RFC 8785: RFC 8785 sorts keys by UTF-16 code
-//! units (differs only for keys outside the Basic Multilingual Plane) and prints some floats in
-//! ECMAScript form (`1e+21` rather than `1e21`). A verifier never needs to re-canonicalise: it
+//! units (differs only for keys outside the Basic Multilingual Plane) and prints floats in
+//! ECMAScript form, which differs from `serde_json`'s for some values. A verifier never needs to re-canonicalise: it
 //! hashes the stored bytes.
 
 use serde::Serialize;
@@ -42,6 +42,25 @@ mod tests {
             to_string(&v).unwrap(),
             r#"{"a":{"B":null,"z":[1,2]},"b":1,"é":true}"#
         );
+    }
+
+    /// A document with floats, escapes, non-BMP keys and integers at the edges: the bytes are
+    /// pinned from `eval_evidence::canonical::to_vec` before it moved here, so a change of
+    /// serialiser settings (a `preserve_order` feature, float formatting) shows up as a diff.
+    #[test]
+    fn a_known_document_has_pinned_bytes() {
+        let v = json!({
+            "z": [1.5, -0.0, 1e21, 0.1, u64::MAX, i64::MIN],
+            "a\"b": "line\nbreak\u{1}",
+            "\u{1F600}": {"y": null, "x": false},
+            "A": "é",
+        });
+        let bytes = to_vec(&v).unwrap();
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            "{\"A\":\"é\",\"a\\\"b\":\"line\\nbreak\\u0001\",\"z\":[1.5,-0.0,1e+21,0.1,18446744073709551615,-9223372036854775808],\"\u{1F600}\":{\"x\":false,\"y\":null}}"
+        );
+        assert!(is_canonical(&bytes));
     }
 
     #[test]
