@@ -713,3 +713,111 @@ fn the_upstream_recognises_each_task_and_fills_the_route_schema() {
         assert!(args.get(k.as_str().unwrap()).is_some(), "{k} missing");
     }
 }
+
+/// The runtime's shell wrapper, run on the host with its fixed paths moved into a scratch
+/// directory and `dsh` replaced by a stand-in function; returns (exit status, scratch dir).
+/// `fake_dsh` is the stand-in's body (it sees `$W`, the scratch workspace).
+fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
+    let def: toml::Table = toml::from_str(RUNTIME_TOML).unwrap();
+    let command = def["harness"]["command"].as_array().unwrap();
+    assert_eq!(command[0].as_str(), Some("/bin/sh"));
+    assert_eq!(command[1].as_str(), Some("-c"));
+    let script = command[2].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for d in ["workspace", "arm", "t", "home"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("arm/cordis.patch.yml"), PROFILE_PATCH).unwrap();
+    if with_plugin {
+        std::fs::write(root.join("arm/plugin.tgz"), b"not really a package").unwrap();
+    }
+    std::fs::write(root.join("t/prompt.md"), "the task text").unwrap();
+    let w = root.join("workspace");
+    let moved = script
+        .replace("/workspace", w.to_str().unwrap())
+        .replace("/opt/eval/arm", root.join("arm").to_str().unwrap())
+        .replace(
+            "/task/prompt.md",
+            root.join("t/prompt.md").to_str().unwrap(),
+        );
+    // Every fixed container path the script names was moved into the scratch directory.
+    assert!(
+        !moved.contains("/opt/eval") && !moved.contains("/task/"),
+        "{moved}"
+    );
+    let full = format!(
+        "W={w:?}\ndsh() {{\n  echo \"$*\" >> {log:?}\n  case $1 in plugin) return 0 ;; esac\n{fake_dsh}\n}}\n{moved}",
+        w = w.to_str().unwrap(),
+        log = root.join("dsh-calls.log").to_str().unwrap(),
+    );
+    let o = Command::new("/bin/sh")
+        .args(["-c", &full])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("DSH_HOME", root.join("home/.dsh"))
+        .output()
+        .unwrap();
+    (o.status.code().unwrap_or(-1), tmp)
+}
+
+/// The wrapper moves the one session file to the fixed `metrics_path` and keeps dsh's exit
+/// status; with many sessions, or a link where the file should be, it moves nothing (the
+/// controller then reports the transcript missing), in bounded time; it adds the arm's plugin
+/// only when the layer has one, and installs the arm's patch after the add.
+#[test]
+fn the_wrapper_fixes_the_transcript_path_only_for_one_plain_session_file() {
+    let fixed = ".dsh-transcript/session.jsonl";
+    let one = "mkdir -p \"$W/.dsh-transcript/--workspace--/session-1\"\n\
+               printf '{}\\n' > \"$W/.dsh-transcript/--workspace--/session-1/session.jsonl\"\nreturn 3";
+    let (status, tmp) = run_wrapper(one, false);
+    assert_eq!(status, 3, "dsh's exit status is the harness's");
+    let ws = tmp.path().join("workspace");
+    assert_eq!(std::fs::read(ws.join(fixed)).unwrap(), b"{}\n");
+    assert!(
+        !ws.join(".dsh-transcript/--workspace--/session-1/session.jsonl")
+            .exists()
+    );
+    let calls = std::fs::read_to_string(tmp.path().join("dsh-calls.log")).unwrap();
+    assert_eq!(
+        calls, "--profile headless the task text\n",
+        "no plugin add without a plugin"
+    );
+    assert_eq!(
+        std::fs::read_to_string(
+            tmp.path()
+                .join("home/.dsh/profiles/headless/cordis.patch.yml")
+        )
+        .unwrap(),
+        PROFILE_PATCH
+    );
+
+    let (status, tmp) = run_wrapper("", true);
+    assert_eq!(status, 0);
+    let calls = std::fs::read_to_string(tmp.path().join("dsh-calls.log")).unwrap();
+    assert!(
+        calls.starts_with("plugin --profile headless add ")
+            && calls.contains("plugin.tgz\n--profile headless the task text"),
+        "{calls}"
+    );
+    assert!(!tmp.path().join("workspace").join(fixed).exists());
+
+    let many = "i=0; while [ $i -lt 1000 ]; do d=\"$W/.dsh-transcript/--workspace--/session-$i\"; \
+                mkdir -p \"$d\"; printf '{}\\n' > \"$d/session.jsonl\"; i=$((i + 1)); done";
+    let (status, tmp) = run_wrapper(many, false);
+    assert_eq!(status, 0);
+    assert!(
+        !tmp.path().join("workspace").join(fixed).exists(),
+        "one of 1000 sessions was picked"
+    );
+
+    let link = "mkdir -p \"$W/.dsh-transcript/--workspace--/session-1\"\n\
+                ln -s /etc/passwd \"$W/.dsh-transcript/--workspace--/session-1/session.jsonl\"";
+    let (status, tmp) = run_wrapper(link, false);
+    assert_eq!(status, 0);
+    let fixed_path = tmp.path().join("workspace").join(fixed);
+    assert!(
+        std::fs::symlink_metadata(&fixed_path).is_err(),
+        "a link was moved to the fixed path"
+    );
+}
