@@ -532,6 +532,33 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
         session_of_arm.insert(arm, session);
     }
 
+    // The transcripts are evidence like every artifact: `eval ledger verify --artifacts`
+    // re-hashes each one the receipts name.
+    let named: usize = outcomes
+        .iter()
+        .map(|o| {
+            o["artifacts"]
+                .as_object()
+                .unwrap()
+                .values()
+                .filter(|d| d.is_string())
+                .count()
+        })
+        .sum();
+    let o = eval(
+        &dir,
+        &[
+            "ledger",
+            "verify",
+            "runs/demo/ledger.sqlite",
+            "--artifacts",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["artifacts_verified"].as_u64(), Some(named as u64), "{v}");
+
     // The arms differ on the wire: Plan Lattice's routing tool is offered to, and called by,
     // the plugin arm only; every request of both carries the Harness's own tools.
     let wire = |arm: &str| -> Vec<&Served> {
