@@ -66,6 +66,22 @@ rm -f "$dir/etc/apt/sources.list.d/backports.list"
 ln -sf "$GO_ROOT/bin/go" "$dir/usr/local/bin/go"
 ln -sf "$GO_ROOT/bin/gofmt" "$dir/usr/local/bin/gofmt"
 
+# Go's build cache for what v0.4's hidden Go tests import (`testing`, `reflect`), built once here:
+# a cold cache costs every Go grading 60-100 s of compiling the standard library. The grader's
+# wrapper copies it into its writable cache (Go writes to its cache; the image is read-only).
+log "warming Go's build cache in /opt/go-cache"
+mkdir -p "$dir/tmp/warm"
+printf 'module example.com/warm\n\ngo 1.23\n' > "$dir/tmp/warm/go.mod"
+printf 'package warm\n\nfunc F(v []string) []string { return v }\n' > "$dir/tmp/warm/warm.go"
+printf 'package warm\n\nimport (\n\t"reflect"\n\t"testing"\n)\n\nfunc TestF(t *testing.T) {\n\tif !reflect.DeepEqual(F(nil), []string(nil)) {\n\t\tt.Fatal()\n\t}\n}\n' \
+  > "$dir/tmp/warm/warm_test.go"
+chroot_mounts "$dir"
+heavy chroot "$dir" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp GOCACHE=/opt/go-cache \
+  GOPATH=/tmp/go GOTMPDIR=/tmp GOTOOLCHAIN=local GOPROXY=off sh -c 'cd /tmp/warm && go test ./...' >&2 ||
+  die "go test of the warm-up module in the chroot failed"
+chroot_unmount_all
+chmod -R a+rX "$dir/opt/go-cache"
+
 mkdir -p "$dir/opt/node/bin"
 # Only the binary and its licence: headers and docs are 70 MB nobody runs.
 tar -xzf "$node_tgz" -C "$dir/opt/node" --strip-components=1 package/bin/node package/LICENSE

@@ -6,7 +6,7 @@
 // simple-grader.mjs, copied unchanged) against the task in HIDDEN/task.json and writes OUT
 // (eval's score.json: numeric `metrics`, the rest informational). Any failure to grade is a
 // non-zero exit, which eval records as an unscorable workspace.
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { cp, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
 const [workspace, hidden, out] = process.argv.slice(2)
@@ -32,6 +32,15 @@ Object.assign(process.env, {
 await mkdir(process.env.GOTMPDIR, { recursive: true })
 
 const task = JSON.parse(await readFile(join(hidden, 'task.json'), 'utf8'))
+// The grader image carries Go's build cache for the standard library the hidden tests import
+// (runtimes/images/v04-grader/build.sh); Go writes to its cache, so it is copied, and only for a
+// Go task (the copy lives in memory). Without it Go compiles the standard library itself.
+const warmCache = '/opt/go-cache'
+if (task.language === 'Go') {
+  await cp(warmCache, process.env.GOCACHE, { recursive: true }).catch((error) => {
+    process.stderr.write(`no warm Go cache (${error.code ?? error.message}); compiling from scratch\n`)
+  })
+}
 const { gradeSimpleTask } = await import(new URL('./driver/lib/simple-grader.mjs', import.meta.url))
 const result = await gradeSimpleTask(task, workspace)
 const passed = result.checks.filter((check) => check.passed === true).length
