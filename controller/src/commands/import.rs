@@ -28,6 +28,8 @@ const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patc
 /// eval's wrapper around v0.4's grader, and the one helper of v0.4's `lib/canonical.mjs` it needs.
 const GRADE_MJS: &str = include_str!("import/grade.mjs");
 const CANONICAL_MJS: &str = include_str!("import/canonical.mjs");
+/// The protocol, with `@…@` placeholders (`protocol_toml`).
+const PROTOCOL_TEMPLATE: &str = include_str!("import/protocol.toml.in");
 
 /// Where the grader's files go inside a task's `hidden/`: `simple-grader.mjs` imports
 /// `../../lib/canonical.mjs`, so it sits two directories below `lib/`.
@@ -203,27 +205,7 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
         std::fs::read(from.join(file))
             .map_err(|e| Failure::usage(format!("{}: {e}", from.join(file).display())))
     };
-    let sums = parse_sums(&read(SUMS_FILE)?, &from.join(SUMS_FILE))?;
-    let mut packages = BTreeMap::new();
-    for pkg in [PACKAGE_V03, PACKAGE_V04] {
-        let bytes = read(pkg)?;
-        let want = sums.get(pkg).ok_or_else(|| {
-            Failure::usage(format!(
-                "{}: not listed in {}",
-                from.join(pkg).display(),
-                from.join(SUMS_FILE).display()
-            ))
-        })?;
-        let got = hex::encode(Sha256::digest(&bytes));
-        if &got != want {
-            return Err(Failure::usage(format!(
-                "{}: sha256 {got}, but {} says {want}",
-                from.join(pkg).display(),
-                from.join(SUMS_FILE).display()
-            )));
-        }
-        packages.insert(pkg, bytes);
-    }
+    let packages = checked_packages(from)?;
     let grader = read(GRADER_FILE)?;
     let tasks_bytes = read(TASKS_FILE)?;
     let tasks = parse_tasks(&tasks_bytes, &from.join(TASKS_FILE))?;
@@ -301,6 +283,36 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
     }
     let ids = chosen.iter().map(|t| t.spec.id.clone()).collect();
     Ok((out, ids))
+}
+
+/// The two plugin packages, each checked against DIR's `SHA256SUMS`.
+fn checked_packages(from: &Path) -> Result<BTreeMap<&'static str, Vec<u8>>, Failure> {
+    let read = |file: &str| {
+        std::fs::read(from.join(file))
+            .map_err(|e| Failure::usage(format!("{}: {e}", from.join(file).display())))
+    };
+    let sums = parse_sums(&read(SUMS_FILE)?, &from.join(SUMS_FILE))?;
+    let mut packages = BTreeMap::new();
+    for pkg in [PACKAGE_V03, PACKAGE_V04] {
+        let bytes = read(pkg)?;
+        let want = sums.get(pkg).ok_or_else(|| {
+            Failure::usage(format!(
+                "{}: not listed in {}",
+                from.join(pkg).display(),
+                from.join(SUMS_FILE).display()
+            ))
+        })?;
+        let got = hex::encode(Sha256::digest(&bytes));
+        if &got != want {
+            return Err(Failure::usage(format!(
+                "{}: sha256 {got}, but {} says {want}",
+                from.join(pkg).display(),
+                from.join(SUMS_FILE).display()
+            )));
+        }
+        packages.insert(pkg, bytes);
+    }
+    Ok(packages)
 }
 
 /// `sha256sum` output: `<64 hex>  <name>` (or ` *<name>`) per line.
@@ -626,182 +638,23 @@ fn protocol_toml(
             arms.push_str(&format!("{k} = {}\n", q(v)));
         }
     }
-    format!(
-        r#"# v0.4's `simple` suite on the real DeepSeek Harness, written by `eval import v04-simple` from
-# v0.4's simple-tasks.json (sha256 {tasks}), simple-grader.mjs (sha256 {grader}) and its two
-# Plan Lattice packages (pinned by v0.4's SHA256SUMS). Same tasks, arms, repetitions, order and
-# `simple` gate as v0.4 (1052326311/dsh-plan-lattice at 0414dfa); what differs is said where it is.
-schema = 1
-name = {qn}
-title = "Plan Lattice v0.4 simple suite: activationMode auto versus the native DeepSeek Harness"
-matrix = {qn}
-
-[[hypotheses]]
-id = "H1-simple"
-text = "On simple single-file tasks, v0.4 with activationMode=auto is non-inferior to the native harness (mean score difference >= -2 points), adds no model turn to any pair, and keeps median token and duration overhead <= 5% (P95 <= 10%)."
-
-[registration]
-sample_size_rationale = "Fixed by the suite: {n_tasks} simple task(s), each run {reps} times per arm; the independent unit is the task (repetitions are averaged within a task)."
-stopping_rule = "Run every statistical slot exactly once to a final outcome (no optional stopping, no peeking at gates mid-run); the infrastructure slots must all complete first. Reruns only as the [reruns] table allows. The analysis runs once, after all slots are resolved."
-exclusion_rules = [
-  "Infrastructure slots (infra-*-r0) are excluded from all statistics.",
-  "An attempt ended by an infrastructure fault with a code listed in [reruns] is excluded and replaced by its rerun; the faulted attempt stays in the ledger.",
-  "No other attempt is ever excluded: agent errors, timeouts, budget exhaustion, contract violations and accounting mismatches are task failures and stay in the data.",
-]
-
-# The model contract: what the stock headless DeepSeek Harness (0.1.0-rc.8) sends and nothing else
-# (parameter and header allow-lists as protocols/v0.4). v0.4 itself pinned temperature 0 and
-# max_tokens 32768 through a support plugin of its own; the stock runner sends no temperature and
-# max_tokens 256000 on every agent call, so that is the contract here (the session-title call,
-# max_tokens 64, is turned off in every arm's profile patch).
-[models.agent]
-api = "openai-chat"
-model = "deepseek-v4-flash"
-stream = true
-stream_usage = true
-allowed_params = ["model", "messages", "stream", "stream_options", "thinking", "reasoning_effort", "tools", "max_tokens", "temperature"]
-allowed_headers = ["accept", "user-agent", "x-deepseek-harness-session-id", "x-deepseek-harness-user-id"]
-[models.agent.params.max_tokens]
-equals = 256000
-required = true
-
-# Budgets. The 3,600 s attempt timeout is v0.4's; the rest are eval's. The proxy reserves a call's
-# input plus its max_tokens (256,000) before sending it, so the attempt budget admits dozens of
-# such calls in flight and the run budget every attempt's.
-[budgets.attempt]
-wall_seconds = 3600
-max_requests = 400
-max_tokens = 20000000
-
-[budgets.run]
-max_tokens = 600000000
-max_spend_usd = 500.0
-
-# Stand-in prices (USD per million tokens); replace them with the provider's published prices
-# before a paid run (that changes the identity).
-[[budgets.prices]]
-model = "deepseek-v4-flash"
-input_usd_per_mtok = 0.27
-cached_input_usd_per_mtok = 0.07
-output_usd_per_mtok = 1.10
-
-# The three arms of v0.4's simple suite on the DeepSeek Harness runtime (runtimes/dsh): each arm's
-# image is the dsh base plus a thin layer with its profile patch and, for plugin arms, its package,
-# installed offline into the Harness at start.
-{arms}
-[suites.simple]
-description = "v0.4's single-file tasks, each graded by v0.4's grader: 5 assertions of 20 points."
-metrics = ["score", "model_turns", "tokens", "duration_seconds"]
-max_oracle_calls = 0
-
-[statistics]
-unit = "task"
-repetitions = "mean"
-resamples = 20000
-seed = 0
-confidence = 0.95
-method = "v04-percentile"
-report_methods = ["percentile", "bca"]
-seed_string = "{{identity}}:{{suite}}"
-exact = "auto"
-min_suite_tasks = 6
-
-[missing_data]
-rule = "Every final attempt has every metric. An attempt that ended without grader output (agent_error, timeout, budget_exhausted, contract_violation, accounting_mismatch, interrupted) scores 0; turns, tokens and duration come from the proxy's meter and the controller for every attempt."
-[missing_data.values]
-score = 0.0
-
-[reruns]
-codes = [
-  "benchmark_service_unavailable",
-  "container_runtime_failure",
-  "filesystem_capacity",
-  "host_network_outage",
-  "oracle_service_unavailable",
-  "runner_crash_before_model_call",
-]
-max_reruns_per_slot = 3
-max_infra_attempts = 3
-
-# v0.4 also binds a separately preregistered router evaluation as a precondition of paid runs;
-# it is not part of the simple suite and is left out here. To keep it, add
-#   [[preconditions]]
-#   protocol = "router"
-#   reason = "..."
-
-[[gates]]
-id = "integrity"
-description = "All infrastructure slots completed; all statistical slots resolved; no unauthorized or malformed rerun; one upstream endpoint; model-call accounting complete."
-[[gates.rules]]
-id = "infra_slots_completed"
-statistic = "infra_slots_completed"
-op = "is_true"
-[[gates.rules]]
-id = "statistical_slots_resolved"
-statistic = "statistical_slots_resolved"
-op = "is_true"
-[[gates.rules]]
-id = "reruns_authorized"
-statistic = "reruns_authorized"
-op = "is_true"
-[[gates.rules]]
-id = "single_endpoint"
-statistic = "single_endpoint"
-op = "is_true"
-[[gates.rules]]
-id = "accounting_complete"
-statistic = "accounting_complete"
-op = "is_true"
-
-[[gates]]
-id = "simple"
-suite = "simple"
-description = "v0.4-auto vs native: {pairs} pairs; mean score difference >= -2 points; no pair adds model turns; median token overhead <= 0.05 and P95 <= 0.10; median duration overhead <= 0.05 and P95 <= 0.10."
-[[gates.rules]]
-id = "pairs"
-statistic = "pair_count"
-op = "=="
-threshold = {pairs}
-[[gates.rules]]
-id = "score_noninferiority"
-statistic = "pair_diff_mean"
-metric = "score"
-op = ">="
-threshold = -2
-[[gates.rules]]
-id = "no_added_turns"
-statistic = "pair_diff_max"
-metric = "model_turns"
-op = "<="
-threshold = 0
-[[gates.rules]]
-id = "token_overhead_median"
-statistic = "pair_overhead_median"
-metric = "tokens"
-op = "<="
-threshold = 0.05
-[[gates.rules]]
-id = "token_overhead_p95"
-statistic = "pair_overhead_p95"
-metric = "tokens"
-op = "<="
-threshold = 0.10
-[[gates.rules]]
-id = "duration_overhead_median"
-statistic = "pair_overhead_median"
-metric = "duration_seconds"
-op = "<="
-threshold = 0.05
-[[gates.rules]]
-id = "duration_overhead_p95"
-statistic = "pair_overhead_p95"
-metric = "duration_seconds"
-op = "<="
-threshold = 0.10
-"#,
-        tasks = src.tasks,
-        grader = src.grader,
-        qn = q(name),
-        reps = REPETITIONS,
+    fill(
+        PROTOCOL_TEMPLATE,
+        &[
+            ("@TASKS_SHA256@", src.tasks.clone()),
+            ("@GRADER_SHA256@", src.grader.clone()),
+            ("@NAME@", q(name)),
+            ("@N_TASKS@", n_tasks.to_string()),
+            ("@REPETITIONS@", REPETITIONS.to_string()),
+            ("@PAIRS@", pairs.to_string()),
+            ("@ARMS@", arms),
+        ],
     )
+}
+
+/// `template` with each placeholder replaced.
+fn fill(template: &str, values: &[(&str, String)]) -> String {
+    values
+        .iter()
+        .fold(template.to_owned(), |t, (k, v)| t.replace(k, v))
 }
