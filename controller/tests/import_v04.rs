@@ -524,3 +524,45 @@ async fn the_grader_scores_python_under_the_grader_policy() {
 async fn the_grader_scores_go_under_the_grader_policy() {
     grades_correct_100_and_untouched_lower("simple-go-dedupe").await;
 }
+
+#[test]
+fn a_second_protocol_shares_identical_runtimes_and_refuses_different_ones() {
+    let (_t, proj) = project();
+    let o = import(&proj, &upstream(), &["--tasks", "simple-js-clamp"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let runtimes = tree(&proj.join("runtimes"));
+    let from = upstream();
+    let other = |dsh: &str| {
+        eval(
+            &proj,
+            &[
+                "import",
+                "v04-simple",
+                "--from",
+                from.to_str().unwrap(),
+                "--protocol",
+                "other",
+                "--dsh-image",
+                dsh,
+                "--grader-image",
+                &fake_id('e'),
+                "--tasks",
+                "simple-js-clamp",
+            ],
+        )
+    };
+    // Another base for the Harness would change a runtime the first protocol uses: refused.
+    let o = other(&fake_id('f'));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("runtimes/dsh/runtime.toml"),
+        "{}",
+        text(&o)
+    );
+    assert!(!proj.join("protocols/other").exists());
+    // The same bases: the second protocol is written beside the first, the runtimes untouched.
+    let o = other(&fake_id('d'));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(proj.join("protocols/other/protocol.toml").is_file());
+    assert_eq!(tree(&proj.join("runtimes")), runtimes);
+}
