@@ -848,3 +848,15 @@ fn the_wrapper_fixes_the_transcript_path_only_for_one_plain_session_file() {
         "a link was moved to the fixed path"
     );
 }
+
+/// The values the upstream copies from Plan Lattice 0.3's tool results, in the plugin's own
+/// rendering (`renderContext`, `lattice_add`'s message).
+#[test]
+fn the_upstream_reads_plan_lattice_receipts_and_node_ids() {
+    let opened = "Opened lattice revision 1. Context is complete and current; create no more than 2 root nodes before executing.\n\nFresh context receipt (copy these exact values into the next structural lattice call):\n- receiptId: rcpt-7f3a\n- expectedRevision: 12\n- contextDigest: abc\n\n--- src/clamp.js (sha256:00) ---\n// x";
+    assert_eq!(receipt(opened).unwrap(), ("rcpt-7f3a".to_owned(), 12));
+    let added = "Added node n-42 at lattice revision 2. Context receipt consumed; refresh context before another structural change.";
+    assert_eq!(after(added, "Added node").as_deref(), Some("n-42"));
+    assert!(receipt(added).is_err());
+    assert!(receipt("- receiptId: r\n- expectedRevision: two").is_err());
+}

@@ -74,6 +74,13 @@ pub enum Kind {
     /// The `read` tool call of the target file: the Harness's `write` refuses to replace a file
     /// the conversation has not read ("cannot overwrite existing … without reading it first").
     Read,
+    /// Plan Lattice 0.3's guarded-write protocol (its `lattice` phase): open a lattice with the
+    /// target as its context document, add one leaf, refresh the context receipt, check the
+    /// leaf out; only then does the plugin let `write` through.
+    Open,
+    Add,
+    Refresh,
+    Checkout,
     /// The `write` tool call with the solution.
     Write,
     /// The final text answer (`finish_reason: stop`).
@@ -266,6 +273,99 @@ fn called(messages: &[Value]) -> Vec<String> {
         .collect()
 }
 
+fn offered(tools: &[Value], name: &str) -> bool {
+    tools.iter().any(|t| t["function"]["name"] == name)
+}
+
+fn has(done: &[String], name: &str) -> bool {
+    done.iter().any(|n| n == name)
+}
+
+/// The text of the tool result answering this upstream's call of `name` (its call ids are
+/// `call_<name>_<step>`).
+fn result_of(messages: &[Value], name: &str) -> Option<String> {
+    let prefix = format!("call_{name}_");
+    let m = messages.iter().rev().find(|m| {
+        m["role"] == "tool"
+            && m["tool_call_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(&prefix))
+    })?;
+    Some(match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    })
+}
+
+/// The word after `label` in `text` (up to whitespace, a trailing `.` dropped).
+pub fn after(text: &str, label: &str) -> Option<String> {
+    let rest = &text[text.find(label)? + label.len()..];
+    let word: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+    let word = word.trim_end_matches('.').to_owned();
+    (!word.is_empty()).then_some(word)
+}
+
+/// A fresh receipt as Plan Lattice 0.3 renders it: (`receiptId`, `expectedRevision`).
+pub fn receipt(text: &str) -> Result<(String, u64), String> {
+    let id = after(text, "receiptId:").ok_or_else(|| format!("no receiptId in {text:.200}"))?;
+    let rev = after(text, "expectedRevision:")
+        .and_then(|r| r.parse().ok())
+        .ok_or_else(|| format!("no expectedRevision in {text:.200}"))?;
+    Ok((id, rev))
+}
+
+/// The next call of Plan Lattice 0.3's open → add → refresh → checkout sequence, with values
+/// read from the plugin's own earlier tool results in the conversation.
+fn lattice_step(
+    sol: &Solution,
+    messages: &[Value],
+    done: &[String],
+) -> Result<(Kind, &'static str, Value), String> {
+    if !has(done, "lattice_open") {
+        return Ok((
+            Kind::Open,
+            "lattice_open",
+            json!({"title": format!("Implement {}", sol.path),
+                   "objective": format!("{} implements the task exactly", sol.path),
+                   "estimatedSteps": 1,
+                   "contextPaths": [sol.path]}),
+        ));
+    }
+    if !has(done, "lattice_add") {
+        let opened = result_of(messages, "lattice_open").ok_or("no lattice_open result")?;
+        let (id, rev) = receipt(&opened)?;
+        return Ok((
+            Kind::Add,
+            "lattice_add",
+            json!({"receiptId": id, "expectedRevision": rev,
+                   "title": format!("Write {}", sol.path),
+                   "acceptanceCriteria": "the file implements the specification"}),
+        ));
+    }
+    if !has(done, "lattice_refresh_context") {
+        return Ok((Kind::Refresh, "lattice_refresh_context", json!({})));
+    }
+    let added = result_of(messages, "lattice_add").ok_or("no lattice_add result")?;
+    let node = after(&added, "Added node").ok_or_else(|| format!("no node id in {added:.200}"))?;
+    let refreshed = result_of(messages, "lattice_refresh_context")
+        .ok_or("no lattice_refresh_context result")?;
+    let (id, rev) = receipt(&refreshed)?;
+    Ok((
+        Kind::Checkout,
+        "lattice_checkout",
+        json!({"receiptId": id, "expectedRevision": rev, "nodeId": node}),
+    ))
+}
+
 async fn handle(
     State(s): State<Arc<Shared>>,
     uri: Uri,
@@ -344,6 +444,26 @@ async fn handle(
                 chunk(json!({}), json!("tool_calls")),
             ],
         )
+    } else if let Some(lattice) = task
+        .filter(|_| offered(&tools, "lattice_checkout") && !has(&done, "lattice_checkout"))
+        .map(|sol| lattice_step(sol, &messages, &done))
+    {
+        match lattice {
+            Ok((kind, name, args)) => (
+                kind,
+                vec![
+                    chunk(tool_call(name, &args), Value::Null),
+                    chunk(json!({}), json!("tool_calls")),
+                ],
+            ),
+            Err(why) => (
+                Kind::Answer,
+                vec![chunk(
+                    json!({"role": "assistant", "content": format!("Stuck: {why}")}),
+                    json!("stop"),
+                )],
+            ),
+        }
     } else if let Some(sol) = task.filter(|_| !done.iter().any(|n| n == "write")) {
         let args = json!({"file_path": format!("/workspace/{}", sol.path),
                           "content": solution_text(sol, &s.marker)});
@@ -416,24 +536,26 @@ pub fn wire_summary(arm: &str, served: &[&Served]) -> String {
         .and_then(|s| s.request.as_object())
         .map(|o| o.keys().cloned().collect::<Vec<_>>().join(","))
         .unwrap_or_default();
-    let tools = first.map(|s| s.tools()).unwrap_or_default();
-    let lattice: Vec<&String> = tools.iter().filter(|t| t.starts_with("lattice_")).collect();
+    let lattice: std::collections::BTreeSet<String> = served
+        .iter()
+        .flat_map(|s| s.tools())
+        .filter(|t| t.starts_with("lattice_"))
+        .collect();
     let sessions: std::collections::BTreeSet<String> = served.iter().map(|s| s.session()).collect();
     let (i, o) = served.iter().fold((0, 0), |(a, b), s| {
         (a + s.prompt_tokens, b + s.completion_tokens)
     });
+    let list =
+        |f: &dyn Fn(&Served) -> String| served.iter().map(|s| f(s)).collect::<Vec<_>>().join(" ");
     format!(
-        "arm {arm}: {} calls [{}] ua={ua} sessions={} body={{{body_keys}}} max_tokens={} tools={} lattice={lattice:?} usage in={i} out={o}",
+        "arm {arm}: {} calls [{}] tools/call [{}] lattice={lattice:?} sessions={} ua={ua} \
+         body={{{body_keys}}} max_tokens={} usage in={i} out={o}",
         served.len(),
-        served
-            .iter()
-            .map(|s| format!("{:?}", s.kind))
-            .collect::<Vec<_>>()
-            .join(" "),
+        list(&|s| format!("{:?}", s.kind)),
+        list(&|s| s.tools().len().to_string()),
         sessions.len(),
         first
             .map(|s| s.request["max_tokens"].clone())
             .unwrap_or_default(),
-        tools.len(),
     )
 }
