@@ -417,7 +417,7 @@ async fn grade(
     workspace: &Path,
     scratch: &Path,
     label: &str,
-) -> Value {
+) -> (Value, String) {
     use eval_runtimes::Runtime as _;
     let out = scratch.join(format!("out-{label}"));
     std::fs::create_dir(&out).unwrap();
@@ -452,8 +452,9 @@ async fn grade(
         eval_runtimes::WaitOutcome::Exited { code: 0 },
         "{label}: {logs}"
     );
-    serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap())
-        .unwrap_or_else(|e| panic!("{label}: {e}: {logs}"))
+    let score = serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap())
+        .unwrap_or_else(|e| panic!("{label}: {e}: {logs}"));
+    (score, logs)
 }
 
 async fn grades_correct_100_and_untouched_lower(task: &str) {
@@ -482,14 +483,17 @@ async fn grades_correct_100_and_untouched_lower(task: &str) {
     }
     std::fs::write(solved.join(file), solution).unwrap();
 
-    let good = grade(&rt, &def, &image, &task_dir, &solved, t.path(), "solved").await;
+    let (good, logs) = grade(&rt, &def, &image, &task_dir, &solved, t.path(), "solved").await;
+    // A Go grading starts from the image's warm build cache (else it compiles the standard
+    // library each time); the wrapper says when it cannot.
+    assert!(!logs.contains("no warm Go cache"), "{logs}");
     let total = good["metrics"]["checks_total"].as_f64().unwrap();
     assert_eq!(total, 5.0, "{good}");
     assert_eq!(good["metrics"]["checks_passed"], total, "{good}");
     assert_eq!(good["metrics"]["score"].as_f64(), Some(100.0), "{good}");
     assert_eq!(good["task"], task);
 
-    let bad = grade(
+    let (bad, _) = grade(
         &rt,
         &def,
         &image,
