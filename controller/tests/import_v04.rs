@@ -19,7 +19,10 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::{docker_available, eval, repo_root, text};
+use support::{
+    demo_project, docker_available, entries, eval, payloads, replace_in, repo_root,
+    static_binaries, text,
+};
 
 const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";
@@ -290,7 +293,7 @@ fn a_task_file_path_outside_the_workspace_exits_2_naming_it_and_writes_nothing()
             serde_json::to_vec(&v).unwrap(),
         )
         .unwrap();
-        let (_t, proj) = project();
+        let (t, proj) = project();
         let o = import(&proj, &from, &[]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
         assert!(
@@ -304,7 +307,11 @@ fn a_task_file_path_outside_the_workspace_exits_2_naming_it_and_writes_nothing()
             text(&o)
         );
         assert!(tree(&proj).is_empty(), "{bad}");
-        assert!(!_t.path().join("x").exists() && !Path::new("/etc/x").exists());
+        assert_eq!(
+            std::fs::read_dir(t.path()).unwrap().count(),
+            1,
+            "only proj/"
+        );
     }
 }
 
@@ -417,7 +424,7 @@ async fn grade(
     workspace: &Path,
     scratch: &Path,
     label: &str,
-) -> Value {
+) -> (Value, String) {
     use eval_runtimes::Runtime as _;
     let out = scratch.join(format!("out-{label}"));
     std::fs::create_dir(&out).unwrap();
@@ -452,8 +459,9 @@ async fn grade(
         eval_runtimes::WaitOutcome::Exited { code: 0 },
         "{label}: {logs}"
     );
-    serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap())
-        .unwrap_or_else(|e| panic!("{label}: {e}: {logs}"))
+    let score = serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap())
+        .unwrap_or_else(|e| panic!("{label}: {e}: {logs}"));
+    (score, logs)
 }
 
 async fn grades_correct_100_and_untouched_lower(task: &str) {
@@ -482,14 +490,17 @@ async fn grades_correct_100_and_untouched_lower(task: &str) {
     }
     std::fs::write(solved.join(file), solution).unwrap();
 
-    let good = grade(&rt, &def, &image, &task_dir, &solved, t.path(), "solved").await;
+    let (good, logs) = grade(&rt, &def, &image, &task_dir, &solved, t.path(), "solved").await;
+    // A Go grading starts from the image's warm build cache (else it compiles the standard
+    // library each time); the wrapper says when it cannot.
+    assert!(!logs.contains("no warm Go cache"), "{logs}");
     let total = good["metrics"]["checks_total"].as_f64().unwrap();
     assert_eq!(total, 5.0, "{good}");
     assert_eq!(good["metrics"]["checks_passed"], total, "{good}");
     assert_eq!(good["metrics"]["score"].as_f64(), Some(100.0), "{good}");
     assert_eq!(good["task"], task);
 
-    let bad = grade(
+    let (bad, _) = grade(
         &rt,
         &def,
         &image,
@@ -565,4 +576,76 @@ fn a_second_protocol_shares_identical_runtimes_and_refuses_different_ones() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(proj.join("protocols/other/protocol.toml").is_file());
     assert_eq!(tree(&proj.join("runtimes")), runtimes);
+}
+
+/// The imported grader through `eval run`'s own grading path (thin grader image, the grader
+/// policy, `score.json` into the ledger), with the project's fixture agent standing in for the
+/// Harness (its arms, profiles and contract swapped in; the DeepSeek Harness end to end is
+/// `dsh_*` tests' job). The fixture agent does not solve v0.4's tasks: every attempt must be
+/// graded, by v0.4's five assertions, below full marks.
+#[test]
+fn the_imported_grader_grades_through_eval_run() {
+    let Some((dsh, grader)) = images() else {
+        return;
+    };
+    static_binaries();
+    let (_t, proj) = demo_project();
+    let tasks = "simple-js-clamp,simple-python-whitespace,simple-go-dedupe";
+    let o = import_with(&proj, &upstream(), &dsh, &grader, &["--tasks", tasks]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
+    let text_of = std::fs::read_to_string(&protocol).unwrap();
+    let mut swapped = text_of.replace(
+        "runtime = \"runtimes/dsh/runtime.toml\"",
+        "runtime = \"runtimes/fixture/runtime.toml\"",
+    );
+    for arm in ["native", "v0.3-always", "v0.4-auto"] {
+        swapped = swapped.replace(
+            &format!("protocols/{NAME}/arms/{arm}/cordis.patch.yml"),
+            &format!("protocols/demo/arms/{arm}/profile.toml"),
+        );
+    }
+    for (arm, pkg) in [("v0.3-always", PACKAGES[0]), ("v0.4-auto", PACKAGES[1])] {
+        swapped = swapped.replace(
+            &format!("protocols/{NAME}/arms/{arm}/{pkg}"),
+            &format!("protocols/demo/arms/{arm}/package"),
+        );
+    }
+    assert_ne!(swapped, text_of);
+    std::fs::write(&protocol, swapped).unwrap();
+    // The fixture agent's contract is v0.4's, not the Harness's.
+    replace_in(&protocol, "equals = 256000", "equals = 32768");
+    replace_in(
+        &proj.join(format!("matrix/{NAME}.toml")),
+        "repetitions = 2",
+        "repetitions = 1",
+    );
+    replace_in(&protocol, "threshold = 6\n", "threshold = 3\n");
+
+    let o = eval(&proj, &["freeze", "--protocol", NAME]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let outcomes = payloads(
+        &entries(&proj.join(format!("runs/{NAME}/ledger.sqlite"))),
+        "attempt_outcome",
+    );
+    assert_eq!(
+        outcomes.len(),
+        2 + 3 * 3,
+        "2 infrastructure + 3 tasks x 3 arms"
+    );
+    let mut tasks_seen = std::collections::BTreeSet::new();
+    for p in &outcomes {
+        assert_eq!(p["outcome"], "completed", "{p}");
+        let m = &p["metrics"];
+        assert_eq!(m["checks_total"], 5.0, "{p}");
+        let passed = m["checks_passed"].as_f64().unwrap();
+        assert!(passed < 5.0, "{p}");
+        assert_eq!(m["score"].as_f64(), Some(20.0 * passed), "{p}");
+        let slot = p["slot"].as_str().unwrap();
+        let task = tasks.split(',').find(|t| slot.contains(t)).unwrap();
+        tasks_seen.insert(task);
+    }
+    assert_eq!(tasks_seen.len(), 3, "{tasks_seen:?}");
 }

@@ -75,6 +75,8 @@ printf 'module example.com/warm\n\ngo 1.23\n' > "$dir/tmp/warm/go.mod"
 printf 'package warm\n\nfunc F(v []string) []string { return v }\n' > "$dir/tmp/warm/warm.go"
 printf 'package warm\n\nimport (\n\t"reflect"\n\t"testing"\n)\n\nfunc TestF(t *testing.T) {\n\tif !reflect.DeepEqual(F(nil), []string(nil)) {\n\t\tt.Fatal()\n\t}\n}\n' \
   > "$dir/tmp/warm/warm_test.go"
+# The go tool writes to /dev/null; minbase has no device nodes (and the import drops /dev/*).
+[ -c "$dir/dev/null" ] || { rm -f "$dir/dev/null"; mknod -m 0666 "$dir/dev/null" c 1 3; }
 chroot_mounts "$dir"
 heavy chroot "$dir" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp GOCACHE=/opt/go-cache \
   GOPATH=/tmp/go GOTMPDIR=/tmp GOTOOLCHAIN=local GOPROXY=off sh -c 'cd /tmp/warm && go test ./...' >&2 ||
