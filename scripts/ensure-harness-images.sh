@@ -3,13 +3,16 @@
 # engine, and prints `VAR=sha256:…` for each, one a line, on stdout:
 #
 #   EVAL_TEST_MINI_SWE_AGENT_IMAGE=sha256:…
+#   EVAL_TEST_DSH_IMAGE=sha256:…
+#   EVAL_TEST_V04_GRADER_IMAGE=sha256:…      (v0.4's simple grader: controller/tests/import_v04.rs)
 #
 # Each image is built by its own `runtimes/images/<name>/build.sh`, which reuses the engine's image
 # when the tag of its inputs' digest is already there (a rerun with unchanged inputs builds nothing,
-# needs no root and no network). A first build needs root, the Debian mirror and PyPI: see
+# needs no root and no network). A first build needs root, the Debian mirror and PyPI or npm: see
 # runtimes/images/README.md. Use from scripts/test.sh as `export $(scripts/ensure-harness-images.sh)`.
 #
-# Arguments: the harness names to ensure (default: every harness a test uses, `mini-swe-agent`).
+# Arguments: the harness names to ensure (default: every image a test uses, `mini-swe-agent dsh
+# v04-grader`).
 # Exit 0 when every image is there; 2 (with the harness named) when one cannot be built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,19 +23,21 @@ say() { printf 'ensure-harness-images: %s\n' "$*" >&2; }
 var_of() {
   case $1 in
     mini-swe-agent) echo EVAL_TEST_MINI_SWE_AGENT_IMAGE ;;
+    dsh) echo EVAL_TEST_DSH_IMAGE ;;
+    v04-grader) echo EVAL_TEST_V04_GRADER_IMAGE ;;
     *) return 1 ;;
   esac
 }
 
-[ $# -gt 0 ] || set -- mini-swe-agent
+[ $# -gt 0 ] || set -- mini-swe-agent dsh v04-grader
 for name in "$@"; do
-  var=$(var_of "$name") || { say "unknown harness '$name' (known: mini-swe-agent)"; exit 2; }
+  var=$(var_of "$name") || { say "unknown harness '$name' (known: mini-swe-agent, dsh, v04-grader)"; exit 2; }
   build="$root/runtimes/images/$name/build.sh"
   [ -x "$build" ] || { say "$name: no build script at $build"; exit 2; }
   say "$name: building or reusing the cached image ($build)"
   # The id is the build script's last stdout line; its progress goes to stderr.
   if ! out=$("$build"); then
-    say "$name: $build failed (a first build needs root, the Debian mirror and PyPI)"
+    say "$name: $build failed (a first build needs root, the Debian mirror and PyPI or npm)"
     exit 2
   fi
   id=$(printf '%s\n' "$out" | tail -n 1)

@@ -44,6 +44,9 @@ pub enum Command {
     Ledger(LedgerCommand),
     /// Make an Ed25519 signing key (mode 0600) and print its public key
     Keygen(KeygenArgs),
+    /// Write a benchmark's tasks, grader, arms and protocol into this project from its files
+    #[command(subcommand)]
+    Import(ImportCommand),
 }
 
 /// Where `eval` keeps its outputs (freezes, the registry, ledgers, artifacts, reports).
@@ -387,4 +390,32 @@ pub struct LedgerConsistencyArgs {
 pub struct KeygenArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// v0.4's `simple` suite: its six tasks and grader, and its three DeepSeek Harness arms with
+    /// the real Plan Lattice packages (from a directory of v0.4's files)
+    #[command(name = "v04-simple")]
+    V04Simple(ImportV04SimpleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportV04SimpleArgs {
+    /// Directory holding simple-tasks.json, simple-grader.mjs, the two dsh-plan-lattice .tgz
+    /// packages and SHA256SUMS
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// Name of the protocol (and matrix) to write: protocols/NAME/, matrix/NAME.toml
+    #[arg(long, value_name = "NAME")]
+    pub protocol: String,
+    /// Import only these tasks (comma-separated ids; default: all)
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub dsh_image: String,
+    /// Image id of the grader base (the last line runtimes/images/v04-grader/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub grader_image: String,
 }

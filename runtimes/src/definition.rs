@@ -62,6 +62,35 @@ pub struct RuntimeDef {
     /// The harness's own metrics file, relative to the workspace (accounting cross-check).
     #[serde(default)]
     pub metrics_path: Option<String>,
+    /// How the file at `metrics_path` is read. Serialised only when not the default, so the
+    /// frozen form of every definition written before the field existed stays byte for byte.
+    #[serde(default, skip_serializing_if = "MetricsFormat::is_default")]
+    pub metrics_format: MetricsFormat,
+}
+
+/// The format of the harness's own account at `metrics_path`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetricsFormat {
+    /// eval's own JSON object: `{"model_turns": N, "total_tokens": N}`.
+    #[default]
+    EvalJson,
+    /// The DeepSeek Harness's session transcript as plain JSONL (its `session-persistence-jsonl`
+    /// with `compression: none`): one usage chunk per model call it made for the agent loop.
+    DshSessionJsonl,
+}
+
+impl MetricsFormat {
+    pub fn is_default(&self) -> bool {
+        *self == MetricsFormat::EvalJson
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            MetricsFormat::EvalJson => "eval-json",
+            MetricsFormat::DshSessionJsonl => "dsh-session-jsonl",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -384,6 +413,15 @@ impl RuntimeDef {
                     format!("{m:?} {why} (it is relative to the workspace)"),
                 )
             })?;
+        } else if !self.metrics_format.is_default() {
+            // A format without a file would silently skip the cross-check it asks for.
+            return Err((
+                "metrics_format".to_owned(),
+                format!(
+                    "{:?} needs metrics_path (the file it describes)",
+                    self.metrics_format.as_str()
+                ),
+            ));
         }
         for (i, p) in self.attest.paths.iter().enumerate() {
             if p.contains(PROMPT_TEXT) {
@@ -654,6 +692,32 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
             assert_eq!(field, "metrics_path", "{value:?}");
             assert!(detail.contains(why), "{value:?}: {detail}");
         }
+    }
+
+    #[test]
+    fn metrics_format_defaults_to_eval_json_and_needs_a_path() {
+        let d = RuntimeDef::parse(MIN, "t.toml").unwrap();
+        assert_eq!(d.metrics_format, MetricsFormat::EvalJson);
+        // The default is not written, so older frozen definitions keep their bytes.
+        assert!(!toml::to_string(&d).unwrap().contains("metrics_format"));
+        let d = RuntimeDef::parse(
+            &format!(
+                "metrics_path = \".dsh-transcript/session.jsonl\"\nmetrics_format = \"dsh-session-jsonl\"\n{MIN}"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(d.metrics_format, MetricsFormat::DshSessionJsonl);
+        assert!(toml::to_string(&d).unwrap().contains("dsh-session-jsonl"));
+        let (field, detail) = refused(r#"metrics_format = "dsh-session-jsonl""#, "");
+        assert_eq!(field, "metrics_format");
+        assert!(detail.contains("needs metrics_path"), "{detail}");
+        let e = RuntimeDef::parse(
+            &format!("metrics_path = \"m\"\nmetrics_format = \"zstd\"\n{MIN}"),
+            "t.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("zstd"), "{e}");
     }
 
     #[test]

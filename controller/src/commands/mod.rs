@@ -5,6 +5,7 @@
 pub mod attest;
 mod demo;
 pub mod freeze;
+mod import;
 mod init;
 pub mod keygen;
 mod ledger;
@@ -36,5 +37,6 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Stats(cmd) => stats::run(cmd),
         Command::Proxy(args) => proxy::run(args),
         Command::Keygen(args) => keygen::run(args),
+        Command::Import(cmd) => import::run(cmd),
     }
 }

@@ -253,6 +253,10 @@ pub struct ArtifactDigests {
     pub agent_log: Option<String>,
     pub grader_log: Option<String>,
     pub agent_metrics: Option<String>,
+    /// The harness's own session transcript (`metrics_format = "dsh-session-jsonl"`); absent
+    /// from the record otherwise, so receipts of other runtimes keep their form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
 
 /// What the harness said it used (its metrics file), for the accounting cross-check.

@@ -4,6 +4,11 @@
 //! that is missing, not a regular file, larger than [`MAX_METRICS_BYTES`] or not the expected
 //! JSON fails it (`metrics_missing` / `metrics_unreadable`), and a completed attempt becomes
 //! `accounting_mismatch` — it is never silently `harness: null`.
+//!
+//! Two formats (`metrics_format`): eval's own JSON counts, and the DeepSeek Harness's session
+//! transcript (plain JSONL), whose usage chunks are summed here. The transcript is the agent's
+//! file like any other: read beneath the workspace without following links, bounded by
+//! [`MAX_TRANSCRIPT_BYTES`], and any line that is not the expected JSON makes it unreadable.
 
 use super::classify::Accounting;
 use super::{DockerExecutor, Seen};
@@ -11,11 +16,17 @@ use crate::run::AttemptReport;
 use crate::run::events::HarnessAccount;
 use eval_evidence::leftovers::{Beneath, LeftoverError};
 use eval_runtimes::RuntimeDef;
+use eval_runtimes::definition::MetricsFormat;
 use serde_json::Value;
 use std::path::{Component, Path};
 
 /// The largest harness metrics file read.
 pub const MAX_METRICS_BYTES: u64 = 1024 * 1024;
+
+/// The largest harness transcript read. A DeepSeek Harness transcript of a simple task is
+/// 30–60 KB per model call (every request's context is in it); 16 MiB holds a few hundred calls
+/// and bounds what a hostile agent can make the controller read and store.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 16 * 1024 * 1024;
 
 impl DockerExecutor {
     /// Reads the declared metrics file from the workspace (never following a link out of it),
@@ -33,9 +44,23 @@ impl DockerExecutor {
             report.accounting = Some(seen.obs.accounting.as_str().to_owned());
             return;
         };
-        let read = ws.read_file(rel, MAX_METRICS_BYTES);
+        let format = def.metrics_format;
+        let cap = match format {
+            MetricsFormat::EvalJson => MAX_METRICS_BYTES,
+            MetricsFormat::DshSessionJsonl => MAX_TRANSCRIPT_BYTES,
+        };
+        let read = ws.read_file(rel, cap);
         if let Ok(bytes) = &read {
-            report.artifacts.agent_metrics = self.store_bytes("the harness's metrics", bytes, seen);
+            match format {
+                MetricsFormat::EvalJson => {
+                    report.artifacts.agent_metrics =
+                        self.store_bytes("the harness's metrics", bytes, seen);
+                }
+                MetricsFormat::DshSessionJsonl => {
+                    report.artifacts.transcript =
+                        self.store_bytes("the harness's transcript", bytes, seen);
+                }
+            }
         }
         if let Err(e) = &read
             && e.is_host_fault()
@@ -43,7 +68,7 @@ impl DockerExecutor {
             seen.leftover("the harness's metrics", e);
         }
         let proxy = (report.model_turns, report.tokens.total());
-        let (accounting, harness) = account(read, proxy);
+        let (accounting, harness) = account(format, read, proxy);
         seen.obs.accounting = accounting;
         report.accounting = Some(seen.obs.accounting.as_str().to_owned());
         report.harness = harness;
@@ -57,6 +82,7 @@ impl DockerExecutor {
 
 /// The cross-check of what was read against the proxy's (turns, tokens).
 pub(super) fn account(
+    format: MetricsFormat,
     read: Result<Vec<u8>, LeftoverError>,
     proxy: (u64, u64),
 ) -> (Accounting, Option<HarnessAccount>) {
@@ -65,23 +91,13 @@ pub(super) fn account(
         Err(LeftoverError::NotFound { .. }) => return (Accounting::MetricsMissing, None),
         Err(e) => return (Accounting::MetricsUnreadable(e.to_string()), None),
     };
-    let v: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            return (
-                Accounting::MetricsUnreadable(format!("not JSON: {e}")),
-                None,
-            );
-        }
+    let counted = match format {
+        MetricsFormat::EvalJson => eval_json_counts(&bytes),
+        MetricsFormat::DshSessionJsonl => dsh_transcript_counts(&bytes),
     };
-    let count = |field: &str| {
-        v.get(field)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("{field} is not a count"))
-    };
-    let (turns, total) = match (count("model_turns"), count("total_tokens")) {
-        (Ok(t), Ok(n)) => (t, n),
-        (Err(e), _) | (_, Err(e)) => return (Accounting::MetricsUnreadable(e), None),
+    let (turns, total) = match counted {
+        Ok(c) => c,
+        Err(e) => return (Accounting::MetricsUnreadable(e), None),
     };
     let harness = HarnessAccount {
         model_turns: turns,
@@ -91,6 +107,55 @@ pub(super) fn account(
         Some(why) => (Accounting::Mismatch(why), Some(harness)),
         None => (Accounting::Matched, Some(harness)),
     }
+}
+
+/// eval's own metrics object: (`model_turns`, `total_tokens`).
+fn eval_json_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let count = |field: &str| {
+        v.get(field)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("{field} is not a count"))
+    };
+    Ok((count("model_turns")?, count("total_tokens")?))
+}
+
+/// The DeepSeek Harness transcript: every `assistant/chunk` record whose chunk is a usage chunk
+/// is one model call of the agent loop (`data.chunk.usage.inputTokens` + `outputTokens`). The
+/// session-title call is not in the transcript, which is why the runtime turns it off. Other
+/// records are the Harness's business and are skipped, but every line must be a JSON object and
+/// every usage chunk must carry both counts: a transcript the agent tampered into another shape
+/// is unreadable, never read as "no calls".
+fn dsh_transcript_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
+    let mut turns: u64 = 0;
+    let mut total: u64 = 0;
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let n = i + 1;
+        let rec: Value =
+            serde_json::from_slice(line).map_err(|e| format!("line {n} is not JSON: {e}"))?;
+        if !rec.is_object() {
+            return Err(format!("line {n} is not a JSON object"));
+        }
+        if rec["type"] != "assistant/chunk" || rec["data"]["chunk"]["type"] != "usage" {
+            continue;
+        }
+        let usage = &rec["data"]["chunk"]["usage"];
+        let count = |field: &str| {
+            usage[field]
+                .as_u64()
+                .ok_or_else(|| format!("line {n}: the usage chunk's {field} is not a count"))
+        };
+        let (input, output) = (count("inputTokens")?, count("outputTokens")?);
+        turns += 1;
+        total = input
+            .checked_add(output)
+            .and_then(|t| total.checked_add(t))
+            .ok_or_else(|| format!("line {n}: token counts overflow"))?;
+    }
+    Ok((turns, total))
 }
 
 /// The top directory (or file) of the metrics path: the harness's bookkeeping, removed before
@@ -131,25 +196,110 @@ mod tests {
     #[test]
     fn a_declared_metrics_file_must_be_there_and_well_formed() {
         let ok = br#"{"model_turns": 2, "total_tokens": 30}"#.to_vec();
-        let (a, h) = account(Ok(ok.clone()), (2, 30));
+        let j = MetricsFormat::EvalJson;
+        let (a, h) = account(j, Ok(ok.clone()), (2, 30));
         assert_eq!(a, Accounting::Matched);
         assert_eq!(h.map(|h| (h.model_turns, h.total_tokens)), Some((2, 30)));
-        let (a, _) = account(Ok(ok), (3, 30));
+        let (a, _) = account(j, Ok(ok), (3, 30));
         assert!(matches!(a, Accounting::Mismatch(_)), "{a:?}");
         let missing = LeftoverError::NotFound { path: "m".into() };
-        assert_eq!(account(Err(missing), (0, 0)).0, Accounting::MetricsMissing);
+        assert_eq!(
+            account(j, Err(missing), (0, 0)).0,
+            Accounting::MetricsMissing
+        );
         let fifo = LeftoverError::NotRegular {
             path: "m".into(),
             kind: "fifo",
         };
-        let (a, h) = account(Err(fifo), (0, 0));
+        let (a, h) = account(j, Err(fifo), (0, 0));
         assert_eq!(a.as_str(), "metrics_unreadable");
         assert!(h.is_none());
         // Absent counts are not zeros: they fail the cross-check even when the proxy saw none.
-        let (a, _) = account(Ok(br#"{"model_turns": 0}"#.to_vec()), (0, 0));
+        let (a, _) = account(j, Ok(br#"{"model_turns": 0}"#.to_vec()), (0, 0));
         assert_eq!(a.as_str(), "metrics_unreadable", "{a:?}");
-        let (a, _) = account(Ok(b"not json".to_vec()), (0, 0));
+        let (a, _) = account(j, Ok(b"not json".to_vec()), (0, 0));
         assert_eq!(a.as_str(), "metrics_unreadable");
+    }
+
+    /// A usage chunk as the Harness writes it (runtimes/images/dsh smoke, 0.1.0-rc.8).
+    fn usage_line(seq: u64, input: u64, output: u64) -> String {
+        format!(
+            r#"{{"type":"assistant/chunk","seq":{seq},"time":1,"data":{{"turn":1,"step":{seq},"chunk":{{"type":"usage","usage":{{"inputTokens":{input},"outputTokens":{output}}}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn the_dsh_transcript_sums_its_usage_chunks_only() {
+        let d = MetricsFormat::DshSessionJsonl;
+        // The assistant/message record repeats the same usage: counting it too would double.
+        let transcript = [
+            r#"{"type":"session","version":1,"id":"s","cwd":"/workspace"}"#.to_owned(),
+            r#"{"type":"assistant/chunk","seq":2,"data":{"chunk":{"type":"text-delta","text":"hi"}}}"#.to_owned(),
+            usage_line(3, 1003, 11),
+            r#"{"type":"assistant/message","seq":4,"data":{"message":{"role":"assistant"},"usage":{"inputTokens":1003,"outputTokens":11}}}"#.to_owned(),
+            String::new(),
+            usage_line(5, 1036, 16),
+        ]
+        .join("\n");
+        let (a, h) = account(
+            d,
+            Ok(transcript.clone().into_bytes()),
+            (2, 1003 + 11 + 1036 + 16),
+        );
+        assert_eq!(a, Accounting::Matched, "{a:?}");
+        assert_eq!(h.map(|h| (h.model_turns, h.total_tokens)), Some((2, 2066)));
+        // One call the proxy metered and the transcript lacks (a title call left on): mismatch.
+        let (a, h) = account(d, Ok(transcript.into_bytes()), (3, 2066 + 1049));
+        assert!(matches!(a, Accounting::Mismatch(_)), "{a:?}");
+        assert_eq!(h.map(|h| h.model_turns), Some(2));
+        // An empty transcript is zero calls, which only matches a proxy that saw none.
+        assert_eq!(account(d, Ok(Vec::new()), (0, 0)).0, Accounting::Matched);
+        assert!(matches!(
+            account(d, Ok(Vec::new()), (1, 10)).0,
+            Accounting::Mismatch(_)
+        ));
+    }
+
+    #[test]
+    fn a_tampered_dsh_transcript_is_unreadable_not_zero() {
+        let d = MetricsFormat::DshSessionJsonl;
+        let cases = [
+            (format!("{}\nnot json", usage_line(1, 5, 5)), "line 2 is not JSON"),
+            ("[1, 2]".to_owned(), "line 1 is not a JSON object"),
+            (
+                r#"{"type":"assistant/chunk","data":{"chunk":{"type":"usage","usage":{"inputTokens":"5","outputTokens":1}}}}"#.to_owned(),
+                "inputTokens is not a count",
+            ),
+            (
+                r#"{"type":"assistant/chunk","data":{"chunk":{"type":"usage","usage":{"inputTokens":5}}}}"#.to_owned(),
+                "outputTokens is not a count",
+            ),
+            (
+                format!("{}\n{}", usage_line(1, u64::MAX, 0), usage_line(2, 1, 0)),
+                "overflow",
+            ),
+        ];
+        for (text, why) in cases {
+            let (a, h) = account(d, Ok(text.into_bytes()), (1, 10));
+            match a {
+                Accounting::MetricsUnreadable(m) => assert!(m.contains(why), "{m} vs {why}"),
+                other => panic!("{why}: {other:?}"),
+            }
+            assert!(h.is_none());
+        }
+        let missing = LeftoverError::NotFound { path: "t".into() };
+        assert_eq!(
+            account(d, Err(missing), (1, 1)).0,
+            Accounting::MetricsMissing
+        );
+        let big = LeftoverError::TooLarge {
+            path: "t".into(),
+            limit: MAX_TRANSCRIPT_BYTES,
+        };
+        assert_eq!(
+            account(d, Err(big), (1, 1)).0.as_str(),
+            "metrics_unreadable"
+        );
     }
 
     #[test]

@@ -1,0 +1,660 @@
+//! `eval import v04-simple --from DIR --protocol NAME`: writes v0.4's real `simple` suite into the
+//! evaluation project in the current directory — its tasks, its grader (v0.4's own, in a grader
+//! runtime of Node + Python + Go), the suite's three DeepSeek Harness arms with the real plugin
+//! packages, the protocol and its matrix. DIR holds v0.4's files (see
+//! `../shared/v04-upstream/README.md`); they are inputs, checked and copied into the user's
+//! project, never into this repository. Nothing is written unless every input checks out and no
+//! target exists.
+
+use crate::cli::{ImportCommand, ImportV04SimpleArgs};
+use crate::exit::{CmdResult, Failure, Status};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The files of DIR the importer reads.
+const TASKS_FILE: &str = "simple-tasks.json";
+const GRADER_FILE: &str = "simple-grader.mjs";
+const SUMS_FILE: &str = "SHA256SUMS";
+const PACKAGE_V03: &str = "dsh-plan-lattice-0.3.0.tgz";
+const PACKAGE_V04: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
+
+/// The dsh runtime and its shared profile rows (owned by `runtimes/dsh/`; the importer fills in the
+/// base image id and appends each arm's plugin rows).
+const DSH_RUNTIME: &str = include_str!("../../../runtimes/dsh/runtime.toml");
+const DSH_IMAGE_PLACEHOLDER: &str = "@DSH_IMAGE_ID@";
+const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
+/// eval's wrapper around v0.4's grader, and the one helper of v0.4's `lib/canonical.mjs` it needs.
+const GRADE_MJS: &str = include_str!("import/grade.mjs");
+const CANONICAL_MJS: &str = include_str!("import/canonical.mjs");
+/// The protocol, with `@…@` placeholders (`protocol_toml`).
+const PROTOCOL_TEMPLATE: &str = include_str!("import/protocol.toml.in");
+
+/// Where the grader's files go inside a task's `hidden/`: `simple-grader.mjs` imports
+/// `../../lib/canonical.mjs`, so it sits two directories below `lib/`.
+const HIDDEN_GRADER: &str = "driver/lib/simple-grader.mjs";
+const HIDDEN_CANONICAL: &str = "lib/canonical.mjs";
+const HIDDEN_WRAPPER: &str = "grade.mjs";
+const HIDDEN_TASK: &str = "task.json";
+
+const DSH_RUNTIME_PATH: &str = "runtimes/dsh/runtime.toml";
+const GRADER_RUNTIME_PATH: &str = "runtimes/v04-grader/runtime.toml";
+/// The grader's writable, executable scratch (Go's cache and test binaries); the grader base image
+/// (runtimes/images/v04-grader/build.sh) has the directory, `grade.mjs` points Go at it.
+const GRADER_SCRATCH: &str = "/var/cache/grader";
+
+/// One arm of v0.4's `simple` suite and its Harness plugin configuration.
+struct ArmDef {
+    id: &'static str,
+    description: &'static str,
+    /// The plugin package in DIR; `None` for the native harness.
+    package: Option<&'static str>,
+    plugin_version: Option<&'static str>,
+    /// The `plan-lattice` plugin's config rows.
+    config: &'static [(&'static str, &'static str)],
+}
+
+/// v0.4's arms of the `simple` suite, baseline first. The plugin configuration is what
+/// `armPluginConfig` in v0.4's `driver/lib/profile.mjs` (at `0414dfa`) computes for them, written
+/// down rather than executed: plugin `none` → no plugin row; plugin `v0.3.0` → `{intakeMode: off}`
+/// whatever the arm says; a v0.4 candidate → the arm's `activationMode`, `clarificationPolicy`
+/// and `controlCeiling` that are set (`v0.4-auto` sets only `activationMode: auto`).
+const ARMS: [ArmDef; 3] = [
+    ArmDef {
+        id: "native",
+        description: "The native DeepSeek Harness, no plugin (baseline).",
+        package: None,
+        plugin_version: None,
+        config: &[],
+    },
+    ArmDef {
+        id: "v0.3-always",
+        description: "Plan Lattice v0.3.0 with intakeMode off (always active).",
+        package: Some(PACKAGE_V03),
+        plugin_version: Some("0.3.0"),
+        config: &[("intakeMode", "off")],
+    },
+    ArmDef {
+        id: "v0.4-auto",
+        description: "Plan Lattice v0.4.0-rc.3 with activationMode auto (gated candidate).",
+        package: Some(PACKAGE_V04),
+        plugin_version: Some("0.4.0-rc.3"),
+        config: &[("activationMode", "auto")],
+    },
+];
+const BASELINE: &str = "native";
+const CANDIDATE: &str = "v0.4-auto";
+const REPETITIONS: usize = 2;
+
+/// `simple-tasks.json` as v0.4 wrote it (schema 1); unknown keys are kept out of the way, not
+/// refused, but the fields the importer uses must be there with these types.
+#[derive(Deserialize)]
+struct TasksFile {
+    #[serde(rename = "schemaVersion")]
+    schema_version: u64,
+    tasks: Vec<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct TaskIn {
+    id: String,
+    language: String,
+    prompt: String,
+    #[serde(rename = "initialFiles")]
+    initial_files: BTreeMap<String, String>,
+    #[serde(rename = "graderAssertions")]
+    grader_assertions: Vec<String>,
+}
+
+/// A task read and checked, with its original JSON (the grader reads that).
+struct Task {
+    spec: TaskIn,
+    json: serde_json::Value,
+}
+
+pub fn run(cmd: ImportCommand) -> CmdResult {
+    match cmd {
+        ImportCommand::V04Simple(args) => v04_simple(&args),
+    }
+}
+
+fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
+    let (files, tasks) = plan(args)?;
+    let project = Path::new(".");
+    // Nothing is written when any target exists; runtime definitions shared by several imports
+    // are left alone when they already hold exactly these bytes.
+    let mut todo = Vec::new();
+    for (rel, bytes) in &files {
+        let path = project.join(rel);
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) if is_shared(rel) && std::fs::read(&path).ok().as_deref() == Some(bytes) => {}
+            Ok(_) => {
+                return Err(Failure::usage(format!(
+                    "{}: exists; `eval import` never overwrites (choose another --protocol, or move it away)",
+                    rel.display()
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => todo.push((rel, bytes)),
+            Err(e) => return Err(Failure::usage(format!("{}: {e}", rel.display()))),
+        }
+    }
+    for (rel, bytes) in &todo {
+        let path = project.join(rel);
+        let fail = |e: std::io::Error| Failure::usage(format!("{}: {e}", rel.display()));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(fail)?;
+        }
+        write_new(&path, bytes).map_err(fail)?;
+    }
+    println!(
+        "imported v0.4's simple suite as protocol {} ({} files written): tasks {}, arms {}",
+        args.protocol,
+        todo.len(),
+        tasks.join(", "),
+        ARMS.map(|a| a.id).join(", ")
+    );
+    println!("next:");
+    println!("  eval plan --matrix {}", args.protocol);
+    println!("  eval freeze --protocol {}", args.protocol);
+    println!(
+        "  eval run --matrix {} --upstream URL --api-key-env VAR",
+        args.protocol
+    );
+    Ok(Status::Ok)
+}
+
+/// The runtime definitions every import writes the same way.
+fn is_shared(rel: &Path) -> bool {
+    rel == Path::new(DSH_RUNTIME_PATH) || rel == Path::new(GRADER_RUNTIME_PATH)
+}
+
+/// Creates `path`, failing if it appeared since the check.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Every file the import writes (project-relative path → bytes), from checked inputs, and the
+/// imported task ids.
+type Files = BTreeMap<PathBuf, Vec<u8>>;
+fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
+    let name = &args.protocol;
+    if !eval_matrix::valid_id(name) {
+        return Err(Failure::usage(format!(
+            "--protocol {name:?}: a protocol name is letters, digits, `-`, `_` and `.` (not first)"
+        )));
+    }
+    for (flag, id) in [
+        ("--dsh-image", &args.dsh_image),
+        ("--grader-image", &args.grader_image),
+    ] {
+        if !eval_runtimes::definition::is_digest(id) {
+            return Err(Failure::usage(format!(
+                "{flag} {id:?}: not an image id (sha256:<64 hex>, as the image's build.sh prints it)"
+            )));
+        }
+    }
+    let from = &args.from;
+    let read = |file: &str| {
+        std::fs::read(from.join(file))
+            .map_err(|e| Failure::usage(format!("{}: {e}", from.join(file).display())))
+    };
+    let packages = checked_packages(from)?;
+    let grader = read(GRADER_FILE)?;
+    let tasks_bytes = read(TASKS_FILE)?;
+    let tasks = parse_tasks(&tasks_bytes, &from.join(TASKS_FILE))?;
+    let chosen = choose(&tasks, &args.tasks)?;
+
+    let mut out: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
+    let mut put = |rel: String, bytes: Vec<u8>| {
+        out.insert(PathBuf::from(rel), bytes);
+    };
+    let pdir = format!("protocols/{name}");
+    let sources = Sources {
+        tasks: hex::encode(Sha256::digest(&tasks_bytes)),
+        grader: hex::encode(Sha256::digest(&grader)),
+    };
+    put(
+        format!("{pdir}/protocol.toml"),
+        protocol_toml(name, chosen.len(), &sources, &packages).into_bytes(),
+    );
+    put(
+        format!("matrix/{name}.toml"),
+        matrix_toml(name, &chosen).into_bytes(),
+    );
+    for arm in &ARMS {
+        let adir = format!("{pdir}/arms/{}", arm.id);
+        put(
+            format!("{adir}/cordis.patch.yml"),
+            cordis_patch(arm).into_bytes(),
+        );
+        if let Some(pkg) = arm.package
+            && let Some(bytes) = packages.get(pkg)
+        {
+            put(format!("{adir}/{pkg}"), bytes.clone());
+        }
+    }
+    if !DSH_RUNTIME.contains(DSH_IMAGE_PLACEHOLDER) {
+        return Err(Failure::usage(format!(
+            "{DSH_RUNTIME_PATH} (built into eval) lacks {DSH_IMAGE_PLACEHOLDER}"
+        )));
+    }
+    put(
+        DSH_RUNTIME_PATH.to_owned(),
+        DSH_RUNTIME
+            .replace(DSH_IMAGE_PLACEHOLDER, &args.dsh_image)
+            .into_bytes(),
+    );
+    put(
+        GRADER_RUNTIME_PATH.to_owned(),
+        grader_runtime_toml(&args.grader_image).into_bytes(),
+    );
+    for t in &chosen {
+        let tdir = format!("{pdir}/tasks/simple/{}", t.spec.id);
+        put(
+            format!("{tdir}/task.toml"),
+            task_toml(t, &sources).into_bytes(),
+        );
+        put(format!("{tdir}/prompt.md"), prompt_md(&t.spec.prompt));
+        for (rel, content) in &t.spec.initial_files {
+            put(
+                format!("{tdir}/workspace/{rel}"),
+                content.clone().into_bytes(),
+            );
+        }
+        let json = serde_json::to_vec_pretty(&t.json)
+            .map_err(|e| Failure::usage(format!("task {}: {e}", t.spec.id)))?;
+        put(format!("{tdir}/hidden/{HIDDEN_TASK}"), json);
+        put(format!("{tdir}/hidden/{HIDDEN_GRADER}"), grader.clone());
+        put(
+            format!("{tdir}/hidden/{HIDDEN_CANONICAL}"),
+            CANONICAL_MJS.as_bytes().to_vec(),
+        );
+        put(
+            format!("{tdir}/hidden/{HIDDEN_WRAPPER}"),
+            GRADE_MJS.as_bytes().to_vec(),
+        );
+    }
+    let ids = chosen.iter().map(|t| t.spec.id.clone()).collect();
+    Ok((out, ids))
+}
+
+/// The two plugin packages, each checked against DIR's `SHA256SUMS`.
+fn checked_packages(from: &Path) -> Result<BTreeMap<&'static str, Vec<u8>>, Failure> {
+    let read = |file: &str| {
+        std::fs::read(from.join(file))
+            .map_err(|e| Failure::usage(format!("{}: {e}", from.join(file).display())))
+    };
+    let sums = parse_sums(&read(SUMS_FILE)?, &from.join(SUMS_FILE))?;
+    let mut packages = BTreeMap::new();
+    for pkg in [PACKAGE_V03, PACKAGE_V04] {
+        let bytes = read(pkg)?;
+        let want = sums.get(pkg).ok_or_else(|| {
+            Failure::usage(format!(
+                "{}: not listed in {}",
+                from.join(pkg).display(),
+                from.join(SUMS_FILE).display()
+            ))
+        })?;
+        let got = hex::encode(Sha256::digest(&bytes));
+        if &got != want {
+            return Err(Failure::usage(format!(
+                "{}: sha256 {got}, but {} says {want}",
+                from.join(pkg).display(),
+                from.join(SUMS_FILE).display()
+            )));
+        }
+        packages.insert(pkg, bytes);
+    }
+    Ok(packages)
+}
+
+/// `sha256sum` output: `<64 hex>  <name>` (or ` *<name>`) per line.
+fn parse_sums(bytes: &[u8], file: &Path) -> Result<BTreeMap<String, String>, Failure> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Failure::usage(format!("{}: not UTF-8", file.display())))?;
+    let mut sums = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || {
+            Failure::usage(format!(
+                "{}: line {}: not `<sha256 hex>  <file>`",
+                file.display(),
+                n + 1
+            ))
+        };
+        let (hash, rest) = line.split_once(' ').ok_or_else(bad)?;
+        let name = rest.trim_start_matches([' ', '*']);
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) || name.is_empty() {
+            return Err(bad());
+        }
+        sums.insert(name.to_owned(), hash.to_ascii_lowercase());
+    }
+    Ok(sums)
+}
+
+/// Reads the task list; every task must be complete, with a plain id and safe file paths (the
+/// JSON is input: its paths become files in the project).
+fn parse_tasks(bytes: &[u8], file: &Path) -> Result<Vec<Task>, Failure> {
+    let shown = file.display();
+    let parsed: TasksFile =
+        serde_json::from_slice(bytes).map_err(|e| Failure::usage(format!("{shown}: {e}")))?;
+    if parsed.schema_version != 1 {
+        return Err(Failure::usage(format!(
+            "{shown}: schemaVersion {} (this importer reads 1)",
+            parsed.schema_version
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    let mut tasks = Vec::new();
+    for (i, json) in parsed.tasks.into_iter().enumerate() {
+        let spec: TaskIn = serde_json::from_value(json.clone())
+            .map_err(|e| Failure::usage(format!("{shown}: tasks[{i}]: {e}")))?;
+        let at = format!("{shown}: task {:?}", spec.id);
+        if !eval_matrix::valid_id(&spec.id) || !seen.insert(spec.id.clone()) {
+            return Err(Failure::usage(format!(
+                "{at}: not a plain id (letters, digits, `-`, `_`, `.`), or listed twice"
+            )));
+        }
+        if spec.prompt.trim().is_empty() {
+            return Err(Failure::usage(format!("{at}: field prompt is empty")));
+        }
+        if spec.grader_assertions.is_empty() {
+            return Err(Failure::usage(format!(
+                "{at}: field graderAssertions is empty"
+            )));
+        }
+        for path in spec.initial_files.keys() {
+            safe_relative(path)
+                .map_err(|why| Failure::usage(format!("{at}: initialFiles key {path:?} {why}")))?;
+        }
+        // A file and a directory of the same name cannot both be written.
+        for path in spec.initial_files.keys() {
+            let mut prefix = String::new();
+            for part in path.split('/') {
+                if !prefix.is_empty() && spec.initial_files.contains_key(&prefix) {
+                    return Err(Failure::usage(format!(
+                        "{at}: initialFiles key {path:?} lies beneath the file {prefix:?}"
+                    )));
+                }
+                if !prefix.is_empty() {
+                    prefix.push('/');
+                }
+                prefix.push_str(part);
+            }
+        }
+        tasks.push(Task { spec, json });
+    }
+    if tasks.is_empty() {
+        return Err(Failure::usage(format!("{shown}: no tasks")));
+    }
+    Ok(tasks)
+}
+
+/// A workspace path from the task list: relative, normalised, no `..`, nothing git would treat as
+/// its own (`.git` is history the agent must not get).
+fn safe_relative(p: &str) -> Result<(), &'static str> {
+    if p.is_empty() {
+        return Err("is empty");
+    }
+    if p.starts_with('/') {
+        return Err("is absolute");
+    }
+    if p.contains('\0') || p.contains('\\') {
+        return Err("holds a NUL byte or a backslash");
+    }
+    for part in p.split('/') {
+        match part {
+            "" | "." => return Err("is not normalised (an empty or `.` component)"),
+            ".." => return Err("contains `..`"),
+            ".git" => return Err("names a .git directory"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The tasks to import, in the file's order (`--tasks` selects; an unknown id is an error).
+fn choose<'a>(tasks: &'a [Task], wanted: &[String]) -> Result<Vec<&'a Task>, Failure> {
+    if wanted.is_empty() {
+        return Ok(tasks.iter().collect());
+    }
+    let known: BTreeSet<&str> = tasks.iter().map(|t| t.spec.id.as_str()).collect();
+    let mut want = BTreeSet::new();
+    for w in wanted {
+        if !known.contains(w.as_str()) {
+            return Err(Failure::usage(format!(
+                "--tasks: unknown task {w:?} (known: {})",
+                known.iter().copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        if !want.insert(w.as_str()) {
+            return Err(Failure::usage(format!("--tasks: {w:?} listed twice")));
+        }
+    }
+    Ok(tasks
+        .iter()
+        .filter(|t| want.contains(t.spec.id.as_str()))
+        .collect())
+}
+
+/// Digests of the inputs that are not pinned by SHA256SUMS, recorded in what is written.
+struct Sources {
+    tasks: String,
+    grader: String,
+}
+
+fn q(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+fn cordis_patch(arm: &ArmDef) -> String {
+    let mut s = DSH_PROFILE_PATCH.to_owned();
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    if !arm.config.is_empty() {
+        // The rows exactly as profile.mjs's configureProfile writes them.
+        s.push_str("- id: plan-lattice\n  config:\n");
+        for (k, v) in arm.config {
+            s.push_str(&format!("    {k}: {v}\n"));
+        }
+    }
+    s
+}
+
+fn prompt_md(prompt: &str) -> Vec<u8> {
+    let mut s = prompt.to_owned();
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s.into_bytes()
+}
+
+fn task_toml(t: &Task, src: &Sources) -> String {
+    format!(
+        r#"# v0.4's `simple` task {id}, imported by `eval import v04-simple` from simple-tasks.json
+# (sha256 {tasks}); graded by v0.4's own simple-grader.mjs (sha256 {grader}) in hidden/, through
+# eval's wrapper hidden/grade.mjs. score = assertions passed / {n} x 100.
+id = {qid}
+suite = "simple"
+timeout_seconds = 3600
+description = {lang}
+metrics = ["score", "checks_passed", "checks_total"]
+
+[grader]
+runtime = {rt}
+command = {cmd}
+"#,
+        id = t.spec.id,
+        tasks = src.tasks,
+        grader = src.grader,
+        n = t.spec.grader_assertions.len(),
+        qid = q(&t.spec.id),
+        lang = q(&format!("{} task of v0.4's simple suite", t.spec.language)),
+        rt = q(GRADER_RUNTIME_PATH),
+        cmd = GRADER_COMMAND,
+    )
+}
+
+/// The grader's argv (task.toml and the grader runtime say the same).
+const GRADER_COMMAND: &str =
+    r#"["/usr/local/bin/node", "/hidden/grade.mjs", "{workspace}", "{hidden}", "{out}"]"#;
+
+fn grader_runtime_toml(image: &str) -> String {
+    format!(
+        r#"# The runtime of v0.4's `simple` grader (written by `eval import v04-simple`): Node 22 for the
+# grader and the JavaScript/TypeScript checks, python3 for the Python checks, Go 1.23 for
+# `go test`. Base image: runtimes/images/v04-grader/build.sh (in the eval repository) prints its id.
+# The grader container runs under eval's grader policy (read-only root, noexec /tmp, no network,
+# only the image's environment): `go test` builds and runs its test binaries in the exec tmpfs
+# below, which hidden/grade.mjs points GOCACHE, GOTMPDIR, GOPATH and HOME at.
+name = "v04-grader"
+user = "65532:65532"
+tmpfs_exec = [{scratch}]
+
+[image]
+id = {id}
+
+[grader]
+command = {cmd}
+
+# Go's standard-library build cache for `testing` and `reflect` lives in the tmpfs for the whole
+# grading (tmpfs pages count against memory).
+[limits]
+memory_mb = 2048
+cpus = 1.0
+pids = 256
+tmpfs_mb = 768
+"#,
+        scratch = q(GRADER_SCRATCH),
+        id = q(image),
+        cmd = GRADER_COMMAND,
+    )
+}
+
+fn matrix_toml(name: &str, tasks: &[&Task]) -> String {
+    let list: Vec<String> = tasks
+        .iter()
+        .map(|t| format!("  {},", q(&t.spec.id)))
+        .collect();
+    // v0.4 runs its infrastructure slots on simple-js-clamp; with a subset, the first task.
+    let infra = tasks
+        .iter()
+        .find(|t| t.spec.id == "simple-js-clamp")
+        .or(tasks.first())
+        .map(|t| t.spec.id.clone())
+        .unwrap_or_default();
+    format!(
+        r#"# v0.4's `simple` suite (written by `eval import v04-simple`): its tasks, its three arms
+# (baseline first, gated candidate named), two repetitions, its infrastructure slots first, and
+# v0.4's order algorithm and seed string (mulberry32 Fisher-Yates). v0.4 shuffled its 90 slots of
+# all three suites together, so the simple slots alone come out in another order than theirs.
+name = {qn}
+protocol = {qn}
+description = "v0.4's simple suite on the DeepSeek Harness with the real Plan Lattice packages"
+concurrency = 2
+
+[order]
+algorithm = "mulberry32-fisher-yates"
+seed_string = "plan-lattice-v0.4-blind-90-2026-08-15"
+
+[[suites]]
+id = "simple"
+task_root = {root}
+tasks = [
+{list}
+]
+arms = [{arms}]
+baseline = {base}
+candidate = {cand}
+repetitions = {reps}
+
+[[infra]]
+suite = "simple"
+task = {infra}
+arm = {base}
+
+[[infra]]
+suite = "simple"
+task = {infra}
+arm = {cand}
+"#,
+        qn = q(name),
+        root = q(&format!("protocols/{name}/tasks/simple")),
+        list = list.join("\n"),
+        arms = ARMS.map(|a| q(a.id)).join(", "),
+        base = q(BASELINE),
+        cand = q(CANDIDATE),
+        reps = REPETITIONS,
+        infra = q(&infra),
+    )
+}
+
+fn protocol_toml(
+    name: &str,
+    n_tasks: usize,
+    src: &Sources,
+    packages: &BTreeMap<&str, Vec<u8>>,
+) -> String {
+    let pairs = n_tasks * REPETITIONS;
+    let mut arms = String::new();
+    for a in &ARMS {
+        arms.push_str(&format!(
+            "\n[[arms]]\nid = {}\ndescription = {}\nruntime = {}\nprofile = {}\n",
+            q(a.id),
+            q(a.description),
+            q(DSH_RUNTIME_PATH),
+            q(&format!("protocols/{name}/arms/{}/cordis.patch.yml", a.id)),
+        ));
+        if let Some(pkg) = a.package {
+            let digest = packages
+                .get(pkg)
+                .map(|b| hex::encode(Sha256::digest(b)))
+                .unwrap_or_default();
+            arms.push_str(&format!(
+                "# {pkg}: sha256 {digest} (v0.4's SHA256SUMS)\npackage = {}\n",
+                q(&format!("protocols/{name}/arms/{}/{pkg}", a.id))
+            ));
+        }
+        // The arm's plugin configuration, recorded where reports and readers find it.
+        arms.push_str("[arms.settings]\n");
+        match a.plugin_version {
+            Some(v) => arms.push_str(&format!(
+                "plugin = \"plan-lattice\"\npluginVersion = {}\n",
+                q(v)
+            )),
+            None => arms.push_str("plugin = \"none\"\n"),
+        }
+        for (k, v) in a.config {
+            arms.push_str(&format!("{k} = {}\n", q(v)));
+        }
+    }
+    fill(
+        PROTOCOL_TEMPLATE,
+        &[
+            ("@TASKS_SHA256@", src.tasks.clone()),
+            ("@GRADER_SHA256@", src.grader.clone()),
+            ("@NAME@", q(name)),
+            ("@N_TASKS@", n_tasks.to_string()),
+            ("@REPETITIONS@", REPETITIONS.to_string()),
+            ("@PAIRS@", pairs.to_string()),
+            ("@ARMS@", arms),
+        ],
+    )
+}
+
+/// `template` with each placeholder replaced.
+fn fill(template: &str, values: &[(&str, String)]) -> String {
+    values
+        .iter()
+        .fold(template.to_owned(), |t, (k, v)| t.replace(k, v))
+}
