@@ -79,18 +79,125 @@ impl From<eval_evidence::stats::StatsError> for Failure {
     }
 }
 
+/// Bytes that differ from what was frozen, or a container that differs from the policy, are
+/// integrity failures; an engine that is down, a failed sweep or a missing static binary is an
+/// environment problem the user fixes and reruns (2).
+pub fn runtime_status(e: &eval_runtimes::RuntimeError) -> Status {
+    use eval_runtimes::FaultCode;
+    match e.fault() {
+        Some(FaultCode::AttestationMismatch | FaultCode::PolicyViolation) => Status::Integrity,
+        _ => Status::Usage,
+    }
+}
+
 impl From<eval_runtimes::RuntimeError> for Failure {
     fn from(e: eval_runtimes::RuntimeError) -> Self {
-        use eval_runtimes::FaultCode;
-        // Bytes that differ from what was frozen, or a container that differs from the policy,
-        // are integrity failures; an engine that is down or a missing static binary is not.
-        let status = match e.fault() {
-            Some(FaultCode::AttestationMismatch | FaultCode::PolicyViolation) => Status::Integrity,
-            _ => Status::Usage,
-        };
         Self {
-            status,
+            status: runtime_status(&e),
             message: e.to_string(),
+        }
+    }
+}
+
+/// The status a failed run session exits with, by the kind of its error. Everything about the
+/// run's evidence (an append, its replay, a checkpoint signature, a record the proxy or an
+/// attempt could not make) is 3: what the ledger holds is not the whole run. The container
+/// engine outside an attempt is the environment (see [`runtime_status`]).
+pub fn run_status(e: &crate::run::RunError) -> Status {
+    use crate::run::RunError;
+    match e {
+        RunError::Ledger(_) | RunError::Replay(_) | RunError::Signing(_) | RunError::Record(_) => {
+            Status::Integrity
+        }
+        RunError::Runtime(e) => runtime_status(e),
+    }
+}
+
+impl From<crate::run::RunError> for Failure {
+    fn from(e: crate::run::RunError) -> Self {
+        Self {
+            status: run_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RunError;
+    use crate::run::replay::ReplayError;
+    use eval_evidence::LedgerError;
+    use eval_evidence::signing::SigningError;
+    use eval_runtimes::RuntimeError;
+
+    fn io(kind: std::io::ErrorKind) -> std::io::Error {
+        std::io::Error::new(kind, "x")
+    }
+
+    /// One value of every `RunError` kind and the status it must give. A signing failure that is
+    /// not itself an integrity error (a key file the OS cannot read) still leaves the run
+    /// unsigned: 3, unlike the same error from `eval keygen` (2).
+    #[test]
+    fn every_run_error_kind_has_its_status() {
+        let cases: Vec<(RunError, Status)> = vec![
+            (
+                LedgerError::WriterGone("the writer thread ended".into()).into(),
+                Status::Integrity,
+            ),
+            (
+                LedgerError::InvalidKind("Bad Kind".into()).into(),
+                Status::Integrity,
+            ),
+            (
+                ReplayError::Malformed {
+                    seq: 4,
+                    kind: "run_started".into(),
+                    reason: "r".into(),
+                }
+                .into(),
+                Status::Integrity,
+            ),
+            (
+                SigningError::Io {
+                    path: "k".into(),
+                    source: io(std::io::ErrorKind::PermissionDenied),
+                }
+                .into(),
+                Status::Integrity,
+            ),
+            (RunError::Record("disk full".into()), Status::Integrity),
+            (
+                RuntimeError::HostIo {
+                    path: "/w".into(),
+                    source: io(std::io::ErrorKind::StorageFull),
+                }
+                .into(),
+                Status::Usage,
+            ),
+            (
+                RuntimeError::NoSuchContainer {
+                    op: "remove",
+                    id: "c".into(),
+                }
+                .into(),
+                Status::Usage,
+            ),
+            (
+                RuntimeError::PolicyViolation {
+                    container: "c".into(),
+                    field: "network",
+                    detail: "bridge".into(),
+                }
+                .into(),
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            let shown = e.to_string();
+            assert_eq!(run_status(&e), want, "{shown}");
+            let f = Failure::from(e);
+            assert_eq!((f.status, f.message), (want, shown));
         }
     }
 }

@@ -406,8 +406,7 @@ pub async fn run_admitted(
         Vec::new()
     };
     let writer = eval_evidence::ledger::LedgerWriter::open(&ledger_path)?;
-    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, &upstream_rec.kind)
-        .map_err(|e| Failure::integrity(e.to_string()))?;
+    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, &upstream_rec.kind)?;
     if let Some(key) = signing {
         use eval_evidence::signing::{Checkpointer, origin_for_identity};
         let origin =
@@ -479,15 +478,12 @@ pub async fn run_admitted(
     let progress = Arc::new(Progress::new(total));
     let exec = Arc::new(exec);
     let end = crate::run::runner::run_session(rec.clone(), started, exec.clone(), progress, cancel)
-        .await
-        .map_err(|e| Failure::integrity(e.to_string()))?;
+        .await?;
     exec.cleanup();
     let tally = fixture.as_ref().map(|f| f.tally());
     if let Some(t) = &tally {
         // The fixture upstream's own count, so anyone can cross-check the proxy's meter.
-        rec.append("fixture_upstream", t)
-            .await
-            .map_err(|e| Failure::integrity(e.to_string()))?;
+        rec.append("fixture_upstream", t).await?;
     }
     proxy.shutdown(std::time::Duration::from_secs(5)).await;
     // The proxy and the control plane hold each other (oracle calls); break that cycle so the

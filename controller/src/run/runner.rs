@@ -67,7 +67,7 @@ pub async fn run_session(
         "the controller stopped (crash, kill or Ctrl-C) before this attempt finished",
     )
     .await?;
-    let swept = exec.sweep().await.map_err(RunError::Runtime)?;
+    let swept = exec.sweep().await?;
     {
         let st = rec.state();
         if !st.slots.is_empty() && st.slots != started.slots {
