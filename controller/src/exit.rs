@@ -122,6 +122,50 @@ impl From<crate::run::RunError> for Failure {
     }
 }
 
+/// The status of a session that could not start or did not end normally (`eval run`, `eval
+/// demo`). A key that is not there or not usable, an engine that is down, a proxy that cannot
+/// bind: the user fixes the setup and reruns (2). Checkpoints that do not accept the key, and
+/// anything the run itself could not record, are the evidence's (3).
+pub fn session_status(e: &crate::commands::run::SessionError) -> Status {
+    use crate::commands::run::SessionError as E;
+    match e {
+        E::SigningKeyMissing { .. }
+        | E::NoAgentModel(_)
+        | E::FixtureKey(_)
+        | E::FixtureUpstream(_)
+        | E::FixtureSecret(_)
+        | E::NoApiKey(_)
+        | E::ApiKey(_)
+        | E::RunDir { .. }
+        | E::Proxy(_)
+        | E::Artifacts(_)
+        | E::Setup(_) => Status::Usage,
+        E::Ledger(e) => integrity_if(e.is_integrity()),
+        E::Protocol(e) => integrity_if(e.is_integrity()),
+        E::SigningKey(e) => integrity_if(e.is_integrity()),
+        E::Checkpointer(_) => Status::Integrity,
+        E::Engine(e) => runtime_status(e),
+        E::Run(e) => run_status(e),
+    }
+}
+
+fn integrity_if(integrity: bool) -> Status {
+    if integrity {
+        Status::Integrity
+    } else {
+        Status::Usage
+    }
+}
+
+impl From<crate::commands::run::SessionError> for Failure {
+    fn from(e: crate::commands::run::SessionError) -> Self {
+        Self {
+            status: session_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ mod proofs;
 mod proxy;
 pub mod report;
 mod retire;
-mod run;
+pub(crate) mod run;
 mod stats;
 mod status;
 mod verify;
