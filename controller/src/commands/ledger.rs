@@ -53,11 +53,14 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
     };
     if args.json {
         let mut error = report.error.as_ref().map(|f| {
-            let mut v = serde_json::to_value(f).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("message".into(), f.to_string().into());
-            }
-            v
+            // `VerifyFailure` is a plain struct, so this is always an object; were it not, the
+            // message below still says what failed (never a null `error` beside `ok: false`).
+            let mut obj = match serde_json::to_value(f) {
+                Ok(serde_json::Value::Object(o)) => o,
+                _ => serde_json::Map::new(),
+            };
+            obj.insert("message".into(), f.to_string().into());
+            serde_json::Value::Object(obj)
         });
         if let ArtifactCheck::Failed { seq, message } = &artifacts {
             error = Some(serde_json::json!({"reason": "artifact", "seq": seq, "message": message}));
@@ -224,6 +227,7 @@ fn note(args: LedgerNoteArgs) -> CmdResult {
     let kind = "note";
     debug_assert!(ledger::HUMAN_KINDS.contains(&kind));
     let writer = eval_evidence::LedgerWriter::open(&args.path)?;
+    // Who wrote the note, as far as the environment says; a note without it is still whole.
     let by = std::env::var("USER").unwrap_or_default();
     let appended = writer.append_blocking(NewEntry::new(
         kind,

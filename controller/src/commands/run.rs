@@ -119,6 +119,7 @@ pub fn gather(
     } else if reg.is_retired(&name) {
         facts.retired = Some("retired".into());
     }
+    // No identity only when the protocol is not frozen, which admission refuses before any use.
     let identity = facts.identity.clone().unwrap_or_default();
     Ok(Admitted {
         loaded,
