@@ -166,6 +166,31 @@ impl From<crate::commands::run::SessionError> for Failure {
     }
 }
 
+/// Admission: the project's files and the command line are input (2); a registry, freeze or
+/// ledger that does not allow the run is integrity (3); a session that stopped early (Ctrl-C,
+/// infrastructure out of attempts) is 2, rerun the same command.
+pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
+    use crate::commands::run::AdmissionError as E;
+    match e {
+        E::NoUpstream
+        | E::Load(_)
+        | E::WrongMatrix { .. }
+        | E::AsyncRuntime(_)
+        | E::Stopped { .. } => Status::Usage,
+        E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
+        E::Protocol(e) => integrity_if(e.is_integrity()),
+    }
+}
+
+impl From<crate::commands::run::AdmissionError> for Failure {
+    fn from(e: crate::commands::run::AdmissionError) -> Self {
+        Self {
+            status: admission_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +267,112 @@ mod tests {
             assert_eq!(run_status(&e), want, "{shown}");
             let f = Failure::from(e);
             assert_eq!((f.status, f.message), (want, shown));
+        }
+    }
+
+    fn input_error() -> eval_protocols::ProtocolError {
+        eval_protocols::ProtocolError::Input {
+            file: "matrix/demo.toml".into(),
+            message: "bad".into(),
+        }
+    }
+
+    /// Every admission kind: the same input error is 2 as the project's files and 3 as the
+    /// registry's (a registry that cannot be read cannot be trusted to say "not retired").
+    #[test]
+    fn every_admission_error_kind_has_its_status() {
+        use crate::commands::run::AdmissionError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (E::NoUpstream, Status::Usage),
+            (E::Load(input_error()), Status::Usage),
+            (
+                E::WrongMatrix {
+                    protocol: "p".into(),
+                    runs: "a".into(),
+                    asked: "b".into(),
+                },
+                Status::Usage,
+            ),
+            (E::Registry(input_error()), Status::Integrity),
+            (E::NotFrozen("p".into()), Status::Integrity),
+            (E::Protocol(input_error()), Status::Usage),
+            (
+                E::Protocol(eval_protocols::ProtocolError::Integrity("x".into())),
+                Status::Integrity,
+            ),
+            (
+                E::Refused {
+                    what: "matrix demo".into(),
+                    refusals: vec!["drift".into()],
+                },
+                Status::Integrity,
+            ),
+            (
+                E::AsyncRuntime(io(std::io::ErrorKind::OutOfMemory)),
+                Status::Usage,
+            ),
+            (
+                E::Stopped {
+                    what: "run",
+                    why: "Ctrl-C".into(),
+                },
+                Status::Usage,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(admission_status(&e), want, "{e}");
+        }
+        let refused = E::Refused {
+            what: "matrix demo".into(),
+            refusals: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(
+            refused.to_string(),
+            "refusing to run matrix demo:\n  - a\n  - b"
+        );
+    }
+
+    /// The session kinds whose status is not simply "the library says": the environment is 2,
+    /// the checkpoints refusing the key are 3 even when the signing error alone would be 2.
+    #[test]
+    fn session_errors_map_by_kind() {
+        use crate::commands::run::SessionError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (E::NoAgentModel("p".into()), Status::Usage),
+            (E::NoApiKey("https://u".into()), Status::Usage),
+            (
+                E::FixtureUpstream(io(std::io::ErrorKind::AddrInUse)),
+                Status::Usage,
+            ),
+            (
+                E::Checkpointer(SigningError::Origin("o".into())),
+                Status::Integrity,
+            ),
+            (
+                E::SigningKey(SigningError::Origin("o".into())),
+                Status::Usage,
+            ),
+            (
+                E::Engine(RuntimeError::NoSuchContainer {
+                    op: "remove",
+                    id: "c".into(),
+                }),
+                Status::Usage,
+            ),
+            (
+                E::Run(RunError::Record("disk full".into())),
+                Status::Integrity,
+            ),
+            (
+                E::Ledger(LedgerError::AppendRefused {
+                    path: "l".into(),
+                    reason: "r".into(),
+                }),
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(session_status(&e), want, "{e}");
         }
     }
 }

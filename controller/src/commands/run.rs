@@ -1,7 +1,7 @@
 //! `eval run`: admission, then the orchestrated, resumable run (see `crate::run`).
 
 use crate::cli::RunArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
 use crate::run::events::{self, AttemptOutcome, Phase, RunStarted, SlotRecord, UpstreamRecord};
@@ -47,6 +47,39 @@ fn ledger_check(path: &Path) -> LedgerCheck {
     }
 }
 
+/// Why `eval run` (or `eval demo`) did not get to a session, or how a session ended early. Each
+/// kind has its status in `exit::admission_status`.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    #[error(
+        "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH) or --upstream fixture"
+    )]
+    NoUpstream,
+    /// The matrix or protocol files of the project (the message names file and field).
+    #[error("{0}")]
+    Load(#[source] eval_protocols::ProtocolError),
+    #[error("protocol {protocol} runs matrix {runs:?}, not {asked:?}")]
+    WrongMatrix {
+        protocol: String,
+        runs: String,
+        asked: String,
+    },
+    /// The identity registry, or the freeze it records, cannot be trusted.
+    #[error("{0}")]
+    Registry(#[source] eval_protocols::ProtocolError),
+    #[error("protocol {0} is not frozen")]
+    NotFrozen(String),
+    #[error(transparent)]
+    Protocol(#[from] eval_protocols::ProtocolError),
+    #[error("refusing to run {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
+    Refused { what: String, refusals: Vec<String> },
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+    /// Ctrl-C, or an infrastructure slot out of attempts: run the same command again.
+    #[error("the {what} stopped: {why}")]
+    Stopped { what: &'static str, why: String },
+}
+
 /// Gathers the admission facts from the project, the state directory and the command line.
 pub fn gather(
     project: &Project,
@@ -54,22 +87,19 @@ pub fn gather(
     matrix: &str,
     protocol: Option<&str>,
     upstream: &UpstreamChoice,
-) -> Result<Admitted, Failure> {
-    let m = project
-        .load_matrix(matrix)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+) -> Result<Admitted, AdmissionError> {
+    let m = project.load_matrix(matrix).map_err(AdmissionError::Load)?;
     let name = protocol.unwrap_or(&m.protocol).to_owned();
-    let loaded = project
-        .load(&name)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let loaded = project.load(&name).map_err(AdmissionError::Load)?;
     if loaded.matrix.name != matrix {
-        return Err(Failure::usage(format!(
-            "protocol {name} runs matrix {:?}, not {matrix:?}",
-            loaded.matrix.name
-        )));
+        return Err(AdmissionError::WrongMatrix {
+            protocol: name,
+            runs: loaded.matrix.name.clone(),
+            asked: matrix.to_owned(),
+        });
     }
     let running_driver = crate::driver::driver_digest().to_string();
-    let reg = Registry::open(state).map_err(|e| Failure::integrity(e.to_string()))?;
+    let reg = Registry::open(state).map_err(AdmissionError::Registry)?;
     let mut facts = AdmissionFacts {
         protocol: name.clone(),
         identity: None,
@@ -99,7 +129,7 @@ pub fn gather(
             crate::driver::driver_digest(),
             &crate::commands::freeze::resolve_image_digest,
         )
-        .map_err(|e| Failure::integrity(e.to_string()))?;
+        .map_err(AdmissionError::Registry)?;
         facts.drift = report
             .drift
             .iter()
@@ -109,7 +139,7 @@ pub fn gather(
         if facts.drift.is_empty() {
             let rec = reg
                 .frozen(&name)
-                .ok_or_else(|| Failure::integrity(format!("protocol {name} is not frozen")))?;
+                .ok_or_else(|| AdmissionError::NotFrozen(name.clone()))?;
             let doc = eval_protocols::freeze::read_doc(state, &rec)?;
             match crate::run::attempt::frozen_arms(&project.root, &loaded.protocol, &doc.images) {
                 Ok(a) => arms = a,
@@ -188,11 +218,7 @@ pub fn run(args: RunArgs) -> CmdResult {
             url: url.to_owned(),
             key_available: key_available(&args),
         },
-        None => {
-            return Err(Failure::usage(
-                "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH) or --upstream fixture",
-            ));
-        }
+        None => return Err(AdmissionError::NoUpstream.into()),
     };
     let project = Project::open(".");
     let state = args.state.state.clone();
@@ -205,17 +231,16 @@ pub fn run(args: RunArgs) -> CmdResult {
     )?;
     let refusals = admission::admit(&admitted.facts);
     if !refusals.is_empty() {
-        let lines: Vec<String> = refusals.iter().map(|r| format!("  - {r}")).collect();
-        return Err(Failure::integrity(format!(
-            "refusing to run matrix {}:\n{}",
-            args.matrix,
-            lines.join("\n")
-        )));
+        return Err(AdmissionError::Refused {
+            what: format!("matrix {}", args.matrix),
+            refusals: refusals.iter().map(|r| r.to_string()).collect(),
+        }
+        .into());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+        .map_err(AdmissionError::AsyncRuntime)?;
     runtime.block_on(execute(&args, &project, &state, &admitted, upstream))
 }
 
@@ -665,7 +690,11 @@ async fn execute(
     match &finished.end.stopped {
         None if finished.end.complete => Ok(Status::Ok),
         None => Ok(Status::Ok),
-        Some(why) => Err(Failure::usage(format!("the run stopped: {why}"))),
+        Some(why) => Err(AdmissionError::Stopped {
+            what: "run",
+            why: why.clone(),
+        }
+        .into()),
     }
 }
 
