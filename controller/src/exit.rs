@@ -191,6 +191,29 @@ impl From<crate::commands::run::AdmissionError> for Failure {
     }
 }
 
+/// A report's own failures: input the report was asked to read or write is 2 (a run that is
+/// not there, an unwritable `--out`), what the ledger or the run recorded is 3.
+pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
+    use crate::commands::report::ReportCmdError as E;
+    use crate::run::report_data::ReportDataError as D;
+    match e {
+        E::Data(D::Integrity(_)) | E::DriverDigest(_) => Status::Integrity,
+        E::Data(D::NoRun { .. } | D::Input(_))
+        | E::Build(_)
+        | E::Serialise(_)
+        | E::Write { .. } => Status::Usage,
+    }
+}
+
+impl From<crate::commands::report::ReportCmdError> for Failure {
+    fn from(e: crate::commands::report::ReportCmdError) -> Self {
+        Self {
+            status: report_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +353,35 @@ mod tests {
             refused.to_string(),
             "refusing to run matrix demo:\n  - a\n  - b"
         );
+    }
+
+    #[test]
+    fn report_errors_map_by_kind() {
+        use crate::commands::report::ReportCmdError as E;
+        use crate::run::report_data::ReportDataError as D;
+        let cases: Vec<(E, Status)> = vec![
+            (E::Data(D::Integrity("seq 3".into())), Status::Integrity),
+            (E::Data(D::Input("arm a".into())), Status::Usage),
+            (
+                E::Data(D::NoRun {
+                    matrix: "m".into(),
+                    state: "runs".into(),
+                    path: "runs/m/ledger.sqlite".into(),
+                }),
+                Status::Usage,
+            ),
+            (E::DriverDigest("sha256:zz".into()), Status::Integrity),
+            (
+                E::Write {
+                    path: "out.md".into(),
+                    source: io(std::io::ErrorKind::PermissionDenied),
+                },
+                Status::Usage,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(report_status(&e), want, "{e}");
+        }
     }
 
     /// The session kinds whose status is not simply "the library says": the environment is 2,

@@ -93,6 +93,7 @@ pub fn run(args: DemoArgs) -> CmdResult {
     }
     println!("ok: {} entries; head {}", v.entries, v.head);
     println!("== eval report --matrix demo");
+    // The demo's own ledger just verified: whatever still fails here is the evidence's (3).
     let data = crate::run::report_data::build(Path::new("."), &state_rel, "demo")
         .map_err(|e| Failure::integrity(e.to_string()))?;
     let run_dir = crate::run::run_dir(&state_rel, "demo");
