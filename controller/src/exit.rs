@@ -214,6 +214,25 @@ impl From<crate::commands::report::ReportCmdError> for Failure {
     }
 }
 
+/// The shared command failures: what the user named or asked for is 2; a run ledger that does
+/// not verify or replay is 3.
+pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
+    use crate::commands::error::CommandError as E;
+    match e {
+        E::Path { .. } | E::NotEmpty(_) | E::Encode { .. } | E::NoRun { .. } => Status::Usage,
+        E::LedgerDoesNotVerify { .. } | E::Replay { .. } => Status::Integrity,
+    }
+}
+
+impl From<crate::commands::error::CommandError> for Failure {
+    fn from(e: crate::commands::error::CommandError) -> Self {
+        Self {
+            status: command_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,6 +372,47 @@ mod tests {
             refused.to_string(),
             "refusing to run matrix demo:\n  - a\n  - b"
         );
+    }
+
+    #[test]
+    fn command_errors_map_by_kind() {
+        use crate::commands::error::CommandError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (
+                E::path(std::path::Path::new("d"))(io(std::io::ErrorKind::PermissionDenied)),
+                Status::Usage,
+            ),
+            (E::NotEmpty("d".into()), Status::Usage),
+            (
+                E::NoRun {
+                    matrix: "m".into(),
+                    state: "runs".into(),
+                    path: "runs/m/ledger.sqlite".into(),
+                },
+                Status::Usage,
+            ),
+            (
+                E::LedgerDoesNotVerify {
+                    path: "l".into(),
+                    why: "seq 2: hash mismatch".into(),
+                },
+                Status::Integrity,
+            ),
+            (
+                E::Replay {
+                    path: "l".into(),
+                    source: ReplayError::Malformed {
+                        seq: 1,
+                        kind: "run_started".into(),
+                        reason: "r".into(),
+                    },
+                },
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(command_status(&e), want, "{e}");
+        }
     }
 
     #[test]

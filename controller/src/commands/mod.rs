@@ -4,6 +4,7 @@
 
 pub mod attest;
 mod demo;
+pub(crate) mod error;
 pub mod freeze;
 mod init;
 pub mod keygen;
