@@ -219,8 +219,18 @@ impl From<crate::commands::report::ReportCmdError> for Failure {
 pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
     use crate::commands::error::CommandError as E;
     match e {
-        E::Path { .. } | E::NotEmpty(_) | E::Encode { .. } | E::NoRun { .. } => Status::Usage,
-        E::LedgerDoesNotVerify { .. } | E::Replay { .. } => Status::Integrity,
+        E::Path { .. }
+        | E::NotEmpty(_)
+        | E::Encode { .. }
+        | E::NoRun { .. }
+        | E::ExpectHead(_)
+        | E::EmptyNote
+        | E::VerifyNeedsKey => Status::Usage,
+        E::LedgerDoesNotVerify { .. }
+        | E::Replay { .. }
+        | E::LedgerBroken { .. }
+        | E::Artifact { .. }
+        | E::Attestation { .. } => Status::Integrity,
     }
 }
 

@@ -29,6 +29,29 @@ pub enum CommandError {
     },
     #[error("{path}: the ledger does not verify: {why}")]
     LedgerDoesNotVerify { path: PathBuf, why: String },
+    #[error("--expect-head {0:?}: expected SEQ:sha256:HEX, e.g. 42:sha256:ab12…")]
+    ExpectHead(String),
+    #[error("--text: a note needs some text")]
+    EmptyNote,
+    #[error("--verify needs --public-key KEY")]
+    VerifyNeedsKey,
+    /// A ledger that does not verify, naming the first bad entry.
+    #[error("{path}: {failure} ({verified} entries verified before it)")]
+    LedgerBroken {
+        path: PathBuf,
+        failure: eval_evidence::ledger::VerifyFailure,
+        verified: u64,
+    },
+    /// An artifact the ledger references is missing or was altered.
+    #[error("{path}: {message}")]
+    Artifact { path: PathBuf, message: String },
+    /// A report attestation that does not verify (signature, statement, checkpoint, digest).
+    #[error("{path}: {source}")]
+    Attestation {
+        path: PathBuf,
+        #[source]
+        source: eval_evidence::signing::SigningError,
+    },
     #[error("{path}: {source}")]
     Replay {
         path: PathBuf,

@@ -1,5 +1,6 @@
 //! `eval ledger …`: verify, export, show and annotate a hash-chained ledger.
 
+use super::error::CommandError;
 use crate::cli::{LedgerCommand, LedgerNoteArgs, LedgerShowArgs, LedgerVerifyArgs};
 use crate::exit::{CmdResult, Failure, Status};
 use eval_evidence::ledger::{self, Head, LedgerReader, NewEntry, SourceKind};
@@ -24,11 +25,9 @@ pub fn run(cmd: LedgerCommand) -> CmdResult {
 fn verify(args: LedgerVerifyArgs) -> CmdResult {
     let expect = match &args.expect_head {
         None => None,
-        Some(text) => Some(Head::parse(text).ok_or_else(|| {
-            Failure::usage(format!(
-                "--expect-head {text:?}: expected SEQ:sha256:HEX, e.g. 42:sha256:ab12…"
-            ))
-        })?),
+        Some(text) => {
+            Some(Head::parse(text).ok_or_else(|| CommandError::ExpectHead(text.clone()))?)
+        }
     };
     if let Some(key) = &args.public_key {
         return super::proofs::verify_signed(&args, key, expect);
@@ -87,11 +86,12 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
             );
             Ok(Status::Ok)
         }
-        Some(f) => Err(Failure::integrity(format!(
-            "{}: {f} ({} entries verified before it)",
-            args.path.display(),
-            report.entries
-        ))),
+        Some(f) => Err(CommandError::LedgerBroken {
+            path: args.path.clone(),
+            failure: f.clone(),
+            verified: report.entries,
+        }
+        .into()),
     }
 }
 
@@ -120,10 +120,11 @@ impl ArtifactCheck {
     /// Exit 3 naming the artifact and its entry.
     pub(super) fn to_result(&self, args: &LedgerVerifyArgs) -> Result<(), Failure> {
         match self {
-            ArtifactCheck::Failed { message, .. } => Err(Failure::integrity(format!(
-                "{}: {message}",
-                args.path.display()
-            ))),
+            ArtifactCheck::Failed { message, .. } => Err(CommandError::Artifact {
+                path: args.path.clone(),
+                message: message.clone(),
+            }
+            .into()),
             _ => Ok(()),
         }
     }
@@ -222,7 +223,7 @@ fn print_entry(e: &ledger::Entry, json: bool) {
 
 fn note(args: LedgerNoteArgs) -> CmdResult {
     if args.text.trim().is_empty() {
-        return Err(Failure::usage("--text: a note needs some text"));
+        return Err(CommandError::EmptyNote.into());
     }
     let kind = "note";
     debug_assert!(ledger::HUMAN_KINDS.contains(&kind));
