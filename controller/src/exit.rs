@@ -79,18 +79,422 @@ impl From<eval_evidence::stats::StatsError> for Failure {
     }
 }
 
+/// Bytes that differ from what was frozen, or a container that differs from the policy, are
+/// integrity failures; an engine that is down, a failed sweep or a missing static binary is an
+/// environment problem the user fixes and reruns (2).
+pub fn runtime_status(e: &eval_runtimes::RuntimeError) -> Status {
+    use eval_runtimes::FaultCode;
+    match e.fault() {
+        Some(FaultCode::AttestationMismatch | FaultCode::PolicyViolation) => Status::Integrity,
+        _ => Status::Usage,
+    }
+}
+
 impl From<eval_runtimes::RuntimeError> for Failure {
     fn from(e: eval_runtimes::RuntimeError) -> Self {
-        use eval_runtimes::FaultCode;
-        // Bytes that differ from what was frozen, or a container that differs from the policy,
-        // are integrity failures; an engine that is down or a missing static binary is not.
-        let status = match e.fault() {
-            Some(FaultCode::AttestationMismatch | FaultCode::PolicyViolation) => Status::Integrity,
-            _ => Status::Usage,
-        };
         Self {
-            status,
+            status: runtime_status(&e),
             message: e.to_string(),
+        }
+    }
+}
+
+/// The status a failed run session exits with, by the kind of its error. Everything about the
+/// run's evidence (an append, its replay, a checkpoint signature, a record the proxy or an
+/// attempt could not make) is 3: what the ledger holds is not the whole run. The container
+/// engine outside an attempt is the environment (see [`runtime_status`]).
+pub fn run_status(e: &crate::run::RunError) -> Status {
+    use crate::run::RunError;
+    match e {
+        RunError::Ledger(_) | RunError::Replay(_) | RunError::Signing(_) | RunError::Record(_) => {
+            Status::Integrity
+        }
+        RunError::Runtime(e) => runtime_status(e),
+    }
+}
+
+impl From<crate::run::RunError> for Failure {
+    fn from(e: crate::run::RunError) -> Self {
+        Self {
+            status: run_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The status of a session that could not start or did not end normally (`eval run`, `eval
+/// demo`). A key that is not there or not usable, an engine that is down, a proxy that cannot
+/// bind: the user fixes the setup and reruns (2). Checkpoints that do not accept the key, and
+/// anything the run itself could not record, are the evidence's (3).
+pub fn session_status(e: &crate::commands::run::SessionError) -> Status {
+    use crate::commands::run::SessionError as E;
+    match e {
+        E::SigningKeyMissing { .. }
+        | E::NoAgentModel(_)
+        | E::FixtureKey(_)
+        | E::FixtureUpstream(_)
+        | E::FixtureSecret(_)
+        | E::NoApiKey(_)
+        | E::ApiKey(_)
+        | E::RunDir { .. }
+        | E::Proxy(_)
+        | E::Artifacts(_)
+        | E::Setup(_) => Status::Usage,
+        E::Ledger(e) => integrity_if(e.is_integrity()),
+        E::Protocol(e) => integrity_if(e.is_integrity()),
+        E::SigningKey(e) => integrity_if(e.is_integrity()),
+        E::Checkpointer(_) => Status::Integrity,
+        E::Engine(e) => runtime_status(e),
+        E::Run(e) => run_status(e),
+    }
+}
+
+fn integrity_if(integrity: bool) -> Status {
+    if integrity {
+        Status::Integrity
+    } else {
+        Status::Usage
+    }
+}
+
+impl From<crate::commands::run::SessionError> for Failure {
+    fn from(e: crate::commands::run::SessionError) -> Self {
+        Self {
+            status: session_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Admission: the project's files and the command line are input (2); a registry, freeze or
+/// ledger that does not allow the run is integrity (3); a session that stopped early (Ctrl-C,
+/// infrastructure out of attempts) is 2, rerun the same command.
+pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
+    use crate::commands::run::AdmissionError as E;
+    match e {
+        E::NoUpstream
+        | E::Load(_)
+        | E::WrongMatrix { .. }
+        | E::AsyncRuntime(_)
+        | E::Stopped { .. } => Status::Usage,
+        E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
+        E::Protocol(e) => integrity_if(e.is_integrity()),
+    }
+}
+
+impl From<crate::commands::run::AdmissionError> for Failure {
+    fn from(e: crate::commands::run::AdmissionError) -> Self {
+        Self {
+            status: admission_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A report's own failures: input the report was asked to read or write is 2 (a run that is
+/// not there, an unwritable `--out`), what the ledger or the run recorded is 3.
+pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
+    use crate::commands::report::ReportCmdError as E;
+    use crate::run::report_data::ReportDataError as D;
+    match e {
+        E::Data(D::Integrity(_)) | E::DriverDigest(_) => Status::Integrity,
+        E::Data(D::NoRun { .. } | D::Input(_))
+        | E::Build(_)
+        | E::Serialise(_)
+        | E::Write { .. } => Status::Usage,
+    }
+}
+
+impl From<crate::commands::report::ReportCmdError> for Failure {
+    fn from(e: crate::commands::report::ReportCmdError) -> Self {
+        Self {
+            status: report_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The shared command failures: what the user named or asked for is 2; a run ledger that does
+/// not verify or replay is 3.
+pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
+    use crate::commands::error::CommandError as E;
+    match e {
+        E::Path { .. }
+        | E::NotEmpty(_)
+        | E::Encode { .. }
+        | E::NoRun { .. }
+        | E::ExpectHead(_)
+        | E::EmptyNote
+        | E::VerifyNeedsKey => Status::Usage,
+        E::LedgerDoesNotVerify { .. }
+        | E::Replay { .. }
+        | E::LedgerBroken { .. }
+        | E::Artifact { .. }
+        | E::Attestation { .. } => Status::Integrity,
+    }
+}
+
+impl From<crate::commands::error::CommandError> for Failure {
+    fn from(e: crate::commands::error::CommandError) -> Self {
+        Self {
+            status: command_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RunError;
+    use crate::run::replay::ReplayError;
+    use eval_evidence::LedgerError;
+    use eval_evidence::signing::SigningError;
+    use eval_runtimes::RuntimeError;
+
+    fn io(kind: std::io::ErrorKind) -> std::io::Error {
+        std::io::Error::new(kind, "x")
+    }
+
+    /// One value of every `RunError` kind and the status it must give. A signing failure that is
+    /// not itself an integrity error (a key file the OS cannot read) still leaves the run
+    /// unsigned: 3, unlike the same error from `eval keygen` (2).
+    #[test]
+    fn every_run_error_kind_has_its_status() {
+        let cases: Vec<(RunError, Status)> = vec![
+            (
+                LedgerError::WriterGone("the writer thread ended".into()).into(),
+                Status::Integrity,
+            ),
+            (
+                LedgerError::InvalidKind("Bad Kind".into()).into(),
+                Status::Integrity,
+            ),
+            (
+                ReplayError::Malformed {
+                    seq: 4,
+                    kind: "run_started".into(),
+                    reason: "r".into(),
+                }
+                .into(),
+                Status::Integrity,
+            ),
+            (
+                SigningError::Io {
+                    path: "k".into(),
+                    source: io(std::io::ErrorKind::PermissionDenied),
+                }
+                .into(),
+                Status::Integrity,
+            ),
+            (RunError::Record("disk full".into()), Status::Integrity),
+            (
+                RuntimeError::HostIo {
+                    path: "/w".into(),
+                    source: io(std::io::ErrorKind::StorageFull),
+                }
+                .into(),
+                Status::Usage,
+            ),
+            (
+                RuntimeError::NoSuchContainer {
+                    op: "remove",
+                    id: "c".into(),
+                }
+                .into(),
+                Status::Usage,
+            ),
+            (
+                RuntimeError::PolicyViolation {
+                    container: "c".into(),
+                    field: "network",
+                    detail: "bridge".into(),
+                }
+                .into(),
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            let shown = e.to_string();
+            assert_eq!(run_status(&e), want, "{shown}");
+            let f = Failure::from(e);
+            assert_eq!((f.status, f.message), (want, shown));
+        }
+    }
+
+    fn input_error() -> eval_protocols::ProtocolError {
+        eval_protocols::ProtocolError::Input {
+            file: "matrix/demo.toml".into(),
+            message: "bad".into(),
+        }
+    }
+
+    /// Every admission kind: the same input error is 2 as the project's files and 3 as the
+    /// registry's (a registry that cannot be read cannot be trusted to say "not retired").
+    #[test]
+    fn every_admission_error_kind_has_its_status() {
+        use crate::commands::run::AdmissionError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (E::NoUpstream, Status::Usage),
+            (E::Load(input_error()), Status::Usage),
+            (
+                E::WrongMatrix {
+                    protocol: "p".into(),
+                    runs: "a".into(),
+                    asked: "b".into(),
+                },
+                Status::Usage,
+            ),
+            (E::Registry(input_error()), Status::Integrity),
+            (E::NotFrozen("p".into()), Status::Integrity),
+            (E::Protocol(input_error()), Status::Usage),
+            (
+                E::Protocol(eval_protocols::ProtocolError::Integrity("x".into())),
+                Status::Integrity,
+            ),
+            (
+                E::Refused {
+                    what: "matrix demo".into(),
+                    refusals: vec!["drift".into()],
+                },
+                Status::Integrity,
+            ),
+            (
+                E::AsyncRuntime(io(std::io::ErrorKind::OutOfMemory)),
+                Status::Usage,
+            ),
+            (
+                E::Stopped {
+                    what: "run",
+                    why: "Ctrl-C".into(),
+                },
+                Status::Usage,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(admission_status(&e), want, "{e}");
+        }
+        let refused = E::Refused {
+            what: "matrix demo".into(),
+            refusals: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(
+            refused.to_string(),
+            "refusing to run matrix demo:\n  - a\n  - b"
+        );
+    }
+
+    #[test]
+    fn command_errors_map_by_kind() {
+        use crate::commands::error::CommandError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (
+                E::path(std::path::Path::new("d"))(io(std::io::ErrorKind::PermissionDenied)),
+                Status::Usage,
+            ),
+            (E::NotEmpty("d".into()), Status::Usage),
+            (
+                E::NoRun {
+                    matrix: "m".into(),
+                    state: "runs".into(),
+                    path: "runs/m/ledger.sqlite".into(),
+                },
+                Status::Usage,
+            ),
+            (
+                E::LedgerDoesNotVerify {
+                    path: "l".into(),
+                    why: "seq 2: hash mismatch".into(),
+                },
+                Status::Integrity,
+            ),
+            (
+                E::Replay {
+                    path: "l".into(),
+                    source: ReplayError::Malformed {
+                        seq: 1,
+                        kind: "run_started".into(),
+                        reason: "r".into(),
+                    },
+                },
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(command_status(&e), want, "{e}");
+        }
+    }
+
+    #[test]
+    fn report_errors_map_by_kind() {
+        use crate::commands::report::ReportCmdError as E;
+        use crate::run::report_data::ReportDataError as D;
+        let cases: Vec<(E, Status)> = vec![
+            (E::Data(D::Integrity("seq 3".into())), Status::Integrity),
+            (E::Data(D::Input("arm a".into())), Status::Usage),
+            (
+                E::Data(D::NoRun {
+                    matrix: "m".into(),
+                    state: "runs".into(),
+                    path: "runs/m/ledger.sqlite".into(),
+                }),
+                Status::Usage,
+            ),
+            (E::DriverDigest("sha256:zz".into()), Status::Integrity),
+            (
+                E::Write {
+                    path: "out.md".into(),
+                    source: io(std::io::ErrorKind::PermissionDenied),
+                },
+                Status::Usage,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(report_status(&e), want, "{e}");
+        }
+    }
+
+    /// The session kinds whose status is not simply "the library says": the environment is 2,
+    /// the checkpoints refusing the key are 3 even when the signing error alone would be 2.
+    #[test]
+    fn session_errors_map_by_kind() {
+        use crate::commands::run::SessionError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (E::NoAgentModel("p".into()), Status::Usage),
+            (E::NoApiKey("https://u".into()), Status::Usage),
+            (
+                E::FixtureUpstream(io(std::io::ErrorKind::AddrInUse)),
+                Status::Usage,
+            ),
+            (
+                E::Checkpointer(SigningError::Origin("o".into())),
+                Status::Integrity,
+            ),
+            (
+                E::SigningKey(SigningError::Origin("o".into())),
+                Status::Usage,
+            ),
+            (
+                E::Engine(RuntimeError::NoSuchContainer {
+                    op: "remove",
+                    id: "c".into(),
+                }),
+                Status::Usage,
+            ),
+            (
+                E::Run(RunError::Record("disk full".into())),
+                Status::Integrity,
+            ),
+            (
+                E::Ledger(LedgerError::AppendRefused {
+                    path: "l".into(),
+                    reason: "r".into(),
+                }),
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(session_status(&e), want, "{e}");
         }
     }
 }

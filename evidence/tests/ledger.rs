@@ -369,6 +369,31 @@ fn a_newer_format_version_is_refused() {
     assert!(e.to_string().contains("version 2 is newer"), "{e}");
 }
 
+/// A file changed under its writer (another process bypassing the lock) makes the chain trigger
+/// refuse the writer's next append: a typed integrity error naming the ledger, not a gone writer.
+#[test]
+fn a_trigger_refusal_is_a_typed_integrity_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite");
+    let w = fill(&path, 1);
+    let c = Connection::open(&path).unwrap();
+    let head: Vec<u8> = c
+        .query_row("SELECT hash FROM entries WHERE seq = 1", [], |r| r.get(0))
+        .unwrap();
+    c.execute(
+        "INSERT INTO entries(seq, prev, kind, payload, hash, recorded_at) VALUES (2, ?1, 'note', X'7B7D', ?2, 'now')",
+        (&head, vec![7u8; 32]),
+    )
+    .unwrap();
+    let err = w.append_blocking(note(2)).unwrap_err();
+    assert!(
+        matches!(&err, ledger::LedgerError::AppendRefused { path: p, reason }
+            if p == &path && reason.contains("not the next entry of the chain")),
+        "{err:?}"
+    );
+    assert!(err.is_integrity(), "{err}");
+}
+
 #[test]
 fn a_second_writer_is_refused_while_the_first_holds_the_ledger() {
     let dir = tempfile::tempdir().unwrap();

@@ -663,6 +663,28 @@ fn python_verifies_receipts_proofs_and_the_attestation_and_rejects_tampering() {
     assert!(ok, "{out}");
     assert!(verify_attestation(&envelope, public, Some(b"{}")).is_err());
     assert!(verify_attestation(&envelope, other.public(), None).is_err());
+    // Signed, but saying nothing about which run or what verdict: refused, not read as "".
+    for (identity, verdict) in [
+        ("", json!({"release_allowed": true})),
+        ("sha256:00ff", json!(null)),
+    ] {
+        let signed = attest_report(
+            report,
+            identity,
+            &Digest::of(b"driver"),
+            final_cp,
+            &verdict,
+            &f.key,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                verify_attestation(&signed, public, Some(report)),
+                Err(SigningError::Proof(_))
+            ),
+            "identity {identity:?}, verdict {verdict}"
+        );
+    }
     let mut env: Value = serde_json::from_slice(&envelope).unwrap();
     let mut body: Value =
         serde_json::from_slice(&base64_decode(env["payload"].as_str().unwrap())).unwrap();

@@ -73,6 +73,7 @@ impl Registry {
                 path.display()
             )));
         }
+        check_payloads(&path, &entries)?;
         Ok(Registry {
             path,
             entries,
@@ -80,6 +81,8 @@ impl Registry {
         })
     }
 
+    /// Every payload of `kind`; [`check_payloads`] has shown at open that each one parses, so
+    /// none is skipped here.
     fn payloads<T: for<'de> Deserialize<'de>>(&self, kind: &str) -> Vec<(u64, T)> {
         self.entries
             .iter()
@@ -292,4 +295,30 @@ fn append_entry(path: &Path, entry: &NewEntry) -> Result<(), ProtocolError> {
     line.push(b'\n');
     file.write_all(&line).map_err(ProtocolError::io(path))?;
     file.sync_all().map_err(ProtocolError::io(path))
+}
+
+/// A `freeze` or `retire` whose payload does not parse would be read as no freeze or no
+/// retirement (a retired identity runnable again); a `report` that is not a JSON object would be
+/// read as not passed. The chain verifies, so this is what was signed off: refused as integrity.
+fn check_payloads(path: &Path, entries: &[Entry]) -> Result<(), ProtocolError> {
+    for e in entries {
+        let parsed = match e.kind.as_str() {
+            "freeze" => serde_json::from_slice::<FreezeRecord>(&e.payload).map(drop),
+            "retire" => serde_json::from_slice::<RetireRecord>(&e.payload).map(drop),
+            "report" => {
+                serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&e.payload)
+                    .map(drop)
+            }
+            _ => Ok(()),
+        };
+        parsed.map_err(|err| {
+            ProtocolError::Integrity(format!(
+                "{}: seq {}: a {} entry that does not parse: {err}",
+                path.display(),
+                e.seq,
+                e.kind
+            ))
+        })?;
+    }
+    Ok(())
 }

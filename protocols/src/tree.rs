@@ -506,12 +506,15 @@ fn hash_pending(entries: &mut [ManifestEntry], pending: Vec<Pending>) -> Result<
                         }
                     }
                 }
+                // A poisoned lock loses this worker's results; the count check below turns that
+                // into an error.
                 if let Ok(mut all) = results.lock() {
                     all.extend(local);
                 }
             });
         }
     });
+    // A poisoned error slot (a worker panicked) is caught by the count check below.
     if let Some(e) = first_error.into_inner().ok().flatten() {
         return Err(e);
     }

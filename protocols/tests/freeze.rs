@@ -596,3 +596,29 @@ fn bad_input_names_file_and_field_and_writes_nothing() {
         assert!(!f.state.exists(), "{name}: something was written");
     }
 }
+
+/// A well-chained `retire` whose payload does not parse must not read as "not retired" (the
+/// identity would be runnable again): the registry refuses to open, as an integrity failure.
+#[test]
+fn a_registry_entry_that_does_not_parse_is_refused_not_skipped() {
+    let f = fixture();
+    do_freeze(&f).unwrap();
+    assert!(!Registry::open(&f.state).unwrap().is_retired("demo"));
+    let retire_without_identity = eval_evidence::ledger::NewEntry::new(
+        "retire",
+        &serde_json::json!({"v": 1, "name": "demo", "reason": "r"}),
+    )
+    .unwrap();
+    eval_evidence::ledger::append_jsonl(
+        &f.state.join("registry.jsonl"),
+        vec![retire_without_identity],
+    )
+    .unwrap();
+    let e = Registry::open(&f.state).unwrap_err();
+    assert!(e.is_integrity(), "{e}");
+    let shown = e.to_string();
+    assert!(
+        shown.contains("registry.jsonl") && shown.contains("seq 2") && shown.contains("retire"),
+        "{shown}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The report attestation (`report.intoto.json`): written by `eval report`, checked by
 //! `eval report --verify FILE --public-key KEY`.
 
+use super::error::CommandError;
 use super::keygen::parse_public_key;
 use super::proofs::write_atomically;
 use crate::exit::{CmdResult, Failure, Status};
@@ -37,10 +38,9 @@ pub fn write_report_attestation(
 /// final checkpoint's signature, and — when `report.json` sits next to FILE — the report's digest.
 #[allow(dead_code)] // called at the start of `eval report` when --verify is given
 pub fn verify_report_attestation(file: &Path, public_key: Option<&str>) -> CmdResult {
-    let key_arg = public_key.ok_or_else(|| Failure::usage("--verify needs --public-key KEY"))?;
+    let key_arg = public_key.ok_or(CommandError::VerifyNeedsKey)?;
     let key = parse_public_key(key_arg)?;
-    let envelope =
-        std::fs::read(file).map_err(|e| Failure::usage(format!("{}: {e}", file.display())))?;
+    let envelope = std::fs::read(file).map_err(CommandError::path(file))?;
     let report_path = file
         .parent()
         .unwrap_or_else(|| Path::new("."))
@@ -48,10 +48,14 @@ pub fn verify_report_attestation(file: &Path, public_key: Option<&str>) -> CmdRe
     let report = match std::fs::read(&report_path) {
         Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Failure::usage(format!("{}: {e}", report_path.display()))),
+        Err(e) => return Err(CommandError::path(&report_path)(e).into()),
     };
-    let v = signing::verify_attestation(&envelope, &key, report.as_deref())
-        .map_err(|e| Failure::integrity(format!("{}: {e}", file.display())))?;
+    let v = signing::verify_attestation(&envelope, &key, report.as_deref()).map_err(|source| {
+        CommandError::Attestation {
+            path: file.to_path_buf(),
+            source,
+        }
+    })?;
     let cp = &v.final_checkpoint.head;
     println!(
         "ok: {} attests report {} for identity {}; final checkpoint {} @ {} (root {}); verdict {}; signed by {}",

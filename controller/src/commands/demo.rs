@@ -2,6 +2,7 @@
 //! init → freeze → run the 96-attempt demo matrix → verify the ledger → write the report — then
 //! print where everything is.
 
+use super::run::AdmissionError;
 use crate::cli::{DemoArgs, FreezeArgs, InitArgs, ReportFormat, StateArg};
 use crate::exit::{CmdResult, Failure, Status};
 use crate::run::admission::{self, UpstreamChoice};
@@ -51,16 +52,16 @@ pub fn run(args: DemoArgs) -> CmdResult {
     let admitted = super::run::gather(&project, &state_rel, "demo", None, &upstream)?;
     let refusals = admission::admit(&admitted.facts);
     if !refusals.is_empty() {
-        let lines: Vec<String> = refusals.iter().map(|r| format!("  - {r}")).collect();
-        return Err(Failure::integrity(format!(
-            "refusing to run the demo:\n{}",
-            lines.join("\n")
-        )));
+        return Err(AdmissionError::Refused {
+            what: "the demo".into(),
+            refusals: refusals.iter().map(|r| r.to_string()).collect(),
+        }
+        .into());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+        .map_err(AdmissionError::AsyncRuntime)?;
     let t0 = std::time::Instant::now();
     let finished = runtime.block_on(super::run::run_admitted(
         &project,
@@ -75,7 +76,11 @@ pub fn run(args: DemoArgs) -> CmdResult {
     drop(runtime);
     print!("{}", super::status::render_text(&finished.summary));
     if let Some(why) = &finished.end.stopped {
-        return Err(Failure::usage(format!("the demo run stopped: {why}")));
+        return Err(AdmissionError::Stopped {
+            what: "demo run",
+            why: why.clone(),
+        }
+        .into());
     }
     let ledger_path = crate::run::ledger_path(&state_rel, "demo");
     println!("== eval ledger verify {}", ledger_path.display());
@@ -88,6 +93,7 @@ pub fn run(args: DemoArgs) -> CmdResult {
     }
     println!("ok: {} entries; head {}", v.entries, v.head);
     println!("== eval report --matrix demo");
+    // The demo's own ledger just verified: whatever still fails here is the evidence's (3).
     let data = crate::run::report_data::build(Path::new("."), &state_rel, "demo")
         .map_err(|e| Failure::integrity(e.to_string()))?;
     let run_dir = crate::run::run_dir(&state_rel, "demo");

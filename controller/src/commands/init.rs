@@ -1,6 +1,7 @@
 //! `eval init DIR`: scaffold a self-contained evaluation project (protocol `demo`, matrix `demo`,
 //! their task bundles, arm profiles and packages, and the fixture runtime definition).
 
+use super::error::CommandError;
 use crate::cli::InitArgs;
 use crate::exit::{CmdResult, Failure, Status};
 use std::os::unix::fs::PermissionsExt;
@@ -15,14 +16,11 @@ pub fn run(args: InitArgs) -> CmdResult {
     match std::fs::read_dir(dir) {
         Ok(mut items) => {
             if items.next().is_some() {
-                return Err(Failure::usage(format!(
-                    "{}: exists and is not empty; `eval init` only writes into a new or empty directory",
-                    dir.display()
-                )));
+                return Err(CommandError::NotEmpty(dir.clone()).into());
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Failure::usage(format!("{}: {e}", dir.display()))),
+        Err(e) => return Err(CommandError::path(dir)(e).into()),
     }
     for (rel, bytes, exec) in template::FILES {
         write(dir, rel, bytes, *exec)?;
@@ -42,7 +40,7 @@ pub fn run(args: InitArgs) -> CmdResult {
 
 fn write(dir: &Path, rel: &str, bytes: &[u8], exec: bool) -> Result<(), Failure> {
     let path = dir.join(rel);
-    let fail = |e: std::io::Error| Failure::usage(format!("{}: {e}", path.display()));
+    let fail = |e: std::io::Error| CommandError::path(&path)(e);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(fail)?;
     }

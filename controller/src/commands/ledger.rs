@@ -1,5 +1,6 @@
 //! `eval ledger …`: verify, export, show and annotate a hash-chained ledger.
 
+use super::error::CommandError;
 use crate::cli::{LedgerCommand, LedgerNoteArgs, LedgerShowArgs, LedgerVerifyArgs};
 use crate::exit::{CmdResult, Failure, Status};
 use eval_evidence::ledger::{self, Head, LedgerReader, NewEntry, SourceKind};
@@ -24,11 +25,9 @@ pub fn run(cmd: LedgerCommand) -> CmdResult {
 fn verify(args: LedgerVerifyArgs) -> CmdResult {
     let expect = match &args.expect_head {
         None => None,
-        Some(text) => Some(Head::parse(text).ok_or_else(|| {
-            Failure::usage(format!(
-                "--expect-head {text:?}: expected SEQ:sha256:HEX, e.g. 42:sha256:ab12…"
-            ))
-        })?),
+        Some(text) => {
+            Some(Head::parse(text).ok_or_else(|| CommandError::ExpectHead(text.clone()))?)
+        }
     };
     if let Some(key) = &args.public_key {
         return super::proofs::verify_signed(&args, key, expect);
@@ -53,11 +52,14 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
     };
     if args.json {
         let mut error = report.error.as_ref().map(|f| {
-            let mut v = serde_json::to_value(f).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("message".into(), f.to_string().into());
-            }
-            v
+            // `VerifyFailure` is a plain struct, so this is always an object; were it not, the
+            // message below still says what failed (never a null `error` beside `ok: false`).
+            let mut obj = match serde_json::to_value(f) {
+                Ok(serde_json::Value::Object(o)) => o,
+                _ => serde_json::Map::new(),
+            };
+            obj.insert("message".into(), f.to_string().into());
+            serde_json::Value::Object(obj)
         });
         if let ArtifactCheck::Failed { seq, message } = &artifacts {
             error = Some(serde_json::json!({"reason": "artifact", "seq": seq, "message": message}));
@@ -84,11 +86,12 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
             );
             Ok(Status::Ok)
         }
-        Some(f) => Err(Failure::integrity(format!(
-            "{}: {f} ({} entries verified before it)",
-            args.path.display(),
-            report.entries
-        ))),
+        Some(f) => Err(CommandError::LedgerBroken {
+            path: args.path.clone(),
+            failure: f.clone(),
+            verified: report.entries,
+        }
+        .into()),
     }
 }
 
@@ -117,10 +120,11 @@ impl ArtifactCheck {
     /// Exit 3 naming the artifact and its entry.
     pub(super) fn to_result(&self, args: &LedgerVerifyArgs) -> Result<(), Failure> {
         match self {
-            ArtifactCheck::Failed { message, .. } => Err(Failure::integrity(format!(
-                "{}: {message}",
-                args.path.display()
-            ))),
+            ArtifactCheck::Failed { message, .. } => Err(CommandError::Artifact {
+                path: args.path.clone(),
+                message: message.clone(),
+            }
+            .into()),
             _ => Ok(()),
         }
     }
@@ -219,11 +223,12 @@ fn print_entry(e: &ledger::Entry, json: bool) {
 
 fn note(args: LedgerNoteArgs) -> CmdResult {
     if args.text.trim().is_empty() {
-        return Err(Failure::usage("--text: a note needs some text"));
+        return Err(CommandError::EmptyNote.into());
     }
     let kind = "note";
     debug_assert!(ledger::HUMAN_KINDS.contains(&kind));
     let writer = eval_evidence::LedgerWriter::open(&args.path)?;
+    // Who wrote the note, as far as the environment says; a note without it is still whole.
     let by = std::env::var("USER").unwrap_or_default();
     let appended = writer.append_blocking(
         NewEntry::new(kind, &serde_json::json!({ "text": args.text, "by": by }))

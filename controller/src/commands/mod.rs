@@ -4,6 +4,7 @@
 
 pub mod attest;
 mod demo;
+pub(crate) mod error;
 pub mod freeze;
 mod import;
 mod init;
@@ -14,7 +15,7 @@ mod proofs;
 mod proxy;
 pub mod report;
 mod retire;
-mod run;
+pub(crate) mod run;
 mod stats;
 mod status;
 mod verify;

@@ -1,7 +1,7 @@
 //! `eval plan --matrix NAME [--json]`: the expanded schedule, without running anything.
 
 use crate::cli::PlanArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
 use eval_matrix::Phase;
 use eval_protocols::Project;
 
@@ -11,7 +11,7 @@ pub fn run(args: PlanArgs) -> CmdResult {
     let schedule = matrix.schedule();
     if args.json {
         let text = serde_json::to_string_pretty(&schedule.slots)
-            .map_err(|e| Failure::usage(format!("cannot encode the schedule: {e}")))?;
+            .map_err(super::error::CommandError::encode("encode the schedule"))?;
         print_all(&format!("{text}\n"));
         return Ok(Status::Ok);
     }

@@ -58,6 +58,8 @@ fn load_key(key: &cli::KeySource) -> Result<SecretKey, Failure> {
 }
 
 fn write_token(path: &PathBuf, token: &str) -> Result<(), Failure> {
+    // A stale token file from an earlier proxy goes; if removing fails, `create_new` below
+    // refuses and says so.
     let _ = std::fs::remove_file(path);
     let mut f = std::fs::OpenOptions::new()
         .write(true)

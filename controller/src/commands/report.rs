@@ -14,14 +14,31 @@ use eval_evidence::report::{Format, Report, RunData, build_report, render, repor
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::exit::{CmdResult, Failure, Status};
 
+/// Why a report could not be built, recorded or rendered; each kind has its status in
+/// `exit::report_status`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportCmdError {
+    #[error(transparent)]
+    Data(#[from] crate::run::report_data::ReportDataError),
+    #[error("{0}")]
+    Build(#[source] eval_evidence::report::ReportError),
+    #[error("cannot serialise the report: {0}")]
+    Serialise(#[source] serde_json::Error),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the run recorded a malformed driver digest {0:?}")]
+    DriverDigest(String),
+}
+
 /// Builds the report input from the state directory's ledger for `args.matrix`: verifies the
 /// ledger, reads the freeze, the registry and every attempt. Filled in by the run issue.
 pub fn load_run_data(args: &ReportArgs) -> Result<RunData, Failure> {
-    use crate::run::report_data::{ReportDataError, build};
-    build(Path::new("."), &args.state.state, &args.matrix).map_err(|e| match e {
-        ReportDataError::Integrity(m) => Failure::integrity(m),
-        other => Failure::usage(other.to_string()),
-    })
+    use crate::run::report_data::build;
+    Ok(build(Path::new("."), &args.state.state, &args.matrix).map_err(ReportCmdError::Data)?)
 }
 
 pub fn run(args: ReportArgs) -> CmdResult {
@@ -55,14 +72,15 @@ pub fn publish(
     state: &Path,
     key: Option<eval_evidence::signing::SigningKeyPair>,
 ) -> Result<Report, Failure> {
-    let report = build_report(data).map_err(|e| Failure::usage(e.to_string()))?;
+    let report = build_report(data).map_err(ReportCmdError::Build)?;
     let run_dir = crate::run::run_dir(state, &data.matrix);
-    let json = eval_evidence::canonical::to_vec(&report)
-        .map_err(|e| Failure::usage(format!("cannot serialise the report: {e}")))?;
+    let json = eval_evidence::canonical::to_vec(&report).map_err(ReportCmdError::Serialise)?;
     let json_path = run_dir.join("report.json");
-    std::fs::write(&json_path, &json)
-        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", json_path.display())))?;
-    let payload = report_entry_payload(&report).map_err(|e| Failure::usage(e.to_string()))?;
+    std::fs::write(&json_path, &json).map_err(|source| ReportCmdError::Write {
+        path: json_path.clone(),
+        source,
+    })?;
+    let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;
     let ledger_path = crate::run::ledger_path(state, &data.matrix);
     let writer = LedgerWriter::open(&ledger_path)?;
     writer.append_blocking(NewEntry::new("report", &payload).map_err(LedgerError::from)?)?;
@@ -75,12 +93,8 @@ pub fn publish(
         let key = std::sync::Arc::new(key);
         let mut checkpointer = Checkpointer::open(key.clone(), &origin, &writer)?;
         let checkpoint = checkpointer.checkpoint_blocking(&writer)?;
-        let driver = Digest::parse(&data.driver_digest).ok_or_else(|| {
-            Failure::integrity(format!(
-                "the run recorded a malformed driver digest {:?}",
-                data.driver_digest
-            ))
-        })?;
+        let driver = Digest::parse(&data.driver_digest)
+            .ok_or_else(|| ReportCmdError::DriverDigest(data.driver_digest.clone()))?;
         let verdict = serde_json::json!({
             "release_allowed": report.release_allowed,
             "verdict": report.verdict_line(),
@@ -110,11 +124,13 @@ pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>)
         ReportFormat::Md => Format::Md,
         ReportFormat::Html => Format::Html,
     };
-    let body = render(report, format).map_err(|e| Failure::usage(e.to_string()))?;
+    let body = render(report, format).map_err(ReportCmdError::Build)?;
     match out {
         Some(path) => {
-            std::fs::write(path, body)
-                .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))?;
+            std::fs::write(path, body).map_err(|source| ReportCmdError::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
             // "every check passed" only when nothing at all is flagged: an unsigned run or one
             // whose candidate never made a model call must not read as clean.
             let summary = match (report.reasons.len(), report.anomalies.len()) {

@@ -1,7 +1,7 @@
 //! `eval run`: admission, then the orchestrated, resumable run (see `crate::run`).
 
 use crate::cli::RunArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
 use crate::run::events::{self, AttemptOutcome, Phase, RunStarted, SlotRecord, UpstreamRecord};
@@ -47,6 +47,39 @@ fn ledger_check(path: &Path) -> LedgerCheck {
     }
 }
 
+/// Why `eval run` (or `eval demo`) did not get to a session, or how a session ended early. Each
+/// kind has its status in `exit::admission_status`.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    #[error(
+        "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH) or --upstream fixture"
+    )]
+    NoUpstream,
+    /// The matrix or protocol files of the project (the message names file and field).
+    #[error("{0}")]
+    Load(#[source] eval_protocols::ProtocolError),
+    #[error("protocol {protocol} runs matrix {runs:?}, not {asked:?}")]
+    WrongMatrix {
+        protocol: String,
+        runs: String,
+        asked: String,
+    },
+    /// The identity registry, or the freeze it records, cannot be trusted.
+    #[error("{0}")]
+    Registry(#[source] eval_protocols::ProtocolError),
+    #[error("protocol {0} is not frozen")]
+    NotFrozen(String),
+    #[error(transparent)]
+    Protocol(#[from] eval_protocols::ProtocolError),
+    #[error("refusing to run {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
+    Refused { what: String, refusals: Vec<String> },
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+    /// Ctrl-C, or an infrastructure slot out of attempts: run the same command again.
+    #[error("the {what} stopped: {why}")]
+    Stopped { what: &'static str, why: String },
+}
+
 /// Gathers the admission facts from the project, the state directory and the command line.
 pub fn gather(
     project: &Project,
@@ -54,22 +87,19 @@ pub fn gather(
     matrix: &str,
     protocol: Option<&str>,
     upstream: &UpstreamChoice,
-) -> Result<Admitted, Failure> {
-    let m = project
-        .load_matrix(matrix)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+) -> Result<Admitted, AdmissionError> {
+    let m = project.load_matrix(matrix).map_err(AdmissionError::Load)?;
     let name = protocol.unwrap_or(&m.protocol).to_owned();
-    let loaded = project
-        .load(&name)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let loaded = project.load(&name).map_err(AdmissionError::Load)?;
     if loaded.matrix.name != matrix {
-        return Err(Failure::usage(format!(
-            "protocol {name} runs matrix {:?}, not {matrix:?}",
-            loaded.matrix.name
-        )));
+        return Err(AdmissionError::WrongMatrix {
+            protocol: name,
+            runs: loaded.matrix.name.clone(),
+            asked: matrix.to_owned(),
+        });
     }
     let running_driver = crate::driver::driver_digest().to_string();
-    let reg = Registry::open(state).map_err(|e| Failure::integrity(e.to_string()))?;
+    let reg = Registry::open(state).map_err(AdmissionError::Registry)?;
     let mut facts = AdmissionFacts {
         protocol: name.clone(),
         identity: None,
@@ -99,7 +129,7 @@ pub fn gather(
             crate::driver::driver_digest(),
             &crate::commands::freeze::resolve_image_digest,
         )
-        .map_err(|e| Failure::integrity(e.to_string()))?;
+        .map_err(AdmissionError::Registry)?;
         facts.drift = report
             .drift
             .iter()
@@ -109,7 +139,7 @@ pub fn gather(
         if facts.drift.is_empty() {
             let rec = reg
                 .frozen(&name)
-                .ok_or_else(|| Failure::integrity(format!("protocol {name} is not frozen")))?;
+                .ok_or_else(|| AdmissionError::NotFrozen(name.clone()))?;
             let doc = eval_protocols::freeze::read_doc(state, &rec)?;
             match crate::run::attempt::frozen_arms(&project.root, &loaded.protocol, &doc.images) {
                 Ok(a) => arms = a,
@@ -119,6 +149,7 @@ pub fn gather(
     } else if reg.is_retired(&name) {
         facts.retired = Some("retired".into());
     }
+    // No identity only when the protocol is not frozen, which admission refuses before any use.
     let identity = facts.identity.clone().unwrap_or_default();
     Ok(Admitted {
         loaded,
@@ -187,11 +218,7 @@ pub fn run(args: RunArgs) -> CmdResult {
             url: url.to_owned(),
             key_available: key_available(&args),
         },
-        None => {
-            return Err(Failure::usage(
-                "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH) or --upstream fixture",
-            ));
-        }
+        None => return Err(AdmissionError::NoUpstream.into()),
     };
     let project = Project::open(".");
     let state = args.state.state.clone();
@@ -204,17 +231,16 @@ pub fn run(args: RunArgs) -> CmdResult {
     )?;
     let refusals = admission::admit(&admitted.facts);
     if !refusals.is_empty() {
-        let lines: Vec<String> = refusals.iter().map(|r| format!("  - {r}")).collect();
-        return Err(Failure::integrity(format!(
-            "refusing to run matrix {}:\n{}",
-            args.matrix,
-            lines.join("\n")
-        )));
+        return Err(AdmissionError::Refused {
+            what: format!("matrix {}", args.matrix),
+            refusals: refusals.iter().map(|r| r.to_string()).collect(),
+        }
+        .into());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+        .map_err(AdmissionError::AsyncRuntime)?;
     runtime.block_on(execute(&args, &project, &state, &admitted, upstream))
 }
 
@@ -284,119 +310,222 @@ pub struct SessionOptions {
     pub extra_labels: std::collections::BTreeMap<String, String>,
 }
 
-/// Runs one session after admission: the upstream, the proxy, the executor, the runner.
+/// Why a session could not start or did not end normally. Each kind has its status in
+/// `exit::session_status`; the messages are the ones `eval run` has always printed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(
+        "protocol {protocol} preregistered the signing key {key}: give its private half with --signing-key-file FILE (or EVAL_SIGNING_KEY_FILE)"
+    )]
+    SigningKeyMissing { protocol: String, key: String },
+    #[error("protocol {0}: no [models.agent]")]
+    NoAgentModel(String),
+    #[error("cannot generate a fixture key: {0}")]
+    FixtureKey(#[source] std::io::Error),
+    #[error("cannot start the fixture upstream: {0}")]
+    FixtureUpstream(#[source] std::io::Error),
+    /// The fixture key the controller generated itself was refused: a controller fault.
+    #[error("{0}")]
+    FixtureSecret(#[source] eval_proxy::SecretError),
+    #[error("no API key for upstream {0}: give --api-key-env VAR or --api-key-file PATH")]
+    NoApiKey(String),
+    /// The named variable or file does not hold a usable key (the message never shows it).
+    #[error("{0}")]
+    ApiKey(#[source] eval_proxy::SecretError),
+    #[error("{path}: {source}")]
+    RunDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Ledger(#[from] eval_evidence::LedgerError),
+    #[error(transparent)]
+    Protocol(#[from] eval_protocols::ProtocolError),
+    /// Loading the signing key or naming the checkpoint origin.
+    #[error(transparent)]
+    SigningKey(#[from] eval_evidence::signing::SigningError),
+    /// The ledger's existing checkpoints do not accept this key or do not verify.
+    #[error("{0}")]
+    Checkpointer(#[source] eval_evidence::signing::SigningError),
+    #[error("cannot start the proxy: {0}")]
+    Proxy(#[source] eval_proxy::ProxyError),
+    #[error(transparent)]
+    Engine(#[from] eval_runtimes::RuntimeError),
+    #[error(transparent)]
+    Artifacts(#[from] eval_evidence::artifacts::ArtifactError),
+    #[error(transparent)]
+    Setup(#[from] crate::run::attempt::SetupError),
+    #[error(transparent)]
+    Run(#[from] crate::run::RunError),
+}
+
+/// Runs one session after admission: the upstream, the proxy, the executor, the runner. What
+/// the session starts is let go on every path, a failure half-way included (see [`Held`]).
 pub async fn run_admitted(
     project: &Project,
     state: &Path,
     admitted: &Admitted,
     upstream: UpstreamChoice,
     opts: SessionOptions,
-) -> Result<Finished, Failure> {
-    let SessionOptions {
-        api_key_env,
-        api_key_file,
-        concurrency,
-        signing_key,
-        extra_labels,
-    } = opts;
-    let key_source = (&api_key_env, &api_key_file);
-    let signing_key = signing_key.as_deref();
-    use crate::fixture_upstream::{FixtureKey, FixtureUpstream};
-    use crate::run::attempt::{Bridge, Control, DockerExecutor, ExecutorConfig};
-    use std::sync::Arc;
+) -> Result<Finished, SessionError> {
+    let mut held = Held::default();
+    let result = session(&mut held, project, state, admitted, upstream, opts).await;
+    held.release().await;
+    result
+}
 
-    let loaded = &admitted.loaded;
-    let p = &loaded.protocol;
-    let matrix = loaded.matrix.name.clone();
-    // The signing key is loaded and checked against the frozen public key before anything is
-    // written: a run signed by another key than the preregistered one never starts.
-    let signing = match signing_key {
+/// What a session has started and must stop, whatever happens after. [`Held::release`] stops it
+/// in order; if the session's future is dropped before that (cancelled, or a panic), `Drop` does
+/// what can be done without awaiting, which is enough to release the ledger writer.
+#[derive(Default)]
+struct Held {
+    exec: Option<std::sync::Arc<crate::run::attempt::DockerExecutor>>,
+    proxy: Option<eval_proxy::ProxyHandle>,
+    control: Option<std::sync::Arc<crate::run::attempt::Control>>,
+    fixture: Option<crate::fixture_upstream::FixtureUpstream>,
+}
+
+impl Held {
+    async fn release(&mut self) {
+        if let Some(exec) = self.exec.take() {
+            exec.cleanup();
+        }
+        if let Some(proxy) = self.proxy.take() {
+            proxy.shutdown(std::time::Duration::from_secs(5)).await;
+        }
+        // The proxy and the control plane hold each other (oracle calls); breaking that cycle
+        // is what releases the ledger writer they both reach.
+        if let Some(control) = self.control.take() {
+            control.release_proxy();
+        }
+        if let Some(fixture) = self.fixture.take() {
+            fixture.shutdown().await;
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(control) = self.control.take() {
+            control.release_proxy();
+        }
+        if let Some(exec) = self.exec.take() {
+            exec.cleanup();
+        }
+    }
+}
+
+/// The signing key, loaded and checked against the frozen public key before anything is
+/// written: a run signed by another key than the preregistered one never starts.
+fn signing_key(
+    state: &Path,
+    protocol: &str,
+    path: Option<&Path>,
+) -> Result<Option<eval_evidence::signing::SigningKeyPair>, SessionError> {
+    let signing = match path {
         Some(path) => Some(eval_evidence::signing::SigningKeyPair::load(path)?),
         None => None,
     };
-    if let Some(frozen) = eval_protocols::frozen_public_key(state, &p.name)? {
+    if let Some(frozen) = eval_protocols::frozen_public_key(state, protocol)? {
         match &signing {
             Some(key) => key.ensure_public_matches(&frozen)?,
             None => {
-                return Err(Failure::usage(format!(
-                    "protocol {} preregistered the signing key {frozen}: give its private half with --signing-key-file FILE (or EVAL_SIGNING_KEY_FILE)",
-                    p.name
-                )));
+                return Err(SessionError::SigningKeyMissing {
+                    protocol: protocol.to_owned(),
+                    key: frozen.to_string(),
+                });
             }
         }
     }
-    let agent_model = p
-        .models
-        .get("agent")
-        .ok_or_else(|| Failure::usage(format!("protocol {}: no [models.agent]", p.name)))?;
-    // The key: generated for the fixture upstream, else from the environment or a file.
-    let mut fixture = None;
-    let mut forbidden = Vec::new();
-    let (key, upstream_rec) = match &upstream {
+    Ok(signing)
+}
+
+/// The upstream's key and record: a generated key and a started fixture upstream (kept in
+/// `held`), or the user's key from the environment or a file.
+async fn upstream_key(
+    held: &mut Held,
+    upstream: &UpstreamChoice,
+    api_key_env: Option<&str>,
+    api_key_file: Option<&Path>,
+) -> Result<(eval_proxy::SecretKey, UpstreamRecord, Vec<u8>), SessionError> {
+    use crate::fixture_upstream::{FixtureKey, FixtureUpstream};
+    match upstream {
         UpstreamChoice::Fixture => {
-            let k = FixtureKey::generate()
-                .map_err(|e| Failure::usage(format!("cannot generate a fixture key: {e}")))?;
+            let k = FixtureKey::generate().map_err(SessionError::FixtureKey)?;
             let server = FixtureUpstream::start(k.clone())
                 .await
-                .map_err(|e| Failure::usage(format!("cannot start the fixture upstream: {e}")))?;
+                .map_err(SessionError::FixtureUpstream)?;
             let url = server.base_url();
-            fixture = Some(server);
-            forbidden = k.expose().as_bytes().to_vec();
+            held.fixture = Some(server);
             let key = eval_proxy::SecretKey::from_memory(k.expose())
-                .map_err(|e| Failure::usage(e.to_string()))?;
-            (
-                key,
-                UpstreamRecord {
-                    kind: "fixture".into(),
-                    url,
-                },
-            )
+                .map_err(SessionError::FixtureSecret)?;
+            let forbidden = k.expose().as_bytes().to_vec();
+            let rec = UpstreamRecord {
+                kind: "fixture".into(),
+                url,
+            };
+            Ok((key, rec, forbidden))
         }
         UpstreamChoice::Remote { url, .. } => {
-            let key = match key_source {
+            let key = match (api_key_env, api_key_file) {
                 (Some(var), _) => eval_proxy::SecretKey::from_env(var),
                 (None, Some(file)) => eval_proxy::SecretKey::from_file(file),
-                (None, None) => {
-                    return Err(Failure::integrity(format!(
-                        "no API key for upstream {url}: give --api-key-env VAR or --api-key-file PATH"
-                    )));
-                }
+                (None, None) => return Err(SessionError::NoApiKey(url.clone())),
             }
-            .map_err(|e| Failure::integrity(e.to_string()))?;
-            (
-                key,
-                UpstreamRecord {
-                    kind: "remote".into(),
-                    url: url.clone(),
-                },
-            )
+            .map_err(SessionError::ApiKey)?;
+            let rec = UpstreamRecord {
+                kind: "remote".into(),
+                url: url.clone(),
+            };
+            Ok((key, rec, Vec::new()))
         }
-    };
-    let run_dir = crate::run::run_dir(state, &matrix);
-    std::fs::create_dir_all(&run_dir)
-        .map_err(|e| Failure::usage(format!("{}: {e}", run_dir.display())))?;
-    let ledger_path = crate::run::ledger_path(state, &matrix);
+    }
+}
+
+/// The run's ledger writer, its entries so far and the recorder over them (signing
+/// checkpoints when a key is given).
+fn open_recorder(
+    state: &Path,
+    admitted: &Admitted,
+    upstream_kind: &str,
+    signing: Option<eval_evidence::signing::SigningKeyPair>,
+) -> Result<(crate::run::Recorder, Vec<ledger::Entry>), SessionError> {
+    let matrix = &admitted.loaded.matrix.name;
+    let run_dir = crate::run::run_dir(state, matrix);
+    std::fs::create_dir_all(&run_dir).map_err(|source| SessionError::RunDir {
+        path: run_dir.clone(),
+        source,
+    })?;
+    let ledger_path = crate::run::ledger_path(state, matrix);
     let entries = if ledger_path.exists() {
         LedgerReader::open(&ledger_path)?.entries()?
     } else {
         Vec::new()
     };
     let writer = eval_evidence::ledger::LedgerWriter::open(&ledger_path)?;
-    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, &upstream_rec.kind)
-        .map_err(|e| Failure::integrity(e.to_string()))?;
+    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, upstream_kind)?;
     if let Some(key) = signing {
         use eval_evidence::signing::{Checkpointer, origin_for_identity};
-        let origin =
-            origin_for_identity(&admitted.identity).map_err(|e| Failure::usage(e.to_string()))?;
-        let c = Checkpointer::open(Arc::new(key), &origin, &writer)
-            .map_err(|e| Failure::integrity(e.to_string()))?;
+        let origin = origin_for_identity(&admitted.identity)?;
+        let c = Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
+            .map_err(SessionError::Checkpointer)?;
         rec = rec.with_checkpointer(c);
     }
-    let (bridge, sink) = Bridge::start(rec.clone());
-    let control = Control::new(rec.clone());
-    let mut cfg =
-        eval_proxy::ProxyConfig::new(&upstream_rec.url, agent_model.api, key, Arc::new(sink));
-    cfg.control = Some(control.clone());
+    Ok((rec, entries))
+}
+
+/// The proxy's configuration: the agent model's API, the key, the run budget and prices, and
+/// what earlier sessions already spent.
+fn proxy_config(
+    p: &eval_protocols::protocol::Protocol,
+    agent_api: eval_core::contract::ApiKind,
+    upstream_url: &str,
+    key: eval_proxy::SecretKey,
+    sink: std::sync::Arc<dyn eval_proxy::RecordSink>,
+    entries: &[ledger::Entry],
+) -> eval_proxy::ProxyConfig {
+    let mut cfg = eval_proxy::ProxyConfig::new(upstream_url, agent_api, key, sink);
     cfg.run_budget = eval_proxy::RunBudget {
         max_tokens: Some(p.budgets.run.max_tokens),
         max_spend_usd: Some(p.budgets.run.max_spend_usd),
@@ -404,35 +533,77 @@ pub async fn run_admitted(
     for price in &p.budgets.prices {
         cfg.prices.insert(price.clone());
     }
-    cfg.run_seed = run_seed(&entries, &cfg.prices);
+    cfg.run_seed = run_seed(entries, &cfg.prices);
+    cfg
+}
+
+/// One session from the signing key to the runner's end; everything it starts goes into `held`
+/// as soon as it exists, so the caller stops it even when a later step fails.
+async fn session(
+    held: &mut Held,
+    project: &Project,
+    state: &Path,
+    admitted: &Admitted,
+    upstream: UpstreamChoice,
+    opts: SessionOptions,
+) -> Result<Finished, SessionError> {
+    use crate::run::attempt::{Bridge, Control, DockerExecutor, ExecutorConfig};
+    use std::sync::Arc;
+
+    let loaded = &admitted.loaded;
+    let p = &loaded.protocol;
+    let matrix = loaded.matrix.name.clone();
+    let signing = signing_key(state, &p.name, opts.signing_key.as_deref())?;
+    let agent_model = p
+        .models
+        .get("agent")
+        .ok_or_else(|| SessionError::NoAgentModel(p.name.clone()))?;
+    let (key, upstream_rec, forbidden) = upstream_key(
+        held,
+        &upstream,
+        opts.api_key_env.as_deref(),
+        opts.api_key_file.as_deref(),
+    )
+    .await?;
+    let (rec, entries) = open_recorder(state, admitted, &upstream_rec.kind, signing)?;
+    let (bridge, sink) = Bridge::start(rec.clone());
+    let control = Control::new(rec.clone());
+    held.control = Some(control.clone());
+    let mut cfg = proxy_config(
+        p,
+        agent_model.api,
+        &upstream_rec.url,
+        key,
+        Arc::new(sink),
+        &entries,
+    );
+    cfg.control = Some(control.clone());
     let proxy = eval_proxy::Proxy::start(cfg)
         .await
-        .map_err(|e| Failure::usage(format!("cannot start the proxy: {e}")))?;
+        .map_err(SessionError::Proxy)?;
+    held.proxy = Some(proxy.clone());
     control.set_proxy(proxy.clone());
-    let docker = eval_runtimes::DockerRuntime::connect()
-        .await
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let docker = eval_runtimes::DockerRuntime::connect().await?;
     let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))
-            .map_err(|e| Failure::usage(e.to_string()))?;
-    let exec = DockerExecutor::new(
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
+    let exec = Arc::new(DockerExecutor::new(
         loaded,
         Arc::new(docker),
-        proxy.clone(),
-        control.clone(),
+        proxy,
+        control,
         bridge,
         ExecutorConfig {
             root: project.root.clone(),
-            work: run_dir.join("attempts"),
+            work: crate::run::run_dir(state, &matrix).join("attempts"),
             store,
             identity: admitted.identity.clone(),
             forbidden,
-            extra_labels,
+            extra_labels: opts.extra_labels,
             frozen: admitted.arms.clone(),
         },
-    )
-    .map_err(|e| Failure::usage(e.to_string()))?;
-    let concurrency = concurrency.unwrap_or(loaded.matrix.concurrency).max(1);
+    )?);
+    held.exec = Some(exec.clone());
+    let concurrency = opts.concurrency.unwrap_or(loaded.matrix.concurrency).max(1);
     let started = run_started(admitted, concurrency, upstream_rec);
     let total = started
         .slots
@@ -451,28 +622,13 @@ pub async fn run_admitted(
         }
     });
     let progress = Arc::new(Progress::new(total));
-    let exec = Arc::new(exec);
-    let end = crate::run::runner::run_session(rec.clone(), started, exec.clone(), progress, cancel)
-        .await
-        .map_err(|e| Failure::integrity(e.to_string()))?;
-    exec.cleanup();
-    let tally = fixture.as_ref().map(|f| f.tally());
+    let end = crate::run::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
+    let tally = held.fixture.as_ref().map(|f| f.tally());
     if let Some(t) = &tally {
         // The fixture upstream's own count, so anyone can cross-check the proxy's meter.
-        rec.append("fixture_upstream", t)
-            .await
-            .map_err(|e| Failure::integrity(e.to_string()))?;
-    }
-    proxy.shutdown(std::time::Duration::from_secs(5)).await;
-    // The proxy and the control plane hold each other (oracle calls); break that cycle so the
-    // ledger writer they both reach is released when this session ends.
-    control.release_proxy();
-    if let Some(f) = fixture {
-        f.shutdown().await;
+        rec.append("fixture_upstream", t).await?;
     }
     let summary = rec.state().summary();
-    drop(rec);
-    writer.close();
     Ok(Finished {
         end,
         summary,
@@ -512,7 +668,11 @@ async fn execute(
     match &finished.end.stopped {
         None if finished.end.complete => Ok(Status::Ok),
         None => Ok(Status::Ok),
-        Some(why) => Err(Failure::usage(format!("the run stopped: {why}"))),
+        Some(why) => Err(AdmissionError::Stopped {
+            what: "run",
+            why: why.clone(),
+        }
+        .into()),
     }
 }
 
@@ -622,6 +782,67 @@ impl ProgressSink for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session's moving parts as `session` starts them (fixture upstream, recorder, bridge,
+    /// control plane, proxy, the proxy<->control cycle), put into a `Held` the way `session`
+    /// does, with nothing else left holding them.
+    async fn started_parts(ledger: &Path) -> Held {
+        use crate::fixture_upstream::{FixtureKey, FixtureUpstream};
+        use crate::run::attempt::{Bridge, Control};
+        let mut held = Held::default();
+        let k = FixtureKey::generate().unwrap();
+        let server = FixtureUpstream::start(k.clone()).await.unwrap();
+        let url = server.base_url();
+        held.fixture = Some(server);
+        let writer = eval_evidence::ledger::LedgerWriter::open(ledger).unwrap();
+        let rec = crate::run::Recorder::new(writer, &[], "fixture").unwrap();
+        let (bridge, sink) = Bridge::start(rec.clone());
+        let control = Control::new(rec);
+        held.control = Some(control.clone());
+        let mut cfg = eval_proxy::ProxyConfig::new(
+            &url,
+            eval_proxy::ApiKind::OpenAiChat,
+            eval_proxy::SecretKey::from_memory(k.expose()).unwrap(),
+            std::sync::Arc::new(sink),
+        );
+        cfg.control = Some(control.clone());
+        let proxy = eval_proxy::Proxy::start(cfg).await.unwrap();
+        held.proxy = Some(proxy.clone());
+        control.set_proxy(proxy);
+        drop(bridge);
+        held
+    }
+
+    fn writer_is_free(ledger: &Path) -> bool {
+        eval_evidence::ledger::LedgerWriter::open(ledger).is_ok()
+    }
+
+    /// `run_admitted` releases what the session holds after `session` returns, on its error
+    /// path too: the ledger writer the proxy<->control cycle holds is let go, so the same
+    /// process (`eval demo` goes on to the report) can take the ledger again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_failing_half_way_still_releases_the_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger.sqlite");
+        let mut held = started_parts(&ledger).await;
+        // Without the release the cycle keeps the writer (and its lock) alive: what an early
+        // `?` used to leave behind.
+        assert!(!writer_is_free(&ledger));
+        held.release().await;
+        assert!(writer_is_free(&ledger));
+    }
+
+    /// A session future dropped before its release (Ctrl-C in a caller's `select!`, a panic)
+    /// still breaks the cycle in `Drop`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_session_releases_the_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger.sqlite");
+        let held = started_parts(&ledger).await;
+        assert!(!writer_is_free(&ledger));
+        drop(held);
+        assert!(writer_is_free(&ledger));
+    }
 
     fn entry(kind: &str, payload: serde_json::Value) -> ledger::Entry {
         ledger::Entry {

@@ -1,5 +1,6 @@
 //! `eval status`: a run's progress, read from its ledger (also while the run is going).
 
+use super::error::CommandError;
 use crate::cli::StatusArgs;
 use crate::exit::{CmdResult, Failure, Status};
 use crate::run::replay::{RunState, StatusSummary};
@@ -9,11 +10,12 @@ use eval_evidence::ledger::{self, LedgerReader};
 pub fn load_summary(state: &std::path::Path, matrix: &str) -> Result<StatusSummary, Failure> {
     let path = crate::run::ledger_path(state, matrix);
     if !path.exists() {
-        return Err(Failure::usage(format!(
-            "no run of matrix {matrix:?} in {} (no {})",
-            state.display(),
-            path.display()
-        )));
+        return Err(CommandError::NoRun {
+            matrix: matrix.to_owned(),
+            state: state.to_path_buf(),
+            path,
+        }
+        .into());
     }
     let report = ledger::verify(&path, None)?;
     if !report.ok {
@@ -21,22 +23,21 @@ pub fn load_summary(state: &std::path::Path, matrix: &str) -> Result<StatusSumma
             .error
             .map(|e| e.to_string())
             .unwrap_or_else(|| "unknown".into());
-        return Err(Failure::integrity(format!(
-            "{}: the ledger does not verify: {why}",
-            path.display()
-        )));
+        return Err(CommandError::LedgerDoesNotVerify { path, why }.into());
     }
     let entries = LedgerReader::open(&path)?.entries()?;
-    let st = RunState::replay(&entries)
-        .map_err(|e| Failure::integrity(format!("{}: {e}", path.display())))?;
+    let st = RunState::replay(&entries).map_err(|source| CommandError::Replay {
+        path: path.clone(),
+        source,
+    })?;
     Ok(st.summary())
 }
 
 pub fn run(args: StatusArgs) -> CmdResult {
     let sum = load_summary(&args.state.state, &args.matrix)?;
     if args.json {
-        let text = serde_json::to_string_pretty(&sum)
-            .map_err(|e| Failure::usage(format!("cannot print status: {e}")))?;
+        let text =
+            serde_json::to_string_pretty(&sum).map_err(CommandError::encode("print status"))?;
         println!("{text}");
         return Ok(Status::Ok);
     }

@@ -3,7 +3,7 @@
 
 use crate::cli::VerifyArgs;
 use crate::driver::driver_digest;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
 use eval_protocols::Project;
 use serde_json::json;
 
@@ -30,7 +30,7 @@ pub fn run(args: VerifyArgs) -> CmdResult {
             },
         });
         let text = serde_json::to_string_pretty(&v)
-            .map_err(|e| Failure::usage(format!("cannot encode the report: {e}")))?;
+            .map_err(super::error::CommandError::encode("encode the report"))?;
         println!("{text}");
     } else {
         if report.clean() {

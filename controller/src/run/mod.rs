@@ -33,12 +33,16 @@ pub enum RunError {
     Ledger(#[from] LedgerError),
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The container engine failed outside an attempt (the sweep of a previous session's
+    /// containers): an environment problem unless the runtime says the evidence is at fault.
     #[error("container runtime: {0}")]
-    Runtime(String),
+    Runtime(#[from] eval_runtimes::RuntimeError),
+    /// A checkpoint could not be signed: the run's evidence would end unsigned.
     #[error("signing a checkpoint: {0}")]
-    Signing(String),
-    /// Something of the run could not be recorded (a ledger append, an artifact): the evidence
-    /// would be incomplete, so the run stops instead of going on without it.
+    Signing(#[from] eval_evidence::signing::SigningError),
+    /// Something of the run could not be recorded (a model call the proxy saw, an artifact, an
+    /// attempt's note): the evidence would be incomplete, so the run stops instead of going on
+    /// without it. The text is the first such failure, already typed where it happened.
     #[error("the run stopped because its evidence could not be recorded: {0}")]
     Record(String),
 }
@@ -194,7 +198,7 @@ pub trait AttemptExecutor: Send + Sync + 'static {
 
     /// Removes every container this run's label set names (left over by a crash); returns how
     /// many.
-    fn sweep(&self) -> BoxFuture<'_, Result<usize, String>>;
+    fn sweep(&self) -> BoxFuture<'_, Result<usize, eval_runtimes::RuntimeError>>;
 }
 
 /// Where progress goes (a terminal display or log lines; see `commands/run.rs`).
@@ -371,7 +375,7 @@ impl Recorder {
                 .await
                 .checkpoint(&self.ledger)
                 .await
-                .map_err(|e| self.failed("checkpoint", RunError::Signing(e.to_string())))?;
+                .map_err(|e| self.failed("checkpoint", e.into()))?;
         }
         Ok(appended.iter().map(|a| a.seq).collect())
     }

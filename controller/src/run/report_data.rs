@@ -150,21 +150,25 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         .collect();
     // Whether each arm's runtime declares a harness metrics file: how ledgers written before
     // outcomes recorded `accounting` are judged.
+    // A definition that cannot be read is an error, not an arm without a metrics file: that
+    // would judge its accounting by the wrong rule.
     let declared: BTreeMap<&str, bool> = p
         .arms
         .iter()
-        .filter_map(|a| {
+        .map(|a| {
             eval_runtimes::RuntimeDef::load(&root.join(&a.runtime))
-                .ok()
                 .map(|d| (a.id.as_str(), d.def.metrics_path.is_some()))
+                .map_err(|e| ReportDataError::Input(format!("arm {}: {}: {e}", a.id, a.runtime)))
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let spend = spend_by_attempt(&entries);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
-        let Ok(a) = serde_json::from_slice::<events::AttemptStarted>(&e.payload) else {
-            continue;
-        };
+        // Replay accepted the ledger, so this parses; were it not, the attempt would be missing
+        // from the report, so it is an integrity failure rather than a skip.
+        let a = serde_json::from_slice::<events::AttemptStarted>(&e.payload).map_err(|err| {
+            ReportDataError::Integrity(format!("ledger seq {} (attempt_started): {err}", e.seq))
+        })?;
         let o = st
             .attempts
             .get(&a.slot)
@@ -412,6 +416,8 @@ fn spend_by_attempt(entries: &[Entry]) -> BTreeMap<String, f64> {
 }
 
 /// Total seconds attempts spent inside containers, from the ledger (for `eval demo`'s figures).
+/// A display figure only: what cannot be read counts 0 here, and the demo verifies the same
+/// ledger (exit 3 on failure) before it prints this.
 pub fn container_seconds(path: &Path) -> f64 {
     LedgerReader::open(path)
         .and_then(|r| r.entries())

@@ -31,15 +31,23 @@ pub async fn close_unfinished(rec: &Recorder, detail: &str) -> Result<usize, Run
             .into_iter()
             .map(|a| {
                 let (o, code) = replay::closing_outcome(a);
+                // Closing it with an empty arm would record an outcome nobody can attribute.
                 let arm = st
                     .slots
                     .iter()
                     .find(|s| s.id == a.slot)
                     .map(|s| s.arm.clone())
-                    .unwrap_or_default();
-                (a.slot.clone(), a.number, arm, o, code)
+                    .ok_or_else(|| ReplayError::Malformed {
+                        seq: a.started_seq,
+                        kind: events::ATTEMPT_STARTED.into(),
+                        reason: format!(
+                            "attempt {} of slot {} that the run's schedule does not have",
+                            a.number, a.slot
+                        ),
+                    })?;
+                Ok((a.slot.clone(), a.number, arm, o, code))
             })
-            .collect()
+            .collect::<Result<_, ReplayError>>()?
     };
     for (slot, number, arm, outcome, code) in &open {
         let mut p = AttemptReport::closed(*outcome, code.clone(), detail).into_outcome(
@@ -67,7 +75,7 @@ pub async fn run_session(
         "the controller stopped (crash, kill or Ctrl-C) before this attempt finished",
     )
     .await?;
-    let swept = exec.sweep().await.map_err(RunError::Runtime)?;
+    let swept = exec.sweep().await?;
     {
         let st = rec.state();
         if !st.slots.is_empty() && st.slots != started.slots {

@@ -121,7 +121,7 @@ impl AttemptExecutor for Scripted {
         })
     }
 
-    fn sweep(&self) -> BoxFuture<'_, Result<usize, String>> {
+    fn sweep(&self) -> BoxFuture<'_, Result<usize, eval_runtimes::RuntimeError>> {
         self.swept.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Ok(0) })
     }

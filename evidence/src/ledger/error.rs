@@ -36,6 +36,19 @@ pub enum LedgerError {
     InvalidKind(String),
     #[error("payload is not JSON: {0}")]
     Payload(#[from] serde_json::Error),
+    /// A trigger of the append-only schema refused an append (an insert that is not the next
+    /// link of the chain as the file has it): the file changed under its single writer.
+    #[error("{path}: the ledger refused the append: {reason}")]
+    AppendRefused { path: PathBuf, reason: String },
+    /// SQLite could not commit an append (disk full, an I/O error, a damaged file); nothing of
+    /// the batch was written. Shared because one failed transaction answers every producer in it.
+    #[error("{path}: append failed: {source}")]
+    AppendFailed {
+        path: PathBuf,
+        #[source]
+        source: std::sync::Arc<rusqlite::Error>,
+    },
+    /// The writer thread is gone (it ended or panicked); only a dead thread gives this.
     #[error("the ledger writer has stopped: {0}")]
     WriterGone(String),
 }
@@ -65,7 +78,10 @@ impl LedgerError {
     pub fn is_integrity(&self) -> bool {
         matches!(
             self,
-            LedgerError::MalformedLine { .. } | LedgerError::Sqlite { .. }
+            LedgerError::MalformedLine { .. }
+                | LedgerError::Sqlite { .. }
+                | LedgerError::AppendRefused { .. }
+                | LedgerError::AppendFailed { .. }
         )
     }
 }

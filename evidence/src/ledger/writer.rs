@@ -8,7 +8,37 @@ use eval_core::chain::{Appended, Head, NewEntry, entry_hash};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot};
 
-type Reply = oneshot::Sender<Result<Vec<Appended>, String>>;
+type Reply = oneshot::Sender<Result<Vec<Appended>, AppendFailure>>;
+
+/// Why a transaction failed, cloneable because one failure answers every producer in the batch;
+/// the handle turns it into a [`LedgerError`] naming the ledger.
+#[derive(Clone, Debug)]
+enum AppendFailure {
+    /// A `RAISE(ABORT, ...)` of the append-only triggers.
+    Refused(String),
+    Sqlite(std::sync::Arc<rusqlite::Error>),
+}
+
+impl AppendFailure {
+    fn classify(e: rusqlite::Error) -> Self {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, msg)
+                if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_TRIGGER =>
+            {
+                Self::Refused(msg.clone().unwrap_or_else(|| e.to_string()))
+            }
+            _ => Self::Sqlite(std::sync::Arc::new(e)),
+        }
+    }
+
+    fn into_error(self, path: &Path) -> LedgerError {
+        let path = path.to_path_buf();
+        match self {
+            Self::Refused(reason) => LedgerError::AppendRefused { path, reason },
+            Self::Sqlite(source) => LedgerError::AppendFailed { path, source },
+        }
+    }
+}
 
 enum Request {
     Append(Vec<NewEntry>, Reply),
@@ -34,6 +64,8 @@ impl Drop for Inner {
     fn drop(&mut self) {
         drop(self.tx.take());
         if let Some(handle) = self.thread.take() {
+            // A panicked writer committed nothing more; every pending producer already got
+            // `WriterGone`, so there is nobody to tell here.
             let _ = handle.join();
         }
     }
@@ -106,7 +138,7 @@ impl LedgerWriter {
         let rx = self.send(entries)?;
         rx.await
             .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?
-            .map_err(LedgerError::WriterGone)
+            .map_err(|f| f.into_error(self.path()))
     }
 
     /// [`Self::append`] for callers outside an async runtime (the CLI).
@@ -115,7 +147,7 @@ impl LedgerWriter {
         let mut v = rx
             .blocking_recv()
             .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?
-            .map_err(LedgerError::WriterGone)?;
+            .map_err(|f| f.into_error(self.path()))?;
         v.pop()
             .ok_or_else(|| LedgerError::WriterGone("empty acknowledgement".into()))
     }
@@ -133,7 +165,7 @@ impl LedgerWriter {
     fn send(
         &self,
         entries: Vec<NewEntry>,
-    ) -> Result<oneshot::Receiver<Result<Vec<Appended>, String>>, LedgerError> {
+    ) -> Result<oneshot::Receiver<Result<Vec<Appended>, AppendFailure>>, LedgerError> {
         let (tx, rx) = oneshot::channel();
         self.sender()?
             .send(Request::Append(entries, tx))
@@ -174,6 +206,7 @@ fn run_writer(
             match req {
                 Request::Append(entries, reply) => appends.push((entries, reply)),
                 Request::Head(reply) => {
+                    // A caller that stopped waiting for the head needs no answer.
                     let _ = reply.send(head);
                 }
             }
@@ -185,17 +218,21 @@ fn run_writer(
             Ok((assigned, new_head)) => {
                 head = new_head;
                 for ((_, reply), result) in appends.into_iter().zip(assigned) {
+                    // Committed either way; a producer that stopped waiting loses only the ack.
                     let _ = reply.send(Ok(result));
                 }
             }
             Err(e) => {
-                // Nothing of the batch was committed; the head stays where SQLite says it is.
+                // Nothing of the batch was committed; the head stays where SQLite says it is. If
+                // even that read fails, the stale head makes the next append fail the chain
+                // trigger, so nothing is written on a wrong link.
                 if let Ok(h) = store::stored_head(&conn, &path) {
                     head = h;
                 }
-                let msg = format!("{}: append failed: {e}", path.display());
+                let failure = AppendFailure::classify(e);
                 for (_, reply) in appends {
-                    let _ = reply.send(Err(msg.clone()));
+                    // A producer that stopped waiting has nobody left to tell.
+                    let _ = reply.send(Err(failure.clone()));
                 }
             }
         }

@@ -560,6 +560,8 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
                         let a = finals.get(s.id.as_str());
                         RepCell {
                             rep: s.rep,
+                            // A display cell: a value that cannot be computed stays empty;
+                            // the gates compute their metrics themselves and fail on the error.
                             value: a.and_then(|a| metric_value(run, a, &metric).ok()),
                             outcome: a.and_then(|a| a.outcome.clone()),
                         }

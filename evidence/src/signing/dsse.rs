@@ -192,14 +192,20 @@ pub fn verify_attestation(
             "the final checkpoint's fields disagree with its signed note",
         ));
     }
+    // A signed statement without them says nothing about which run or what verdict it attests:
+    // refused, not shown as an empty identity and a null verdict.
+    let identity = field(&["predicate", "identity"])
+        .and_then(|v| v.as_str())
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| proof("the predicate has no identity"))?
+        .to_owned();
+    let verdict = field(&["predicate", "verdict"])
+        .filter(|v| v.is_object())
+        .cloned()
+        .ok_or_else(|| proof("the predicate has no verdict"))?;
     Ok(VerifiedAttestation {
-        identity: field(&["predicate", "identity"])
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned(),
-        verdict: field(&["predicate", "verdict"])
-            .cloned()
-            .unwrap_or_default(),
+        identity,
+        verdict,
         report_digest,
         final_checkpoint: cp,
         statement,

@@ -196,10 +196,20 @@ impl LedgerScan {
                     ),
                 ));
             }
+            // No proof exists when the new tree size is beyond the entries scanned so far: a
+            // checkpoint claiming entries the ledger does not hold is inconsistent, said so.
             let proof = self
                 .tree
                 .consistency_proof(p.tree_size, head.tree_size)
-                .unwrap_or_default();
+                .ok_or_else(|| {
+                    (
+                        "inconsistent",
+                        format!(
+                            "no consistency proof from tree size {} to {}: the ledger holds fewer entries",
+                            p.tree_size, head.tree_size
+                        ),
+                    )
+                })?;
             verify_consistency(p.tree_size, head.tree_size, &p.root, &head.root, &proof)
                 .map_err(|m| ("inconsistent", m))?;
         }

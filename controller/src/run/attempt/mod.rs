@@ -533,13 +533,8 @@ impl AttemptExecutor for DockerExecutor {
         Box::pin(async move { self.run_attempt(spec, &cancel).await })
     }
 
-    fn sweep(&self) -> BoxFuture<'_, Result<usize, String>> {
-        Box::pin(async move {
-            self.rt
-                .sweep(&self.sweep_label())
-                .await
-                .map_err(|e| e.to_string())
-        })
+    fn sweep(&self) -> BoxFuture<'_, Result<usize, eval_runtimes::RuntimeError>> {
+        Box::pin(async move { self.rt.sweep(&self.sweep_label()).await })
     }
 }
 

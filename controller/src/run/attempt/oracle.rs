@@ -54,6 +54,7 @@ impl Control {
         question: &str,
     ) -> Result<String, OracleFailure> {
         use OracleFailure::Unavailable;
+        // A poisoned slot is treated as no proxy: the question is answered as unavailable.
         let proxy = self
             .proxy
             .lock()
