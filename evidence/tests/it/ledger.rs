@@ -416,7 +416,7 @@ fn sigkill_mid_stream_leaves_a_verifying_ledger_ending_at_the_last_ack() {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sigkill_child_appender",
+            "ledger::sigkill_child_appender",
             "--nocapture",
             "--test-threads=1",
         ])
