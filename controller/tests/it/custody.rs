@@ -115,19 +115,11 @@ fn a_reviewer_with_only_the_public_key_catches_every_forgery() {
     assert!(o.status.success(), "{}", text(&o));
     let public = String::from_utf8(o.stdout).unwrap().trim().to_owned();
     name_signing_key(&dir, &public);
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let identity = identity_of(&dir);
-    let _sweep = Sweep(format!("eval.identity={identity}"));
+    let (_, _sweep) = freeze_demo(&dir);
     let key_file = tmp.path().join("a.key");
-    let o = eval(
+    let o = fixture_run(
         &dir,
         &[
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            "fixture",
             "--concurrency",
             "4",
             "--signing-key-file",
@@ -354,22 +346,8 @@ fn a_candidate_that_never_made_a_model_call_is_flagged_in_the_report() {
         &dir.join("protocols/demo/arms/v0.4-auto/profile.toml"),
         |s| s + "\n[adversarial]\nmodel_override = \"other-model\"\n",
     );
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let identity = identity_of(&dir);
-    let _sweep = Sweep(format!("eval.identity={identity}"));
-    let o = eval(
-        &dir,
-        &[
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            "fixture",
-            "--concurrency",
-            "4",
-        ],
-    );
+    let (_, _sweep) = freeze_demo(&dir);
+    let o = fixture_run(&dir, &["--concurrency", "4"]);
     assert!(o.status.success(), "{}", text(&o));
     let outcomes = payloads(
         &entries(&dir.join("runs/demo/ledger.sqlite")),

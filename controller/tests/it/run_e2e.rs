@@ -47,23 +47,9 @@ fn fixture_run_end_to_end_with_every_outcome() {
         "max_questions = 5",
         "max_questions = 1",
     );
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let identity = identity_of(&dir);
-    let _sweep = Sweep(format!("eval.identity={identity}"));
+    let (identity, _sweep) = freeze_demo(&dir);
 
-    let run = eval(
-        &dir,
-        &[
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            "fixture",
-            "--concurrency",
-            "4",
-        ],
-    );
+    let run = fixture_run(&dir, &["--concurrency", "4"]);
     let run_text = text(&run);
     assert!(run.status.success(), "{run_text}");
 

@@ -15,10 +15,7 @@ fn a_candidate_byte_changed_after_admission_ends_the_attempt_before_the_agent_st
     static_binaries();
     let (_tmp, dir) = demo_project();
     small_matrix(&dir);
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let identity = identity_of(&dir);
-    let _sweep = Sweep(format!("eval.identity={identity}"));
+    let (identity, _sweep) = freeze_demo(&dir);
     let ledger = dir.join("runs/demo/ledger.sqlite");
 
     let mut child = Command::new(eval_bin())
@@ -127,22 +124,8 @@ fn a_harness_that_misreports_its_tokens_ends_as_accounting_mismatch() {
         &dir.join("protocols/demo/arms/v0.3-always/profile.toml"),
         |s| s + "\n[adversarial]\nmisreport_tokens = -1\n",
     );
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let identity = identity_of(&dir);
-    let _sweep = Sweep(format!("eval.identity={identity}"));
-    let run = eval(
-        &dir,
-        &[
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            "fixture",
-            "--concurrency",
-            "2",
-        ],
-    );
+    let (identity, _sweep) = freeze_demo(&dir);
+    let run = fixture_run(&dir, &["--concurrency", "2"]);
     let run_text = text(&run);
     assert!(run.status.success(), "{run_text}");
     let es = entries(&dir.join("runs/demo/ledger.sqlite"));
@@ -238,22 +221,8 @@ fn a_model_answers_clarifying_questions_through_the_proxys_oracle_role() {
         "max_questions = 5",
         "max_questions = 5\nanswered_by = \"model\"",
     );
-    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let identity = identity_of(&dir);
-    let _sweep = Sweep(format!("eval.identity={identity}"));
-    let run = eval(
-        &dir,
-        &[
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            "fixture",
-            "--concurrency",
-            "2",
-        ],
-    );
+    let (identity, _sweep) = freeze_demo(&dir);
+    let run = fixture_run(&dir, &["--concurrency", "2"]);
     let run_text = text(&run);
     assert!(run.status.success(), "{run_text}");
     let scripted: toml::Table =

@@ -294,3 +294,20 @@ pub fn outcomes_mentioning(ledger: &Path, needle: &str) -> usize {
     .map(|n| n as usize)
     .unwrap_or(0)
 }
+
+/// `eval freeze --protocol demo`, which must succeed; returns the identity and the sweep of its
+/// containers (held by the test so they go even when it fails).
+pub fn freeze_demo(dir: &Path) -> (String, Sweep) {
+    let o = eval(dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let identity = identity_of(dir);
+    let sweep = Sweep(format!("eval.identity={identity}"));
+    (identity, sweep)
+}
+
+/// `eval run --matrix demo --upstream fixture` plus `extra` arguments.
+pub fn fixture_run(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["run", "--matrix", "demo", "--upstream", "fixture"];
+    args.extend_from_slice(extra);
+    eval(dir, &args)
+}
