@@ -150,16 +150,12 @@ impl Upstream {
             hook: Mutex::new(None),
             gate: Mutex::new(None),
         });
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = axum::Router::new()
-            .fallback(handle)
-            .with_state(shared.clone());
-        rt.spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = serve_loopback(
+            &rt,
+            axum::Router::new()
+                .fallback(handle)
+                .with_state(shared.clone()),
+        );
         Upstream { addr, shared, rt }
     }
 

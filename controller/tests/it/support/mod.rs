@@ -311,3 +311,16 @@ pub fn fixture_run(dir: &Path, extra: &[&str]) -> Output {
     args.extend_from_slice(extra);
     eval(dir, &args)
 }
+
+/// Serves `app` on a fresh loopback port, on `rt` (which the caller keeps alive for as long as
+/// the server is needed); returns the address.
+pub fn serve_loopback(rt: &tokio::runtime::Runtime, app: axum::Router) -> std::net::SocketAddr {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}

@@ -4,6 +4,8 @@
 //! `ArtifactStore::put_dir` writes them).
 #![allow(dead_code)]
 
+use super::serve_loopback;
+
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -65,16 +67,12 @@ impl ScriptedUpstream {
             script,
             tally: Mutex::new(Tally::default()),
         });
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = axum::Router::new()
-            .fallback(handle)
-            .with_state(shared.clone());
-        rt.spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = serve_loopback(
+            &rt,
+            axum::Router::new()
+                .fallback(handle)
+                .with_state(shared.clone()),
+        );
         ScriptedUpstream {
             addr,
             shared,
