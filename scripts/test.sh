@@ -9,7 +9,7 @@ scripts/ensure-docker.sh
 EVAL_TEST_PYTHON=$(scripts/ensure-python.sh)
 EVAL_TEST_CHROMIUM=$(scripts/ensure-chromium.sh)
 export EVAL_TEST_PYTHON EVAL_TEST_CHROMIUM
-# The third-party harness images the end-to-end test runs (controller/tests/real_harness.rs):
+# The third-party harness images the end-to-end test runs (controller/tests/it/real_harness.rs):
 # built on the first run (root, Debian mirror, PyPI), reused from the engine afterwards.
 harness_images=$(scripts/ensure-harness-images.sh)
 while IFS= read -r assignment; do

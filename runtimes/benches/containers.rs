@@ -10,7 +10,7 @@
     clippy::print_stderr
 )]
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

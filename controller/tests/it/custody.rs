@@ -1,0 +1,417 @@
+//! Chain of custody on a signed fixture run: a reviewer holding only the preregistered public key
+//! must catch a rewritten-and-rechained ledger, a cut-off signed tail and an altered or missing
+//! artifact — and `eval report` must refuse (exit 3) before it writes, appends or records
+//! anything.
+
+use crate::support::*;
+use eval_evidence::ledger::{Digest, entry_hash};
+use std::path::{Path, PathBuf};
+
+/// Uncomments the scaffold's `[signing]` example with `public_key = key`.
+fn name_signing_key(proj: &Path, key: &str) {
+    let p = proj.join("protocols/demo/protocol.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let (before, after) = text.split_once("# [signing]\n").unwrap();
+    let (example, rest) = after.split_once('\n').unwrap();
+    assert!(example.starts_with("# public_key = "), "{example}");
+    std::fs::write(
+        &p,
+        format!("{before}[signing]\npublic_key = \"{key}\"\n{rest}"),
+    )
+    .unwrap();
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A copy of the run's state directory (freeze, registry, ledger, artifacts) to forge in.
+fn state_copy(dir: &Path, name: &str) -> PathBuf {
+    let to = dir.join(name);
+    copy_tree(&dir.join("runs"), &to);
+    to
+}
+
+struct Row {
+    seq: u64,
+    kind: String,
+    payload: Vec<u8>,
+}
+
+fn rows(ledger: &Path) -> Vec<Row> {
+    let c = rusqlite::Connection::open(ledger).unwrap();
+    let mut st = c
+        .prepare("SELECT seq, kind, payload FROM entries ORDER BY seq")
+        .unwrap();
+    st.query_map([], |r| {
+        Ok(Row {
+            seq: r.get::<_, i64>(0)? as u64,
+            kind: r.get(1)?,
+            payload: r.get(2)?,
+        })
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// What a forger with write access does: drop the guard-rail triggers, replace every entry by
+/// `rows` (renumbered from 1) and recompute the whole hash chain, so plain verification passes.
+fn rewrite_and_rechain(ledger: &Path, rows: &[Row]) {
+    let c = rusqlite::Connection::open(ledger).unwrap();
+    let triggers: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for t in &triggers {
+        c.execute_batch(&format!("DROP TRIGGER \"{t}\"")).unwrap();
+    }
+    c.execute("DELETE FROM entries", []).unwrap();
+    let mut prev = Digest::ZERO;
+    for (i, r) in rows.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let hash = entry_hash(&prev, seq, &r.kind, &r.payload);
+        c.execute(
+            "INSERT INTO entries (seq, prev, kind, payload, hash, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, '2026-01-01T00:00:00.000000Z')",
+            rusqlite::params![
+                seq as i64,
+                prev.0.to_vec(),
+                r.kind,
+                r.payload,
+                hash.0.to_vec()
+            ],
+        )
+        .unwrap();
+        prev = hash;
+    }
+}
+
+fn report_entries(ledger: &Path) -> usize {
+    rows(ledger).iter().filter(|r| r.kind == "report").count()
+}
+
+#[test]
+fn a_reviewer_with_only_the_public_key_catches_every_forgery() {
+    if !docker_available() {
+        eprintln!("skipping: no Docker engine");
+        return;
+    }
+    static_binaries();
+    let (tmp, dir) = demo_project();
+    small_matrix(&dir);
+    let o = eval(tmp.path(), &["keygen", "--out", "a.key"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let public = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    name_signing_key(&dir, &public);
+    let (_, _sweep) = freeze_demo(&dir);
+    let key_file = tmp.path().join("a.key");
+    let o = fixture_run(
+        &dir,
+        &[
+            "--concurrency",
+            "4",
+            "--signing-key-file",
+            key_file.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let ledger = dir.join("runs/demo/ledger.sqlite");
+    let pub_file = tmp.path().join("a.key.pub");
+    let pubk = pub_file.to_str().unwrap();
+    let verify = |state: &str, extra: &[&str]| {
+        let path = format!("{state}/demo/ledger.sqlite");
+        let mut args = vec!["ledger", "verify", path.as_str(), "--public-key", pubk];
+        args.extend_from_slice(extra);
+        eval(&dir, &args)
+    };
+    let report = |state: &str| {
+        eval(
+            &dir,
+            &[
+                "report", "--matrix", "demo", "--state", state, "--format", "json",
+            ],
+        )
+    };
+
+    // The honest run: signed to its end, every artifact intact.
+    let o = verify("runs", &["--artifacts", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["finished"], true, "{v}");
+    assert!(v["artifacts_verified"].as_u64().unwrap() > 0, "{v}");
+
+    // Forgery: one attempt's metric changed, the chain recomputed. Plain verification passes.
+    let forged = state_copy(&dir, "forged");
+    let forged_ledger = forged.join("demo/ledger.sqlite");
+    let mut all = rows(&forged_ledger);
+    let (at, metric) = all
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| {
+            if r.kind != "attempt_outcome" {
+                return None;
+            }
+            let v: serde_json::Value = serde_json::from_slice(&r.payload).unwrap();
+            let slot = v["slot"].as_str()?;
+            let m = v["metrics"].as_object()?.keys().next()?.clone();
+            slot.starts_with("stat-").then_some((i, m))
+        })
+        .expect("an outcome with a metric");
+    let mut v: serde_json::Value = serde_json::from_slice(&all[at].payload).unwrap();
+    let old = v["metrics"][&metric].as_f64().unwrap();
+    v["metrics"][&metric] = serde_json::json!(old + 100.0);
+    all[at].payload = eval_evidence::canonical::to_vec(&v).unwrap();
+    let forged_seq = all[at].seq;
+    rewrite_and_rechain(&forged_ledger, &all);
+    let o = eval(&dir, &["ledger", "verify", forged_ledger.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the forgery must pass the plain chain: {}",
+        text(&o)
+    );
+    let registry_before = std::fs::read(forged.join("registry.jsonl")).unwrap();
+    let reports_before = report_entries(&forged_ledger);
+    let o = report("forged");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("root_mismatch"), "{t}");
+    assert!(t.contains("seq "), "{t}");
+    assert!(!t.contains("RELEASE"), "a verdict was computed: {t}");
+    assert!(
+        !forged.join("demo/report.json").exists(),
+        "report.json was written"
+    );
+    assert_eq!(
+        report_entries(&forged_ledger),
+        reports_before,
+        "a report entry was appended"
+    );
+    assert_eq!(
+        std::fs::read(forged.join("registry.jsonl")).unwrap(),
+        registry_before
+    );
+
+    // The same forgery with every checkpoint from the forged entry on dropped: the chain and
+    // the remaining checkpoints verify, but the finished run is no longer signed to its end.
+    let kept: Vec<Row> = rows(&forged_ledger)
+        .into_iter()
+        .filter(|r| !(r.kind == "checkpoint" && r.seq > forged_seq))
+        .collect();
+    rewrite_and_rechain(&forged_ledger, &kept);
+    let o = verify("forged", &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("unsigned_tail"), "{t}");
+    let o = verify("forged", &["--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["reason"], "unsigned_tail");
+    // Named: the first evidence entry no checkpoint covers, at or before the forged one.
+    let first = v["error"]["seq"].as_u64().unwrap();
+    assert!(first > 0 && first <= forged_seq, "{v}");
+    assert!(t.contains(&format!("seq {first}:")), "{t}");
+    let o = report("forged");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("unsigned_tail"), "{t}");
+    assert!(!forged.join("demo/report.json").exists());
+    assert_eq!(report_entries(&forged_ledger), reports_before);
+
+    // Artifacts: an overwritten grader output and a deleted workspace are each caught, named by
+    // digest and by the entry that references them.
+    let outcomes = payloads(&entries(&ledger), "attempt_outcome");
+    let with = |name: &str| {
+        outcomes
+            .iter()
+            .find_map(|o| o["artifacts"][name].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no outcome references a {name}"))
+    };
+    let object = |state: &Path, digest: &str| {
+        let hex = &digest["sha256:".len()..];
+        state
+            .join("demo/artifacts/sha256")
+            .join(&hex[..2])
+            .join(hex)
+    };
+    for (name, damage) in [("grader_output", "overwrite"), ("workspace", "delete")] {
+        let digest = with(name);
+        let state = state_copy(&dir, &format!("art-{name}"));
+        let file = object(&state, &digest);
+        if damage == "overwrite" {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+            std::fs::write(&file, b"{\"score\": 100}").unwrap();
+        } else {
+            std::fs::remove_file(&file).unwrap();
+        }
+        let state_name = format!("art-{name}");
+        let o = verify(&state_name, &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "signatures alone still hold: {}",
+            text(&o)
+        );
+        let o = verify(&state_name, &["--artifacts"]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(3), "{name}: {t}");
+        assert!(t.contains(&digest), "{name}: {t}");
+        assert!(t.contains("referenced by seq"), "{name}: {t}");
+        assert!(
+            t.contains(if damage == "overwrite" {
+                "altered"
+            } else {
+                "missing"
+            }),
+            "{name}: {t}"
+        );
+        let ledger_copy = state.join("demo/ledger.sqlite");
+        let before = report_entries(&ledger_copy);
+        let o = report(&state_name);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(3), "{name}: {t}");
+        assert!(t.contains(&digest), "{name}: {t}");
+        assert_eq!(report_entries(&ledger_copy), before);
+        assert!(!state.join("demo/report.json").exists());
+    }
+
+    // The honest report: computed after verifying, says the evidence is signed, shows the
+    // per-arm breakdown; its `report` entry (appended without the private key) leaves the run
+    // verifying.
+    let o = report("runs");
+    let t = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "fixture evidence never allows: {t}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "eval.report/2");
+    assert_eq!(v["evidence"]["signed"], true, "{v}");
+    assert!(v["evidence"]["artifacts_verified"].as_u64().unwrap() > 0);
+    assert!(
+        v["verdict"].as_str().unwrap().contains("evidence signed"),
+        "{v}"
+    );
+    let arms = v["accounting"].as_array().unwrap();
+    assert!(!arms.is_empty());
+    let attempts: u64 = arms.iter().map(|a| a["attempts"].as_u64().unwrap()).sum();
+    let by_outcome: u64 = arms
+        .iter()
+        .flat_map(|a| a["outcomes"].as_object().unwrap().values())
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        attempts, by_outcome,
+        "every attempt counted under one outcome"
+    );
+    let o = verify("runs", &["--artifacts"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// Every candidate attempt of a suite refused by the contract before any model turn: the report
+/// (every format) flags it per arm next to the verdict, says the evidence is unsigned, and the
+/// `--out` summary never reads "every check passed".
+#[test]
+fn a_candidate_that_never_made_a_model_call_is_flagged_in_the_report() {
+    if !docker_available() {
+        eprintln!("skipping: no Docker engine");
+        return;
+    }
+    static_binaries();
+    let (_tmp, dir) = demo_project();
+    small_matrix(&dir);
+    // The candidate's infrastructure slot would stop the run before any statistical slot.
+    edit(&dir.join("matrix/demo.toml"), |s| {
+        let block =
+            "[[infra]]\nsuite = \"simple\"\ntask = \"demo-simple-1\"\narm = \"v0.4-auto\"\n";
+        assert!(s.contains(block), "{s}");
+        s.replace(block, "")
+    });
+    edit(
+        &dir.join("protocols/demo/arms/v0.4-auto/profile.toml"),
+        |s| s + "\n[adversarial]\nmodel_override = \"other-model\"\n",
+    );
+    let (_, _sweep) = freeze_demo(&dir);
+    let o = fixture_run(&dir, &["--concurrency", "4"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let outcomes = payloads(
+        &entries(&dir.join("runs/demo/ledger.sqlite")),
+        "attempt_outcome",
+    );
+    let cand: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o["arm"] == "v0.4-auto")
+        .collect();
+    assert!(!cand.is_empty());
+    for c in &cand {
+        assert_eq!(c["outcome"], "contract_violation", "{c}");
+        assert_eq!(c["model_turns"], 0, "{c}");
+    }
+
+    let o = eval(&dir, &["report", "--matrix", "demo", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let arm = v["accounting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["suite"] == "simple" && a["arm"] == "v0.4-auto")
+        .unwrap();
+    let n = cand.len() as u64;
+    assert_eq!(arm["outcomes"]["contract_violation"], n, "{arm}");
+    assert_eq!(arm["zero_turn_attempts"], n, "{arm}");
+    assert_eq!(arm["model_turns"], 0);
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(verdict.contains("evidence UNSIGNED"), "{verdict}");
+    assert!(verdict.contains("anomalies flagged"), "{verdict}");
+    let native = v["accounting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["suite"] == "simple" && a["arm"] == "native")
+        .unwrap();
+    assert!(native["model_turns"].as_u64().unwrap() > 0, "{native}");
+    assert!(native["spend_usd"].as_f64().is_some(), "{native}");
+    for (format, needle) in [
+        ("text", "made no model call"),
+        ("md", "made no model call"),
+        ("html", "made no model call"),
+    ] {
+        let out = dir.join(format!("report.{format}"));
+        let o = eval(
+            &dir,
+            &[
+                "report",
+                "--matrix",
+                "demo",
+                "--format",
+                format,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(!t.contains("every check passed"), "{t}");
+        assert!(t.contains("anomal"), "{t}");
+        let body = std::fs::read_to_string(&out).unwrap();
+        assert!(body.contains(needle), "{format}");
+        assert!(body.contains("contract_violation"), "{format}");
+        assert!(body.contains("evidence UNSIGNED"), "{format}");
+    }
+}

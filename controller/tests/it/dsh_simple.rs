@@ -1,0 +1,425 @@
+//! v0.4's real `simple` suite end to end (issue 15): `eval import v04-simple` from v0.4's upstream
+//! inputs (`EVAL_V04_UPSTREAM`, default `../shared/v04-upstream`) into a fresh project — two tasks
+//! of different languages (`simple-js-clamp`, `simple-python-whitespace`), v0.4's grader runtime,
+//! the three real arms `native`, `v0.3-always` (Plan Lattice 0.3.0) and `v0.4-auto` (0.4.0-rc.3)
+//! on the DeepSeek Harness base —, then `eval freeze`, `eval run` against the scripted
+//! DeepSeek-compatible upstream of `dsh_support` (which writes a correct solution with the
+//! Harness's real tools), and `eval report`. Asserted: every attempt completed and graded by v0.4's
+//! grader at 100 (5 of 5 assertions); the arms differ on the wire (`lattice_route` only in
+//! `v0.4-auto`'s requests); every attempt's transcript usage == the proxy's meter == the
+//! upstream's tally; the key nowhere. Prints one wire summary line per arm. Needs
+//! `EVAL_TEST_DSH_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE` (`scripts/ensure-harness-images.sh`).
+
+
+use crate::support::dsh::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use crate::support::*;
+
+const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
+const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";
+const UPSTREAM_ENV: &str = "EVAL_V04_UPSTREAM";
+const KEY_ENV: &str = "EVAL_DSH_SIMPLE_TEST_KEY";
+const NAME: &str = "simple-real";
+const TASKS: [&str; 2] = ["simple-js-clamp", "simple-python-whitespace"];
+const ARMS: [&str; 3] = ["native", "v0.3-always", "v0.4-auto"];
+/// A hang detector only (14 attempts of 4–15 s each on an idle machine, minutes when loaded).
+const HANG_GUARD_SECS: u64 = 3600;
+
+fn random_hex(n: usize) -> String {
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(&mut buf)
+        .unwrap();
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An image id from the environment; `None` (skip) only when `EVAL_SKIP_DOCKER=1` asks for it.
+fn image_id(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(id) if !id.trim().is_empty() => {
+            let id = id.trim().to_owned();
+            assert!(
+                eval_runtimes::definition::is_digest(&id),
+                "{var}={id:?} is not an image id (sha256:<64 hex>); take it from \
+                 scripts/ensure-harness-images.sh"
+            );
+            Some(id)
+        }
+        _ if std::env::var("EVAL_SKIP_DOCKER").is_ok_and(|v| v == "1") => {
+            eprintln!("skipping: {var} is not set and EVAL_SKIP_DOCKER=1");
+            None
+        }
+        _ => panic!(
+            "{var} is not set: run `export $(scripts/ensure-harness-images.sh)` first, or set \
+             EVAL_SKIP_DOCKER=1 to skip this Docker test"
+        ),
+    }
+}
+
+/// v0.4's upstream inputs: `EVAL_V04_UPSTREAM`, else `../shared/v04-upstream` beside the
+/// repository.
+fn v04_upstream() -> PathBuf {
+    let dir = crate::support::v04_upstream();
+    assert!(
+        dir.join("simple-tasks.json").is_file(),
+        "{}: no simple-tasks.json; set {UPSTREAM_ENV} to the directory holding v0.4's inputs",
+        dir.display()
+    );
+    dir
+}
+
+/// Runs `cmd` (stdin closed, output captured) in its own process group under a hang guard.
+fn guarded(mut cmd: Command) -> std::process::Output {
+    let child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let out = child.wait_with_output();
+        let _ = tx.send(());
+        out
+    });
+    if rx
+        .recv_timeout(std::time::Duration::from_secs(HANG_GUARD_SECS))
+        .is_err()
+    {
+        let _ = Command::new("kill")
+            .args(["-9", "--", &format!("-{pid}")])
+            .status();
+        let _ = waiter.join();
+        panic!("{cmd:?} hung: still running after {HANG_GUARD_SECS} s; killed");
+    }
+    waiter.join().unwrap().unwrap()
+}
+
+fn artifact(dir: &Path, outcome: &Value, name: &str) -> Vec<u8> {
+    let d = outcome["artifacts"][name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {name} artifact in {outcome}"));
+    let hex = d.strip_prefix("sha256:").unwrap();
+    std::fs::read(dir.join(format!("runs/{NAME}/artifacts/sha256/{}/{hex}", &hex[..2])))
+        .unwrap_or_else(|e| panic!("artifact {d}: {e}"))
+}
+
+/// The transcript's session id and its usage chunks, (inputTokens, outputTokens) in order.
+fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
+    let mut session = String::new();
+    let mut usage = Vec::new();
+    for line in String::from_utf8_lossy(bytes).lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: Value = serde_json::from_str(line).unwrap();
+        if r["type"] == "session" {
+            session = r["id"].as_str().unwrap_or_default().to_owned();
+        }
+        let c = &r["data"]["chunk"];
+        if r["type"] == "assistant/chunk" && c["type"] == "usage" {
+            usage.push((
+                c["usage"]["inputTokens"].as_u64().unwrap(),
+                c["usage"]["outputTokens"].as_u64().unwrap(),
+            ));
+        }
+    }
+    (session, usage)
+}
+
+#[test]
+fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
+    let Some(dsh) = image_id(DSH_ENV) else { return };
+    let Some(grader) = image_id(GRADER_ENV) else {
+        return;
+    };
+    if !docker_available() {
+        return;
+    }
+    static_binaries();
+    let from = v04_upstream();
+
+    // A fresh project: the import is all it holds.
+    let tmp = tempfile::Builder::new()
+        .prefix("dshsimple")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("proj");
+    std::fs::create_dir(&dir).unwrap();
+    let tasks = TASKS.join(",");
+    let o = eval(
+        &dir,
+        &[
+            "import",
+            "v04-simple",
+            "--from",
+            from.to_str().unwrap(),
+            "--protocol",
+            NAME,
+            "--dsh-image",
+            &dsh,
+            "--grader-image",
+            &grader,
+            "--tasks",
+            &tasks,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "eval import: {}", text(&o));
+    // The import's protocol names this instance apart from any other run of the test.
+    let protocol = dir.join(format!("protocols/{NAME}/protocol.toml"));
+    edit(&protocol, |s| {
+        format!("{s}\n# dsh-simple test {}\n", random_hex(8))
+    });
+    let o = eval(&dir, &["freeze", "--protocol", NAME]);
+    assert_eq!(o.status.code(), Some(0), "eval freeze: {}", text(&o));
+    let freeze: Value = serde_json::from_slice(
+        &std::fs::read(dir.join(format!("runs/freezes/{NAME}.json"))).unwrap(),
+    )
+    .unwrap();
+    let identity = freeze["identity"].as_str().unwrap().to_owned();
+    let _sweep = Sweep(format!("eval.identity={identity}"));
+
+    let marker = format!("dsh-simple-{}", random_hex(12));
+    let key = format!("sk-dshs-{}", random_hex(24));
+    let upstream = DeepSeekUpstream::start(&key, &marker);
+    let started = std::time::Instant::now();
+    let mut run = Command::new(eval_bin());
+    run.args([
+        "run",
+        "--matrix",
+        NAME,
+        "--upstream",
+        &upstream.url(),
+        "--api-key-env",
+        KEY_ENV,
+    ])
+    .env(KEY_ENV, &key)
+    .env_remove("EVAL_SIGNING_KEY_FILE")
+    .current_dir(&dir);
+    let out = guarded(run);
+    let run_secs = started.elapsed().as_secs_f64();
+    let run_text = text(&out);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "eval run exited {:?}:\n{run_text}",
+        out.status.code()
+    );
+
+    let es = entries(&dir.join(format!("runs/{NAME}/ledger.sqlite")));
+    assert!(payloads(&es, "rerun").is_empty(), "{run_text}");
+    let outcomes = payloads(&es, "attempt_outcome");
+    // Two tasks × three arms × two repetitions, plus v0.4's two infrastructure slots.
+    assert_eq!(outcomes.len(), 14, "{outcomes:?}\n{run_text}");
+    assert!(
+        upstream.unexpected().is_empty(),
+        "{:?}",
+        upstream.unexpected()
+    );
+    assert_eq!(upstream.unauthorized(), 0, "a request came without the key");
+    let served = upstream.served();
+    if let Some(path) = std::env::var_os("EVAL_DSH_TEST_DUMP") {
+        let lines: Vec<String> = served
+            .iter()
+            .map(|s| serde_json::json!({"kind": format!("{:?}", s.kind), "headers": s.headers, "request": s.request}).to_string())
+            .collect();
+        std::fs::write(path, lines.join("\n")).unwrap();
+    }
+
+    let calls: Vec<Value> = payloads(&es, "model_call")
+        .into_iter()
+        .filter(|c| c["role"] == "agent")
+        .collect();
+    let mut by_attempt: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for c in &calls {
+        assert_eq!(c["result"], "ok", "{c}");
+        by_attempt
+            .entry(c["attempt"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(c);
+    }
+
+    // Per attempt: completed, graded 100 by v0.4's grader, the Harness's own usage equal to
+    // the meter and to the upstream's tally of its session.
+    let mut arm_of_session: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for o in &outcomes {
+        let id = o["attempt"].as_str().unwrap();
+        let arm = o["arm"].as_str().unwrap().to_owned();
+        let slot = o["slot"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(o["outcome"], "completed", "{arm} {slot}: {o}\n{run_text}");
+        assert_eq!(o["accounting"], "matched", "{arm} {slot}: {o}");
+        assert_eq!(
+            (
+                o["metrics"]["score"].as_f64(),
+                o["metrics"]["checks_passed"].as_f64(),
+                o["metrics"]["checks_total"].as_f64()
+            ),
+            (Some(100.0), Some(5.0), Some(5.0)),
+            "{arm} {slot}: v0.4's grader on the scripted solution: {o}"
+        );
+        let (session, own) = transcript_usage(&artifact(&dir, o, "transcript"));
+        let mut metered: Vec<&Value> = by_attempt.get(id).cloned().unwrap_or_default();
+        metered.sort_by_key(|c| c["seq"].as_u64());
+        let metered: Vec<(u64, u64)> = metered
+            .iter()
+            .map(|c| {
+                (
+                    c["tokens"]["input"].as_u64().unwrap(),
+                    c["tokens"]["output"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(own, metered, "{arm} {slot}: transcript vs ledger");
+        let theirs: Vec<(u64, u64)> = served
+            .iter()
+            .filter(|s| s.session() == session)
+            .map(|s| (s.prompt_tokens, s.completion_tokens))
+            .collect();
+        assert_eq!(own, theirs, "{arm} {slot}: transcript vs upstream");
+        let task = served
+            .iter()
+            .find(|s| s.session() == session)
+            .and_then(|s| s.task)
+            .unwrap_or_default()
+            .to_owned();
+        arm_of_session.insert(session, (arm, task));
+    }
+    assert_eq!(
+        arm_of_session.len(),
+        outcomes.len(),
+        "one session per attempt"
+    );
+    let mut ledger_usage: Vec<(u64, u64)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["tokens"]["input"].as_u64().unwrap(),
+                c["tokens"]["output"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut upstream_usage: Vec<(u64, u64)> = served
+        .iter()
+        .map(|s| (s.prompt_tokens, s.completion_tokens))
+        .collect();
+    ledger_usage.sort_unstable();
+    upstream_usage.sort_unstable();
+    assert_eq!(ledger_usage, upstream_usage, "ledger vs upstream");
+
+    // The arms on the wire.
+    let wire = |arm: &str| -> Vec<&Served> {
+        served
+            .iter()
+            .filter(|s| {
+                arm_of_session
+                    .get(&s.session())
+                    .is_some_and(|(a, _)| a == arm)
+            })
+            .collect()
+    };
+    let lattice = |s: &Served| s.tools().iter().any(|t| t.starts_with("lattice_"));
+    let route = |s: &Served| s.tools().iter().any(|t| t == "lattice_route");
+    // One line per arm: one real attempt on simple-js-clamp (the prompt v0.4's router probes),
+    // then the arm's totals over all its attempts.
+    for arm in ARMS {
+        let all = wire(arm);
+        let one = all
+            .iter()
+            .find(|s| s.task == Some("src/clamp.js"))
+            .map(|s| s.session())
+            .unwrap_or_default();
+        let attempt: Vec<&Served> = all.iter().copied().filter(|s| s.session() == one).collect();
+        let n = all
+            .iter()
+            .map(|s| s.session())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let (i, o) = all.iter().fold((0, 0), |(a, b), s| {
+            (a + s.prompt_tokens, b + s.completion_tokens)
+        });
+        eprintln!(
+            "{} | all {n} attempts: {} calls, usage in={i} out={o}",
+            wire_summary(&format!("{arm} (simple-js-clamp)"), &attempt),
+            all.len()
+        );
+    }
+    assert!(
+        wire("native").iter().all(|s| !lattice(s)),
+        "the baseline was offered a Plan Lattice tool"
+    );
+    assert!(
+        wire("v0.3-always").iter().all(|s| !route(s)),
+        "v0.3.0 has no lattice_route"
+    );
+    let v04 = wire("v0.4-auto");
+    assert!(
+        v04.iter()
+            .filter(|s| s.task == Some("src/clamp.js"))
+            .all(|s| s.kind != Kind::Route || route(s)),
+        "lattice_route called without being offered"
+    );
+    assert!(
+        v04.iter()
+            .any(|s| s.task == Some("src/clamp.js") && s.kind == Kind::Route),
+        "v0.4-auto never routed the clamp task (its router probes that prompt)"
+    );
+    // The Python prompt is bypassed by v0.4's router: its wire is the baseline's.
+    assert!(
+        v04.iter()
+            .filter(|s| s.task == Some("text_utils.py"))
+            .all(|s| !lattice(s)),
+        "a Plan Lattice tool offered on a bypassed prompt"
+    );
+
+    // The report.
+    let o = eval(&dir, &["report", "--matrix", NAME, "--format", "json"]);
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "eval report: {}",
+        text(&o)
+    );
+    let report: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("eval report --format json: {e}: {}", text(&o)));
+    assert_eq!(report["integrity_failure"], false, "{report}");
+    eprintln!(
+        "eval report: {} (reasons: {})",
+        report["verdict"], report["reasons"]
+    );
+    let rendered = report.to_string();
+    for arm in ARMS {
+        assert!(rendered.contains(arm), "the report does not name {arm}");
+    }
+    eprintln!(
+        "eval run of {} attempts: {run_secs:.1} s; report exit {:?}",
+        outcomes.len(),
+        o.status.code()
+    );
+
+    // The key nowhere: not in the project, its state, the run's output, what the agent sent.
+    let mut files = Vec::new();
+    all_bytes(tmp.path(), &mut files);
+    files.push(("<eval run stdout>".into(), out.stdout.clone()));
+    files.push(("<eval run stderr>".into(), out.stderr.clone()));
+    files.push(("<eval report stdout>".into(), o.stdout.clone()));
+    let core = key.strip_prefix("sk-dshs-").unwrap();
+    for (p, b) in &files {
+        assert!(
+            !contains(b, core.as_bytes()),
+            "{} holds the key",
+            p.display()
+        );
+    }
+    for s in &served {
+        assert!(
+            !s.request.to_string().contains(core),
+            "a request held the key"
+        );
+    }
+}

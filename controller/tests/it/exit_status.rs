@@ -1,0 +1,135 @@
+//! One test per documented exit status of the real `eval` binary (ARCHITECTURE.md, "Errors and
+//! exit statuses"): 0 success, 1 gate not passed, 2 usage or input error, 3 integrity failure,
+//! and the statuses of a run whose environment fails (2) or whose evidence fails (3).
+
+
+use std::path::Path;
+use crate::support::*;
+
+fn ledger_cmd(args: &[&str]) -> std::process::Output {
+    eval(Path::new("."), args)
+}
+
+fn notes(ledger: &Path, n: usize) {
+    for i in 0..n {
+        let o = ledger_cmd(&[
+            "ledger",
+            "note",
+            ledger.to_str().unwrap(),
+            "--text",
+            &format!("remark {i}"),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+}
+
+#[test]
+fn exit_0_a_command_that_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = dir.path().join("ledger.sqlite");
+    notes(&l, 2);
+    let o = ledger_cmd(&["ledger", "verify", l.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["entries"].as_u64()),
+        (Some(true), Some(2))
+    );
+}
+
+#[test]
+fn exit_2_a_bad_flag() {
+    let o = ledger_cmd(&["ledger", "verify", "--no-such-flag", "x.sqlite"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--no-such-flag"), "{}", text(&o));
+}
+
+/// Input that cannot be read, or is not what the command takes, is 2 with a message naming the
+/// file; no ledger is created for it.
+#[test]
+fn exit_2_unreadable_or_invalid_input_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("absent-ledger.sqlite");
+    let o = ledger_cmd(&["ledger", "verify", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("absent-ledger.sqlite"), "{}", text(&o));
+    assert!(!missing.exists());
+
+    let notes_md = dir.path().join("notes-not-a-ledger.md");
+    std::fs::write(&notes_md, b"# notes\n").unwrap();
+    let o = ledger_cmd(&["ledger", "verify", notes_md.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("notes-not-a-ledger.md") && t.contains("not a ledger"),
+        "{t}"
+    );
+}
+
+/// A ledger whose recorded bytes changed is an integrity failure naming the first bad seq.
+#[test]
+fn exit_3_a_tampered_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = dir.path().join("ledger.sqlite");
+    notes(&l, 4);
+    let c = rusqlite::Connection::open(&l).unwrap();
+    c.execute_batch(
+        "DROP TRIGGER entries_no_update;
+         UPDATE entries SET payload = CAST(replace(CAST(payload AS TEXT), 'remark 1', 'remark 7') AS BLOB) WHERE seq = 2;",
+    )
+    .unwrap();
+    drop(c);
+    let o = ledger_cmd(&["ledger", "verify", l.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("seq 2: hash mismatch"), "{}", text(&o));
+}
+
+/// A whole run of the small demo project: an unreachable engine is the environment (2, not
+/// 3); a finished fixture run's report fails its gate (1: fixture evidence never allows a
+/// release); the same report over a tampered run ledger is an integrity failure (3).
+#[test]
+fn run_and_report_statuses() {
+    if !docker_available() {
+        return;
+    }
+    static_binaries();
+    let (_tmp, dir) = small_demo_project();
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let _sweep = Sweep(format!("eval.identity={}", identity_of(&dir)));
+    let run = ["run", "--matrix", "demo", "--upstream", "fixture"];
+
+    let no_engine = dir.join("no-engine.sock");
+    let docker_host = format!("unix://{}", no_engine.display());
+    let o = eval_env(&dir, &run, &[("DOCKER_HOST", &docker_host)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("no Docker engine answers"),
+        "{}",
+        text(&o)
+    );
+
+    let o = eval(&dir, &run);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let report = ["report", "--matrix", "demo", "--format", "json"];
+    let o = eval(&dir, &report);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["release_allowed"], false, "{v}");
+
+    let ledger = dir.join("runs/demo/ledger.sqlite");
+    let c = rusqlite::Connection::open(&ledger).unwrap();
+    let changed = c
+        .execute_batch(
+            "DROP TRIGGER entries_no_update;
+             UPDATE entries SET payload = CAST(replace(CAST(payload AS TEXT), '\"outcome\":\"', '\"outcome\":\"x') AS BLOB)
+             WHERE seq = (SELECT MIN(seq) FROM entries WHERE kind = 'attempt_outcome');",
+        )
+        .map(|()| c.changes());
+    assert_eq!(changed.unwrap(), 1);
+    drop(c);
+    let o = eval(&dir, &report);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("hash mismatch"), "{}", text(&o));
+}

@@ -1,0 +1,431 @@
+//! `eval init`, `plan`, `freeze`, `verify` and `retire` through the built binary, in temporary
+//! project directories.
+
+use crate::support::{eval, text};
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap()
+}
+
+/// `eval init` into a fresh directory; returns (tempdir guard, project dir).
+fn init() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = eval(tmp.path(), &["init", "proj"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let proj = tmp.path().join("proj");
+    (tmp, proj)
+}
+
+#[test]
+fn plan_v04_from_the_repository_root_lists_the_original_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let o = eval(root, &["plan", "--matrix", "v0.4", "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let slots: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(slots.len(), 96);
+    let stat: Vec<&serde_json::Value> = slots
+        .iter()
+        .filter(|s| s["phase"] == "statistical")
+        .collect();
+    assert_eq!(stat.len(), 90);
+    assert_eq!(
+        stat[0]["id"],
+        "stat-simple-simple-python-whitespace-v0.3-always-r1"
+    );
+    assert_eq!(stat[3]["id"], "stat-icae-icae-python-01-v0.4-never-r1");
+    assert_eq!(stat[89]["id"], "stat-icae-icae-python-02-native-r1");
+    assert_eq!(slots[0]["phase"], "infrastructure");
+    assert_eq!(slots[0]["id"], "infra-simple-simple-js-clamp-native-r0");
+    for key in ["order", "id", "phase", "suite", "task", "arm", "rep"] {
+        assert!(slots[10].get(key).is_some(), "{key}");
+    }
+    assert_eq!(stat[0]["rep"], 1);
+    assert_eq!(stat[0]["order"], 7);
+    // The table form names the same first statistical slot.
+    let o = eval(root, &["plan"]);
+    assert!(text(&o).contains("stat-simple-simple-python-whitespace-v0.3-always-r1"));
+}
+
+#[test]
+fn init_scaffolds_a_project_that_plans_freezes_and_verifies() {
+    let (_tmp, proj) = init();
+    for f in [
+        "protocols/demo/protocol.toml",
+        "matrix/demo.toml",
+        "runtimes/fixture/runtime.toml",
+        "protocols/demo/tasks/icae/demo-icae-1/hidden/oracle.toml",
+        "protocols/demo/arms/v0.4-lattice/profile.toml",
+        "README.md",
+    ] {
+        assert!(proj.join(f).is_file(), "{f}");
+    }
+    let o = eval(&proj, &["plan", "--matrix", "demo", "--json"]);
+    let slots: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(slots.len(), 96);
+    assert_eq!(
+        slots
+            .iter()
+            .filter(|s| s["phase"] == "infrastructure")
+            .count(),
+        6
+    );
+
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("frozen protocol demo as sha256:"));
+    assert!(proj.join("runs/freezes/demo.json").is_file());
+    assert!(proj.join("runs/registry.jsonl").is_file());
+    // Freezing writes only into the state directory.
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0);
+    assert!(text(&o).contains("already frozen"), "{}", text(&o));
+    let o = eval(&proj, &["verify", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    // The registry is an ordinary hash chain: `eval ledger verify` accepts it.
+    let o = eval(&proj, &["ledger", "verify", "runs/registry.jsonl"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    // Init refuses a non-empty directory.
+    let o = eval(proj.parent().unwrap(), &["init", "proj"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+}
+
+#[test]
+fn drift_exits_3_naming_the_path_and_refreeze_is_refused() {
+    let (_tmp, proj) = init();
+    let o = eval(&proj, &["freeze", "--protocol", "demo", "--state", "st"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let rel = "protocols/demo/tasks/evocode/demo-evocode-2/hidden/checks.toml";
+    let p = proj.join(rel);
+    let mut bytes = fs::read(&p).unwrap();
+    bytes[0] ^= 0x20;
+    fs::write(&p, bytes).unwrap();
+    let o = eval(&proj, &["verify", "--protocol", "demo", "--state", "st"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(text(&o).contains(rel), "{}", text(&o));
+    let o = eval(
+        &proj,
+        &["verify", "--protocol", "demo", "--state", "st", "--json"],
+    );
+    assert_eq!(code(&o), 3);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], false);
+    assert_eq!(v["drift"][0]["path"], rel);
+    assert_eq!(v["drift"][0]["change"], "modified");
+    let o = eval(&proj, &["freeze", "--protocol", "demo", "--state", "st"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(text(&o).contains(rel) && text(&o).contains("new protocol name"));
+    // The registry still has exactly the one freeze.
+    let reg = fs::read_to_string(proj.join("st/registry.jsonl")).unwrap();
+    assert_eq!(reg.lines().count(), 1);
+}
+
+#[test]
+fn retired_protocols_cannot_be_refrozen() {
+    let (_tmp, proj) = init();
+    let o = eval(&proj, &["retire", "--protocol", "demo", "--reason", "x"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert_eq!(code(&eval(&proj, &["freeze", "--protocol", "demo"])), 0);
+    let o = eval(
+        &proj,
+        &["retire", "--protocol", "demo", "--reason", "gate failed"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(text(&o).contains("retired"));
+    let o = eval(&proj, &["verify", "--protocol", "demo", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["retired"], true);
+    let reg = fs::read_to_string(proj.join("runs/registry.jsonl")).unwrap();
+    assert_eq!(reg.lines().count(), 2);
+    assert!(reg.lines().nth(1).unwrap().contains("\"kind\":\"retire\""));
+}
+
+#[test]
+fn bad_input_exits_2_and_writes_nothing() {
+    let (_tmp, proj) = init();
+    let p = proj.join("protocols/demo/protocol.toml");
+    let orig = fs::read_to_string(&p).unwrap();
+    fs::write(
+        &p,
+        orig.replacen("schema = 1", "schema = 1\ncolour = \"red\"", 1),
+    )
+    .unwrap();
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("protocols/demo/protocol.toml") && text(&o).contains("colour"),
+        "{}",
+        text(&o)
+    );
+    assert!(!proj.join("runs").exists());
+    fs::write(&p, &orig).unwrap();
+    let o = eval(&proj, &["freeze", "--protocol", "nope"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let o = eval(&proj, &["plan", "--matrix", "nope"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("matrix/nope.toml"));
+    let o = eval(&proj, &["verify", "--protocol", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("not frozen"));
+    assert!(!proj.join("runs").exists());
+}
+
+/// The embedded driver digest is exactly the documented rule applied to the workspace now
+/// (build.rs: every `*.rs`, `Cargo.toml`, `Cargo.lock`, `build.rs`, plus the trees `eval init`
+/// embeds; `target/`, `runs/` and dot-directories skipped; files only, sorted by path bytes).
+#[test]
+fn driver_digest_is_the_documented_source_tree_digest() {
+    fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
+        for e in fs::read_dir(root.join(rel)).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let md = fs::symlink_metadata(e.path()).unwrap();
+            if md.is_dir() {
+                if name.starts_with('.') || (rel.is_empty() && (name == "target" || name == "runs"))
+                {
+                    continue;
+                }
+                walk(root, &child, out);
+            } else if child.ends_with(".rs")
+                || ["Cargo.toml", "Cargo.lock", "build.rs"].contains(&name.as_str())
+                || child.starts_with("protocols/init-template/")
+                || child.starts_with("runtimes/fixture/")
+            {
+                out.push(child);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    walk(root, "", &mut files);
+    files.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut manifest = String::from("eval-tree-manifest v1\n");
+    let mut buf = vec![0u8; 1 << 16];
+    for f in &files {
+        let abs = root.join(f);
+        let md = fs::symlink_metadata(&abs).unwrap();
+        assert!(
+            !md.file_type().is_symlink(),
+            "{f}: the rule for links is not exercised here"
+        );
+        let (size, digest) = eval_protocols::tree::hash_file(&abs, &mut buf).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let x = if md.permissions().mode() & 0o111 != 0 {
+            'x'
+        } else {
+            '-'
+        };
+        manifest.push_str(&format!("f {x} {size} {digest} {f}\n"));
+    }
+    let expected = eval_evidence::ledger::Digest::of(manifest.as_bytes());
+    assert!(files.iter().any(|f| f == "controller/build.rs"));
+    assert!(files.iter().any(|f| f == "Cargo.lock"));
+    let (_tmp, proj) = init();
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!(
+            "driver: {expected} ({} source files)",
+            files.len()
+        )),
+        "rebuild if sources changed since the build; expected {expected} over {} files:\n{}",
+        files.len(),
+        text(&o)
+    );
+}
+
+/// The "done when": freeze and verify of v0.4 from the repository root (state kept in a
+/// temporary directory so the repository stays unfrozen).
+#[test]
+fn v04_freezes_and_verifies_from_the_repository_root() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let st = state.path().to_str().unwrap();
+    let o = eval(root, &["freeze", "--state", st]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("frozen protocol v0.4 as sha256:"));
+    // Both of v0.4's bootstrap gates are too small to be calibrated, and freeze says so.
+    for gate in ["gate icae rule", "gate evocode rule"] {
+        let line = text(&o)
+            .lines()
+            .find(|l| l.starts_with("calibration: ") && l.contains(gate))
+            .unwrap_or_else(|| panic!("no calibration line for {gate}: {}", text(&o)))
+            .to_owned();
+        assert!(line.contains("WARNING: over twice its nominal"), "{line}");
+    }
+    let o = eval(root, &["verify", "--state", st, "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], true);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(state.path().join("freezes/v0.4.json")).unwrap()).unwrap();
+    assert_eq!(doc["roles"]["tasks"].as_array().unwrap().len(), 15);
+    assert_eq!(doc["images"].as_object().unwrap().len(), 7);
+    let inputs: Vec<&str> = doc["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for want in [
+        "protocols/v0.4/protocol.toml",
+        "matrix/v0.4.toml",
+        "runtimes/fixture",
+        "protocols/v0.4/tasks/icae/icae-go-02",
+        "protocols/v0.4/arms/v0.4-lattice/profile.toml",
+        "protocols/v0.4/arms/v0.4-lattice/package",
+    ] {
+        assert!(inputs.contains(&want), "{want} not frozen: {inputs:?}");
+    }
+    // Hidden files are frozen too.
+    let manifest = doc["manifest"].as_array().unwrap();
+    assert!(manifest.iter().any(|l| {
+        l.as_str()
+            .unwrap()
+            .ends_with(" protocols/v0.4/tasks/icae/icae-go-02/hidden/oracle.toml")
+    }));
+}
+
+/// Uncomments the scaffold's `[signing]` example with `public_key = key`.
+fn name_signing_key(proj: &Path, key: &str) {
+    let p = proj.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&p).unwrap();
+    let (before, after) = text.split_once("# [signing]\n").unwrap();
+    let (example, rest) = after.split_once('\n').unwrap();
+    assert!(example.starts_with("# public_key = "), "{example}");
+    fs::write(
+        &p,
+        format!("{before}[signing]\npublic_key = \"{key}\"\n{rest}"),
+    )
+    .unwrap();
+}
+
+/// `eval keygen --out DIR/NAME` (outside the project); returns the printed public key.
+fn keygen(dir: &Path, name: &str) -> String {
+    let o = eval(dir, &["keygen", "--out", name]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn freeze_records_the_protocols_signing_key() {
+    let (tmp, proj) = init();
+    let public = keygen(tmp.path(), "demo.key");
+    assert!(public.starts_with("eval+"), "{public}");
+    name_signing_key(&proj, &public);
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(proj.join("runs/freezes/demo.json")).unwrap()).unwrap();
+    assert_eq!(doc["signing_public_key"], public.as_str());
+    let id_text = doc["identity_text"].as_str().unwrap();
+    assert!(
+        id_text.contains(&format!("\nsigning {public}\n")),
+        "{id_text}"
+    );
+    let o = eval(&proj, &["verify", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    // The private key went nowhere near the state directory or the output.
+    let secret = fs::read_to_string(tmp.path().join("demo.key")).unwrap();
+    let secret_b64 = secret.trim_end().rsplit_once('+').unwrap().1.to_owned();
+    assert!(!text(&o).contains(&secret_b64));
+    assert!(
+        !fs::read_to_string(proj.join("runs/freezes/demo.json"))
+            .unwrap()
+            .contains(&secret_b64)
+    );
+}
+
+#[test]
+fn a_malformed_signing_key_exits_2_naming_the_field_and_writes_nothing() {
+    let (_tmp, proj) = init();
+    name_signing_key(&proj, "eval+0000000+notbase64!");
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("protocols/demo/protocol.toml")
+            && text(&o).contains("signing.public_key"),
+        "{}",
+        text(&o)
+    );
+    assert!(!proj.join("runs").exists());
+}
+
+#[test]
+fn changing_the_signing_key_after_freezing_is_drift_and_refused() {
+    let (tmp, proj) = init();
+    let first = keygen(tmp.path(), "a.key");
+    let second = keygen(tmp.path(), "b.key");
+    assert_ne!(first, second);
+    name_signing_key(&proj, &first);
+    assert_eq!(code(&eval(&proj, &["freeze", "--protocol", "demo"])), 0);
+    let p = proj.join("protocols/demo/protocol.toml");
+    fs::write(&p, fs::read_to_string(&p).unwrap().replace(&first, &second)).unwrap();
+    let o = eval(&proj, &["verify", "--protocol", "demo"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(
+        text(&o).contains("protocols/demo/protocol.toml"),
+        "{}",
+        text(&o)
+    );
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("signing public key: frozen {first}, now {second}"))
+            && text(&o).contains("new protocol name"),
+        "{}",
+        text(&o)
+    );
+    let reg = fs::read_to_string(proj.join("runs/registry.jsonl")).unwrap();
+    assert_eq!(reg.lines().count(), 1);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(proj.join("runs/freezes/demo.json")).unwrap()).unwrap();
+    assert_eq!(doc["signing_public_key"], first.as_str());
+}
+
+#[test]
+fn freeze_refuses_a_runtime_metrics_path_outside_the_workspace() {
+    let (_tmp, proj) = init();
+    let def = proj.join("runtimes/fixture/runtime.toml");
+    let good = fs::read_to_string(&def).unwrap();
+    let bad = good.replace(
+        "metrics_path = \".eval-agent/metrics.json\"",
+        "metrics_path = \"../../etc/hostname\"",
+    );
+    assert_ne!(bad, good, "the scaffolded definition names a metrics_path");
+    fs::write(&def, bad).unwrap();
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("runtimes/fixture/runtime.toml"), "{out}");
+    assert!(out.contains("metrics_path"), "{out}");
+    assert!(out.contains("contains `..`"), "{out}");
+    // Nothing was frozen.
+    assert!(!proj.join("runs/freezes/demo.json").exists());
+}
+
+#[test]
+fn plan_refuses_an_oversized_matrix_with_exit_2_naming_the_field_and_limit() {
+    let (_tmp, proj) = init();
+    let file = proj.join("matrix/demo.toml");
+    let good = fs::read_to_string(&file).unwrap();
+    let bad = good.replacen("repetitions = 2", "repetitions = 3000000", 1);
+    assert_ne!(bad, good);
+    fs::write(&file, bad).unwrap();
+    let o = eval(&proj, &["plan", "--matrix", "demo"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("matrix/demo.toml"), "{out}");
+    assert!(out.contains("suites[0].repetitions"), "{out}");
+    assert!(out.contains("3000000 is above the limit of 10000"), "{out}");
+}

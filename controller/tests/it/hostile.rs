@@ -1,0 +1,699 @@
+//! The hostile-arm suite (issue 11): an arm whose harness is a busybox shell script acting as a
+//! hostile agent, run through the real `eval run` against a scripted upstream whose key the test
+//! knows, with a host canary file of random contents. Each test is one attack and asserts the
+//! secure result: no secret in any artifact, ledger entry, report or output; an agent-caused
+//! failure is an outcome (never an infrastructure fault, never rerun); the attestation cannot
+//! be flipped; a flooding agent does not change its sibling's outcome; budgets hold; the
+//! controller never hangs. Runs are serialised inside this binary (see `support::hostile`).
+
+use crate::support::hostile::*;
+use crate::support::*;
+use std::sync::{Arc, Mutex};
+
+/// The shared Docker policy: without an engine the test fails, unless `EVAL_SKIP_DOCKER=1`
+/// asks for a (printed, counted) skip.
+macro_rules! need_docker {
+    () => {
+        if !docker_available() {
+            return;
+        }
+        static_binaries();
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// 0. The control: the harness itself can pass, so a failure below is the attack's.
+
+#[test]
+fn a_well_behaved_script_completes_and_leaks_nothing() {
+    need_docker!();
+    let p = Project::new("okcall\nmetrics\nexit 0\n", &Cfg::default());
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "completed", "{o}");
+    assert_eq!(o["model_turns"], 1, "{o}");
+    assert_eq!(r.native_outcomes()[0]["outcome"], "completed");
+    p.assert_no_leak(&r, &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. What the agent leaves at `metrics_path`.
+
+/// Runs a script that replaces the metrics file, then makes one honest call and exits 0.
+fn metrics_attack(setup: &str) -> (Project, RunResult) {
+    let p = Project::new(
+        &format!("mkdir -p \"$W/.eval-agent\"\n{setup}\nokcall\nexit 0\n"),
+        &Cfg::default(),
+    );
+    let r = p.run();
+    (p, r)
+}
+
+#[test]
+fn metrics_link_to_proc_self_environ_stores_no_key() {
+    need_docker!();
+    let (p, r) = metrics_attack("ln -sf /proc/self/environ \"$W/.eval-agent/metrics.json\"");
+    r.assert_one_final_outcome();
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn metrics_link_to_a_host_file_stores_none_of_it() {
+    need_docker!();
+    let (p, r) = metrics_attack("ln -sf @CANARY@ \"$W/.eval-agent/metrics.json\"");
+    r.assert_one_final_outcome();
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn metrics_link_to_etc_shadow_stores_none_of_it() {
+    need_docker!();
+    let (p, r) = metrics_attack("ln -sf /etc/shadow \"$W/.eval-agent/metrics.json\"");
+    r.assert_one_final_outcome();
+    // Only checkable where the test can read the file itself (the controller runs as the
+    // same user).
+    let shadow = std::fs::read("/etc/shadow")
+        .ok()
+        .filter(|b| b.len() >= 16)
+        .map(|b| vec![("/etc/shadow".to_owned(), b)])
+        .unwrap_or_default();
+    p.assert_no_leak(&r, &shadow);
+}
+
+#[test]
+fn metrics_fifo_does_not_hang_the_controller() {
+    need_docker!();
+    // The hang guard in `run` fails the test if the controller blocks opening the FIFO.
+    let (p, r) = metrics_attack("mkfifo \"$W/.eval-agent/metrics.json\"");
+    r.assert_one_final_outcome();
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn metrics_link_to_dev_zero_does_not_exhaust_the_controller() {
+    need_docker!();
+    // Under the run's address-space limit a controller that reads without a cap fails its
+    // allocation instead of taking the machine's memory; either way its peak shows it.
+    let (p, r) = metrics_attack("ln -sf /dev/zero \"$W/.eval-agent/metrics.json\"");
+    r.assert_one_final_outcome();
+    assert!(
+        r.peak_rss_kb < 512 * 1024,
+        "the controller's resident memory peaked at {} MB",
+        r.peak_rss_kb / 1024
+    );
+    p.assert_no_leak(&r, &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. What the grader and the archive read from the workspace.
+
+#[test]
+fn workspace_links_to_host_files_reach_neither_the_grader_nor_the_archive() {
+    need_docker!();
+    // The fixture grader reads `src/part1.py` … `src/part5.py` (demo-simple-1's checks): links
+    // there point at the host canary and the controller's environment.
+    let p = Project::new(
+        r#"mkdir -p "$W/src" "$W/deep"
+ln -sf @CANARY@ "$W/src/part1.py"
+ln -sf /proc/self/environ "$W/src/part2.py"
+ln -sf @CANARY@ "$W/deep/canary"
+ln -sf /proc/self/environ "$W/environ"
+okcall
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert!(
+        artifact(&p.dir, &o, "workspace").is_some(),
+        "the workspace was not archived: {o}"
+    );
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn odd_workspace_entries_are_archived_and_never_rerun() {
+    need_docker!();
+    let p = Project::new(
+        r#"printf 'agent bytes\n' > "$W/$(printf 'bad\377name')"
+mkfifo "$W/fifo"
+call hostile:inspect > /dev/null
+okcall
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    // A Unix socket in the workspace: busybox cannot bind one, so the host binds it (into the
+    // attempt's workspace mount) while the agent waits on its `hostile:inspect` call.
+    let bound = Arc::new(Mutex::new(None::<std::os::unix::net::UnixListener>));
+    let dir = p.dir.clone();
+    let slot = bound.clone();
+    p.upstream.set_hook(Arc::new(move || {
+        let Some(ws) = hostile_mount(&dir, "/workspace") else {
+            return "no workspace".into();
+        };
+        match std::os::unix::net::UnixListener::bind(ws.join("agent.sock")) {
+            Ok(l) => {
+                *slot.lock().unwrap() = Some(l);
+                "bound".into()
+            }
+            Err(e) => format!("bind failed: {e}"),
+        }
+    }));
+    let r = p.run();
+    assert!(
+        bound.lock().unwrap().is_some(),
+        "the socket was never placed in the workspace: {}",
+        r.text
+    );
+    let o = r.assert_one_final_outcome();
+    assert!(
+        artifact(&p.dir, &o, "workspace").is_some(),
+        "the workspace was not archived: {o}"
+    );
+    p.assert_no_leak(&r, &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Failures the agent causes are outcomes.
+
+#[test]
+fn an_upstream_4xx_the_agent_caused_is_an_outcome_not_an_infra_fault() {
+    need_docker!();
+    let p = Project::new(
+        "call hostile:status:400 > /dev/null\nexit 1\n",
+        &Cfg::default(),
+    );
+    let r = p.run();
+    assert!(
+        p.upstream
+            .seen()
+            .iter()
+            .any(|s| s.authorized && s.body.windows(18).any(|w| w == b"hostile:status:400")),
+        "the in-contract request never reached the upstream: {}",
+        r.text
+    );
+    r.assert_one_final_outcome();
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn a_20_mb_clarifying_question_is_an_outcome_and_not_recorded_whole() {
+    need_docker!();
+    let cfg = Cfg {
+        model_oracle: true,
+        attempt_max_tokens: 1_000_000,
+        ..Cfg::default()
+    };
+    let p = Project::new(
+        r#"{ printf '{"question":"'; head -c 20000000 /dev/zero | tr '\0' q; printf '"}'; } > /tmp/q.json
+wget -q -O - --header 'Content-Type: application/json' --post-file /tmp/q.json "$CTL/clarify" > /dev/null
+rm -f /tmp/q.json
+okcall
+metrics
+exit 0
+"#,
+        &cfg,
+    );
+    let r = p.run();
+    r.assert_one_final_outcome();
+    let size = ledger_bytes(&p.dir);
+    assert!(
+        size < 2_000_000,
+        "the ledger grew to {size} bytes: the question was recorded whole"
+    );
+    for c in r.hostile("clarification") {
+        let q = c["question"].as_str().map_or(0, str::len);
+        assert!(
+            q < 100_000,
+            "a clarification entry holds {q} bytes of question"
+        );
+    }
+    p.assert_no_leak(&r, &[]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Attestation.
+
+#[test]
+fn a_second_attestation_from_the_harness_cannot_flip_the_verdict() {
+    need_docker!();
+    let p = Project::new(
+        r#"wget -q -O - --header 'Content-Type: application/json' --post-data '{"format":1,"paths":[{"path":"/opt/eval/profile.toml","digest":"sha256:0000"}]}' "$CTL/attest" > /dev/null
+wget -q -O - --header 'Content-Type: application/json' --post-data 'garbage' "$CTL/attest" > /dev/null
+okcall
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    let att = r.hostile("attestation");
+    assert_eq!(
+        att.len(),
+        1,
+        "the harness's attestations were recorded as attestations: {att:?}"
+    );
+    assert_eq!(att[0]["ok"], true, "{att:?}");
+    assert_eq!(o["outcome"], "completed", "{o}");
+    assert_eq!(o["model_turns"], 1, "{o}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Paths in the runtime definition.
+
+fn escaping_metrics_path_is_refused(metrics_path: &str) {
+    // A directory a clean-up that follows `metrics_path` out of the workspace would delete.
+    let cfg = Cfg {
+        metrics_path: metrics_path.to_owned(),
+        ..Cfg::default()
+    };
+    let p = Project::new("okcall\nexit 0\n", &cfg);
+    let sentinel = p.tmp.path().join("sentinel");
+    std::fs::create_dir_all(sentinel.join("inner")).unwrap();
+    std::fs::write(sentinel.join("inner/keep"), b"keep").unwrap();
+    let o = p.freeze();
+    let t = text(&o);
+    // Never run a definition like this (the clean-up of today's code could remove `/`).
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "freeze accepted {metrics_path:?}: {t}"
+    );
+    assert!(
+        t.contains("metrics_path"),
+        "the message names no field: {t}"
+    );
+    assert!(!p.dir.join("runs/freezes/demo.json").exists());
+    assert!(sentinel.join("inner/keep").exists());
+    assert!(p.canary_path.exists());
+}
+
+#[test]
+fn a_metrics_path_climbing_out_of_the_workspace_is_refused_at_freeze() {
+    need_docker!();
+    escaping_metrics_path_is_refused("../../../../etc/hostname");
+}
+
+#[test]
+fn an_absolute_metrics_path_is_refused_at_freeze() {
+    need_docker!();
+    escaping_metrics_path_is_refused("/etc/hostname");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Proxy limits.
+
+/// True once the ledger holds an outcome of an attempt of `arm` (read while the run writes).
+fn arm_has_ended(dir: &std::path::Path, arm: &str) -> bool {
+    let ledger = dir.join("runs/demo/ledger.sqlite");
+    ledger.exists()
+        && eval_evidence::ledger::LedgerReader::open(&ledger)
+            .and_then(|l| l.entries())
+            .map(|es| {
+                payloads(&es, "attempt_outcome")
+                    .iter()
+                    .any(|o| o["arm"] == arm)
+            })
+            .unwrap_or(false)
+}
+
+#[test]
+fn a_connection_flood_does_not_change_a_sibling_attempt() {
+    need_docker!();
+    let cfg = Cfg {
+        pids: 8192,
+        memory_mb: 2048,
+        timeout_seconds: 240,
+        ..Cfg::default()
+    };
+    // Opens 1,500 connections to the relay (more than the controller's 1,024 open files; the
+    // shim spends threads per connection, so the container's pid limit bounds the count) that
+    // never send a byte (each `nc` reads a FIFO nobody writes), says so in the workspace, and
+    // holds them until the test releases it.
+    let p = Project::new(
+        r#"mkfifo /tmp/hold
+exec 3<>/tmp/hold
+for i in $(seq 1500); do $BB nc 127.0.0.1 8080 <&3 >/dev/null 2>&1 & done
+last=0; still=0
+for i in $(seq 600); do
+  n=$(netstat -tn 2>/dev/null | grep -c ':8080 .*ESTABLISHED')
+  [ "${n:-0}" -ge 2000 ] && break
+  if [ "${n:-0}" -le "$last" ]; then still=$((still+1)); else still=0; fi
+  [ "$still" -ge 25 ] && break
+  last=${n:-0}
+  sleep 0.2
+done
+echo "$n" > "$W/flood-ready"
+while ! [ -e "$W/release" ]; do sleep 0.2; done
+exit 0
+"#,
+        &cfg,
+    );
+    // The sibling's first model call waits (in the upstream) until the flood is in place, so
+    // everything after it (its next calls, its archive, its grader) runs under the flood.
+    let dir = p.dir.clone();
+    let flooded = Arc::new(Mutex::new(None::<String>));
+    let seen_flood = flooded.clone();
+    p.upstream.set_gate(Arc::new(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(200);
+        while std::time::Instant::now() < deadline {
+            if let Some(ws) = hostile_mount(&dir, "/workspace")
+                && let Ok(s) = std::fs::read_to_string(ws.join("flood-ready"))
+            {
+                *seen_flood.lock().unwrap() = Some(s);
+                return;
+            }
+            // A flooder that died before it was ready will never be.
+            if arm_has_ended(&dir, "hostile") {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }));
+    // Releases the flooder once the sibling's outcome is in the ledger.
+    let dir = p.dir.clone();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    let releaser = std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let native_done = arm_has_ended(&dir, "native");
+            if native_done && let Some(ws) = hostile_mount(&dir, "/workspace") {
+                let _ = std::fs::write(ws.join("release"), b"go");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    });
+    let r = p.run();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    releaser.join().unwrap();
+    let ready = flooded.lock().unwrap().clone();
+    let log = r
+        .hostile_outcomes()
+        .first()
+        .and_then(|o| artifact(&p.dir, o, "agent_log"))
+        .unwrap_or_default();
+    assert!(
+        ready.is_some(),
+        "the flood never got in place before the sibling's first call: {}\nagent log: {}",
+        r.text,
+        String::from_utf8_lossy(&log)
+    );
+    let native = r.native_outcomes();
+    assert_eq!(
+        native.len(),
+        1,
+        "the sibling was faulted and rerun under the flood: {native:?}"
+    );
+    assert_eq!(
+        native[0]["outcome"],
+        "completed",
+        "the sibling's outcome changed under the flood ({} connections): {}",
+        ready.unwrap_or_default().trim(),
+        native[0]
+    );
+    assert!(native[0]["infra_fault"].is_null(), "{}", native[0]);
+    r.assert_one_final_outcome();
+    assert!(r.payloads("rerun").is_empty());
+}
+
+#[test]
+fn output_multipliers_never_exceed_the_token_budget() {
+    need_docker!();
+    let budget = 200_000;
+    let cfg = Cfg {
+        attempt_max_tokens: budget,
+        run_max_tokens: 2 * budget,
+        ..Cfg::default()
+    };
+    // The scripted upstream bills what each request asks for: `n`/`best_of` copies of the
+    // largest output limit, as a provider would.
+    let p = Project::new(
+        r#"call hostile:bill ',"n":700' > /dev/null
+call hostile:bill ',"best_of":50' > /dev/null
+call hostile:bill ',"max_completion_tokens":999999' > /dev/null
+exit 0
+"#,
+        &cfg,
+    );
+    let r = p.run();
+    r.assert_one_final_outcome();
+    let metered: u64 = r
+        .hostile("model_call")
+        .iter()
+        .map(|c| {
+            c["tokens"]["input"].as_u64().unwrap_or(0) + c["tokens"]["output"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    assert!(
+        metered <= budget,
+        "metered {metered} tokens, budget {budget}"
+    );
+    // The provider's own bill covers the sibling's calls too; the run budget binds it.
+    let billed = p.upstream.billed();
+    assert!(
+        billed <= budget,
+        "the upstream billed {billed} tokens against an attempt budget of {budget}"
+    );
+}
+
+#[test]
+fn a_models_listing_is_refused_or_recorded_before_it_reaches_the_upstream() {
+    need_docker!();
+    let p = Project::new(
+        "wget -q -O - \"$B/models\" > /dev/null\nokcall\nmetrics\nexit 0\n",
+        &Cfg::default(),
+    );
+    let r = p.run();
+    r.assert_one_final_outcome();
+    let seen = p.upstream.seen();
+    let listed = seen
+        .iter()
+        .filter(|s| s.method == "GET" && s.path.ends_with("/models"))
+        .count();
+    let started = r.hostile("model_call_started");
+    let started_listing = started
+        .iter()
+        .filter(|s| s["path"].as_str().is_some_and(|p| p.ends_with("/models")))
+        .count();
+    assert!(
+        listed <= started_listing,
+        "the upstream served {listed} model listing(s), the ledger recorded {started_listing} as started: {started:?}"
+    );
+    // Every hostile request the upstream saw was recorded as started first.
+    let hostile_seen = seen
+        .iter()
+        .filter(|s| {
+            (s.method == "GET" && s.path.ends_with("/models"))
+                || s.body.windows(8).any(|w| w == b"hostile:")
+        })
+        .count();
+    assert!(
+        hostile_seen <= started.len(),
+        "the upstream saw {hostile_seen} hostile requests, {} were recorded as started",
+        started.len()
+    );
+}
+
+#[test]
+fn unlisted_body_parameters_and_client_headers_never_reach_the_upstream() {
+    need_docker!();
+    let p = Project::new(
+        r#"call hostile:ok ',"logit_bias":{"50256":-100}' > /dev/null
+call hostile:ok ',"seed":7' > /dev/null
+call hostile:ok ',"max_completion_tokens":999999' > /dev/null
+wget -q -O - --header 'Content-Type: application/json' --header 'OpenAI-Organization: org-hostile' --header 'anthropic-beta: hostile-beta' --header 'X-HTTP-Method-Override: DELETE' --post-data "$(req hostile:headers '')" "$B/chat/completions" > /dev/null
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    r.assert_one_final_outcome();
+    for s in p.upstream.seen() {
+        let body = s.json();
+        for k in ["logit_bias", "seed", "max_completion_tokens"] {
+            assert!(
+                body.get(k).is_none(),
+                "the upstream received body parameter {k}: {body}"
+            );
+        }
+        for (h, v) in &s.headers {
+            assert!(
+                ![
+                    "openai-organization",
+                    "anthropic-beta",
+                    "x-http-method-override"
+                ]
+                .contains(&h.as_str()),
+                "the upstream received client header {h}: {v}"
+            );
+        }
+    }
+    let refused = r
+        .hostile("model_call")
+        .iter()
+        .filter(|c| c["result"] == "contract_violation")
+        .count();
+    assert!(
+        refused >= 3,
+        "{refused} of the 3 calls with unlisted parameters were refused: {:?}",
+        r.hostile("model_call")
+    );
+}
+
+#[test]
+fn clarification_spam_keeps_the_ledger_small() {
+    need_docker!();
+    // 1,000 questions of 4 kB each to a task without an oracle: every one is refused.
+    let p = Project::new(
+        r#"Q=$(head -c 4000 /dev/zero | tr '\0' q)
+for i in $(seq 1000); do
+  wget -q -O - --header 'Content-Type: application/json' --post-data "{\"question\":\"$i $Q\"}" "$CTL/clarify" > /dev/null 2>&1
+done
+okcall
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    r.assert_one_final_outcome();
+    let size = ledger_bytes(&p.dir);
+    assert!(
+        size < 2_000_000,
+        "1,000 refused 4 kB questions grew the ledger to {size} bytes"
+    );
+}
+
+#[test]
+fn a_key_the_upstream_reflects_in_any_encoding_never_reaches_the_agent() {
+    need_docker!();
+    let p = Project::new(
+        r#"call hostile:reflect > "$W/received.txt"
+cat "$W/received.txt"
+okcall
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    assert!(
+        p.upstream
+            .seen()
+            .iter()
+            .any(|s| s.authorized && s.body.windows(15).any(|w| w == b"hostile:reflect")),
+        "the reflecting request never reached the upstream: {}",
+        r.text
+    );
+    let o = r.assert_one_final_outcome();
+    // The archived workspace and the agent log hold what the agent received.
+    for name in ["workspace", "agent_log"] {
+        let bytes = artifact(&p.dir, &o, name).unwrap_or_else(|| panic!("no {name}: {o}"));
+        for (what, n) in p.secrets() {
+            assert!(!contains(&bytes, &n), "the agent's {name} holds the {what}");
+        }
+    }
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn attempt_sockets_are_private_to_their_attempt() {
+    need_docker!();
+    let p = Project::new(
+        r#"ls -la /run/eval > "$W/inside.txt"
+call hostile:inspect > /dev/null
+okcall
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    // While the attempt runs: the host directory behind /run/eval and what it holds.
+    let dir = p.dir.clone();
+    let found = Arc::new(Mutex::new(None::<(u32, u32, Vec<(String, u32)>)>));
+    let slot = found.clone();
+    p.upstream.set_hook(Arc::new(move || {
+        use std::os::unix::fs::MetadataExt;
+        let Some(mut host) = hostile_mount(&dir, "/run/eval") else {
+            return "no socket mount".into();
+        };
+        // A socket mounted on its own: judge the directory that holds it on the host.
+        if !host.is_dir() {
+            host.pop();
+        }
+        let Ok(m) = std::fs::metadata(&host) else {
+            return "no socket dir".into();
+        };
+        let entries = std::fs::read_dir(&host)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| {
+                        let m = std::fs::symlink_metadata(e.path()).ok()?;
+                        Some((e.file_name().to_string_lossy().into_owned(), m.mode()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        *slot.lock().unwrap() = Some((m.mode(), m.uid(), entries));
+        "inspected".into()
+    }));
+    let r = p.run();
+    r.assert_one_final_outcome();
+    let (mode, uid, entries) = found
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_else(|| panic!("the socket directory was never inspected: {}", r.text));
+    assert_eq!(
+        mode & 0o077,
+        0,
+        "the host socket directory has mode {:o}",
+        mode & 0o7777
+    );
+    let me = std::fs::metadata(p.tmp.path()).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid()
+    });
+    assert!(
+        me.is_ok_and(|me| me == uid) || uid == 65532,
+        "the socket directory is owned by uid {uid}"
+    );
+    assert_eq!(
+        entries.len(),
+        1,
+        "the attempt sees other sockets: {entries:?}"
+    );
+    for (name, m) in &entries {
+        assert_eq!(m & 0o007, 0, "socket {name} has mode {:o}", m & 0o7777);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Matrix bounds.
+
+#[test]
+fn a_huge_repetition_count_is_refused_by_plan() {
+    let p = Project::new("exit 0\n", &Cfg::default());
+    replace_in(
+        &p.dir.join("matrix/demo.toml"),
+        "repetitions = 1",
+        "repetitions = 3000000",
+    );
+    // Under an address-space limit: today's code would otherwise take ~19 GB.
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2000000; exec \"$0\" \"$@\"")
+        .arg(eval_bin())
+        .args(["plan", "--matrix", "demo"])
+        .current_dir(&p.dir)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("repetitions"), "the message names no field: {t}");
+}

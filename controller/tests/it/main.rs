@@ -1,0 +1,30 @@
+//! The integration tests of `controller`, linked as one binary (see "Test layout" in
+//! ARCHITECTURE.md): one module per behaviour, shared set-up in `support`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+mod support;
+
+mod architecture;
+mod custody;
+mod dsh_harness;
+mod dsh_simple;
+mod exit_status;
+mod freeze_cli;
+mod hostile;
+mod import_v04;
+mod ledger_cli;
+mod output_cli;
+mod real_harness;
+mod run_admission;
+mod run_e2e;
+mod run_integrity;
+mod run_resume;
+mod signing_cli;
+mod stats_cli;
+mod thin_arms;

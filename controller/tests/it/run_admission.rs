@@ -1,0 +1,142 @@
+//! Admission: each reason `eval run` refuses to start, through the binary (exit 3, saying why,
+//! nothing written). The driver-digest rule is tested in `run::admission` (one binary cannot
+//! be two drivers).
+
+use crate::support::*;
+
+fn frozen_demo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (tmp, dir) = demo_project();
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    (tmp, dir)
+}
+
+fn refused(dir: &std::path::Path, args: &[&str], says: &[&str]) {
+    let o = eval(dir, args);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    for s in says {
+        assert!(t.contains(s), "expected {s:?} in: {t}");
+    }
+}
+
+const FIXTURE: &[&str] = &["run", "--matrix", "demo", "--upstream", "fixture"];
+
+#[test]
+fn refuses_a_protocol_that_is_not_frozen() {
+    let (_tmp, dir) = demo_project();
+    refused(
+        &dir,
+        FIXTURE,
+        &["is not frozen", "eval freeze --protocol demo"],
+    );
+    assert!(!dir.join("runs/demo/ledger.sqlite").exists());
+}
+
+#[test]
+fn refuses_drift_naming_the_path() {
+    let (_tmp, dir) = frozen_demo();
+    edit(
+        &dir.join("protocols/demo/tasks/simple/demo-simple-1/prompt.md"),
+        |s| s + "\none more line\n",
+    );
+    refused(&dir, FIXTURE, &["drifted", "demo-simple-1/prompt.md"]);
+    assert!(!dir.join("runs/demo/ledger.sqlite").exists());
+}
+
+#[test]
+fn refuses_a_retired_identity() {
+    let (_tmp, dir) = frozen_demo();
+    let o = eval(
+        &dir,
+        &["retire", "--protocol", "demo", "--reason", "gate failed"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    refused(&dir, FIXTURE, &["retired"]);
+}
+
+#[test]
+fn refuses_a_ledger_that_does_not_verify() {
+    let (_tmp, dir) = frozen_demo();
+    let ledger = dir.join("runs/demo/ledger.sqlite");
+    std::fs::create_dir_all(ledger.parent().unwrap()).unwrap();
+    for text_ in ["one", "two"] {
+        let o = eval(
+            &dir,
+            &["ledger", "note", ledger.to_str().unwrap(), "--text", text_],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    // Edit a stored payload behind SQLite's back (as an editor of the file could).
+    let conn = rusqlite::Connection::open(&ledger).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER entries_no_update; UPDATE entries SET payload = CAST('{\"text\":\"TWO\"}' AS BLOB) WHERE seq = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    refused(&dir, FIXTURE, &["does not verify", "seq 2"]);
+}
+
+#[test]
+fn refuses_a_paid_run_without_a_key() {
+    let (_tmp, dir) = frozen_demo();
+    refused(
+        &dir,
+        &[
+            "run",
+            "--matrix",
+            "demo",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+        ],
+        &["no API key", "--api-key-env"],
+    );
+    // An empty variable is no key either.
+    let o = std::process::Command::new(eval_bin())
+        .args([
+            "run",
+            "--matrix",
+            "demo",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--api-key-env",
+            "EVAL_TEST_EMPTY_KEY",
+        ])
+        .env("EVAL_TEST_EMPTY_KEY", "")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(!dir.join("runs/demo/ledger.sqlite").exists());
+}
+
+#[test]
+fn a_paid_v04_run_refuses_because_the_router_gate_has_not_passed() {
+    let state = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    let s = state.path().to_str().unwrap();
+    let o = eval(&root, &["freeze", "--protocol", "v0.4", "--state", s]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = std::process::Command::new(eval_bin())
+        .args([
+            "run",
+            "--matrix",
+            "v0.4",
+            "--state",
+            s,
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--api-key-env",
+            "EVAL_TEST_PAID_KEY",
+        ])
+        .env("EVAL_TEST_PAID_KEY", "sk-test-never-used")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("precondition"), "{t}");
+    assert!(t.contains("has not passed"), "{t}");
+    assert!(!t.contains("sk-test-never-used"), "the key leaked: {t}");
+    assert!(!state.path().join("v0.4/ledger.sqlite").exists());
+}

@@ -1,0 +1,17 @@
+//! The integration tests of `evidence`, linked as one binary (see "Test layout" in
+//! ARCHITECTURE.md): one module per behaviour, shared set-up in `support`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+mod support;
+
+mod gates;
+mod ledger;
+mod report_html;
+mod signing;
+mod stats;

@@ -1,0 +1,568 @@
+//! Freeze, verify, retire and the registry, on a copy of the `eval init` template (protocol
+//! `demo`) in a temporary project.
+
+use eval_core::Digest;
+use eval_protocols::protocol::Arm;
+use eval_protocols::{
+    FreezeOutcome, Project, ProtocolError, Registry, RetireOutcome, freeze, record_report, retire,
+    unmet_preconditions, verify,
+};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::support::*;
+
+fn do_freeze(f: &Fixture) -> Result<FreezeOutcome, ProtocolError> {
+    freeze(&Project::open(&f.root), "demo", &f.state, DRIVER, &images)
+}
+
+#[test]
+fn the_repositorys_v04_protocol_loads_and_validates() {
+    let l = Project::open(repo()).load("v0.4").unwrap();
+    assert_eq!(l.tasks.len(), 15);
+    assert_eq!(l.protocol.arms.len(), 7);
+    assert_eq!(l.protocol.models["agent"].model, "deepseek-v4-flash");
+    assert_eq!(l.protocol.budgets.attempt.wall_seconds, 3600);
+    assert_eq!(l.protocol.reruns.codes.len(), 6);
+    assert_eq!(l.protocol.preconditions[0].protocol, "router");
+    let rules: usize = l.protocol.gates.iter().map(|g| g.rules.len()).sum();
+    assert_eq!(rules, 5 + 7 + 6 + 7);
+}
+
+#[test]
+fn freeze_is_idempotent_and_the_registry_verifies() {
+    let f = fixture();
+    let first = do_freeze(&f).unwrap();
+    assert!(matches!(first, FreezeOutcome::Frozen { .. }));
+    let file = f.state.join("freezes/demo.json");
+    let bytes = fs::read(&file).unwrap();
+    let again = do_freeze(&f).unwrap();
+    assert!(matches!(again, FreezeOutcome::AlreadyFrozen { .. }));
+    assert_eq!(identity(&first), identity(&again));
+    assert_eq!(
+        fs::read(&file).unwrap(),
+        bytes,
+        "a no-op freeze rewrote the file"
+    );
+    let reg = Registry::open(&f.state).unwrap();
+    assert_eq!(reg.entries.len(), 1);
+    assert_eq!(reg.frozen_identity("demo"), Some(identity(&first)));
+    // The identity is SHA-256 of the identity text stored in the freeze file.
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let text = doc["identity_text"].as_str().unwrap();
+    assert_eq!(Digest::of(text.as_bytes()), identity(&first));
+    assert!(text.contains(&format!("driver {DRIVER}")));
+    // Grouped by role.
+    for role in [
+        "protocol", "matrix", "tasks", "runtimes", "profiles", "packages",
+    ] {
+        assert!(
+            doc["roles"][role].as_array().is_some_and(|a| !a.is_empty()),
+            "{role}"
+        );
+    }
+    assert_eq!(doc["roles"]["tasks"].as_array().unwrap().len(), 15);
+    let v = verify(&Project::open(&f.root), "demo", &f.state, DRIVER, &images).unwrap();
+    assert!(v.clean(), "{:?}", v.drift);
+}
+
+#[test]
+fn a_different_driver_changes_the_identity_and_is_refused() {
+    let f = fixture();
+    do_freeze(&f).unwrap();
+    let e = freeze(
+        &Project::open(&f.root),
+        "demo",
+        &f.state,
+        Digest([8; 32]),
+        &images,
+    )
+    .unwrap_err();
+    assert!(e.is_integrity(), "{e}");
+    assert!(e.to_string().contains("driver"), "{e}");
+}
+
+#[test]
+fn freeze_is_refused_when_any_one_input_byte_changed() {
+    let f = fixture();
+    do_freeze(&f).unwrap();
+    let files = [
+        "protocols/demo/protocol.toml",
+        "matrix/demo.toml",
+        "protocols/demo/tasks/simple/demo-simple-4/prompt.md",
+        "protocols/demo/tasks/icae/demo-icae-2/hidden/oracle.toml",
+        "protocols/demo/tasks/evocode/demo-evocode-3/workspace/src/stage1.py",
+        "protocols/demo/arms/v0.4-lattice/profile.toml",
+        "protocols/demo/arms/v0.3-always/package/index.js",
+        "runtimes/fixture/runtime.toml",
+    ];
+    for rel in files {
+        let p = f.root.join(rel);
+        let orig = fs::read(&p).unwrap();
+        let mut changed = orig.clone();
+        // Flip one byte inside a comment/string so the file still parses.
+        let i = changed.iter().position(|b| *b == b'e').unwrap();
+        changed[i] = b'E';
+        fs::write(&p, &changed).unwrap();
+        let e = do_freeze(&f).unwrap_err();
+        assert!(e.is_integrity(), "{rel}: {e}");
+        assert!(e.to_string().contains(rel), "{rel}: {e}");
+        assert!(e.to_string().contains("new protocol name"), "{e}");
+        let v = verify(&Project::open(&f.root), "demo", &f.state, DRIVER, &images).unwrap();
+        assert_eq!(v.drift.len(), 1, "{rel}: {:?}", v.drift);
+        assert_eq!(v.drift[0].path, rel);
+        assert_eq!(v.drift[0].change, "modified");
+        fs::write(&p, &orig).unwrap();
+    }
+    assert!(matches!(
+        do_freeze(&f).unwrap(),
+        FreezeOutcome::AlreadyFrozen { .. }
+    ));
+    assert_eq!(Registry::open(&f.state).unwrap().entries.len(), 1);
+}
+
+#[test]
+fn verify_names_missing_added_and_mode_changes() {
+    let f = fixture();
+    do_freeze(&f).unwrap();
+    let t = f.root.join("protocols/demo/tasks/simple/demo-simple-1");
+    fs::remove_file(t.join("hidden/checks.toml")).unwrap();
+    fs::write(t.join("workspace/extra.txt"), b"new").unwrap();
+    fs::set_permissions(t.join("prompt.md"), fs::Permissions::from_mode(0o755)).unwrap();
+    let v = verify(&Project::open(&f.root), "demo", &f.state, DRIVER, &images).unwrap();
+    let got: Vec<(String, String)> = v
+        .drift
+        .iter()
+        .map(|d| (d.change.clone(), d.path.clone()))
+        .collect();
+    let base = "protocols/demo/tasks/simple/demo-simple-1";
+    assert_eq!(
+        got,
+        [
+            ("missing".to_string(), format!("{base}/hidden/checks.toml")),
+            ("modified".to_string(), format!("{base}/prompt.md")),
+            ("added".to_string(), format!("{base}/workspace/extra.txt")),
+        ]
+    );
+    // A different binary is reported, but it is not drift of the inputs.
+    fs::remove_file(t.join("workspace/extra.txt")).unwrap();
+    fs::write(
+        t.join("hidden/checks.toml"),
+        fs::read(repo().join(
+            "protocols/init-template/protocols/demo/tasks/simple/demo-simple-1/hidden/checks.toml",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    fs::set_permissions(t.join("prompt.md"), fs::Permissions::from_mode(0o644)).unwrap();
+    let v = verify(
+        &Project::open(&f.root),
+        "demo",
+        &f.state,
+        Digest([9; 32]),
+        &images,
+    )
+    .unwrap();
+    assert!(v.clean() && !v.driver_matches());
+}
+
+#[test]
+fn registry_chain_detects_edits_and_freeze_file_tampering() {
+    let f = fixture();
+    do_freeze(&f).unwrap();
+    retire("demo", &f.state, "testing").unwrap();
+    let reg_path = f.state.join("registry.jsonl");
+    let orig = fs::read_to_string(&reg_path).unwrap();
+    assert_eq!(orig.lines().count(), 2);
+    let edited = orig.replacen("testing", "tasting", 1);
+    fs::write(&reg_path, &edited).unwrap();
+    let e = Registry::open(&f.state).unwrap_err();
+    assert!(e.is_integrity(), "{e}");
+    assert!(do_freeze(&f).unwrap_err().is_integrity());
+    // Dropping the retire line leaves a valid (shorter) chain: that is why heads are recorded.
+    fs::write(&reg_path, orig.lines().next().unwrap().to_owned() + "\n").unwrap();
+    Registry::open(&f.state).unwrap();
+    fs::write(&reg_path, &orig).unwrap();
+
+    // A hand-edited freeze file no longer matches the digest the registry recorded.
+    let ff = f.state.join("freezes/demo.json");
+    let text = fs::read_to_string(&ff).unwrap();
+    fs::write(&ff, text.replacen("demo-simple-1", "demo-simple-9", 1)).unwrap();
+    let e = verify(&Project::open(&f.root), "demo", &f.state, DRIVER, &images).unwrap_err();
+    assert!(
+        e.is_integrity() && e.to_string().contains("modified"),
+        "{e}"
+    );
+}
+
+#[test]
+fn retired_identities_are_refused_and_stay_retired() {
+    let f = fixture();
+    let e = retire("demo", &f.state, "never frozen").unwrap_err();
+    assert!(
+        !e.is_integrity() && e.to_string().contains("not frozen"),
+        "{e}"
+    );
+    do_freeze(&f).unwrap();
+    assert!(matches!(
+        retire("demo", &f.state, "failed its gate").unwrap(),
+        RetireOutcome::Retired { .. }
+    ));
+    assert!(matches!(
+        retire("demo", &f.state, "again").unwrap(),
+        RetireOutcome::AlreadyRetired { reason, .. } if reason == "failed its gate"
+    ));
+    let e = do_freeze(&f).unwrap_err();
+    assert!(e.is_integrity() && e.to_string().contains("retired"), "{e}");
+    let reg = Registry::open(&f.state).unwrap();
+    assert!(reg.is_retired("demo"));
+    assert_eq!(reg.entries.len(), 2);
+    // Its freeze file stays.
+    assert!(f.state.join("freezes/demo.json").exists());
+}
+
+#[test]
+fn preconditions_need_a_passed_report_of_the_named_identity() {
+    let f = fixture();
+    // Make `demo` depend on a `router` protocol: a second copy of the demo named router.
+    let p = f.root.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&p).unwrap();
+    fs::write(
+        &p,
+        text.replacen(
+            "# Release gates: all must pass.",
+            "[[preconditions]]\nprotocol = \"router\"\nreason = \"router gate\"\n\n# Release gates: all must pass.",
+            1,
+        ),
+    )
+    .unwrap();
+    let proj = Project::open(&f.root);
+    let demo = proj.load("demo").unwrap();
+    let reg = Registry::open(&f.state).unwrap();
+    let unmet = unmet_preconditions(&reg, &demo.protocol);
+    assert_eq!(unmet.len(), 1);
+    assert!(unmet[0].reason.contains("not frozen"), "{:?}", unmet);
+
+    // Freeze a `router` protocol (a renamed copy of the demo with its own matrix).
+    copy_dir(
+        &f.root.join("protocols/demo"),
+        &f.root.join("protocols/router"),
+    );
+    let rp = f.root.join("protocols/router/protocol.toml");
+    let rt = fs::read_to_string(&rp)
+        .unwrap()
+        .replacen("name = \"demo\"", "name = \"router\"", 1)
+        .replacen("matrix = \"demo\"", "matrix = \"router\"", 1)
+        .replace(
+            "[[preconditions]]\nprotocol = \"router\"\nreason = \"router gate\"\n",
+            "",
+        );
+    fs::write(&rp, rt).unwrap();
+    let mt = fs::read_to_string(f.root.join("matrix/demo.toml"))
+        .unwrap()
+        .replacen("name = \"demo\"", "name = \"router\"", 1)
+        .replacen("protocol = \"demo\"", "protocol = \"router\"", 1);
+    fs::write(f.root.join("matrix/router.toml"), mt).unwrap();
+    let router = match freeze(&proj, "router", &f.state, DRIVER, &images).unwrap() {
+        FreezeOutcome::Frozen { identity, .. } => identity,
+        o => panic!("{o:?}"),
+    };
+    let reg = Registry::open(&f.state).unwrap();
+    assert!(
+        unmet_preconditions(&reg, &demo.protocol)[0]
+            .reason
+            .contains("no passed report")
+    );
+
+    // A failed report does not satisfy it; a passed one does.
+    let report = |allowed: bool| serde_json::json!({"identity": router.to_string(), "release_allowed": allowed, "report_digest": Digest::of(b"r").to_string()});
+    record_report(&f.state, &report(false)).unwrap();
+    let reg = Registry::open(&f.state).unwrap();
+    assert!(!reg.has_passed(&router));
+    assert_eq!(unmet_preconditions(&reg, &demo.protocol).len(), 1);
+    record_report(&f.state, &report(true)).unwrap();
+    let reg = Registry::open(&f.state).unwrap();
+    assert!(reg.has_passed(&router));
+    assert!(unmet_preconditions(&reg, &demo.protocol).is_empty());
+    // Reports for unknown identities are refused.
+    let bogus =
+        serde_json::json!({"identity": Digest::of(b"x").to_string(), "release_allowed": true});
+    assert!(record_report(&f.state, &bogus).is_err());
+    // A retired precondition identity no longer counts.
+    retire("router", &f.state, "superseded").unwrap();
+    let reg = Registry::open(&f.state).unwrap();
+    assert!(
+        unmet_preconditions(&reg, &demo.protocol)[0]
+            .reason
+            .contains("retired")
+    );
+}
+
+#[test]
+fn a_git_directory_in_a_workspace_is_refused_unless_declared() {
+    let f = fixture();
+    let t = f.root.join("protocols/demo/tasks/simple/demo-simple-2");
+    fs::create_dir_all(t.join("workspace/.git")).unwrap();
+    fs::write(t.join("workspace/.git/HEAD"), b"ref: refs/heads/main\n").unwrap();
+    let e = do_freeze(&f).unwrap_err();
+    assert!(!e.is_integrity(), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("workspace_git") && msg.contains("demo-simple-2/workspace/.git"),
+        "{msg}"
+    );
+    assert!(!f.state.exists(), "something was written");
+    let toml = t.join("task.toml");
+    let text = fs::read_to_string(&toml).unwrap();
+    fs::write(
+        &toml,
+        text.replacen(
+            "stand_in = true",
+            "stand_in = true\nworkspace_git = true",
+            1,
+        ),
+    )
+    .unwrap();
+    do_freeze(&f).unwrap();
+}
+
+/// Each bad input: a clear message naming file and field, not an integrity failure, and nothing
+/// written to the state directory.
+#[test]
+fn bad_input_names_file_and_field_and_writes_nothing() {
+    type Edit = fn(&Path);
+    fn replace(root: &Path, rel: &str, from: &str, to: &str) {
+        let p = root.join(rel);
+        let t = fs::read_to_string(&p).unwrap();
+        assert!(t.contains(from), "{rel} lacks {from:?}");
+        fs::write(&p, t.replacen(from, to, 1)).unwrap();
+    }
+    const P: &str = "protocols/demo/protocol.toml";
+    const M: &str = "matrix/demo.toml";
+    let cases: Vec<(&str, Edit, &[&str])> = vec![
+        (
+            "malformed toml",
+            |r| replace(r, P, "schema = 1", "schema = = 1"),
+            &[P],
+        ),
+        (
+            "unknown field",
+            |r| replace(r, P, "schema = 1", "schema = 1\nshcema = 2"),
+            &[P, "shcema"],
+        ),
+        (
+            "unknown gate field",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "id = \"score_noninferiority\"",
+                    "id = \"score_noninferiority\"\nthreshhold = 3",
+                )
+            },
+            &[P, "threshhold"],
+        ),
+        (
+            "missing bundle",
+            |r| fs::remove_dir_all(r.join("protocols/demo/tasks/icae/demo-icae-5")).unwrap(),
+            &[M, "suites[1].tasks", "demo-icae-5"],
+        ),
+        (
+            "missing workspace",
+            |r| {
+                fs::remove_dir_all(r.join("protocols/demo/tasks/icae/demo-icae-5/workspace"))
+                    .unwrap()
+            },
+            &[M, "suites[1].tasks", "workspace"],
+        ),
+        (
+            "escaping path",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "profile = \"protocols/demo/arms/native/profile.toml\"",
+                    "profile = \"../../etc/passwd\"",
+                )
+            },
+            &[P, "arms[0].profile", "escapes"],
+        ),
+        (
+            "undefined arm",
+            |r| {
+                replace(
+                    r,
+                    M,
+                    "arms = [\"native\", \"v0.3-always\", \"v0.4-auto\"]",
+                    "arms = [\"native\", \"v0.3-always\", \"v0.4-auto\", \"ghost\"]",
+                )
+            },
+            &[M, "suites[0].arms", "ghost"],
+        ),
+        (
+            "unknown metric",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "metric = \"hidden_score\"\nop = \">=\"\nthreshold = 15",
+                    "metric = \"hiden_score\"\nop = \">=\"\nthreshold = 15",
+                )
+            },
+            &[P, "gates[2]", "hiden_score"],
+        ),
+        (
+            "unknown statistic",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "statistic = \"pair_diff_mean\"",
+                    "statistic = \"pair_diff_mode\"",
+                )
+            },
+            &[P, "pair_diff_mode"],
+        ),
+        (
+            "duplicate task id",
+            |r| replace(r, M, "\"demo-simple-2\",", "\"demo-simple-1\","),
+            &[M, "suites[0].tasks", "demo-simple-1"],
+        ),
+        (
+            "task id mismatch",
+            |r| {
+                replace(
+                    r,
+                    "protocols/demo/tasks/simple/demo-simple-3/task.toml",
+                    "id = \"demo-simple-3\"",
+                    "id = \"demo-simple-33\"",
+                )
+            },
+            &["demo-simple-3/task.toml", "id"],
+        ),
+        (
+            "link escaping a bundle",
+            |r| {
+                std::os::unix::fs::symlink(
+                    "../../../../../../../etc/passwd",
+                    r.join("protocols/demo/tasks/simple/demo-simple-3/workspace/pw"),
+                )
+                .unwrap()
+            },
+            &["demo-simple-3/workspace/pw", "escapes"],
+        ),
+        (
+            "name mismatch",
+            |r| replace(r, P, "name = \"demo\"", "name = \"demo2\""),
+            &[P, "name"],
+        ),
+        (
+            "missing agent contract",
+            |r| replace(r, P, "[models.agent]", "[models.agant]"),
+            &[P, "models"],
+        ),
+        (
+            "credential header in the allow-list",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "allowed_headers = [\"accept\",",
+                    "allowed_headers = [\"Authorization\", \"accept\",",
+                )
+            },
+            &[
+                P,
+                "models.agent.allowed_headers",
+                "Authorization",
+                "never forwards",
+            ],
+        ),
+        (
+            "parameter listed twice",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "allowed_params = [\"model\",",
+                    "allowed_params = [\"temperature\", \"model\",",
+                )
+            },
+            &[P, "models.agent.allowed_params", "temperature", "twice"],
+        ),
+        (
+            "negative cache-write price",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "cached_input_usd_per_mtok = 0.07",
+                    "cached_input_usd_per_mtok = 0.07\ncache_write_usd_per_mtok = -1.0",
+                )
+            },
+            &[P, "budgets.prices[0]"],
+        ),
+        (
+            "metric not emitted",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "metrics = [\"score\", \"model_turns\"",
+                    "metrics = [\"scores\", \"model_turns\"",
+                )
+            },
+            &[P, "suites.simple.metrics", "scores"],
+        ),
+        (
+            "bad method",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "method = \"v04-percentile\"\nreport_methods",
+                    "method = \"bootstrap\"\nreport_methods",
+                )
+            },
+            &[P, "statistics.method"],
+        ),
+    ];
+    for (name, edit, needles) in cases {
+        let f = fixture();
+        edit(&f.root);
+        let e = do_freeze(&f).unwrap_err();
+        let msg = e.to_string();
+        assert!(!e.is_integrity(), "{name}: {msg}");
+        for n in needles {
+            assert!(msg.contains(n), "{name}: message lacks {n:?}: {msg}");
+        }
+        assert!(!f.state.exists(), "{name}: something was written");
+    }
+}
+
+/// A well-chained `retire` whose payload does not parse must not read as "not retired" (the
+/// identity would be runnable again): the registry refuses to open, as an integrity failure.
+#[test]
+fn a_registry_entry_that_does_not_parse_is_refused_not_skipped() {
+    let f = fixture();
+    do_freeze(&f).unwrap();
+    assert!(!Registry::open(&f.state).unwrap().is_retired("demo"));
+    let retire_without_identity = eval_evidence::ledger::NewEntry::new(
+        "retire",
+        &serde_json::json!({"v": 1, "name": "demo", "reason": "r"}),
+    )
+    .unwrap();
+    eval_evidence::ledger::append_jsonl(
+        &f.state.join("registry.jsonl"),
+        vec![retire_without_identity],
+    )
+    .unwrap();
+    let e = Registry::open(&f.state).unwrap_err();
+    assert!(e.is_integrity(), "{e}");
+    let shown = e.to_string();
+    assert!(
+        shown.contains("registry.jsonl") && shown.contains("seq 2") && shown.contains("retire"),
+        "{shown}"
+    );
+}

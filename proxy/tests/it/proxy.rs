@@ -1,0 +1,1222 @@
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::support::*;
+use eval_proxy::*;
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+fn records_for<'a>(recs: &'a [CallRecord], attempt: &str) -> Vec<&'a CallRecord> {
+    recs.iter()
+        .filter(|r| r.attempt_id.as_deref() == Some(attempt))
+        .collect()
+}
+
+async fn settle_records(sink: &MemorySink, n: usize) -> Vec<CallRecord> {
+    for _ in 0..400 {
+        let r = sink.records();
+        if r.len() >= n {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sink.records()
+}
+
+#[tokio::test]
+async fn the_key_is_injected_and_never_leaks() {
+    let up = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let meter_path = dir.path().join("meter.jsonl");
+    let transcripts = dir.path().join("transcripts");
+    std::fs::create_dir(&transcripts).unwrap();
+    let jsonl: Arc<dyn RecordSink> = Arc::new(JsonlSink::open(&meter_path).unwrap());
+    let mut cfg = config(&up, ApiKind::OpenAiChat, jsonl);
+    cfg.transcript_dir = Some(transcripts.clone());
+    cfg.admin_listen = Some("127.0.0.1:0".parse().unwrap());
+    assert!(!format!("{cfg:?}").contains(KEY));
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let sock = dir.path().join("a1/proxy.sock");
+    proxy
+        .register_attempt(spec(
+            "a1",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+
+    let mut replies = vec![];
+    for script in [
+        "openai-json",
+        "echo-key-json",
+        "echo-key-stream",
+        "auth-401",
+        "openai-stream",
+    ] {
+        let stream = script.contains("stream");
+        let r = post(&sock, script, &chat("hello", stream)).await;
+        replies.push((script, r));
+    }
+    let seen = up.seen();
+    assert_eq!(seen.len(), 5);
+    for s in &seen {
+        assert_eq!(
+            s.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert!(
+            !s.headers.iter().any(|(_, v)| v.contains("client-own-key")),
+            "client credential forwarded"
+        );
+        assert_eq!(s.header("accept-encoding"), Some("identity"));
+    }
+    for (script, r) in &replies {
+        assert!(!contains(&r.body, KEY), "{script}: key in body");
+        assert!(
+            !r.headers.iter().any(|(_, v)| contains(v.as_bytes(), KEY)),
+            "{script}: key in header"
+        );
+    }
+    let echoed = &replies[1].1;
+    assert_eq!(echoed.status, 200);
+    assert!(
+        echoed.text().contains("you sent Bearer [REDACTED]"),
+        "{}",
+        echoed.text()
+    );
+    let streamed = &replies[2].1;
+    assert!(
+        streamed.text().contains("key=Bearer [REDACTED]!"),
+        "{}",
+        streamed.text()
+    );
+    let denied = &replies[3].1;
+    assert_eq!(denied.status, 502);
+    assert!(
+        !denied.text().contains("bad key"),
+        "upstream 401 body reached the client"
+    );
+    assert_eq!(denied.json()["error"]["code"], "upstream_auth_error");
+
+    let admin = proxy.admin_addr().unwrap();
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        // Stream records are written when the upstream stream ends, just after the client's last byte.
+        metrics = reqwest::get(format!("http://{admin}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains("outcome=\"ok\"} 3") && metrics.contains("outcome=\"unmetered\"} 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(metrics.contains("eval_proxy_requests_total{attempt=\"a1\",arm=\"native\",role=\"agent\",outcome=\"ok\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("eval_proxy_latency_ms_count{attempt=\"a1\",arm=\"native\"} 5"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(KEY));
+    proxy.shutdown(Duration::from_secs(5)).await;
+    assert!(!sock.exists(), "socket left behind");
+
+    let files = read_tree(dir.path());
+    assert!(
+        files.len() >= 6,
+        "expected records and transcripts, got {}",
+        files.len()
+    );
+    for (name, bytes) in &files {
+        assert!(!contains(bytes, KEY), "key found in {name}");
+    }
+    let lines = std::fs::read_to_string(&meter_path).unwrap();
+    let recs: Vec<CallRecord> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 5);
+    assert!(
+        recs.iter()
+            .any(|r| r.changes.contains(&Change::RedactedKey { count: 1 }))
+    );
+    assert!(
+        recs.iter()
+            .all(|r| r.changes.contains(&Change::DroppedHeader {
+                name: "authorization".into()
+            }))
+    );
+    let transcript_names: Vec<_> = std::fs::read_dir(&transcripts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let digest = recs[0].request_digest.clone().unwrap();
+    assert!(transcript_names.contains(&digest.trim_start_matches("sha256:").to_owned()));
+}
+
+#[tokio::test]
+async fn token_counts_equal_the_upstream_usage() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    proxy
+        .register_attempt(spec(
+            "u1",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+
+    let r = post(&sock, "openai-json", &chat("usage:120:33", false)).await;
+    assert_eq!(r.status, 200);
+    let r = post(&sock, "deepseek-json", &chat("x", false)).await;
+    assert_eq!(r.status, 200);
+    // Streaming without asking for usage: the proxy asks, meters, and hides the usage chunk.
+    let r = post(&sock, "openai-stream", &chat("usage:200:50", true)).await;
+    assert_eq!(r.status, 200);
+    assert!(
+        !r.text().contains("\"usage\""),
+        "usage chunk reached a client that did not ask: {}",
+        r.text()
+    );
+    assert!(r.text().contains("data: [DONE]"));
+    // Asking for it: the chunk is passed on.
+    let mut body = chat("usage:300:60", true);
+    body["stream_options"] = json!({"include_usage": true});
+    let r = post(&sock, "openai-stream-crlf", &body).await;
+    assert!(r.text().contains("\"usage\""), "{}", r.text());
+
+    let recs = settle_records(&sink, 4).await;
+    let u: Vec<&Usage> = recs
+        .iter()
+        .map(|r| r.usage.as_ref().expect("metered"))
+        .collect();
+    assert_eq!(
+        (
+            u[0].input_tokens,
+            u[0].output_tokens,
+            u[0].cached_input_tokens,
+            u[0].reasoning_tokens
+        ),
+        (120, 33, 3, 2)
+    );
+    assert_eq!(
+        (
+            u[1].input_tokens,
+            u[1].output_tokens,
+            u[1].cached_input_tokens,
+            u[1].cache_miss_tokens,
+            u[1].reasoning_tokens
+        ),
+        (100, 40, 64, Some(36), 25)
+    );
+    assert_eq!(
+        (
+            u[2].input_tokens,
+            u[2].output_tokens,
+            u[2].cached_input_tokens,
+            u[2].reasoning_tokens
+        ),
+        (200, 50, 5, 4)
+    );
+    assert_eq!((u[3].input_tokens, u[3].output_tokens), (300, 60));
+    assert_eq!(u[1].raw["prompt_cache_hit_tokens"], 64);
+    assert!(recs[2].changes.contains(&Change::AddedStreamUsage));
+    assert!(recs[2].changes.contains(&Change::HidUsageChunk));
+    assert!(!recs[3].changes.contains(&Change::AddedStreamUsage));
+    assert_eq!(
+        recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
+    assert!(
+        recs.iter()
+            .all(|r| r.ttfb_ms.is_some() && r.response_digest.is_some())
+    );
+    let m = proxy.close_attempt("u1").unwrap();
+    let a = &m.roles[&Role::Agent];
+    assert_eq!(
+        (a.calls, a.turns, a.input_tokens, a.output_tokens),
+        (4, 4, 720, 183)
+    );
+    assert_eq!(a.reasoning_tokens, 2 + 25 + 4 + 4);
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn anthropic_usage_is_read_and_message_delta_replaced() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::AnthropicMessages, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    proxy
+        .register_attempt(spec(
+            "an",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let body =
+        json!({"model": MODEL, "max_tokens": 100, "messages":[{"role":"user","content":"hi"}]});
+    for (script, stream) in [("anthropic-json", false), ("anthropic-stream", true)] {
+        let mut b = body.clone();
+        b["stream"] = Value::Bool(stream);
+        let r = unix_call(
+            &sock,
+            "POST",
+            "/v1/messages",
+            &[
+                ("x-test-script", script),
+                ("x-api-key", "client-own-key"),
+                ("anthropic-version", "2023-06-01"),
+            ],
+            b.to_string(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    // OpenAI paths are not served by an Anthropic proxy.
+    let r = unix_call(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        chat("x", false).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["type"], "error");
+    let seen = up.seen();
+    assert!(
+        seen.iter()
+            .all(|s| s.header("x-api-key") == Some(KEY) && s.header("authorization").is_none())
+    );
+    assert!(
+        seen.iter()
+            .all(|s| s.header("anthropic-version") == Some("2023-06-01"))
+    );
+    let recs = settle_records(&sink, 3).await;
+    let u0 = recs[0].usage.as_ref().unwrap();
+    assert_eq!(
+        (
+            u0.input_tokens,
+            u0.output_tokens,
+            u0.cached_input_tokens,
+            u0.cache_creation_tokens
+        ),
+        (21 + 50 + 8, 9, 50, 8)
+    );
+    let u1 = recs[1].usage.as_ref().unwrap();
+    // 15 is cumulative; 1 + 10 + 15 would be the summing bug.
+    assert_eq!(
+        (
+            u1.input_tokens,
+            u1.output_tokens,
+            u1.cached_input_tokens,
+            u1.cache_creation_tokens
+        ),
+        (46, 15, 12, 4)
+    );
+    assert_eq!(recs[2].outcome, Outcome::BadRequest);
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn streams_are_forwarded_chunk_by_chunk() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    proxy
+        .register_attempt(spec(
+            "st",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    for hide in [true, false] {
+        up.state.chunk2_sent.store(false, Ordering::SeqCst);
+        let mut body = chat("usage:5:6", true);
+        if !hide {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        let resp = unix_send(
+            &sock,
+            "POST",
+            "/v1/chat/completions",
+            &[("x-test-script", "slow-stream")],
+            body.to_string(),
+        )
+        .await;
+        assert_eq!(resp.status(), 200);
+        let mut body = resp.into_body();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("first"));
+        assert!(
+            !up.state.chunk2_sent.load(Ordering::SeqCst),
+            "chunk 1 arrived only after chunk 2 was sent: the proxy buffers"
+        );
+        up.state.go_on.notify_one();
+        let rest = body.collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&rest).contains("second"));
+    }
+    let recs = settle_records(&sink, 2).await;
+    assert!(
+        recs.iter()
+            .all(|r| r.usage.as_ref().map(|u| u.total_tokens()) == Some(11))
+    );
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_early_is_still_metered() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    proxy
+        .register_attempt(spec(
+            "dc",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "slow-stream")],
+        chat("usage:40:2", true).to_string(),
+    )
+    .await;
+    let mut body = resp.into_body();
+    let _ = body.frame().await.unwrap().unwrap();
+    drop(body);
+    up.state.go_on.notify_one();
+    let recs = settle_records(&sink, 1).await;
+    assert_eq!(recs.len(), 1);
+    assert!(recs[0].client_disconnected);
+    assert_eq!(recs[0].usage.as_ref().unwrap().input_tokens, 40);
+    assert_eq!(recs[0].outcome, Outcome::Ok);
+    // A stream that ends without usage is recorded as unmetered, and counted at its reservation.
+    let r = post(&sock, "stream-no-usage", &chat("x", true)).await;
+    assert_eq!(r.status, 200);
+    let recs = settle_records(&sink, 2).await;
+    assert_eq!(recs[1].outcome, Outcome::Unmetered);
+    assert!(recs[1].usage.is_none());
+    let m = proxy.close_attempt("dc").unwrap();
+    assert_eq!(m.roles[&Role::Agent].unmetered_calls, 1);
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn refusals_have_the_right_status_body_and_record() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.max_body_bytes = 4096;
+    cfg.timeouts.first_byte = Duration::from_millis(800);
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let mut contract = Contract::v04(MODEL);
+    contract.session_header = Some("x-eval-session".into());
+    proxy
+        .register_attempt(spec(
+            "rf",
+            Listen::Unix(sock.clone()),
+            contract,
+            Budget {
+                max_requests: Some(2),
+                ..Budget::default()
+            },
+        ))
+        .await
+        .unwrap();
+    let good = json!({"model": MODEL, "messages":[{"role":"user","content":"usage:1:1"}], "temperature": 0, "max_tokens": 32768, "stream": true});
+    let sess = "session-rf";
+    let call = |body: Value, session: &'static str, script: &'static str| {
+        let sock = sock.clone();
+        async move {
+            unix_call(
+                &sock,
+                "POST",
+                "/v1/chat/completions",
+                &[("x-eval-session", session), ("x-test-script", script)],
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let expect = |r: &crate::support::Reply, status: u16, code: &str| {
+        assert_eq!(r.status, status, "{}", r.text());
+        assert_eq!(r.json()["error"]["code"], code, "{}", r.text());
+        assert!(r.json()["error"]["message"].as_str().unwrap().len() > 10);
+    };
+    let mut expected = vec![];
+
+    let r = call(good.clone(), sess, "openai-stream").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    expected.push(Outcome::Ok);
+    let mut wrong_model = good.clone();
+    wrong_model["model"] = json!("deepseek-v4-flash-2");
+    expect(
+        &call(wrong_model, sess, "openai-stream").await,
+        403,
+        "contract_violation",
+    );
+    expected.push(Outcome::ContractViolation);
+    let mut warm = good.clone();
+    warm["temperature"] = json!(0.2);
+    let r = call(warm, sess, "openai-stream").await;
+    expect(&r, 403, "contract_violation");
+    assert_eq!(r.headers.get("x-should-retry").unwrap(), "false");
+    expected.push(Outcome::ContractViolation);
+    let mut no_stream = good.clone();
+    no_stream["stream"] = json!(false);
+    expect(
+        &call(no_stream, sess, "openai-json").await,
+        403,
+        "contract_violation",
+    );
+    expected.push(Outcome::ContractViolation);
+    // A session id that merely starts with the right one is not the right one.
+    expect(
+        &call(good.clone(), "session-rf-other", "openai-stream").await,
+        403,
+        "contract_violation",
+    );
+    expected.push(Outcome::ContractViolation);
+    expect(
+        &call(good.clone(), "session-r", "openai-stream").await,
+        403,
+        "contract_violation",
+    );
+    expected.push(Outcome::ContractViolation);
+    // Malformed JSON, duplicate members, oversize body.
+    let r = unix_call(&sock, "POST", "/v1/chat/completions", &[], "{\"model\": ").await;
+    expect(&r, 400, "invalid_json");
+    expected.push(Outcome::BadRequest);
+    let r = unix_call(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        "{\"model\":\"a\",\"model\":\"b\"}",
+    )
+    .await;
+    expect(&r, 400, "invalid_json");
+    expected.push(Outcome::BadRequest);
+    let big = format!("{{\"model\":\"{MODEL}\",\"pad\":\"{}\"}}", "x".repeat(5000));
+    expect(
+        &unix_call(&sock, "POST", "/v1/chat/completions", &[], big).await,
+        413,
+        "request_too_large",
+    );
+    expected.push(Outcome::BadRequest);
+    // Wrong method and unknown path.
+    expect(
+        &unix_call(&sock, "GET", "/v1/chat/completions", &[], "").await,
+        405,
+        "bad_request",
+    );
+    expected.push(Outcome::BadRequest);
+    expect(
+        &unix_call(&sock, "POST", "/v1/embeddings", &[], "{}").await,
+        404,
+        "bad_request",
+    );
+    expected.push(Outcome::BadRequest);
+    // Upstream hang (first-byte timeout), 500, garbage.
+    let t = std::time::Instant::now();
+    expect(
+        &call(good.clone(), sess, "hang").await,
+        504,
+        "upstream_timeout",
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    expected.push(Outcome::UpstreamError);
+    // The request budget (2) is spent by ok + hang; the 500 and garbage calls get a fresh attempt.
+    expect(
+        &call(good.clone(), sess, "error-500").await,
+        429,
+        "budget_exhausted",
+    );
+    expected.push(Outcome::BudgetExhausted);
+    let recs = settle_records(&sink, expected.len()).await;
+    assert_eq!(recs.iter().map(|r| r.outcome).collect::<Vec<_>>(), expected);
+    assert!(
+        recs.iter()
+            .all(|r| r.detail.as_deref().is_none_or(|d| !d.contains(KEY)))
+    );
+    let m = proxy.close_attempt("rf").unwrap();
+    let a = &m.roles[&Role::Agent];
+    assert_eq!(
+        (
+            a.contract_violations,
+            a.budget_exhaustions,
+            a.calls,
+            a.turns
+        ),
+        (5, 1, 2, 1)
+    );
+    // A closed attempt's socket is gone.
+    assert!(tokio::net::UnixStream::connect(&sock).await.is_err());
+
+    let sock2 = dir.path().join("s2.sock");
+    proxy
+        .register_attempt(spec(
+            "rf2",
+            Listen::Unix(sock2.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let r = post(&sock2, "error-500", &chat("x", false)).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["error"]["message"], "internal trouble");
+    let r = post(&sock2, "garbage", &chat("x", false)).await;
+    expect(&r, 502, "upstream_error");
+    // Unknown token on TCP.
+    let reg = proxy
+        .register_attempt(spec(
+            "tok",
+            Listen::Token,
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let addr = reg.tcp_addr.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let r = client
+        .post(&url)
+        .bearer_auth("evp-not-a-token")
+        .header("x-test-script", "openai-json")
+        .body(chat("x", false).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = client
+        .post(&url)
+        .header("x-test-script", "openai-json")
+        .body(chat("x", false).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let token = reg.token.clone().unwrap();
+    assert!(!format!("{reg:?}").contains(&token));
+    let r = client
+        .post(&url)
+        .header("x-api-key", &token)
+        .header("x-test-script", "openai-json")
+        .body(chat("x", false).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let recs = settle_records(&sink, expected.len() + 5).await;
+    let tail: Vec<Outcome> = recs[expected.len()..].iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        tail,
+        vec![
+            Outcome::UpstreamError,
+            Outcome::UpstreamError,
+            Outcome::UnknownAttempt,
+            Outcome::UnknownAttempt,
+            Outcome::Ok
+        ]
+    );
+    // The token is not forwarded upstream.
+    assert!(
+        up.seen()
+            .iter()
+            .all(|s| !s.headers.iter().any(|(_, v)| v.contains(&token)))
+    );
+    proxy.close_attempt("tok").unwrap();
+    let r = client
+        .post(&url)
+        .bearer_auth(&token)
+        .body(chat("x", false).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "a closed attempt's token still works");
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_streams_over_twenty_attempts_are_metered_exactly() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut socks = vec![];
+    for a in 0..20 {
+        let sock = dir.path().join(format!("att{a}/p.sock"));
+        proxy
+            .register_attempt(spec(
+                &format!("att{a}"),
+                Listen::Unix(sock.clone()),
+                Contract::model_only(MODEL),
+                Budget::default(),
+            ))
+            .await
+            .unwrap();
+        socks.push(sock);
+    }
+    let mut tasks = vec![];
+    for a in 0..20u64 {
+        for c in 0..10u64 {
+            let sock = socks[a as usize].clone();
+            tasks.push(tokio::spawn(async move {
+                let marker = format!("m{a}x{c}|usage:{}:{}", 1000 * a + c, c + 1);
+                let r = post(&sock, "openai-stream", &chat(&marker, true)).await;
+                assert_eq!(r.status, 200);
+                assert!(
+                    r.text().contains(&format!("Helm{a}x{c}|")),
+                    "cross-talk: {}",
+                    r.text()
+                );
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let recs = settle_records(&sink, 200).await;
+    assert_eq!(recs.len(), 200);
+    for a in 0..20u64 {
+        let id = format!("att{a}");
+        let mine = records_for(&recs, &id);
+        assert_eq!(mine.len(), 10);
+        let mut seqs: Vec<u64> = mine.iter().map(|r| r.seq).collect();
+        seqs.sort();
+        assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+        let input: u64 = mine
+            .iter()
+            .map(|r| r.usage.as_ref().unwrap().input_tokens)
+            .sum();
+        let output: u64 = mine
+            .iter()
+            .map(|r| r.usage.as_ref().unwrap().output_tokens)
+            .sum();
+        assert_eq!(input, (0..10).map(|c| 1000 * a + c).sum::<u64>());
+        assert_eq!(output, (0..10).map(|c| c + 1).sum::<u64>());
+        let m = proxy.close_attempt(&id).unwrap();
+        assert_eq!(m.roles[&Role::Agent].input_tokens, input);
+        assert_eq!(m.roles[&Role::Agent].turns, 10);
+    }
+    let (run_tokens, _) = proxy.run_usage();
+    assert_eq!(
+        run_tokens,
+        (0..20u64)
+            .map(|a| (0..10).map(|c| 1000 * a + c + c + 1).sum::<u64>())
+            .sum::<u64>()
+    );
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    // The run's spend limit admits ten worst cases: each call reserves its body bytes + 1000.
+    let body = json!({"model": MODEL, "messages":[{"role":"user","content":"usage:400:600"}], "max_tokens": 1000});
+    let reserve = body.to_string().len() as u64 + 1000;
+    cfg.prices.models.insert(
+        MODEL.into(),
+        Price {
+            model: MODEL.into(),
+            input_usd_per_mtok: 1.0,
+            cached_input_usd_per_mtok: Some(0.1),
+            cache_write_usd_per_mtok: Some(1.0),
+            output_usd_per_mtok: 1.0,
+        },
+    );
+    cfg.run_budget.max_spend_usd = Some(10.0 * reserve as f64 / 1e6 + 1e-9);
+    // Fifty connections at once on one socket: above the default per-attempt cap.
+    cfg.listener.max_connections = 64;
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("b.sock");
+    let budget = Budget {
+        max_tokens: Some(10 * reserve),
+        ..Budget::default()
+    };
+    proxy
+        .register_attempt(spec(
+            "bud",
+            Listen::Unix(sock.clone()),
+            allowing(Contract::model_only(MODEL), &["max_tokens"]),
+            budget,
+        ))
+        .await
+        .unwrap();
+    let mut tasks = vec![];
+    for _ in 0..50 {
+        let sock = sock.clone();
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            post(&sock, "delay-json", &body).await.status
+        }));
+    }
+    let mut statuses = vec![];
+    for t in tasks {
+        statuses.push(t.await.unwrap());
+    }
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!(ok + refused, 50);
+    assert_eq!(ok, 10, "statuses: {statuses:?}");
+    let recs = settle_records(&sink, 50).await;
+    let spent: u64 = recs
+        .iter()
+        .filter_map(|r| r.usage.as_ref())
+        .map(|u| u.total_tokens())
+        .sum();
+    assert!(spent <= 10 * reserve);
+    assert_eq!(spent, 10 * 1000);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r.outcome == Outcome::BudgetExhausted)
+            .count(),
+        40
+    );
+    assert_eq!(
+        up.seen().len(),
+        10,
+        "the upstream saw more calls than the budget admits"
+    );
+    let (_, spend) = proxy.run_usage();
+    assert!((spend - 10.0 * 1000.0 / 1e6).abs() < 1e-9, "{spend}");
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn parameters_reach_the_upstream_byte_for_byte() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("p.sock");
+    proxy
+        .register_attempt(spec(
+            "pb",
+            Listen::Unix(sock.clone()),
+            allowing(
+                Contract::model_only(MODEL),
+                &[
+                    "temperature",
+                    "max_tokens",
+                    "reasoning_effort",
+                    "tools",
+                    "seed",
+                ],
+            ),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let raw = format!(
+        "{{ \"temperature\" : 0.70,\n  \"model\":\"{MODEL}\", \"max_tokens\": 1e3, \"reasoning_effort\":\"high\",\n  \"tools\":[{{\"type\":\"function\",\"function\":{{\"name\":\"f\",\"parameters\":{{\"z\":1,\"a\":2}}}}}}],\n  \"messages\":[{{\"role\":\"user\",\"content\":\"caf\\u00e9 \u{1F600}\"}}], \"seed\": 12345678901234567890 }}  "
+    );
+    let r = unix_call(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "openai-json")],
+        raw.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let streamed = raw.replacen("\"max_tokens\"", "\"stream\": true, \"max_tokens\"", 1);
+    let r = unix_call(
+        &sock,
+        "POST",
+        "/chat/completions",
+        &[("x-test-script", "openai-stream")],
+        streamed.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = up.seen();
+    assert_eq!(
+        seen[0].body,
+        raw.as_bytes(),
+        "non-streaming body was rewritten"
+    );
+    let close = streamed.rfind('}').unwrap();
+    let expected = format!(
+        "{},\"stream_options\":{{\"include_usage\":true}}{}",
+        &streamed[..close],
+        &streamed[close..]
+    );
+    assert_eq!(std::str::from_utf8(&seen[1].body).unwrap(), expected);
+    assert_eq!(seen[1].path, "/chat/completions");
+    let recs = settle_records(&sink, 2).await;
+    assert_eq!(
+        recs[0].changes,
+        vec![
+            Change::InjectedCredential {
+                header: "authorization".into()
+            },
+            Change::AcceptEncodingIdentity
+        ]
+    );
+    assert!(recs[1].changes.contains(&Change::AddedStreamUsage));
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+struct Plane;
+
+impl ControlPlane for Plane {
+    fn handle<'a>(
+        &'a self,
+        attempt_id: &'a str,
+        path: &'a str,
+        body: bytes::Bytes,
+    ) -> ControlFuture<'a> {
+        Box::pin(async move {
+            (
+                http::StatusCode::OK,
+                json!({"attempt": attempt_id, "path": path, "len": body.len()}),
+            )
+        })
+    }
+}
+
+#[tokio::test]
+async fn control_paths_and_oracle_calls() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.control = Some(Arc::new(Plane));
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("c.sock");
+    let mut s = spec(
+        "ctl",
+        Listen::Unix(sock.clone()),
+        Contract::model_only(MODEL),
+        Budget::default(),
+    );
+    s.roles.insert(
+        Role::Oracle,
+        RoleSpec {
+            contract: Contract::model_only(MODEL),
+            budget: Budget {
+                max_requests: Some(1),
+                ..Budget::default()
+            },
+        },
+    );
+    proxy.register_attempt(s).await.unwrap();
+    let r = unix_call(&sock, "POST", "/_eval/attest", &[], "{\"x\":1}").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json(),
+        json!({"attempt":"ctl","path":"/_eval/attest","len":7})
+    );
+    assert!(up.seen().is_empty(), "a control request went upstream");
+    let mut h = http::HeaderMap::new();
+    h.insert("x-test-script", "openai-json".parse().unwrap());
+    h.insert("authorization", "Bearer whatever".parse().unwrap());
+    let reply = proxy
+        .oracle_call(
+            "ctl",
+            h.clone(),
+            chat("usage:9:4", false).to_string().into(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.refused_by_proxy, None, "a forwarded call");
+    let reply = proxy
+        .oracle_call("ctl", h, chat("usage:9:4", false).to_string().into())
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 429);
+    // The same status an overloaded upstream sends, but the proxy's own refusal: the
+    // controller must be able to tell (an agent's question over budget is never an outage).
+    assert_eq!(
+        reply.refused_by_proxy,
+        Some(eval_proxy::Outcome::BudgetExhausted)
+    );
+    let m = proxy.close_attempt("ctl").unwrap();
+    assert_eq!(m.roles[&Role::Oracle].turns, 1);
+    assert_eq!(m.roles[&Role::Oracle].budget_exhaustions, 1);
+    assert_eq!(m.roles[&Role::Agent].calls, 0);
+    let recs = settle_records(&sink, 2).await;
+    assert_eq!(
+        recs.len(),
+        2,
+        "control requests must not be recorded as model calls"
+    );
+    assert!(recs.iter().all(|r| r.role == Role::Oracle));
+    assert_eq!(
+        up.seen()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn sockets_are_usable_by_other_users_and_models_are_listed() {
+    use std::os::unix::fs::PermissionsExt;
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("new-dir/m.sock");
+    proxy
+        .register_attempt(spec(
+            "md",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o666
+    );
+    assert_eq!(
+        std::fs::metadata(sock.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o755
+    );
+    let r = unix_call(
+        &sock,
+        "GET",
+        "/v1/models",
+        &[("x-test-script", "models")],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["data"][0]["id"], MODEL);
+    assert!(
+        proxy
+            .register_attempt(spec(
+                "md",
+                Listen::Unix(dir.path().join("x.sock")),
+                Contract::model_only(MODEL),
+                Budget::default()
+            ))
+            .await
+            .is_err()
+    );
+    let m = proxy.close_attempt("md").unwrap();
+    assert_eq!(m.roles[&Role::Agent].turns, 0);
+    let _ = futures_util::stream::iter([1]).next().await;
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_stalled_stream_and_a_spent_wall_clock_are_refused_and_recorded() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.timeouts.idle = Duration::from_millis(300);
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("w.sock");
+    proxy
+        .register_attempt(spec(
+            "stall",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "slow-stream")],
+        chat("usage:3:3", true).to_string(),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    // The upstream sends one event and then goes quiet for longer than the idle timeout.
+    let got = resp.into_body().collect().await;
+    assert!(
+        got.is_err(),
+        "a stalled stream must end as a broken transfer, not a clean end"
+    );
+    let recs = settle_records(&sink, 1).await;
+    assert_eq!(recs[0].outcome, Outcome::UpstreamError);
+    assert!(
+        recs[0].detail.as_deref().unwrap().contains("idle"),
+        "{:?}",
+        recs[0].detail
+    );
+    assert!(recs[0].usage.is_none());
+
+    let sock2 = dir.path().join("w2.sock");
+    let budget = Budget {
+        max_wall_time: Some(Duration::from_millis(100)),
+        ..Budget::default()
+    };
+    proxy
+        .register_attempt(spec(
+            "wall",
+            Listen::Unix(sock2.clone()),
+            Contract::model_only(MODEL),
+            budget,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        post(&sock2, "openai-json", &chat("x", false)).await.status,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let r = post(&sock2, "openai-json", &chat("x", false)).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.json()["error"]["code"], "budget_exhausted");
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wall-time")
+    );
+    up.state.go_on.notify_waiters();
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A sink that holds every call's start until the test releases it (or refuses it), so the test
+/// can see whether the proxy waits for a durable start before forwarding.
+struct GatedSink {
+    inner: Arc<MemorySink>,
+    gate: tokio::sync::Semaphore,
+    refuse: std::sync::atomic::AtomicBool,
+    starts: std::sync::Mutex<Vec<CallStarted>>,
+}
+
+impl RecordSink for GatedSink {
+    fn record(&self, record: &CallRecord) -> Result<(), RecordError> {
+        self.inner.record(record)
+    }
+
+    fn call_started<'a>(&'a self, started: &'a CallStarted) -> StartFuture<'a> {
+        Box::pin(async move {
+            self.starts.lock().unwrap().push(started.clone());
+            let _permit = self.gate.acquire().await.unwrap();
+            if self.refuse.load(Ordering::SeqCst) {
+                return Err(RecordError("disk full".into()));
+            }
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_call_is_forwarded_only_after_its_start_is_recorded() {
+    let up = upstream().await;
+    let sink = Arc::new(GatedSink {
+        inner: crate::support::sink(),
+        gate: tokio::sync::Semaphore::new(0),
+        refuse: false.into(),
+        starts: Default::default(),
+    });
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    proxy
+        .register_attempt(spec(
+            "started",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let call = tokio::spawn({
+        let sock = sock.clone();
+        async move { post(&sock, "openai-json", &chat("hi", false)).await }
+    });
+    // The start is announced, but nothing reaches the upstream while the sink holds it.
+    for _ in 0..200 {
+        if !sink.starts.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        up.seen().len(),
+        0,
+        "forwarded before the start was recorded"
+    );
+    {
+        let starts = sink.starts.lock().unwrap();
+        assert_eq!(starts.len(), 1);
+        assert_eq!(starts[0].attempt_id, "started");
+        assert_eq!(starts[0].seq, 1);
+        assert!(starts[0].reserved_tokens > 0);
+    }
+    sink.gate.add_permits(1);
+    let r = call.await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(up.seen().len(), 1);
+
+    // A sink that cannot record the start refuses the call: nothing is forwarded or spent.
+    sink.refuse.store(true, Ordering::SeqCst);
+    sink.gate.add_permits(1);
+    let r = post(&sock, "openai-json", &chat("again", false)).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(
+        up.seen().len(),
+        1,
+        "a call whose start was not recorded reached the upstream"
+    );
+    let recs = settle_records(&sink.inner, 2).await;
+    assert_eq!(recs.last().unwrap().outcome, Outcome::NotRecorded);
+    assert!(!r.text().contains(KEY));
+}
