@@ -31,8 +31,8 @@ const HANG_GUARD_SECS: u64 = 1800;
 const V04_PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
 
 /// The repository's runtime files: the test runs exactly what the importer writes.
-const RUNTIME_TOML: &str = include_str!("../../runtimes/dsh/runtime.toml");
-const PROFILE_PATCH: &str = include_str!("../../runtimes/dsh/profile.patch.yml");
+const RUNTIME_TOML: &str = include_str!("../../../runtimes/dsh/runtime.toml");
+const PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
 
 fn random_hex(n: usize) -> String {
     let mut buf = vec![0u8; n];

@@ -26,7 +26,7 @@ const PACKAGES: [&str; 2] = [
 ];
 
 fn upstream() -> PathBuf {
-    v04_upstream()
+    crate::support::v04_upstream()
 }
 
 /// An image id that is well-formed but names nothing (enough for everything but freeze and run).
