@@ -3,3 +3,10 @@
 //! This crate owns plain data and its text forms (parse, display, canonical JSON). It must never
 //! depend on another workspace crate, do I/O, spawn tasks, or know about Docker, HTTP or SQLite:
 //! it is the leaf every arrow of the code map ends in, and the static shim links it too.
+
+pub mod attempt;
+pub mod fault;
+pub mod name;
+pub mod outcome;
+pub mod phase;
+pub mod tokens;
