@@ -11,6 +11,7 @@
 mod common;
 
 use common::*;
+use eval_core::outcome::Outcome;
 use eval_evidence::gates::evaluate::evaluate_gate;
 use eval_evidence::gates::{ArmRole, Gate, Op, Rule, Statistic, Verdict};
 use eval_evidence::report::*;

@@ -2,15 +2,8 @@
 
 use crate::order::{chacha8_fisher_yates, mulberry32_fisher_yates};
 use crate::schema::{Matrix, Order};
+use eval_core::phase::Phase;
 use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// Run first, in the declared order, excluded from statistics.
-    Infrastructure,
-    Statistical,
-}
 
 /// One slot of a schedule. A slot may take several attempts (reruns); its id is stable.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,8 +4,9 @@ use crate::cli::RunArgs;
 use crate::exit::{CmdResult, Failure, Status};
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
-use crate::run::events::{self, AttemptOutcome, Phase, RunStarted, SlotRecord, UpstreamRecord};
+use crate::run::events::{self, AttemptOutcome, RunStarted, SlotRecord, UpstreamRecord};
 use crate::run::replay::{RunState, StatusSummary};
+use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use eval_protocols::{Loaded, Project, Registry};
 use std::io::IsTerminal as _;
@@ -137,10 +138,7 @@ pub fn slot_records(loaded: &Loaded) -> Vec<SlotRecord> {
         .into_iter()
         .map(|s| SlotRecord {
             id: s.id,
-            phase: match s.phase {
-                eval_matrix::Phase::Infrastructure => Phase::Infrastructure,
-                eval_matrix::Phase::Statistical => Phase::Statistical,
-            },
+            phase: s.phase,
             suite: s.suite,
             task: s.task,
             arm: s.arm,

@@ -5,6 +5,8 @@
 //! `schema` = [`SCHEMA`]; replay refuses a newer one. Times are RFC 3339 UTC inside the payload
 //! (the entry's `recorded_at` is not hashed).
 
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -36,13 +38,6 @@ pub const INTERRUPTED_BEFORE_MODEL_CALL: &str = "interrupted_before_model_call";
 /// The attempt id: `<slot>#<n>`, `n` counting from 1 within the slot.
 pub fn attempt_id(slot: &str, number: u32) -> String {
     format!("{slot}#{number}")
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Infrastructure,
-    Statistical,
 }
 
 /// One slot of the expanded schedule, as recorded in `run_started` (so `eval status` and the
@@ -214,35 +209,6 @@ pub struct AttemptNote {
     pub schema: u32,
     pub attempt: String,
     pub notes: Vec<String>,
-}
-
-/// The outcome of an attempt. Exactly one per attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Completed,
-    AgentError,
-    Timeout,
-    BudgetExhausted,
-    ContractViolation,
-    AccountingMismatch,
-    Interrupted,
-    InfraFault,
-}
-
-impl Outcome {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::AgentError => "agent_error",
-            Outcome::Timeout => "timeout",
-            Outcome::BudgetExhausted => "budget_exhausted",
-            Outcome::ContractViolation => "contract_violation",
-            Outcome::AccountingMismatch => "accounting_mismatch",
-            Outcome::Interrupted => "interrupted",
-            Outcome::InfraFault => "infra_fault",
-        }
-    }
 }
 
 /// Digests of what the attempt left behind, all in the artifact store.

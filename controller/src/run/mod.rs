@@ -17,8 +17,9 @@ pub mod replay;
 pub mod report_data;
 pub mod runner;
 
+use eval_core::outcome::Outcome;
 use eval_evidence::ledger::{Digest, Entry, LedgerError, LedgerWriter, NewEntry};
-use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, Outcome, SlotRecord, Tokens};
+use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord, Tokens};
 use replay::{ReplayError, RunState, StatusSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -60,7 +61,7 @@ impl AttemptSpec {
         Self {
             slot: SlotRecord {
                 id: slot.to_owned(),
-                phase: events::Phase::Statistical,
+                phase: eval_core::phase::Phase::Statistical,
                 suite: String::new(),
                 task: String::new(),
                 arm: String::new(),

@@ -3,9 +3,9 @@
 //!
 //! Pure functions over [`Entry`] values: no I/O, unit-tested without a ledger file.
 
-use super::events::{
-    self, AttemptOutcome, AttemptStarted, Outcome, Phase, RunStarted, SlotRecord, Tokens,
-};
+use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord, Tokens};
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 use eval_evidence::ledger::Entry;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,11 +2,12 @@
 //! statistical slots in schedule order, up to `concurrency` attempts at once, rerunning by rule.
 
 use super::events::{
-    self, AttemptOutcome, AttemptStarted, Outcome, Phase, Rerun, RunFinished, RunStarted,
-    SlotRecord,
+    self, AttemptOutcome, AttemptStarted, Rerun, RunFinished, RunStarted, SlotRecord,
 };
 use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 use eval_evidence::ledger::NewEntry;
 use std::sync::Arc;
 use tokio::sync::Semaphore;

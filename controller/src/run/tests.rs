@@ -5,6 +5,7 @@ use super::events::*;
 use super::replay::{RunState, SlotStatus};
 use super::runner::run_session;
 use super::*;
+use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -9,13 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use super::pairs::{SuiteView, TaskMeans, final_attempts, is_final, metric_value};
 use super::schema::{ArmRole, Gate, Op, Rule, Statistic};
-use crate::report::{Outcome, Phase, RunData};
+use crate::report::RunData;
 use crate::stats::data::mean;
 use crate::stats::interval::intervals;
 use crate::stats::quantile::v04_percentile;
 use crate::stats::resample::{ExactMode, ResampleConfig, resample};
 use crate::stats::signflip::sign_flip;
 use crate::stats::v04::{v04_interval, v04_interval_units};
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

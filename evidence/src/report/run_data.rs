@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 use serde::{Deserialize, Serialize};
 
 use crate::gates::Gate;
@@ -151,13 +153,6 @@ pub struct SuiteData {
     pub max_oracle_calls: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Infrastructure,
-    Statistical,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlotData {
@@ -168,21 +163,6 @@ pub struct SlotData {
     pub task: String,
     pub arm: String,
     pub rep: u32,
-}
-
-/// How an attempt ended (DESIGN.md "Failures stay", plus the run issue's outcomes).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Completed,
-    AgentError,
-    Timeout,
-    BudgetExhausted,
-    ContractViolation,
-    AccountingMismatch,
-    Interrupted,
-    /// Infrastructure fault; the code is in `AttemptData::infra_fault`.
-    InfraFault,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 use eval_evidence::gates::{Gate, Op, Rule, Statistic};
 use eval_evidence::report::*;
 

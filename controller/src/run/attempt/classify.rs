@@ -6,7 +6,7 @@
 //! second attestation — is an outcome of the attempt. The table in ARCHITECTURE.md ("Classifying
 //! an attempt") is this function, rule by rule; the unit tests below are that table.
 
-use crate::run::events::Outcome;
+use eval_core::outcome::Outcome;
 use std::io::ErrorKind;
 
 /// `ENOSPC`, `EDQUOT` and `EIO` (Linux): the host's disks failing the controller's own writes.

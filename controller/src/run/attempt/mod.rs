@@ -352,7 +352,7 @@ impl DockerExecutor {
                     self.store_bytes("the agent's log", &end.logs, &mut seen);
             }
         }
-        if classify(&seen.obs).outcome != events::Outcome::InfraFault {
+        if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
             self.after_agent(spec, task, def, &p, &mut seen, &mut report)
                 .await;
         }
@@ -385,7 +385,7 @@ impl DockerExecutor {
         };
         self.cross_check(def, &ws, seen, report);
         self.archive(&p.workspace, seen, report);
-        if classify(&seen.obs).outcome == events::Outcome::InfraFault {
+        if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault {
             return;
         }
         self.grade(spec, task, p, seen, report).await;
