@@ -81,7 +81,7 @@ impl From<eval_evidence::stats::StatsError> for Failure {
 
 impl From<eval_runtimes::RuntimeError> for Failure {
     fn from(e: eval_runtimes::RuntimeError) -> Self {
-        use eval_runtimes::FaultCode;
+        use eval_core::fault::FaultCode;
         // Bytes that differ from what was frozen, or a container that differs from the policy,
         // are integrity failures; an engine that is down or a missing static binary is not.
         let status = match e.fault() {

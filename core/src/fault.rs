@@ -31,6 +31,8 @@ pub enum FaultCode {
     HostNetworkOutage,
     /// The oracle model failed an in-bounds clarifying question.
     OracleServiceUnavailable,
+    /// The model proxy could not take the attempt (registration failed).
+    ProxyFailure,
     /// The controller stopped before the attempt made a model call (rerun by rule).
     InterruptedBeforeModelCall,
     /// v0.4's code for its benchmark service failing; listed by v0.4-derived protocols, never
@@ -40,11 +42,15 @@ pub enum FaultCode {
     /// protocols, never assigned by this controller (it records
     /// [`FaultCode::InterruptedBeforeModelCall`]).
     RunnerCrashBeforeModelCall,
+    /// Written by controllers before a grader's failures were classified (an engine failure
+    /// now carries the engine's code, an unscorable workspace is the agent's outcome); never
+    /// assigned any more, kept so that their ledgers still read.
+    GraderFailure,
 }
 
 impl FaultCode {
     /// Every code, in declaration order.
-    pub const ALL: [FaultCode; 11] = [
+    pub const ALL: [FaultCode; 13] = [
         FaultCode::ContainerRuntimeFailure,
         FaultCode::ImageMissing,
         FaultCode::FilesystemCapacity,
@@ -53,9 +59,11 @@ impl FaultCode {
         FaultCode::ControllerError,
         FaultCode::HostNetworkOutage,
         FaultCode::OracleServiceUnavailable,
+        FaultCode::ProxyFailure,
         FaultCode::InterruptedBeforeModelCall,
         FaultCode::BenchmarkServiceUnavailable,
         FaultCode::RunnerCrashBeforeModelCall,
+        FaultCode::GraderFailure,
     ];
 
     /// The snake_case name the ledger and protocols write.
@@ -69,9 +77,11 @@ impl FaultCode {
             FaultCode::ControllerError => "controller_error",
             FaultCode::HostNetworkOutage => "host_network_outage",
             FaultCode::OracleServiceUnavailable => "oracle_service_unavailable",
+            FaultCode::ProxyFailure => "proxy_failure",
             FaultCode::InterruptedBeforeModelCall => "interrupted_before_model_call",
             FaultCode::BenchmarkServiceUnavailable => "benchmark_service_unavailable",
             FaultCode::RunnerCrashBeforeModelCall => "runner_crash_before_model_call",
+            FaultCode::GraderFailure => "grader_failure",
         }
     }
 }
@@ -118,6 +128,26 @@ mod tests {
             "runner_crash_before_model_call",
         ] {
             assert_eq!(c.parse::<FaultCode>().unwrap().as_str(), c);
+        }
+    }
+
+    #[test]
+    fn every_code_a_controller_ever_wrote_reads_back() {
+        for c in [
+            "container_runtime_failure",
+            "image_missing",
+            "filesystem_capacity",
+            "attestation_mismatch",
+            "policy_violation",
+            "controller_error",
+            "host_network_outage",
+            "oracle_service_unavailable",
+            "proxy_failure",
+            "interrupted_before_model_call",
+            "grader_failure",
+        ] {
+            let parsed: FaultCode = serde_json::from_value(serde_json::json!(c)).unwrap();
+            assert_eq!(parsed.as_str(), c);
         }
     }
 

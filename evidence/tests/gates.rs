@@ -11,6 +11,7 @@
 mod common;
 
 use common::*;
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_evidence::gates::evaluate::evaluate_gate;
 use eval_evidence::gates::{ArmRole, Gate, Op, Rule, Statistic, Verdict};
@@ -368,7 +369,7 @@ fn integrity_rules_catch_each_problem() {
     let mut run = base.clone();
     let slot = run.slots[3].clone();
     run.attempts[3].outcome = Some(Outcome::InfraFault);
-    run.attempts[3].infra_fault = Some("disk_on_fire".into());
+    run.attempts[3].infra_fault = Some(FaultCode::PolicyViolation);
     run.attempts
         .push(attempt(&slot, 2, Some(Outcome::Completed), 1.0));
     check(&run, Statistic::RerunsAuthorized, "not rerunnable");
@@ -552,7 +553,7 @@ fn accounting_complete_fails_when_the_harness_metrics_were_not_cross_checked() {
     // An infra fault never reached the cross-check: nothing to hold against it.
     let mut run = base.clone();
     run.attempts[5].outcome = Some(Outcome::InfraFault);
-    run.attempts[5].infra_fault = Some("engine_unavailable".into());
+    run.attempts[5].infra_fault = Some(FaultCode::ContainerRuntimeFailure);
     run.attempts[5].accounting = None;
     run.attempts[5].harness_turns = None;
     assert!(

@@ -15,12 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use eval_core::fault::FaultCode;
 use eval_runtimes::definition::paths;
 use eval_runtimes::image::{build, image_id};
 use eval_runtimes::policy::{self, RoleMounts};
-use eval_runtimes::{
-    FaultCode, Runtime, RuntimeError, WaitOutcome, create_checked, run_to_end, shim_fault,
-};
+use eval_runtimes::{Runtime, RuntimeError, WaitOutcome, create_checked, run_to_end, shim_fault};
 use support::*;
 
 const NATIVE: &str = r#"

@@ -602,11 +602,7 @@ impl ProgressSink for Progress {
     }
 
     fn attempt_finished(&self, attempt: &str, o: &AttemptOutcome, s: &StatusSummary) {
-        let code = o
-            .infra_fault
-            .as_deref()
-            .map(|c| format!("({c})"))
-            .unwrap_or_default();
+        let code = o.infra_fault.map(|c| format!("({c})")).unwrap_or_default();
         self.line(&format!(
             "done   {attempt}: {}{code} · turns {} · tokens {} · {:.1}s  [{}/{} done]",
             o.outcome.as_str(),

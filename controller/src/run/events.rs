@@ -5,6 +5,7 @@
 //! `schema` = [`SCHEMA`]; replay refuses a newer one. Times are RFC 3339 UTC inside the payload
 //! (the entry's `recorded_at` is not hashed).
 
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use serde::{Deserialize, Serialize};
@@ -31,9 +32,6 @@ pub const AGENT_EVENT: &str = "agent_event";
 /// What the controller noticed about an attempt without it changing the outcome (archive notes,
 /// artifacts it could not store), written before the attempt's outcome.
 pub const ATTEMPT_NOTE: &str = "attempt_note";
-
-/// The code of an attempt closed because the controller stopped before it made a model call.
-pub const INTERRUPTED_BEFORE_MODEL_CALL: &str = "interrupted_before_model_call";
 
 /// The attempt id: `<slot>#<n>`, `n` counting from 1 within the slot.
 pub fn attempt_id(slot: &str, number: u32) -> String {
@@ -73,7 +71,7 @@ pub struct RunStarted {
     /// True when the upstream is the fixture: this run can never be evidence for a release.
     pub fixture_evidence: bool,
     pub concurrency: usize,
-    pub rerunnable_codes: Vec<String>,
+    pub rerunnable_codes: Vec<FaultCode>,
     /// Reruns allowed per statistical slot.
     pub max_reruns: u32,
     /// Attempts allowed per infrastructure slot (rerun after any failure).
@@ -238,7 +236,7 @@ pub struct AttemptOutcome {
     pub arm: String,
     pub outcome: Outcome,
     /// The typed fault code when `outcome` is `infra_fault`.
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     pub detail: Option<String>,
     pub image: Option<String>,
     /// Digest of the canonical `attestation` payload (when attestation happened).

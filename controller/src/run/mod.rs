@@ -17,6 +17,7 @@ pub mod replay;
 pub mod report_data;
 pub mod runner;
 
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_evidence::ledger::{Digest, Entry, LedgerError, LedgerWriter, NewEntry};
 use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord, Tokens};
@@ -78,7 +79,7 @@ impl AttemptSpec {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AttemptReport {
     pub outcome: Option<Outcome>,
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     pub detail: Option<String>,
     pub image: Option<String>,
     pub attestation: Option<String>,
@@ -115,16 +116,16 @@ impl AttemptReport {
         }
     }
 
-    pub fn infra(code: &str, detail: impl Into<String>) -> Self {
+    pub fn infra(code: FaultCode, detail: impl Into<String>) -> Self {
         Self {
             outcome: Some(Outcome::InfraFault),
-            infra_fault: Some(code.to_owned()),
+            infra_fault: Some(code),
             detail: Some(detail.into()),
             ..Self::default()
         }
     }
 
-    pub(crate) fn closed(o: Outcome, code: Option<String>, detail: &str) -> Self {
+    pub(crate) fn closed(o: Outcome, code: Option<FaultCode>, detail: &str) -> Self {
         Self {
             outcome: Some(o),
             infra_fault: code,
@@ -142,10 +143,7 @@ impl AttemptReport {
     ) -> AttemptOutcome {
         let outcome = self.outcome.unwrap_or(Outcome::InfraFault);
         let infra_fault = match outcome {
-            Outcome::InfraFault => Some(
-                self.infra_fault
-                    .unwrap_or_else(|| "controller_error".to_owned()),
-            ),
+            Outcome::InfraFault => Some(self.infra_fault.unwrap_or(FaultCode::ControllerError)),
             _ => None,
         };
         let mut metrics = self.metrics;

@@ -4,6 +4,7 @@
 //! Pure functions over [`Entry`] values: no I/O, unit-tested without a ledger file.
 
 use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord, Tokens};
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use eval_evidence::ledger::Entry;
@@ -56,7 +57,7 @@ impl AttemptState {
 /// Rules that decide what a faulted attempt leads to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RerunRules {
-    pub codes: BTreeSet<String>,
+    pub codes: BTreeSet<FaultCode>,
     /// Reruns allowed per statistical slot (attempts per slot ≤ 1 + this).
     pub max_reruns: u32,
     /// Attempts allowed per infrastructure slot.
@@ -282,8 +283,8 @@ impl RunState {
                         next: last.number + 1,
                         code: out
                             .infra_fault
-                            .clone()
-                            .unwrap_or_else(|| out.outcome.as_str().to_owned()),
+                            .map_or(out.outcome.as_str(), FaultCode::as_str)
+                            .to_owned(),
                     }
                 } else {
                     SlotStatus::Failed {
@@ -292,14 +293,15 @@ impl RunState {
                 }
             }
             Phase::Statistical => {
-                if out.outcome == Outcome::InfraFault {
-                    let code = out.infra_fault.clone().unwrap_or_default();
-                    if is_rerunnable(&code, rules) && reruns_left {
-                        return SlotStatus::NeedsRerun {
-                            next: last.number + 1,
-                            code,
-                        };
-                    }
+                if out.outcome == Outcome::InfraFault
+                    && let Some(code) = out.infra_fault
+                    && is_rerunnable(code, rules)
+                    && reruns_left
+                {
+                    return SlotStatus::NeedsRerun {
+                        next: last.number + 1,
+                        code: code.to_string(),
+                    };
                 }
                 SlotStatus::Final {
                     number: last.number,
@@ -379,7 +381,7 @@ impl RunState {
                             .or_default() += 1;
                         if o.outcome == Outcome::InfraFault {
                             sum.infra_faults += 1;
-                            let code = o.infra_fault.clone().unwrap_or_default();
+                            let code = o.infra_fault.map_or_else(String::new, |c| c.to_string());
                             *sum.infra_fault_codes.entry(code).or_default() += 1;
                         }
                         sum.attempts += 1;
@@ -414,16 +416,16 @@ impl RunState {
 
 /// `interrupted_before_model_call` is rerun by rule (nothing was spent and the agent never got
 /// a chance to act); every other code only when the protocol lists it.
-pub fn is_rerunnable(code: &str, rules: &RerunRules) -> bool {
-    code == events::INTERRUPTED_BEFORE_MODEL_CALL || rules.codes.contains(code)
+pub fn is_rerunnable(code: FaultCode, rules: &RerunRules) -> bool {
+    code == FaultCode::InterruptedBeforeModelCall || rules.codes.contains(&code)
 }
 
 /// How a started-but-unfinished attempt is closed on resume or Ctrl-C.
-pub fn closing_outcome(a: &AttemptState) -> (Outcome, Option<String>) {
+pub fn closing_outcome(a: &AttemptState) -> (Outcome, Option<FaultCode>) {
     if !a.may_have_spent() {
         (
             Outcome::InfraFault,
-            Some(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned()),
+            Some(FaultCode::InterruptedBeforeModelCall),
         )
     } else {
         (Outcome::Interrupted, None)
@@ -542,7 +544,7 @@ mod tests {
             },
             fixture_evidence: true,
             concurrency: 1,
-            rerunnable_codes: codes.iter().map(|s| s.to_string()).collect(),
+            rerunnable_codes: codes.iter().map(|s| s.parse().unwrap()).collect(),
             max_reruns,
             max_infra_attempts: max_reruns + 1,
             slots: slots(),
@@ -579,7 +581,7 @@ mod tests {
             number: n,
             arm: "a".into(),
             outcome: o,
-            infra_fault: code.map(str::to_owned),
+            infra_fault: code.map(|c| c.parse().unwrap()),
             detail: None,
             image: None,
             attestation: None,
@@ -723,7 +725,7 @@ mod tests {
             number: 2,
             reruns: attempt_id(slot, 1),
             rerun_of: 1,
-            code: INTERRUPTED_BEFORE_MODEL_CALL.into(),
+            code: FaultCode::InterruptedBeforeModelCall.to_string(),
             reason: "r".into(),
         };
         let mut b = Builder::new();
@@ -735,7 +737,7 @@ mod tests {
                 slot,
                 1,
                 Outcome::InfraFault,
-                Some(INTERRUPTED_BEFORE_MODEL_CALL),
+                Some("interrupted_before_model_call"),
             ),
         );
         b.push(RERUN, &rerun);
@@ -816,7 +818,7 @@ mod tests {
             closing_outcome(a),
             (
                 Outcome::InfraFault,
-                Some(INTERRUPTED_BEFORE_MODEL_CALL.into())
+                Some(FaultCode::InterruptedBeforeModelCall)
             )
         );
         assert_eq!(closing_outcome(b2), (Outcome::Interrupted, None));
@@ -830,7 +832,7 @@ mod tests {
                 "stat-s-t1-a-r1",
                 1,
                 Outcome::InfraFault,
-                Some(INTERRUPTED_BEFORE_MODEL_CALL),
+                Some("interrupted_before_model_call"),
             ),
         );
         b.push(

@@ -9,6 +9,7 @@
 
 use super::events;
 use super::replay::RunState;
+use eval_core::fault::FaultCode;
 use eval_evidence::ledger::{self, Digest, Entry, LedgerReader};
 use eval_evidence::report::{
     self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan, SuiteData,
@@ -159,7 +160,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             rep: a.rep,
             attempt: a.number,
             outcome: o.as_ref().map(|o| o.outcome),
-            infra_fault: o.as_ref().and_then(|o| o.infra_fault.clone()),
+            infra_fault: o.as_ref().and_then(|o| o.infra_fault),
             rerun_of: a.rerun_of,
             metrics: o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
             model_turns: o.as_ref().map_or(0, |o| o.model_turns),
@@ -215,7 +216,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         gates: p.gates.clone(),
         rerunnable_fault_codes: {
             let mut c = p.reruns.codes.clone();
-            c.push(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned());
+            c.push(FaultCode::InterruptedBeforeModelCall);
             c
         },
         max_reruns_per_slot: Some(p.reruns.max_reruns_per_slot),

@@ -6,6 +6,7 @@ use super::events::{
 };
 use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use eval_evidence::ledger::NewEntry;
@@ -26,7 +27,7 @@ pub struct SessionEnd {
 /// Closes every attempt that started and never finished, by the rule in
 /// [`replay::closing_outcome`]. Returns how many were closed.
 pub async fn close_unfinished(rec: &Recorder, detail: &str) -> Result<usize, RunError> {
-    let open: Vec<(String, u32, String, Outcome, Option<String>)> = {
+    let open: Vec<(String, u32, String, Outcome, Option<FaultCode>)> = {
         let st = rec.state();
         st.unfinished()
             .into_iter()
@@ -43,7 +44,7 @@ pub async fn close_unfinished(rec: &Recorder, detail: &str) -> Result<usize, Run
             .collect()
     };
     for (slot, number, arm, outcome, code) in &open {
-        let mut p = AttemptReport::closed(*outcome, code.clone(), detail).into_outcome(
+        let mut p = AttemptReport::closed(*outcome, *code, detail).into_outcome(
             &AttemptSpec::bare(slot, *number),
             arm,
             &rec.upstream_kind(),
@@ -274,7 +275,7 @@ async fn run_slot(
             let (o, code) = if !rec.may_have_spent(&spec.attempt) {
                 (
                     Outcome::InfraFault,
-                    Some(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned()),
+                    Some(FaultCode::InterruptedBeforeModelCall),
                 )
             } else {
                 (Outcome::Interrupted, None)

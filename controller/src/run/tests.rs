@@ -88,7 +88,7 @@ impl AttemptExecutor for Scripted {
                     r.model_turns = calls;
                     r
                 }
-                Script::Fault(code) => AttemptReport::infra(code, "scripted"),
+                Script::Fault(code) => AttemptReport::infra(code.parse().unwrap(), "scripted"),
                 Script::RecordFails => {
                     model_call(&rec, &spec.attempt, 1).await;
                     // An entry kind the ledger refuses stands in for a full disk or a broken
@@ -176,7 +176,7 @@ fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
         },
         fixture_evidence: true,
         concurrency,
-        rerunnable_codes: codes.iter().map(|c| c.to_string()).collect(),
+        rerunnable_codes: codes.iter().map(|c| c.parse().unwrap()).collect(),
         max_reruns,
         max_infra_attempts: max_reruns + 1,
         slots: slots(),
@@ -509,7 +509,7 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
         .iter()
         .find(|o| o["slot"] == "infra-s-t1-base-r0")
         .unwrap();
-    assert_eq!(a["infra_fault"], INTERRUPTED_BEFORE_MODEL_CALL);
+    assert_eq!(a["infra_fault"], "interrupted_before_model_call");
     let b = closed
         .iter()
         .find(|o| o["slot"] == "infra-s-t1-cand-r0")

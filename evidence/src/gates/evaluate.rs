@@ -590,8 +590,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
             let allowed = match (&prev.outcome, a.phase) {
                 (Some(Outcome::InfraFault), Phase::Statistical) => prev
                     .infra_fault
-                    .as_ref()
-                    .is_some_and(|c| run.rerunnable_fault_codes.contains(c)),
+                    .is_some_and(|c| run.rerunnable_fault_codes.contains(&c)),
                 (Some(Outcome::Completed), Phase::Infrastructure) => false,
                 (Some(_), Phase::Infrastructure) => true,
                 _ => false,
@@ -603,7 +602,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
                     prev.attempt,
                     match (&prev.outcome, &prev.infra_fault) {
                         (Some(Outcome::InfraFault), Some(c)) =>
-                            format!("fault code {c:?} is not rerunnable"),
+                            format!("fault code \"{c}\" is not rerunnable"),
                         (Some(Outcome::InfraFault), None) => "the fault has no code".into(),
                         (Some(o), _) => format!("previous outcome {o:?} is final"),
                         (None, _) => "the previous attempt never ended".into(),

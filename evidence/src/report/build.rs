@@ -10,6 +10,7 @@ use crate::gates::{GateResult, Statistic, Verdict, evaluate_gates};
 use crate::stats::PairedTasks;
 use crate::stats::paired::{PairedConfig, PairedSummary, paired_summary};
 use crate::stats::resample::{ExactMode, ResampleConfig};
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 
@@ -174,7 +175,7 @@ pub struct ArmAccounting {
 pub struct FaultRow {
     pub slot: String,
     pub attempt: u32,
-    pub code: Option<String>,
+    pub code: Option<FaultCode>,
     pub rerun: bool,
 }
 
@@ -313,7 +314,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             .map(|a| FaultRow {
                 slot: a.slot.clone(),
                 attempt: a.attempt,
-                code: a.infra_fault.clone(),
+                code: a.infra_fault,
                 rerun: run
                     .attempts
                     .iter()

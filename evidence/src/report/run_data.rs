@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use serde::{Deserialize, Serialize};
@@ -56,7 +57,7 @@ pub struct RunData {
     /// The protocol's release gates, in declaration order.
     pub gates: Vec<Gate>,
     /// Infra fault codes the protocol allows to be rerun.
-    pub rerunnable_fault_codes: Vec<String>,
+    pub rerunnable_fault_codes: Vec<FaultCode>,
     /// Maximum reruns per statistical slot (protocol limit); `None` = no limit declared.
     #[serde(default)]
     pub max_reruns_per_slot: Option<u32>,
@@ -181,7 +182,7 @@ pub struct AttemptData {
     pub outcome: Option<Outcome>,
     /// The typed fault code when `outcome == InfraFault`.
     #[serde(default)]
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     /// The attempt number (same slot) this one reruns, if a rerun.
     #[serde(default)]
     pub rerun_of: Option<u32>,
