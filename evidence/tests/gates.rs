@@ -13,6 +13,7 @@ mod common;
 use common::*;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::gates::evaluate::evaluate_gate;
 use eval_evidence::gates::{ArmRole, Gate, Op, Rule, Statistic, Verdict};
 use eval_evidence::report::*;

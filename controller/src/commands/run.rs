@@ -722,7 +722,7 @@ mod tests {
             model: Some("m".into()),
             status: 200,
             result: "ok".into(),
-            tokens: events::Tokens::default(),
+            tokens: eval_core::tokens::TokenCounts::default(),
             metered: usage.is_some(),
             latency_ms: 0,
             record: serde_json::to_value(record).unwrap(),

@@ -8,6 +8,7 @@
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -113,28 +114,6 @@ pub struct Attestation {
     pub problems: Vec<String>,
 }
 
-/// Token counts of one call or one attempt.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cached: u64,
-    pub reasoning: u64,
-}
-
-impl Tokens {
-    pub fn add(&mut self, other: &Tokens) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cached += other.cached;
-        self.reasoning += other.reasoning;
-    }
-
-    pub fn total(&self) -> u64 {
-        self.input + self.output
-    }
-}
-
 /// `model_call_started`: the proxy is about to forward a call of this attempt (it waits for
 /// this entry to commit first).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -164,7 +143,7 @@ pub struct ModelCall {
     pub status: u16,
     /// `ok`, `contract_violation`, `budget_exhausted`, `upstream_error`, …
     pub result: String,
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub metered: bool,
     pub latency_ms: u64,
     /// The proxy's full record (redacted), for audit.
@@ -244,7 +223,7 @@ pub struct AttemptOutcome {
     /// Ledger seqs of this attempt's `model_call` entries.
     pub model_calls: Vec<u64>,
     pub model_turns: u64,
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,

@@ -19,8 +19,9 @@ pub mod runner;
 
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{Digest, Entry, LedgerError, LedgerWriter, NewEntry};
-use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord, Tokens};
+use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord};
 use replay::{ReplayError, RunState, StatusSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -84,7 +85,7 @@ pub struct AttemptReport {
     pub image: Option<String>,
     pub attestation: Option<String>,
     pub model_turns: u64,
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,

@@ -3,10 +3,11 @@
 //!
 //! Pure functions over [`Entry`] values: no I/O, unit-tested without a ledger file.
 
-use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord, Tokens};
+use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord};
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::Entry;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -468,9 +469,9 @@ pub struct StatusSummary {
     pub by_outcome: BTreeMap<String, u64>,
     pub running: Vec<String>,
     /// Tokens of the statistical attempts (every attempt of a statistical slot, reruns too).
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     /// Tokens of the infrastructure attempts, kept out of `tokens` and `groups`.
-    pub infra_tokens: Tokens,
+    pub infra_tokens: TokenCounts,
     /// `suite/arm` → progress of its statistical slots (infrastructure slots are in no group).
     pub groups: BTreeMap<String, GroupSummary>,
 }
@@ -587,7 +588,7 @@ mod tests {
             attestation: None,
             model_calls: vec![],
             model_turns: 0,
-            tokens: Tokens {
+            tokens: TokenCounts {
                 input: 10,
                 output: 5,
                 cached: 0,

@@ -13,7 +13,6 @@ use eval_core::fault::FaultCode;
 use eval_evidence::ledger::{self, Digest, Entry, LedgerReader};
 use eval_evidence::report::{
     self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan, SuiteData,
-    TokenCounts,
 };
 use eval_protocols::{Project, Registry};
 use std::collections::BTreeMap;
@@ -164,15 +163,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             rerun_of: a.rerun_of,
             metrics: o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
             model_turns: o.as_ref().map_or(0, |o| o.model_turns),
-            tokens: o
-                .as_ref()
-                .map(|o| TokenCounts {
-                    input: o.tokens.input,
-                    output: o.tokens.output,
-                    cached: o.tokens.cached,
-                    reasoning: o.tokens.reasoning,
-                })
-                .unwrap_or_default(),
+            tokens: o.as_ref().map(|o| o.tokens).unwrap_or_default(),
             duration_seconds: o.as_ref().map_or(0.0, |o| o.duration_seconds),
             oracle_calls: o
                 .as_ref()

@@ -6,6 +6,7 @@ use super::replay::{RunState, SlotStatus};
 use super::runner::run_session;
 use super::*;
 use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{self, LedgerReader};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -52,7 +53,7 @@ async fn model_call(rec: &Recorder, attempt: &str, seq: u64) {
             model: Some("m".into()),
             status: 200,
             result: "ok".into(),
-            tokens: Tokens {
+            tokens: TokenCounts {
                 input: 7,
                 output: 3,
                 cached: 0,

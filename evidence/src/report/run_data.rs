@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use serde::{Deserialize, Serialize};
 
 use crate::gates::Gate;
@@ -216,23 +217,6 @@ pub struct AttemptData {
     /// Spend in USD of this attempt's model calls, as the proxy priced them.
     #[serde(default)]
     pub spend_usd: f64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenCounts {
-    pub input: u64,
-    pub output: u64,
-    #[serde(default)]
-    pub cached: u64,
-    #[serde(default)]
-    pub reasoning: u64,
-}
-
-impl TokenCounts {
-    pub fn total(&self) -> u64 {
-        self.input.saturating_add(self.output)
-    }
 }
 
 impl AttemptData {

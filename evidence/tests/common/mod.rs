@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::gates::{Gate, Op, Rule, Statistic};
 use eval_evidence::report::*;
 

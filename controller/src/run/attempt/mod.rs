@@ -23,7 +23,7 @@ use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
 use prepare::SocketRoot;
 
-use super::events::{self, AttemptNote, Tokens};
+use super::events::{self, AttemptNote};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
 use classify::{Attested, Classification, EngineFault, Observations, Oracle, Upstream, classify};
 use contract::agent_budget;
@@ -505,12 +505,7 @@ fn observe_meter(
         return;
     };
     report.model_turns = agent.turns;
-    report.tokens = Tokens {
-        input: agent.input_tokens,
-        output: agent.output_tokens,
-        cached: agent.cached_input_tokens,
-        reasoning: agent.reasoning_tokens,
-    };
+    report.tokens = agent.tokens();
     seen.obs.upstream = Upstream {
         turns: agent.turns,
         contract_violations: agent.contract_violations,
