@@ -34,11 +34,6 @@ pub const AGENT_EVENT: &str = "agent_event";
 /// artifacts it could not store), written before the attempt's outcome.
 pub const ATTEMPT_NOTE: &str = "attempt_note";
 
-/// The attempt id: `<slot>#<n>`, `n` counting from 1 within the slot.
-pub fn attempt_id(slot: &str, number: u32) -> String {
-    format!("{slot}#{number}")
-}
-
 /// One slot of the expanded schedule, as recorded in `run_started` (so `eval status` and the
 /// report need nothing but the ledger).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,6 +17,7 @@ pub mod replay;
 pub mod report_data;
 pub mod runner;
 
+use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::tokens::TokenCounts;
@@ -70,7 +71,7 @@ impl AttemptSpec {
                 rep: 0,
             },
             number,
-            attempt: events::attempt_id(slot, number),
+            attempt: AttemptId::new(slot, number).to_string(),
             rerun_of: None,
         }
     }

@@ -4,6 +4,7 @@
 //! Pure functions over [`Entry`] values: no I/O, unit-tested without a ledger file.
 
 use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord};
+use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
@@ -51,7 +52,7 @@ impl AttemptState {
 
 impl AttemptState {
     pub fn id(&self) -> String {
-        events::attempt_id(&self.slot, self.number)
+        AttemptId::new(&self.slot, self.number).to_string()
     }
 }
 
@@ -122,12 +123,6 @@ fn malformed(e: &Entry, reason: impl Into<String>) -> ReplayError {
         kind: e.kind.clone(),
         reason: reason.into(),
     }
-}
-
-/// Splits `<slot>#<n>`.
-pub fn split_attempt_id(id: &str) -> Option<(&str, u32)> {
-    let (slot, n) = id.rsplit_once('#')?;
-    Some((slot, n.parse().ok()?))
 }
 
 impl RunState {
@@ -223,16 +218,19 @@ impl RunState {
 
     /// The attempt with this id, if the ledger has started it.
     pub fn attempt(&self, id: &str) -> Option<&AttemptState> {
-        let (slot, n) = split_attempt_id(id)?;
-        self.attempts.get(slot)?.iter().find(|a| a.number == n)
+        let id: AttemptId = id.parse().ok()?;
+        self.attempts
+            .get(id.slot())?
+            .iter()
+            .find(|a| a.number == id.number())
     }
 
     fn attempt_mut(&mut self, id: &str) -> Option<&mut AttemptState> {
-        let (slot, n) = split_attempt_id(id)?;
+        let id: AttemptId = id.parse().ok()?;
         self.attempts
-            .get_mut(slot)?
+            .get_mut(id.slot())?
             .iter_mut()
-            .find(|a| a.number == n)
+            .find(|a| a.number == id.number())
     }
 
     pub fn rules(&self) -> RerunRules {
@@ -556,7 +554,7 @@ mod tests {
     pub(crate) fn start(slot: &str, n: u32, rerun_of: Option<u32>) -> AttemptStarted {
         AttemptStarted {
             schema: SCHEMA,
-            attempt: attempt_id(slot, n),
+            attempt: AttemptId::new(slot, n).to_string(),
             slot: slot.into(),
             number: n,
             phase: if slot.starts_with("infra") {
@@ -577,7 +575,7 @@ mod tests {
     pub(crate) fn outcome(slot: &str, n: u32, o: Outcome, code: Option<&str>) -> AttemptOutcome {
         AttemptOutcome {
             schema: SCHEMA,
-            attempt: attempt_id(slot, n),
+            attempt: AttemptId::new(slot, n).to_string(),
             slot: slot.into(),
             number: n,
             arm: "a".into(),
@@ -721,10 +719,10 @@ mod tests {
         let slot = "stat-s-t1-a-r1";
         let rerun = Rerun {
             schema: SCHEMA,
-            attempt: attempt_id(slot, 2),
+            attempt: AttemptId::new(slot, 2).to_string(),
             slot: slot.into(),
             number: 2,
-            reruns: attempt_id(slot, 1),
+            reruns: AttemptId::new(slot, 1).to_string(),
             rerun_of: 1,
             code: FaultCode::InterruptedBeforeModelCall.to_string(),
             reason: "r".into(),

@@ -6,6 +6,7 @@ use super::events::{
 };
 use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
+use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
@@ -209,7 +210,7 @@ async fn run_slot(
         let spec = AttemptSpec {
             slot: slot.clone(),
             number,
-            attempt: events::attempt_id(&slot.id, number),
+            attempt: AttemptId::new(&slot.id, number).to_string(),
             rerun_of: rerun_of.as_ref().map(|(n, _)| *n),
         };
         let session = rec.state().sessions;
@@ -246,7 +247,7 @@ async fn run_slot(
                     attempt: spec.attempt.clone(),
                     slot: slot.id.clone(),
                     number,
-                    reruns: events::attempt_id(&slot.id, *of),
+                    reruns: AttemptId::new(&slot.id, *of).to_string(),
                     rerun_of: *of,
                     code: code.clone(),
                     reason,

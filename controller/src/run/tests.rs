@@ -5,6 +5,7 @@ use super::events::*;
 use super::replay::{RunState, SlotStatus};
 use super::runner::run_session;
 use super::*;
+use eval_core::attempt::AttemptId;
 use eval_core::phase::Phase;
 use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{self, LedgerReader};
@@ -233,7 +234,10 @@ async fn runs_infra_first_then_the_schedule_order_at_concurrency_one() {
     )
     .await;
     assert!(end.complete, "{end:?}");
-    let expected: Vec<String> = slots().iter().map(|s| attempt_id(&s.id, 1)).collect();
+    let expected: Vec<String> = slots()
+        .iter()
+        .map(|s| AttemptId::new(&s.id, 1).to_string())
+        .collect();
     assert_eq!(*exec.order.lock().unwrap(), expected);
     let (st, entries) = replayed(&path);
     let sum = st.summary();
@@ -467,7 +471,7 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
                 ATTEMPT_STARTED,
                 &AttemptStarted {
                     schema: SCHEMA,
-                    attempt: attempt_id(slot, 1),
+                    attempt: AttemptId::new(slot, 1).to_string(),
                     slot: slot.into(),
                     number: 1,
                     phase: spec.phase,
@@ -483,7 +487,7 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
             .await
             .unwrap();
             for i in 0..calls {
-                model_call(&rec, &attempt_id(slot, 1), i + 1).await;
+                model_call(&rec, &AttemptId::new(slot, 1).to_string(), i + 1).await;
             }
         }
         drop(rec);
