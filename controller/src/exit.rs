@@ -83,7 +83,7 @@ impl From<eval_evidence::stats::StatsError> for Failure {
 /// integrity failures; an engine that is down, a failed sweep or a missing static binary is an
 /// environment problem the user fixes and reruns (2).
 pub fn runtime_status(e: &eval_runtimes::RuntimeError) -> Status {
-    use eval_runtimes::FaultCode;
+    use eval_core::fault::FaultCode;
     match e.fault() {
         Some(FaultCode::AttestationMismatch | FaultCode::PolicyViolation) => Status::Integrity,
         _ => Status::Usage,

@@ -15,5 +15,5 @@ pub mod schedule;
 pub mod schema;
 
 pub use order::Mulberry32;
-pub use schedule::{Phase, Schedule, Slot, infra_id, stat_id};
+pub use schedule::{Schedule, Slot, infra_id, stat_id};
 pub use schema::{InfraSlot, Matrix, MatrixError, Order, Suite, limits, valid_id};

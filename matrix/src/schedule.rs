@@ -2,17 +2,8 @@
 
 use crate::order::{chacha8_fisher_yates, mulberry32_fisher_yates};
 use crate::schema::{Matrix, Order};
+use eval_core::phase::Phase;
 use serde::{Deserialize, Serialize};
-
-/// Which part of a schedule a slot belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// Run first, in the declared order, excluded from statistics.
-    Infrastructure,
-    /// Run after the infrastructure phase, in the seeded order; the slots the statistics use.
-    Statistical,
-}
 
 /// One slot of a schedule. A slot may take several attempts (reruns); its id is stable.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

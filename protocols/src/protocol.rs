@@ -5,6 +5,7 @@
 //! See `protocols/v0.4/protocol.toml` for a complete, commented example.
 
 use eval_core::contract::{ApiKind, Price};
+use eval_core::fault::FaultCode;
 use eval_core::gates::Gate;
 use eval_core::keys::PublicKey;
 use serde::{Deserialize, Serialize};
@@ -261,8 +262,9 @@ pub struct MissingData {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reruns {
-    /// Infrastructure-fault codes whose attempts may be rerun (statistical slots).
-    pub codes: Vec<String>,
+    /// Infrastructure-fault codes whose attempts may be rerun (statistical slots); a code this
+    /// eval does not know is refused when the protocol is read.
+    pub codes: Vec<FaultCode>,
     /// Reruns allowed per statistical slot.
     pub max_reruns_per_slot: u32,
     /// Attempts allowed per infrastructure slot (these may be rerun after any failure).

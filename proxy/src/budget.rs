@@ -5,12 +5,15 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
+use eval_core::tokens::TokenCounts;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Budget, Price, RunBudget, RunSeed};
 use crate::usage::Usage;
 
-/// What one role of one attempt used.
+/// What one role of one attempt used. Not a [`TokenCounts`]: besides tokens it counts calls,
+/// errors and spend, and its field names are the proxy's `meter` wire format; [`RoleMeter::tokens`]
+/// gives the shared counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RoleMeter {
     /// Requests forwarded upstream.
@@ -38,6 +41,18 @@ pub struct RoleMeter {
     #[serde(default)]
     pub upstream_transport_errors: u64,
     pub spend_usd: f64,
+}
+
+impl RoleMeter {
+    /// The role's tokens as the ledger and the report count them.
+    pub fn tokens(&self) -> TokenCounts {
+        TokenCounts {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            cached: self.cached_input_tokens,
+            reasoning: self.reasoning_tokens,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -248,5 +263,33 @@ impl RunLedger {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .requests
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_meter_tokens_take_each_count_from_its_own_field() {
+        let m = RoleMeter {
+            calls: 9,
+            turns: 8,
+            input_tokens: 100,
+            output_tokens: 20,
+            cached_input_tokens: 64,
+            cache_creation_tokens: 7,
+            reasoning_tokens: 12,
+            ..RoleMeter::default()
+        };
+        assert_eq!(
+            m.tokens(),
+            TokenCounts {
+                input: 100,
+                output: 20,
+                cached: 64,
+                reasoning: 12
+            }
+        );
     }
 }

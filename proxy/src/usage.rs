@@ -1,12 +1,15 @@
 //! Token usage as the upstream reported it, read from OpenAI-compatible (incl. DeepSeek) and
 //! Anthropic response bodies and stream events.
 
+use eval_core::tokens::TokenCounts;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::ApiKind;
 
-/// Normalised token counts of one call, plus the upstream's own `usage` object verbatim.
+/// Normalised token counts of one call, plus the upstream's own `usage` object verbatim. Richer
+/// than the shared [`TokenCounts`] (cache writes, DeepSeek's cache misses, the raw object) and
+/// serialized under the proxy's record names; [`Usage::tokens`] gives the shared counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// All prompt tokens, cached ones included (Anthropic: input + cache read + cache creation).
@@ -30,6 +33,17 @@ pub struct Usage {
 impl Usage {
     pub fn total_tokens(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
+    }
+
+    /// The counts the ledger records for this call (cache writes stay in `raw`: they are
+    /// priced, not counted apart).
+    pub fn tokens(&self) -> TokenCounts {
+        TokenCounts {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            cached: self.cached_input_tokens,
+            reasoning: self.reasoning_tokens,
+        }
     }
 
     /// Reads an OpenAI-compatible `usage` object.
@@ -216,5 +230,28 @@ mod tests {
         );
         let o = Usage::from_openai(&json!({"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":50}})).unwrap();
         assert_eq!(o.cached_input_tokens, 50);
+    }
+
+    /// The ledger's counts of a call: every field from its own reading, cache writes not
+    /// counted apart (they are inside `input` already).
+    #[test]
+    fn tokens_are_the_ledgers_counts_of_the_call() {
+        let u = Usage::from_anthropic(&json!({"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":7})).unwrap();
+        assert_eq!(
+            u.tokens(),
+            TokenCounts {
+                input: 17,
+                output: 7,
+                cached: 5,
+                reasoning: 0
+            }
+        );
+        let d = Usage::from_openai(&json!({"prompt_tokens":100,"completion_tokens":20,"prompt_cache_hit_tokens":64,"completion_tokens_details":{"reasoning_tokens":12}})).unwrap();
+        let t = d.tokens();
+        assert_eq!(
+            (t.input, t.output, t.cached, t.reasoning),
+            (100, 20, 64, 12)
+        );
+        assert_eq!(t.total(), d.total_tokens());
     }
 }

@@ -13,8 +13,9 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::fault::{FaultCode, RuntimeError};
+use crate::fault::RuntimeError;
 use crate::image::ImageId;
+use eval_core::fault::FaultCode;
 
 /// The config fields a thin arm image inherits from its base. Timestamps, history, builder
 /// details are left out: they do not change what runs, and the engine's inspect output and the

@@ -14,7 +14,8 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use crate::fault::{FaultCode, RuntimeError};
+use crate::fault::RuntimeError;
+use eval_core::fault::FaultCode;
 use std::path::Path;
 
 use tokio::io::AsyncReadExt as _;

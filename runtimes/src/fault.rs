@@ -1,42 +1,7 @@
 //! Typed failures of the runtime, each carrying the infrastructure fault code assigned where the
 //! fault happens (never guessed from error text).
 
-use std::fmt;
-
-/// Infrastructure fault codes this crate can assign. The controller records them as
-/// `infra_fault(<code>)`; whether a code may be rerun is the protocol's decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultCode {
-    /// The engine did not answer, refused an operation, or lost a container.
-    ContainerRuntimeFailure,
-    /// The image the definition names is not in the engine (and cannot be built here).
-    ImageMissing,
-    /// Writing the image archive or a host directory ran out of space.
-    FilesystemCapacity,
-    /// The shim's digests differ from the frozen ones; the agent never started.
-    AttestationMismatch,
-    /// A created container differs from the policy; it was never started.
-    PolicyViolation,
-}
-
-impl FaultCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultCode::ContainerRuntimeFailure => "container_runtime_failure",
-            FaultCode::ImageMissing => "image_missing",
-            FaultCode::FilesystemCapacity => "filesystem_capacity",
-            FaultCode::AttestationMismatch => "attestation_mismatch",
-            FaultCode::PolicyViolation => "policy_violation",
-        }
-    }
-}
-
-impl fmt::Display for FaultCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use eval_core::fault::FaultCode;
 
 /// Errors of the container runtime. `fault()` says which infrastructure fault an error is;
 /// `None` means an input error (a bad runtime definition, a missing static binary) that the

@@ -5,7 +5,7 @@
 //! one that differs); runtime definitions (`runtimes/<name>/runtime.toml`); content-addressed
 //! images written in the `docker save` layout (`image::image_id` needs no engine); finding the
 //! static in-container binaries; the fixture model (re-exported from `eval-fixture-core`).
-//! Errors carry their infrastructure fault code (`fault::FaultCode`), assigned where they occur.
+//! Errors carry their infrastructure fault code (`FaultCode`, from eval-core), assigned where they occur.
 //!
 //! Must never: give a container network access, capabilities, a writable root filesystem, a
 //! mount the policy does not list, or any credential; offer `exec` into a container; classify a
@@ -35,11 +35,13 @@ pub use eval_fixture_core as fixture;
 pub use base::BaseImage;
 pub use definition::{LoadedDef, RuntimeDef};
 pub use docker::DockerRuntime;
-pub use fault::{FaultCode, RuntimeError};
+pub use fault::RuntimeError;
 pub use image::{ArmFiles, ImageId, ImageSpec, image_id};
 pub use image_config::ImageConfig;
 pub use policy::{AttemptFacts, Role, RoleMounts, container_spec};
 pub use runtime::{ContainerId, RunEnd, Runtime, WaitOutcome, create_checked, run_to_end};
+
+use eval_core::fault::FaultCode;
 
 /// Exit status of `eval-shim` when the controller refused the attestation (the harness never ran).
 pub const SHIM_EXIT_ATTESTATION_REFUSED: i64 = 86;

@@ -815,7 +815,10 @@ HOME = "/home/agent"
             .push("--key=secret-key".into());
         let e = check(&i, &s.expected, &[b"secret-key"]).unwrap_err();
         assert!(!e.to_string().contains("secret-key"), "{e}");
-        assert_eq!(e.fault(), Some(crate::FaultCode::PolicyViolation));
+        assert_eq!(
+            e.fault(),
+            Some(eval_core::fault::FaultCode::PolicyViolation)
+        );
 
         let mut i = ok.clone();
         i.mounts.as_mut().unwrap()[0].rw = Some(true);
@@ -870,7 +873,10 @@ HOME = "/home/agent"
             &mounts,
         )
         .unwrap_err();
-        assert_eq!(e.fault(), Some(crate::FaultCode::PolicyViolation));
+        assert_eq!(
+            e.fault(),
+            Some(eval_core::fault::FaultCode::PolicyViolation)
+        );
         assert!(e.to_string().contains("other-attempt.sock"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

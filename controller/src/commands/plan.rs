@@ -2,7 +2,7 @@
 
 use crate::cli::PlanArgs;
 use crate::exit::{CmdResult, Status};
-use eval_matrix::Phase;
+use eval_core::phase::Phase;
 use eval_protocols::Project;
 
 pub fn run(args: PlanArgs) -> CmdResult {

@@ -4,8 +4,9 @@ use crate::cli::RunArgs;
 use crate::exit::{CmdResult, Status};
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
-use crate::run::events::{self, AttemptOutcome, Phase, RunStarted, SlotRecord, UpstreamRecord};
+use crate::run::events::{self, AttemptOutcome, RunStarted, SlotRecord, UpstreamRecord};
 use crate::run::replay::{RunState, StatusSummary};
+use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use eval_protocols::{Loaded, Project, Registry};
 use std::io::IsTerminal as _;
@@ -168,10 +169,7 @@ pub fn slot_records(loaded: &Loaded) -> Vec<SlotRecord> {
         .into_iter()
         .map(|s| SlotRecord {
             id: s.id,
-            phase: match s.phase {
-                eval_matrix::Phase::Infrastructure => Phase::Infrastructure,
-                eval_matrix::Phase::Statistical => Phase::Statistical,
-            },
+            phase: s.phase,
             suite: s.suite,
             task: s.task,
             arm: s.arm,
@@ -738,11 +736,7 @@ impl ProgressSink for Progress {
     }
 
     fn attempt_finished(&self, attempt: &str, o: &AttemptOutcome, s: &StatusSummary) {
-        let code = o
-            .infra_fault
-            .as_deref()
-            .map(|c| format!("({c})"))
-            .unwrap_or_default();
+        let code = o.infra_fault.map(|c| format!("({c})")).unwrap_or_default();
         self.line(&format!(
             "done   {attempt}: {}{code} · turns {} · tokens {} · {:.1}s  [{}/{} done]",
             o.outcome.as_str(),
@@ -923,7 +917,7 @@ mod tests {
             model: Some("m".into()),
             status: 200,
             result: "ok".into(),
-            tokens: events::Tokens::default(),
+            tokens: eval_core::tokens::TokenCounts::default(),
             metered: usage.is_some(),
             latency_ms: 0,
             record: serde_json::to_value(record).unwrap(),

@@ -5,6 +5,10 @@
 //! `schema` = [`SCHEMA`]; replay refuses a newer one. Times are RFC 3339 UTC inside the payload
 //! (the entry's `recorded_at` is not hashed).
 
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -29,21 +33,6 @@ pub const AGENT_EVENT: &str = "agent_event";
 /// What the controller noticed about an attempt without it changing the outcome (archive notes,
 /// artifacts it could not store), written before the attempt's outcome.
 pub const ATTEMPT_NOTE: &str = "attempt_note";
-
-/// The code of an attempt closed because the controller stopped before it made a model call.
-pub const INTERRUPTED_BEFORE_MODEL_CALL: &str = "interrupted_before_model_call";
-
-/// The attempt id: `<slot>#<n>`, `n` counting from 1 within the slot.
-pub fn attempt_id(slot: &str, number: u32) -> String {
-    format!("{slot}#{number}")
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Infrastructure,
-    Statistical,
-}
 
 /// One slot of the expanded schedule, as recorded in `run_started` (so `eval status` and the
 /// report need nothing but the ledger).
@@ -78,7 +67,7 @@ pub struct RunStarted {
     /// True when the upstream is the fixture: this run can never be evidence for a release.
     pub fixture_evidence: bool,
     pub concurrency: usize,
-    pub rerunnable_codes: Vec<String>,
+    pub rerunnable_codes: Vec<FaultCode>,
     /// Reruns allowed per statistical slot.
     pub max_reruns: u32,
     /// Attempts allowed per infrastructure slot (rerun after any failure).
@@ -120,28 +109,6 @@ pub struct Attestation {
     pub problems: Vec<String>,
 }
 
-/// Token counts of one call or one attempt.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cached: u64,
-    pub reasoning: u64,
-}
-
-impl Tokens {
-    pub fn add(&mut self, other: &Tokens) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cached += other.cached;
-        self.reasoning += other.reasoning;
-    }
-
-    pub fn total(&self) -> u64 {
-        self.input + self.output
-    }
-}
-
 /// `model_call_started`: the proxy is about to forward a call of this attempt (it waits for
 /// this entry to commit first).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -171,7 +138,7 @@ pub struct ModelCall {
     pub status: u16,
     /// `ok`, `contract_violation`, `budget_exhausted`, `upstream_error`, …
     pub result: String,
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub metered: bool,
     pub latency_ms: u64,
     /// The proxy's full record (redacted), for audit.
@@ -216,35 +183,6 @@ pub struct AttemptNote {
     pub notes: Vec<String>,
 }
 
-/// The outcome of an attempt. Exactly one per attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Completed,
-    AgentError,
-    Timeout,
-    BudgetExhausted,
-    ContractViolation,
-    AccountingMismatch,
-    Interrupted,
-    InfraFault,
-}
-
-impl Outcome {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::AgentError => "agent_error",
-            Outcome::Timeout => "timeout",
-            Outcome::BudgetExhausted => "budget_exhausted",
-            Outcome::ContractViolation => "contract_violation",
-            Outcome::AccountingMismatch => "accounting_mismatch",
-            Outcome::Interrupted => "interrupted",
-            Outcome::InfraFault => "infra_fault",
-        }
-    }
-}
-
 /// Digests of what the attempt left behind, all in the artifact store.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArtifactDigests {
@@ -276,7 +214,7 @@ pub struct AttemptOutcome {
     pub arm: String,
     pub outcome: Outcome,
     /// The typed fault code when `outcome` is `infra_fault`.
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     pub detail: Option<String>,
     pub image: Option<String>,
     /// Digest of the canonical `attestation` payload (when attestation happened).
@@ -284,7 +222,7 @@ pub struct AttemptOutcome {
     /// Ledger seqs of this attempt's `model_call` entries.
     pub model_calls: Vec<u64>,
     pub model_turns: u64,
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,

@@ -17,8 +17,12 @@ pub mod replay;
 pub mod report_data;
 pub mod runner;
 
+use eval_core::attempt::AttemptId;
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{Digest, Entry, LedgerError, LedgerWriter, NewEntry};
-use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, Outcome, SlotRecord, Tokens};
+use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord};
 use replay::{ReplayError, RunState, StatusSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -64,14 +68,14 @@ impl AttemptSpec {
         Self {
             slot: SlotRecord {
                 id: slot.to_owned(),
-                phase: events::Phase::Statistical,
+                phase: eval_core::phase::Phase::Statistical,
                 suite: String::new(),
                 task: String::new(),
                 arm: String::new(),
                 rep: 0,
             },
             number,
-            attempt: events::attempt_id(slot, number),
+            attempt: AttemptId::new(slot, number).to_string(),
             rerun_of: None,
         }
     }
@@ -81,12 +85,12 @@ impl AttemptSpec {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AttemptReport {
     pub outcome: Option<Outcome>,
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     pub detail: Option<String>,
     pub image: Option<String>,
     pub attestation: Option<String>,
     pub model_turns: u64,
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
@@ -118,16 +122,16 @@ impl AttemptReport {
         }
     }
 
-    pub fn infra(code: &str, detail: impl Into<String>) -> Self {
+    pub fn infra(code: FaultCode, detail: impl Into<String>) -> Self {
         Self {
             outcome: Some(Outcome::InfraFault),
-            infra_fault: Some(code.to_owned()),
+            infra_fault: Some(code),
             detail: Some(detail.into()),
             ..Self::default()
         }
     }
 
-    pub(crate) fn closed(o: Outcome, code: Option<String>, detail: &str) -> Self {
+    pub(crate) fn closed(o: Outcome, code: Option<FaultCode>, detail: &str) -> Self {
         Self {
             outcome: Some(o),
             infra_fault: code,
@@ -145,10 +149,7 @@ impl AttemptReport {
     ) -> AttemptOutcome {
         let outcome = self.outcome.unwrap_or(Outcome::InfraFault);
         let infra_fault = match outcome {
-            Outcome::InfraFault => Some(
-                self.infra_fault
-                    .unwrap_or_else(|| "controller_error".to_owned()),
-            ),
+            Outcome::InfraFault => Some(self.infra_fault.unwrap_or(FaultCode::ControllerError)),
             _ => None,
         };
         let mut metrics = self.metrics;

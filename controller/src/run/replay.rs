@@ -3,9 +3,12 @@
 //!
 //! Pure functions over [`Entry`] values: no I/O, unit-tested without a ledger file.
 
-use super::events::{
-    self, AttemptOutcome, AttemptStarted, Outcome, Phase, RunStarted, SlotRecord, Tokens,
-};
+use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord};
+use eval_core::attempt::AttemptId;
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::Entry;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,14 +52,14 @@ impl AttemptState {
 
 impl AttemptState {
     pub fn id(&self) -> String {
-        events::attempt_id(&self.slot, self.number)
+        AttemptId::new(&self.slot, self.number).to_string()
     }
 }
 
 /// Rules that decide what a faulted attempt leads to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RerunRules {
-    pub codes: BTreeSet<String>,
+    pub codes: BTreeSet<FaultCode>,
     /// Reruns allowed per statistical slot (attempts per slot ≤ 1 + this).
     pub max_reruns: u32,
     /// Attempts allowed per infrastructure slot.
@@ -120,12 +123,6 @@ fn malformed(e: &Entry, reason: impl Into<String>) -> ReplayError {
         kind: e.kind.clone(),
         reason: reason.into(),
     }
-}
-
-/// Splits `<slot>#<n>`.
-pub fn split_attempt_id(id: &str) -> Option<(&str, u32)> {
-    let (slot, n) = id.rsplit_once('#')?;
-    Some((slot, n.parse().ok()?))
 }
 
 impl RunState {
@@ -221,16 +218,19 @@ impl RunState {
 
     /// The attempt with this id, if the ledger has started it.
     pub fn attempt(&self, id: &str) -> Option<&AttemptState> {
-        let (slot, n) = split_attempt_id(id)?;
-        self.attempts.get(slot)?.iter().find(|a| a.number == n)
+        let id: AttemptId = id.parse().ok()?;
+        self.attempts
+            .get(id.slot())?
+            .iter()
+            .find(|a| a.number == id.number())
     }
 
     fn attempt_mut(&mut self, id: &str) -> Option<&mut AttemptState> {
-        let (slot, n) = split_attempt_id(id)?;
+        let id: AttemptId = id.parse().ok()?;
         self.attempts
-            .get_mut(slot)?
+            .get_mut(id.slot())?
             .iter_mut()
-            .find(|a| a.number == n)
+            .find(|a| a.number == id.number())
     }
 
     pub fn rules(&self) -> RerunRules {
@@ -282,8 +282,8 @@ impl RunState {
                         next: last.number + 1,
                         code: out
                             .infra_fault
-                            .clone()
-                            .unwrap_or_else(|| out.outcome.as_str().to_owned()),
+                            .map_or(out.outcome.as_str(), FaultCode::as_str)
+                            .to_owned(),
                     }
                 } else {
                     SlotStatus::Failed {
@@ -292,14 +292,15 @@ impl RunState {
                 }
             }
             Phase::Statistical => {
-                if out.outcome == Outcome::InfraFault {
-                    let code = out.infra_fault.clone().unwrap_or_default();
-                    if is_rerunnable(&code, rules) && reruns_left {
-                        return SlotStatus::NeedsRerun {
-                            next: last.number + 1,
-                            code,
-                        };
-                    }
+                if out.outcome == Outcome::InfraFault
+                    && let Some(code) = out.infra_fault
+                    && is_rerunnable(code, rules)
+                    && reruns_left
+                {
+                    return SlotStatus::NeedsRerun {
+                        next: last.number + 1,
+                        code: code.to_string(),
+                    };
                 }
                 SlotStatus::Final {
                     number: last.number,
@@ -379,7 +380,7 @@ impl RunState {
                             .or_default() += 1;
                         if o.outcome == Outcome::InfraFault {
                             sum.infra_faults += 1;
-                            let code = o.infra_fault.clone().unwrap_or_default();
+                            let code = o.infra_fault.map_or_else(String::new, |c| c.to_string());
                             *sum.infra_fault_codes.entry(code).or_default() += 1;
                         }
                         sum.attempts += 1;
@@ -414,16 +415,16 @@ impl RunState {
 
 /// `interrupted_before_model_call` is rerun by rule (nothing was spent and the agent never got
 /// a chance to act); every other code only when the protocol lists it.
-pub fn is_rerunnable(code: &str, rules: &RerunRules) -> bool {
-    code == events::INTERRUPTED_BEFORE_MODEL_CALL || rules.codes.contains(code)
+pub fn is_rerunnable(code: FaultCode, rules: &RerunRules) -> bool {
+    code == FaultCode::InterruptedBeforeModelCall || rules.codes.contains(&code)
 }
 
 /// How a started-but-unfinished attempt is closed on resume or Ctrl-C.
-pub fn closing_outcome(a: &AttemptState) -> (Outcome, Option<String>) {
+pub fn closing_outcome(a: &AttemptState) -> (Outcome, Option<FaultCode>) {
     if !a.may_have_spent() {
         (
             Outcome::InfraFault,
-            Some(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned()),
+            Some(FaultCode::InterruptedBeforeModelCall),
         )
     } else {
         (Outcome::Interrupted, None)
@@ -466,9 +467,9 @@ pub struct StatusSummary {
     pub by_outcome: BTreeMap<String, u64>,
     pub running: Vec<String>,
     /// Tokens of the statistical attempts (every attempt of a statistical slot, reruns too).
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     /// Tokens of the infrastructure attempts, kept out of `tokens` and `groups`.
-    pub infra_tokens: Tokens,
+    pub infra_tokens: TokenCounts,
     /// `suite/arm` → progress of its statistical slots (infrastructure slots are in no group).
     pub groups: BTreeMap<String, GroupSummary>,
 }
@@ -542,7 +543,7 @@ mod tests {
             },
             fixture_evidence: true,
             concurrency: 1,
-            rerunnable_codes: codes.iter().map(|s| s.to_string()).collect(),
+            rerunnable_codes: codes.iter().map(|s| s.parse().unwrap()).collect(),
             max_reruns,
             max_infra_attempts: max_reruns + 1,
             slots: slots(),
@@ -553,7 +554,7 @@ mod tests {
     pub(crate) fn start(slot: &str, n: u32, rerun_of: Option<u32>) -> AttemptStarted {
         AttemptStarted {
             schema: SCHEMA,
-            attempt: attempt_id(slot, n),
+            attempt: AttemptId::new(slot, n).to_string(),
             slot: slot.into(),
             number: n,
             phase: if slot.starts_with("infra") {
@@ -574,18 +575,18 @@ mod tests {
     pub(crate) fn outcome(slot: &str, n: u32, o: Outcome, code: Option<&str>) -> AttemptOutcome {
         AttemptOutcome {
             schema: SCHEMA,
-            attempt: attempt_id(slot, n),
+            attempt: AttemptId::new(slot, n).to_string(),
             slot: slot.into(),
             number: n,
             arm: "a".into(),
             outcome: o,
-            infra_fault: code.map(str::to_owned),
+            infra_fault: code.map(|c| c.parse().unwrap()),
             detail: None,
             image: None,
             attestation: None,
             model_calls: vec![],
             model_turns: 0,
-            tokens: Tokens {
+            tokens: TokenCounts {
                 input: 10,
                 output: 5,
                 cached: 0,
@@ -718,12 +719,12 @@ mod tests {
         let slot = "stat-s-t1-a-r1";
         let rerun = Rerun {
             schema: SCHEMA,
-            attempt: attempt_id(slot, 2),
+            attempt: AttemptId::new(slot, 2).to_string(),
             slot: slot.into(),
             number: 2,
-            reruns: attempt_id(slot, 1),
+            reruns: AttemptId::new(slot, 1).to_string(),
             rerun_of: 1,
-            code: INTERRUPTED_BEFORE_MODEL_CALL.into(),
+            code: FaultCode::InterruptedBeforeModelCall.to_string(),
             reason: "r".into(),
         };
         let mut b = Builder::new();
@@ -735,7 +736,7 @@ mod tests {
                 slot,
                 1,
                 Outcome::InfraFault,
-                Some(INTERRUPTED_BEFORE_MODEL_CALL),
+                Some("interrupted_before_model_call"),
             ),
         );
         b.push(RERUN, &rerun);
@@ -816,7 +817,7 @@ mod tests {
             closing_outcome(a),
             (
                 Outcome::InfraFault,
-                Some(INTERRUPTED_BEFORE_MODEL_CALL.into())
+                Some(FaultCode::InterruptedBeforeModelCall)
             )
         );
         assert_eq!(closing_outcome(b2), (Outcome::Interrupted, None));
@@ -830,7 +831,7 @@ mod tests {
                 "stat-s-t1-a-r1",
                 1,
                 Outcome::InfraFault,
-                Some(INTERRUPTED_BEFORE_MODEL_CALL),
+                Some("interrupted_before_model_call"),
             ),
         );
         b.push(

@@ -7,12 +7,12 @@
 //! must verify with it and a finished run must be signed to its end; and every artifact the
 //! ledger references must still hash to its digest.
 
-use super::events::{self, Outcome, Phase};
+use super::events;
 use super::replay::RunState;
+use eval_core::fault::FaultCode;
 use eval_evidence::ledger::{self, Digest, Entry, LedgerReader};
 use eval_evidence::report::{
     self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan, SuiteData,
-    TokenCounts,
 };
 use eval_protocols::{Project, Registry};
 use std::collections::BTreeMap;
@@ -30,26 +30,6 @@ pub enum ReportDataError {
     Input(String),
     #[error("{0}")]
     Integrity(String),
-}
-
-fn phase(p: Phase) -> rd::Phase {
-    match p {
-        Phase::Infrastructure => rd::Phase::Infrastructure,
-        Phase::Statistical => rd::Phase::Statistical,
-    }
-}
-
-fn outcome(o: Outcome) -> rd::Outcome {
-    match o {
-        Outcome::Completed => rd::Outcome::Completed,
-        Outcome::AgentError => rd::Outcome::AgentError,
-        Outcome::Timeout => rd::Outcome::Timeout,
-        Outcome::BudgetExhausted => rd::Outcome::BudgetExhausted,
-        Outcome::ContractViolation => rd::Outcome::ContractViolation,
-        Outcome::AccountingMismatch => rd::Outcome::AccountingMismatch,
-        Outcome::Interrupted => rd::Outcome::Interrupted,
-        Outcome::InfraFault => rd::Outcome::InfraFault,
-    }
 }
 
 /// Reads `STATE/<matrix>/ledger.sqlite`, verifies it, and assembles the report input with the
@@ -141,7 +121,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         .iter()
         .map(|s| SlotData {
             id: s.id.clone(),
-            phase: phase(s.phase),
+            phase: s.phase,
             suite: s.suite.clone(),
             task: s.task.clone(),
             arm: s.arm.clone(),
@@ -176,26 +156,18 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             .and_then(|x| x.outcome.clone());
         attempts.push(AttemptData {
             slot: a.slot.clone(),
-            phase: phase(a.phase),
+            phase: a.phase,
             suite: a.suite.clone(),
             task: a.task.clone(),
             arm: a.arm.clone(),
             rep: a.rep,
             attempt: a.number,
-            outcome: o.as_ref().map(|o| outcome(o.outcome)),
-            infra_fault: o.as_ref().and_then(|o| o.infra_fault.clone()),
+            outcome: o.as_ref().map(|o| o.outcome),
+            infra_fault: o.as_ref().and_then(|o| o.infra_fault),
             rerun_of: a.rerun_of,
             metrics: o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
             model_turns: o.as_ref().map_or(0, |o| o.model_turns),
-            tokens: o
-                .as_ref()
-                .map(|o| TokenCounts {
-                    input: o.tokens.input,
-                    output: o.tokens.output,
-                    cached: o.tokens.cached,
-                    reasoning: o.tokens.reasoning,
-                })
-                .unwrap_or_default(),
+            tokens: o.as_ref().map(|o| o.tokens).unwrap_or_default(),
             duration_seconds: o.as_ref().map_or(0.0, |o| o.duration_seconds),
             oracle_calls: o
                 .as_ref()
@@ -239,7 +211,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         gates: p.gates.clone(),
         rerunnable_fault_codes: {
             let mut c = p.reruns.codes.clone();
-            c.push(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned());
+            c.push(FaultCode::InterruptedBeforeModelCall);
             c
         },
         max_reruns_per_slot: Some(p.reruns.max_reruns_per_slot),

@@ -2,11 +2,14 @@
 //! statistical slots in schedule order, up to `concurrency` attempts at once, rerunning by rule.
 
 use super::events::{
-    self, AttemptOutcome, AttemptStarted, Outcome, Phase, Rerun, RunFinished, RunStarted,
-    SlotRecord,
+    self, AttemptOutcome, AttemptStarted, Rerun, RunFinished, RunStarted, SlotRecord,
 };
 use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
+use eval_core::attempt::AttemptId;
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 use eval_evidence::ledger::{LedgerError, NewEntry};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -25,7 +28,7 @@ pub struct SessionEnd {
 /// Closes every attempt that started and never finished, by the rule in
 /// [`replay::closing_outcome`]. Returns how many were closed.
 pub async fn close_unfinished(rec: &Recorder, detail: &str) -> Result<usize, RunError> {
-    let open: Vec<(String, u32, String, Outcome, Option<String>)> = {
+    let open: Vec<(String, u32, String, Outcome, Option<FaultCode>)> = {
         let st = rec.state();
         st.unfinished()
             .into_iter()
@@ -50,7 +53,7 @@ pub async fn close_unfinished(rec: &Recorder, detail: &str) -> Result<usize, Run
             .collect::<Result<_, ReplayError>>()?
     };
     for (slot, number, arm, outcome, code) in &open {
-        let mut p = AttemptReport::closed(*outcome, code.clone(), detail).into_outcome(
+        let mut p = AttemptReport::closed(*outcome, *code, detail).into_outcome(
             &AttemptSpec::bare(slot, *number),
             arm,
             &rec.upstream_kind(),
@@ -215,7 +218,7 @@ async fn run_slot(
         let spec = AttemptSpec {
             slot: slot.clone(),
             number,
-            attempt: events::attempt_id(&slot.id, number),
+            attempt: AttemptId::new(&slot.id, number).to_string(),
             rerun_of: rerun_of.as_ref().map(|(n, _)| *n),
         };
         let session = rec.state().sessions;
@@ -254,7 +257,7 @@ async fn run_slot(
                         attempt: spec.attempt.clone(),
                         slot: slot.id.clone(),
                         number,
-                        reruns: events::attempt_id(&slot.id, *of),
+                        reruns: AttemptId::new(&slot.id, *of).to_string(),
                         rerun_of: *of,
                         code: code.clone(),
                         reason,
@@ -285,7 +288,7 @@ async fn run_slot(
             let (o, code) = if !rec.may_have_spent(&spec.attempt) {
                 (
                     Outcome::InfraFault,
-                    Some(events::INTERRUPTED_BEFORE_MODEL_CALL.to_owned()),
+                    Some(FaultCode::InterruptedBeforeModelCall),
                 )
             } else {
                 (Outcome::Interrupted, None)

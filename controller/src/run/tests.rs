@@ -5,6 +5,9 @@ use super::events::*;
 use super::replay::{RunState, SlotStatus};
 use super::runner::run_session;
 use super::*;
+use eval_core::attempt::AttemptId;
+use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{self, LedgerReader};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -51,7 +54,7 @@ async fn model_call(rec: &Recorder, attempt: &str, seq: u64) {
             model: Some("m".into()),
             status: 200,
             result: "ok".into(),
-            tokens: Tokens {
+            tokens: TokenCounts {
                 input: 7,
                 output: 3,
                 cached: 0,
@@ -87,7 +90,7 @@ impl AttemptExecutor for Scripted {
                     r.model_turns = calls;
                     r
                 }
-                Script::Fault(code) => AttemptReport::infra(code, "scripted"),
+                Script::Fault(code) => AttemptReport::infra(code.parse().unwrap(), "scripted"),
                 Script::RecordFails => {
                     model_call(&rec, &spec.attempt, 1).await;
                     // An entry kind the ledger refuses stands in for a full disk or a broken
@@ -175,7 +178,7 @@ fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
         },
         fixture_evidence: true,
         concurrency,
-        rerunnable_codes: codes.iter().map(|c| c.to_string()).collect(),
+        rerunnable_codes: codes.iter().map(|c| c.parse().unwrap()).collect(),
         max_reruns,
         max_infra_attempts: max_reruns + 1,
         slots: slots(),
@@ -231,7 +234,10 @@ async fn runs_infra_first_then_the_schedule_order_at_concurrency_one() {
     )
     .await;
     assert!(end.complete, "{end:?}");
-    let expected: Vec<String> = slots().iter().map(|s| attempt_id(&s.id, 1)).collect();
+    let expected: Vec<String> = slots()
+        .iter()
+        .map(|s| AttemptId::new(&s.id, 1).to_string())
+        .collect();
     assert_eq!(*exec.order.lock().unwrap(), expected);
     let (st, entries) = replayed(&path);
     let sum = st.summary();
@@ -465,7 +471,7 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
                 ATTEMPT_STARTED,
                 &AttemptStarted {
                     schema: SCHEMA,
-                    attempt: attempt_id(slot, 1),
+                    attempt: AttemptId::new(slot, 1).to_string(),
                     slot: slot.into(),
                     number: 1,
                     phase: spec.phase,
@@ -481,7 +487,7 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
             .await
             .unwrap();
             for i in 0..calls {
-                model_call(&rec, &attempt_id(slot, 1), i + 1).await;
+                model_call(&rec, &AttemptId::new(slot, 1).to_string(), i + 1).await;
             }
         }
         drop(rec);
@@ -508,7 +514,7 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
         .iter()
         .find(|o| o["slot"] == "infra-s-t1-base-r0")
         .unwrap();
-    assert_eq!(a["infra_fault"], INTERRUPTED_BEFORE_MODEL_CALL);
+    assert_eq!(a["infra_fault"], "interrupted_before_model_call");
     let b = closed
         .iter()
         .find(|o| o["slot"] == "infra-s-t1-cand-r0")

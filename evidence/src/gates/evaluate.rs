@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::pairs::{SuiteView, TaskMeans, final_attempts, is_final, metric_value};
-use crate::report::{Outcome, Phase, RunData};
+use crate::report::RunData;
 use crate::stats::data::mean;
 use crate::stats::interval::intervals;
 use crate::stats::quantile::v04_percentile;
@@ -16,6 +16,8 @@ use crate::stats::resample::{ExactMode, ResampleConfig, resample};
 use crate::stats::signflip::sign_flip;
 use crate::stats::v04::{v04_interval, v04_interval_units};
 use eval_core::gates::{ArmRole, Gate, Op, Rule, Statistic};
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -588,8 +590,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
             let allowed = match (&prev.outcome, a.phase) {
                 (Some(Outcome::InfraFault), Phase::Statistical) => prev
                     .infra_fault
-                    .as_ref()
-                    .is_some_and(|c| run.rerunnable_fault_codes.contains(c)),
+                    .is_some_and(|c| run.rerunnable_fault_codes.contains(&c)),
                 (Some(Outcome::Completed), Phase::Infrastructure) => false,
                 (Some(_), Phase::Infrastructure) => true,
                 _ => false,
@@ -601,7 +602,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
                     prev.attempt,
                     match (&prev.outcome, &prev.infra_fault) {
                         (Some(Outcome::InfraFault), Some(c)) =>
-                            format!("fault code {c:?} is not rerunnable"),
+                            format!("fault code \"{c}\" is not rerunnable"),
                         (Some(Outcome::InfraFault), None) => "the fault has no code".into(),
                         (Some(o), _) => format!("previous outcome {o:?} is final"),
                         (None, _) => "the previous attempt never ended".into(),

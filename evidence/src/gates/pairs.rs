@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::{AttemptData, Outcome, Phase, RunData, SuiteData};
+use crate::report::{AttemptData, RunData, SuiteData};
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 
 /// Built-in metrics, read from the attempt's accounting when the grader did not emit the name.
 pub const BUILTIN_METRICS: [&str; 6] = [

@@ -4,12 +4,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::run_data::{LedgerHeadRef, Outcome, Phase, RUN_DATA_VERSION, RunData, StatPlan};
+use super::run_data::{LedgerHeadRef, RUN_DATA_VERSION, RunData, StatPlan};
 use crate::gates::pairs::{SuiteView, final_attempts, metric_value};
 use crate::gates::{GateResult, Statistic, Verdict, evaluate_gates};
 use crate::stats::PairedTasks;
 use crate::stats::paired::{PairedConfig, PairedSummary, paired_summary};
 use crate::stats::resample::{ExactMode, ResampleConfig};
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
 
 /// Schema id of the JSON report; bump the number on any change. `/2` added `verdict`,
 /// `evidence`, `anomalies` and the per-arm outcome breakdown, spend and anomalies; a `/1`
@@ -172,7 +175,7 @@ pub struct ArmAccounting {
 pub struct FaultRow {
     pub slot: String,
     pub attempt: u32,
-    pub code: Option<String>,
+    pub code: Option<FaultCode>,
     pub rerun: bool,
 }
 
@@ -311,7 +314,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             .map(|a| FaultRow {
                 slot: a.slot.clone(),
                 attempt: a.attempt,
-                code: a.infra_fault.clone(),
+                code: a.infra_fault,
                 rerun: run
                     .attempts
                     .iter()
@@ -326,7 +329,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
                 slot: a.slot.clone(),
                 attempt: a.attempt,
                 rerun_of: a.rerun_of,
-                outcome: a.outcome.clone(),
+                outcome: a.outcome,
             })
             .collect(),
         plan: run.plan.clone(),
@@ -563,7 +566,7 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
                             // A display cell: a value that cannot be computed stays empty;
                             // the gates compute their metrics themselves and fail on the error.
                             value: a.and_then(|a| metric_value(run, a, &metric).ok()),
-                            outcome: a.and_then(|a| a.outcome.clone()),
+                            outcome: a.and_then(|a| a.outcome),
                         }
                     })
                     .collect();
@@ -634,7 +637,7 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         x.duration_seconds += a.duration_seconds;
         x.spend_usd += a.spend_usd;
         *x.outcomes
-            .entry(a.outcome.as_ref().map_or("open", outcome_name).to_string())
+            .entry(a.outcome.map_or("open", Outcome::as_str).to_string())
             .or_default() += 1;
         if a.cross_checkable() && a.model_turns == 0 {
             x.zero_turn_attempts += 1;
@@ -673,20 +676,6 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         }
     }
     out
-}
-
-/// The snake_case name of an outcome, as the ledger writes it.
-pub fn outcome_name(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Completed => "completed",
-        Outcome::AgentError => "agent_error",
-        Outcome::Timeout => "timeout",
-        Outcome::BudgetExhausted => "budget_exhausted",
-        Outcome::ContractViolation => "contract_violation",
-        Outcome::AccountingMismatch => "accounting_mismatch",
-        Outcome::Interrupted => "interrupted",
-        Outcome::InfraFault => "infra_fault",
-    }
 }
 
 /// Payload of the `report` ledger entry the controller appends after writing a report.

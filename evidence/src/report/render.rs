@@ -1,6 +1,7 @@
 //! Rendering a [`Report`] as text, JSON, Markdown or one self-contained HTML file (inline CSS and
 //! SVG; no scripts, no network).
 
+use eval_core::fault::FaultCode;
 use std::fmt::Write as _;
 
 use super::build::{Report, ReportError, SuiteReport, verdict_text};
@@ -204,7 +205,7 @@ fn text(r: &Report) -> String {
             "  {} #{}: {}{}",
             f.slot,
             f.attempt,
-            f.code.as_deref().unwrap_or("?"),
+            f.code.map_or("?", FaultCode::as_str),
             if f.rerun { " (rerun)" } else { "" }
         );
     }
@@ -446,7 +447,7 @@ fn html(r: &Report) -> String {
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&f.slot),
                 f.attempt,
-                esc(f.code.as_deref().unwrap_or("?")),
+                esc(f.code.map_or("?", FaultCode::as_str)),
                 if f.rerun { "yes" } else { "no" }
             );
         }

@@ -7,6 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use serde::{Deserialize, Serialize};
 
 use crate::gates::Gate;
@@ -54,7 +58,7 @@ pub struct RunData {
     /// The protocol's release gates, in declaration order.
     pub gates: Vec<Gate>,
     /// Infra fault codes the protocol allows to be rerun.
-    pub rerunnable_fault_codes: Vec<String>,
+    pub rerunnable_fault_codes: Vec<FaultCode>,
     /// Maximum reruns per statistical slot (protocol limit); `None` = no limit declared.
     #[serde(default)]
     pub max_reruns_per_slot: Option<u32>,
@@ -151,13 +155,6 @@ pub struct SuiteData {
     pub max_oracle_calls: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Infrastructure,
-    Statistical,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlotData {
@@ -168,21 +165,6 @@ pub struct SlotData {
     pub task: String,
     pub arm: String,
     pub rep: u32,
-}
-
-/// How an attempt ended (DESIGN.md "Failures stay", plus the run issue's outcomes).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Completed,
-    AgentError,
-    Timeout,
-    BudgetExhausted,
-    ContractViolation,
-    AccountingMismatch,
-    Interrupted,
-    /// Infrastructure fault; the code is in `AttemptData::infra_fault`.
-    InfraFault,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,7 +183,7 @@ pub struct AttemptData {
     pub outcome: Option<Outcome>,
     /// The typed fault code when `outcome == InfraFault`.
     #[serde(default)]
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     /// The attempt number (same slot) this one reruns, if a rerun.
     #[serde(default)]
     pub rerun_of: Option<u32>,
@@ -235,23 +217,6 @@ pub struct AttemptData {
     /// Spend in USD of this attempt's model calls, as the proxy priced them.
     #[serde(default)]
     pub spend_usd: f64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenCounts {
-    pub input: u64,
-    pub output: u64,
-    #[serde(default)]
-    pub cached: u64,
-    #[serde(default)]
-    pub reasoning: u64,
-}
-
-impl TokenCounts {
-    pub fn total(&self) -> u64 {
-        self.input.saturating_add(self.output)
-    }
 }
 
 impl AttemptData {

@@ -2,6 +2,9 @@
 //! reason `releaseAllowed` can be false.
 
 use crate::support::*;
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::gates::evaluate::evaluate_gate;
 use eval_evidence::gates::{ArmRole, Gate, Op, Rule, Statistic, Verdict};
 use eval_evidence::report::*;
@@ -358,7 +361,7 @@ fn integrity_rules_catch_each_problem() {
     let mut run = base.clone();
     let slot = run.slots[3].clone();
     run.attempts[3].outcome = Some(Outcome::InfraFault);
-    run.attempts[3].infra_fault = Some("disk_on_fire".into());
+    run.attempts[3].infra_fault = Some(FaultCode::PolicyViolation);
     run.attempts
         .push(attempt(&slot, 2, Some(Outcome::Completed), 1.0));
     check(&run, Statistic::RerunsAuthorized, "not rerunnable");
@@ -542,7 +545,7 @@ fn accounting_complete_fails_when_the_harness_metrics_were_not_cross_checked() {
     // An infra fault never reached the cross-check: nothing to hold against it.
     let mut run = base.clone();
     run.attempts[5].outcome = Some(Outcome::InfraFault);
-    run.attempts[5].infra_fault = Some("engine_unavailable".into());
+    run.attempts[5].infra_fault = Some(FaultCode::ContainerRuntimeFailure);
     run.attempts[5].accounting = None;
     run.attempts[5].harness_turns = None;
     assert!(

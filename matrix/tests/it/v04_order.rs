@@ -1,6 +1,7 @@
 //! The v0.4 matrix reproduces the original order (test vectors from V04.md).
 
-use eval_matrix::{Matrix, Phase};
+use eval_core::phase::Phase;
+use eval_matrix::Matrix;
 use std::path::Path;
 
 fn v04() -> Matrix {

@@ -352,6 +352,23 @@ fn bad_input_names_file_and_field_and_writes_nothing() {
             &[P, "shcema"],
         ),
         (
+            "unknown rerun code",
+            |r| replace(r, P, "\"filesystem_capacity\",", "\"disk_full\","),
+            &[P, "disk_full", "filesystem_capacity"],
+        ),
+        (
+            "rerun code listed twice",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "\"filesystem_capacity\",",
+                    "\"container_runtime_failure\",",
+                )
+            },
+            &[P, "reruns.codes[2]", "container_runtime_failure"],
+        ),
+        (
             "unknown gate field",
             |r| {
                 replace(

@@ -7,12 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::support::*;
+use eval_core::fault::FaultCode;
 use eval_runtimes::definition::paths;
 use eval_runtimes::image::{build, image_id};
 use eval_runtimes::policy::{self, RoleMounts};
-use eval_runtimes::{
-    FaultCode, Runtime, RuntimeError, WaitOutcome, create_checked, run_to_end, shim_fault,
-};
+use eval_runtimes::{Runtime, RuntimeError, WaitOutcome, create_checked, run_to_end, shim_fault};
 
 const NATIVE: &str = r#"
 name = "native"

@@ -187,7 +187,7 @@ async fn a_base_id_the_engine_lacks_is_refused_naming_it() {
     let e = rt.ensure_image(&spec).await.unwrap_err();
     assert_eq!(
         e.fault(),
-        Some(eval_runtimes::FaultCode::ImageMissing),
+        Some(eval_core::fault::FaultCode::ImageMissing),
         "{e}"
     );
 }

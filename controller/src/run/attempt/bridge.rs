@@ -7,8 +7,8 @@
 //! hole in it must not be reported as whole.
 
 use crate::run::Recorder;
-use crate::run::events::{self, ModelCall, ModelCallStarted, Tokens};
-use eval_proxy::{CallRecord, CallStarted, RecordError, RecordSink, StartFuture};
+use crate::run::events::{self, ModelCall, ModelCallStarted};
+use eval_proxy::{CallRecord, CallStarted, RecordError, RecordSink, StartFuture, Usage};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::error::TrySendError;
@@ -214,16 +214,8 @@ async fn append_call(rec: &Recorder, r: &CallRecord) -> Result<(), String> {
     let Some(attempt) = r.attempt_id.clone() else {
         return Ok(());
     };
-    let tokens = match &r.usage {
-        Some(u) => Tokens {
-            input: u.input_tokens,
-            output: u.output_tokens,
-            cached: u.cached_input_tokens,
-            reasoning: u.reasoning_tokens,
-        },
-        // `metered: false` says these zeros are not a measurement.
-        None => Tokens::default(),
-    };
+    // `metered: false` says zeros from a call without usage are not a measurement.
+    let tokens = r.usage.as_ref().map(Usage::tokens).unwrap_or_default();
     let record = serde_json::to_value(r)
         .map_err(|e| format!("cannot serialise model call {attempt}/{}: {e}", r.seq))?;
     let payload = ModelCall {

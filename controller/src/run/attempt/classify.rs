@@ -6,22 +6,14 @@
 //! second attestation — is an outcome of the attempt. The table in ARCHITECTURE.md ("Classifying
 //! an attempt") is this function, rule by rule; the unit tests below are that table.
 
-use crate::run::events::Outcome;
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
 use std::io::ErrorKind;
 
 /// `ENOSPC`, `EDQUOT` and `EIO` (Linux): the host's disks failing the controller's own writes.
 const ENOSPC: i32 = 28;
 const EDQUOT: i32 = 122;
 const EIO: i32 = 5;
-
-/// Fault code for the host's storage failing the controller's own writes.
-pub const FILESYSTEM_CAPACITY: &str = "filesystem_capacity";
-/// Fault code for a controller-side failure no rerun can fix (a bug or a misconfiguration).
-pub const CONTROLLER_ERROR: &str = "controller_error";
-/// Fault code for an upstream that never answered the agent (transport errors, 5xx/429).
-pub const HOST_NETWORK_OUTAGE: &str = "host_network_outage";
-/// Fault code for an oracle model that failed an in-bounds clarifying question.
-pub const ORACLE_SERVICE_UNAVAILABLE: &str = "oracle_service_unavailable";
 
 /// A failed write (or create) of the controller's own, on the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +43,7 @@ impl HostIo {
 /// A container-engine failure (a `RuntimeError` with its `fault()` code).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineFault {
-    pub code: String,
+    pub code: FaultCode,
     pub detail: String,
 }
 
@@ -172,15 +164,15 @@ impl Default for Observations {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Classification {
     pub outcome: Outcome,
-    pub infra_fault: Option<String>,
+    pub infra_fault: Option<FaultCode>,
     pub detail: Option<String>,
 }
 
 impl Classification {
-    fn infra(code: &str, detail: String) -> Self {
+    fn infra(code: FaultCode, detail: String) -> Self {
         Self {
             outcome: Outcome::InfraFault,
-            infra_fault: Some(code.to_owned()),
+            infra_fault: Some(code),
             detail: Some(detail),
         }
     }
@@ -208,9 +200,9 @@ pub fn classify(obs: &Observations) -> Classification {
 fn infrastructure(obs: &Observations) -> Option<Classification> {
     if let Some(h) = &obs.host_io {
         let code = if h.is_storage_fault() {
-            FILESYSTEM_CAPACITY
+            FaultCode::FilesystemCapacity
         } else {
-            CONTROLLER_ERROR
+            FaultCode::ControllerError
         };
         return Some(Classification::infra(
             code,
@@ -218,23 +210,23 @@ fn infrastructure(obs: &Observations) -> Option<Classification> {
         ));
     }
     if let Some(e) = &obs.engine {
-        return Some(Classification::infra(&e.code, e.detail.clone()));
+        return Some(Classification::infra(e.code, e.detail.clone()));
     }
     if let Attested::Mismatch(why) = &obs.attested {
         return Some(Classification::infra(
-            eval_runtimes::FaultCode::AttestationMismatch.as_str(),
+            FaultCode::AttestationMismatch,
             format!("{why}; the agent never started"),
         ));
     }
     if let Some(why) = &obs.leftover_host_fault {
         return Some(Classification::infra(
-            FILESYSTEM_CAPACITY,
+            FaultCode::FilesystemCapacity,
             format!("the host failed reading the attempt's files: {why}"),
         ));
     }
     if obs.oracle.unavailable > 0 {
         return Some(Classification::infra(
-            ORACLE_SERVICE_UNAVAILABLE,
+            FaultCode::OracleServiceUnavailable,
             "the oracle model could not answer an in-bounds clarifying question".into(),
         ));
     }
@@ -249,7 +241,7 @@ fn infrastructure(obs: &Observations) -> Option<Classification> {
         && u.budget_exhaustions == 0
     {
         return Some(Classification::infra(
-            HOST_NETWORK_OUTAGE,
+            FaultCode::HostNetworkOutage,
             format!(
                 "the upstream failed before any model call was answered ({} transport error(s), {} 5xx/429 after retries)",
                 u.transport_errors, u.server_errors
@@ -258,7 +250,7 @@ fn infrastructure(obs: &Observations) -> Option<Classification> {
     }
     if let Some(e) = &obs.grader_engine {
         return Some(Classification::infra(
-            &e.code,
+            e.code,
             format!("the grader could not run: {}", e.detail),
         ));
     }
@@ -377,7 +369,7 @@ mod tests {
 
     fn engine(code: &str) -> Option<EngineFault> {
         Some(EngineFault {
-            code: code.into(),
+            code: code.parse().unwrap(),
             detail: "d".into(),
         })
     }
@@ -401,7 +393,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(FILESYSTEM_CAPACITY),
+                Some("filesystem_capacity"),
             ),
             (
                 "EDQUOT on own write",
@@ -410,7 +402,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(FILESYSTEM_CAPACITY),
+                Some("filesystem_capacity"),
             ),
             (
                 "EIO on own write",
@@ -419,7 +411,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(FILESYSTEM_CAPACITY),
+                Some("filesystem_capacity"),
             ),
             (
                 "EACCES on own write",
@@ -428,7 +420,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(CONTROLLER_ERROR),
+                Some("controller_error"),
             ),
             (
                 "engine failure",
@@ -467,7 +459,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(FILESYSTEM_CAPACITY),
+                Some("filesystem_capacity"),
             ),
             (
                 "in-bounds question, oracle upstream failed",
@@ -479,7 +471,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(ORACLE_SERVICE_UNAVAILABLE),
+                Some("oracle_service_unavailable"),
             ),
             (
                 "question refused (size/count/no oracle)",
@@ -514,7 +506,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(HOST_NETWORK_OUTAGE),
+                Some("host_network_outage"),
             ),
             (
                 "5xx/429 after retries, no turn answered",
@@ -524,7 +516,7 @@ mod tests {
                     ..o()
                 },
                 InfraFault,
-                Some(HOST_NETWORK_OUTAGE),
+                Some("host_network_outage"),
             ),
             (
                 "5xx after a turn answered, agent fails",
@@ -725,7 +717,7 @@ mod tests {
         for (name, obs, outcome, code) in table() {
             let c = classify(&obs);
             assert_eq!(c.outcome, outcome, "{name}: {c:?}");
-            assert_eq!(c.infra_fault.as_deref(), code, "{name}: {c:?}");
+            assert_eq!(c.infra_fault.map(FaultCode::as_str), code, "{name}: {c:?}");
             if outcome != Outcome::Completed {
                 assert!(
                     c.detail.is_some(),

@@ -4,6 +4,7 @@ use super::DockerExecutor;
 use super::classify::{End, EngineFault};
 use super::prepare::Prepared;
 use crate::run::AttemptSpec;
+use eval_core::fault::FaultCode;
 use eval_protocols::TaskBundle;
 use eval_runtimes::policy::RoleMounts;
 use eval_runtimes::{ImageConfig, ImageId, RunEnd, Runtime, RuntimeDef, RuntimeError, WaitOutcome};
@@ -119,11 +120,9 @@ pub(super) fn engine_fault(e: &RuntimeError) -> EngineFault {
     EngineFault { code, detail }
 }
 
-pub(super) fn fault_pair(e: &RuntimeError) -> (String, String) {
+pub(super) fn fault_pair(e: &RuntimeError) -> (FaultCode, String) {
     (
-        e.fault()
-            .map(|f| f.as_str().to_owned())
-            .unwrap_or_else(|| "container_runtime_failure".into()),
+        e.fault().unwrap_or(FaultCode::ContainerRuntimeFailure),
         e.to_string(),
     )
 }

@@ -5,11 +5,12 @@
 //! unscorable: an outcome of the agent (metrics fall back to the protocol's missing-data values).
 //! Only a grader the engine could not run at all is an infrastructure fault.
 
-use super::classify::{CONTROLLER_ERROR, EngineFault, Graded};
+use super::classify::{EngineFault, Graded};
 use super::container::engine_fault;
 use super::prepare::Prepared;
 use super::{DockerExecutor, Seen};
 use crate::run::{AttemptReport, AttemptSpec};
+use eval_core::fault::FaultCode;
 use eval_evidence::leftovers::Beneath;
 use eval_protocols::TaskBundle;
 use eval_runtimes::policy::RoleMounts;
@@ -84,7 +85,7 @@ impl DockerExecutor {
             .get(&task.spec.grader.runtime)
             .cloned()
             .ok_or_else(|| EngineFault {
-                code: CONTROLLER_ERROR.into(),
+                code: FaultCode::ControllerError,
                 detail: format!("no grader runtime {}", task.spec.grader.runtime),
             })?;
         let image = self

@@ -3,6 +3,7 @@
 use super::{DockerExecutor, SetupError};
 use crate::run::events::{self, Attestation};
 use crate::run::{AttemptReport, AttemptSpec};
+use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;
 use eval_protocols::protocol::Protocol;
@@ -18,7 +19,7 @@ pub(super) struct ArmImage {
     /// The image id the freeze recorded (`None`: the freeze could not resolve it).
     pub(super) frozen_image: Option<ImageId>,
     pub(super) expected: BTreeMap<String, Option<String>>,
-    pub(super) id: OnceCell<Result<ImageId, (String, String)>>,
+    pub(super) id: OnceCell<Result<ImageId, (FaultCode, String)>>,
 }
 
 /// An arm as admitted: the image id its freeze recorded and the digests its shim must report.
@@ -155,16 +156,12 @@ pub(super) fn grader_images(
 
 impl DockerExecutor {
     /// The arm's image, built or pulled once per session.
-    pub(super) async fn image(&self, a: &ArmImage) -> Result<ImageId, (String, String)> {
+    pub(super) async fn image(&self, a: &ArmImage) -> Result<ImageId, (FaultCode, String)> {
         a.id.get_or_init(|| async {
-            self.rt.ensure_image(&a.spec).await.map_err(|e| {
-                (
-                    e.fault()
-                        .map(|f| f.as_str().to_owned())
-                        .unwrap_or_else(|| "image_missing".into()),
-                    e.to_string(),
-                )
-            })
+            self.rt
+                .ensure_image(&a.spec)
+                .await
+                .map_err(|e| (e.fault().unwrap_or(FaultCode::ImageMissing), e.to_string()))
         })
         .await
         .clone()
@@ -191,7 +188,7 @@ impl DockerExecutor {
         let image = self
             .image(arm)
             .await
-            .map_err(|(code, detail)| AttemptReport::infra(&code, detail))?;
+            .map_err(|(code, detail)| AttemptReport::infra(code, detail))?;
         if let Some(frozen) = &arm.frozen_image
             && &image != frozen
         {
@@ -224,7 +221,7 @@ impl DockerExecutor {
             problems: vec![problem.clone()],
         };
         let mut report = AttemptReport::infra(
-            eval_runtimes::FaultCode::AttestationMismatch.as_str(),
+            FaultCode::AttestationMismatch,
             format!("{problem}; the agent never started"),
         );
         report.image = Some(image.0.clone());

@@ -19,15 +19,13 @@ mod prepare;
 pub use bridge::Bridge;
 pub use contract::contract_of;
 pub use control::Control;
+use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
 use prepare::SocketRoot;
 
-use super::events::{self, AttemptNote, Tokens};
+use super::events::{self, AttemptNote};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
-use classify::{
-    Attested, CONTROLLER_ERROR, Classification, EngineFault, Observations, Oracle, Upstream,
-    classify,
-};
+use classify::{Attested, Classification, EngineFault, Observations, Oracle, Upstream, classify};
 use contract::agent_budget;
 use control::{AttemptControl, AttestState};
 use eval_evidence::artifacts::ArtifactStore;
@@ -222,14 +220,14 @@ impl DockerExecutor {
     ) -> Result<(Arc<ArmImage>, TaskBundle), Box<AttemptReport>> {
         let arm = self.arms.get(&spec.slot.arm).cloned().ok_or_else(|| {
             AttemptReport::infra(
-                CONTROLLER_ERROR,
+                FaultCode::ControllerError,
                 format!("arm {} is not in the protocol", spec.slot.arm),
             )
         })?;
         let key = (spec.slot.suite.clone(), spec.slot.task.clone());
         let task = self.tasks.get(&key).cloned().ok_or_else(|| {
             AttemptReport::infra(
-                CONTROLLER_ERROR,
+                FaultCode::ControllerError,
                 format!("task {}/{} is not loaded", spec.slot.suite, spec.slot.task),
             )
         })?;
@@ -295,12 +293,12 @@ impl DockerExecutor {
             Ok(c) => c,
             Err(e) => {
                 let f = container::engine_fault(&e);
-                return AttemptReport::infra(&f.code, f.detail);
+                return AttemptReport::infra(f.code, f.detail);
             }
         };
         let ids = match eval_runtimes::policy::effective_user(def, &image_config) {
             Ok(ids) => ids,
-            Err(e) => return AttemptReport::infra(CONTROLLER_ERROR, e.to_string()),
+            Err(e) => return AttemptReport::infra(FaultCode::ControllerError, e.to_string()),
         };
         let p = match self.prepare(spec, ids, task, dir) {
             Ok(p) => p,
@@ -352,7 +350,7 @@ impl DockerExecutor {
                     self.store_bytes("the agent's log", &end.logs, &mut seen);
             }
         }
-        if classify(&seen.obs).outcome != events::Outcome::InfraFault {
+        if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
             self.after_agent(spec, task, def, &p, &mut seen, &mut report)
                 .await;
         }
@@ -385,7 +383,7 @@ impl DockerExecutor {
         };
         self.cross_check(def, &ws, seen, report);
         self.archive(&p.workspace, seen, report);
-        if classify(&seen.obs).outcome == events::Outcome::InfraFault {
+        if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault {
             return;
         }
         self.grade(spec, task, p, seen, report).await;
@@ -492,7 +490,7 @@ fn observe_meter(
         Ok(m) => m,
         Err(e) => {
             seen.obs.engine = Some(EngineFault {
-                code: CONTROLLER_ERROR.into(),
+                code: FaultCode::ControllerError,
                 detail: format!("the proxy has no meter for the attempt: {e}"),
             });
             return;
@@ -501,18 +499,13 @@ fn observe_meter(
     report.oracle_calls = meter.roles.get(&Role::Oracle).map_or(0, |o| o.calls);
     let Some(agent) = meter.roles.get(&Role::Agent) else {
         seen.obs.engine = Some(EngineFault {
-            code: CONTROLLER_ERROR.into(),
+            code: FaultCode::ControllerError,
             detail: "the proxy has no meter for the agent role".into(),
         });
         return;
     };
     report.model_turns = agent.turns;
-    report.tokens = Tokens {
-        input: agent.input_tokens,
-        output: agent.output_tokens,
-        cached: agent.cached_input_tokens,
-        reasoning: agent.reasoning_tokens,
-    };
+    report.tokens = agent.tokens();
     seen.obs.upstream = Upstream {
         turns: agent.turns,
         contract_violations: agent.contract_violations,

@@ -1,10 +1,10 @@
 //! The oracle: scripted answers or a model asked through the proxy's `oracle` role.
 
 use super::DockerExecutor;
-use super::classify::CONTROLLER_ERROR;
 use super::control::{AttemptControl, Control};
 use super::images::ArmImage;
 use crate::run::{AttemptReport, AttemptSpec};
+use eval_core::fault::FaultCode;
 use eval_protocols::TaskBundle;
 use eval_protocols::protocol::ModelContract;
 use eval_runtimes::ImageId;
@@ -126,12 +126,13 @@ impl DockerExecutor {
         if let Some(o) = &task.spec.oracle {
             let suite_cap = self.max_oracle.get(&spec.slot.suite).copied().unwrap_or(0);
             max_questions = o.max_questions.min(suite_cap);
-            let text = std::fs::read_to_string(task_dir.join(&o.answers))
-                .map_err(|e| AttemptReport::infra(CONTROLLER_ERROR, format!("{}: {e}", o.answers)));
+            let text = std::fs::read_to_string(task_dir.join(&o.answers)).map_err(|e| {
+                AttemptReport::infra(FaultCode::ControllerError, format!("{}: {e}", o.answers))
+            });
             if o.answered_by == eval_protocols::task::OracleAnswerer::Model {
                 let Some((_, template, anthropic)) = &self.oracle else {
                     return Err(Box::new(AttemptReport::infra(
-                        CONTROLLER_ERROR,
+                        FaultCode::ControllerError,
                         "the task's oracle is a model but the protocol names no [models.oracle]",
                     )));
                 };
@@ -145,7 +146,7 @@ impl DockerExecutor {
                 // controller's problem, never silently "no answers".
                 answers = scripted_answers(&text?).map_err(|e| {
                     Box::new(AttemptReport::infra(
-                        CONTROLLER_ERROR,
+                        FaultCode::ControllerError,
                         format!("{}: {e}", o.answers),
                     ))
                 })?;

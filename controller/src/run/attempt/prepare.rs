@@ -1,10 +1,11 @@
 //! Preparing an attempt on the host: its directory, workspace copy and socket directory.
 
 use super::DockerExecutor;
-use super::classify::{CONTROLLER_ERROR, HostIo, Observations, classify};
+use super::classify::{HostIo, Observations, classify};
 use super::container::engine_fault;
 use super::control::AttemptControl;
 use crate::run::{AttemptReport, AttemptSpec};
+use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;
 use eval_proxy::{Listen, Role};
@@ -32,7 +33,7 @@ fn host_fault(what: String, e: &std::io::Error) -> AttemptReport {
     };
     let c = classify(&obs);
     AttemptReport::infra(
-        c.infra_fault.as_deref().unwrap_or(CONTROLLER_ERROR),
+        c.infra_fault.unwrap_or(FaultCode::ControllerError),
         format!(
             "{}: {e}",
             c.detail.as_deref().unwrap_or("a host write failed")
@@ -52,7 +53,7 @@ impl DockerExecutor {
     ) -> Result<Prepared, Box<AttemptReport>> {
         if !super::is_attempt_dir(&self.work, dir) {
             return Err(Box::new(AttemptReport::infra(
-                CONTROLLER_ERROR,
+                FaultCode::ControllerError,
                 format!(
                     "slot {}: its attempt directory would leave {}",
                     spec.slot.id,
@@ -74,7 +75,7 @@ impl DockerExecutor {
             .and_then(|_| eval_runtimes::host::prepare_workspace(&out, (uid, gid)))
             .map_err(|e| {
                 let f = engine_fault(&e);
-                AttemptReport::infra(&f.code, f.detail)
+                AttemptReport::infra(f.code, f.detail)
             })?;
         let socket = self
             .sockets
@@ -119,7 +120,7 @@ impl DockerExecutor {
                 roles,
             })
             .await
-            .map_err(|e| AttemptReport::infra("proxy_failure", e.to_string()))?;
+            .map_err(|e| AttemptReport::infra(FaultCode::ProxyFailure, e.to_string()))?;
         if let Err(e) = SocketRoot::hand_over(&p.socket, p.uid, p.gid) {
             // The attempt never starts: close what was registered.
             if let Err(c) = self.proxy.close_attempt(&spec.attempt) {

@@ -4,6 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use eval_core::fault::FaultCode;
+use eval_core::outcome::Outcome;
+use eval_core::phase::Phase;
+use eval_core::tokens::TokenCounts;
 use eval_evidence::gates::{Gate, Op, Rule, Statistic};
 use eval_evidence::report::*;
 
@@ -126,7 +130,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
                 Some(1.0),
             )],
         }],
-        rerunnable_fault_codes: vec!["container_runtime_failure".into()],
+        rerunnable_fault_codes: vec![FaultCode::ContainerRuntimeFailure],
         max_reruns_per_slot: Some(2),
         max_infra_attempts: Some(3),
         suites: vec![SuiteData {
