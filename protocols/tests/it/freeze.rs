@@ -2,7 +2,6 @@
 //! `demo`) in a temporary project.
 
 use eval_core::Digest;
-use eval_protocols::protocol::Arm;
 use eval_protocols::{
     FreezeOutcome, Project, ProtocolError, Registry, RetireOutcome, freeze, record_report, retire,
     unmet_preconditions, verify,
