@@ -32,9 +32,13 @@ pub fn link_digest(target: &str) -> String {
 /// One entry of a tree listing, as the tree digest encodes it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TreeEntry {
+    /// The entry's path relative to the attested directory, `/`-separated, as raw bytes.
     pub path: Vec<u8>,
+    /// `file`, `dir` or `link`.
     pub kind: &'static str,
+    /// Whether the file has an executable bit (always false for directories and links).
     pub exec: bool,
+    /// The file's content digest, the link's target, or empty for a directory.
     pub value: String,
 }
 
@@ -58,7 +62,9 @@ pub fn tree_digest_of(mut entries: Vec<TreeEntry>) -> String {
 /// The body the shim POSTs to `/_eval/attest`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttestReport {
+    /// Version of this wire format; currently 1.
     pub format: u32,
+    /// One entry per `--attest` path the shim was given, in that order.
     pub paths: Vec<AttestedPath>,
 }
 
@@ -66,8 +72,12 @@ pub struct AttestReport {
 /// candidate package) or cannot be read (`error` says why, by kind only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttestedPath {
+    /// The in-container path, exactly as passed to the shim's `--attest`.
     pub path: String,
+    /// The path's digest (see the module docs), or `None` if it is absent or unreadable.
     pub digest: Option<String>,
+    /// The I/O error kind's text when `digest` is `None` (e.g. `entity not found` for an absent
+    /// path, `permission denied`); never a message that could carry file contents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -180,26 +180,45 @@ pub struct Appended {
 pub enum VerifyFailure {
     /// The stored hash is not the hash of the stored bytes.
     HashMismatch {
+        /// The entry whose bytes were altered (or whose hash was).
         seq: u64,
+        /// The hash written in the entry.
         stored: Digest,
+        /// The hash of the entry's `prev`, `seq`, `kind` and payload as stored.
         computed: Digest,
     },
     /// `prev` is not the previous entry's hash.
     BrokenLink {
+        /// The entry whose link does not match.
         seq: u64,
+        /// The `prev` the entry carries.
         prev: Digest,
+        /// The hash of entry `seq - 1` (zero for seq 1), which `prev` should equal.
         expected: Digest,
     },
     /// A sequence number is missing, repeated or out of order.
-    Gap { seq: u64, expected_seq: u64 },
+    Gap {
+        /// The first sequence number that is not where it belongs (= `expected_seq`).
+        seq: u64,
+        /// The sequence number the next entry should have carried.
+        expected_seq: u64,
+    },
     /// The entry at the expected head's `seq` has another hash.
     HeadMismatch {
+        /// The expected head's sequence number.
         seq: u64,
+        /// The hash the caller expected there (a head recorded earlier).
         expected: Digest,
+        /// The hash the chain holds at that position.
         found: Digest,
     },
     /// The chain ends before the expected head: its tail was cut off.
-    Truncated { seq: u64, last_seq: u64 },
+    Truncated {
+        /// The expected head's sequence number, which the chain does not reach.
+        seq: u64,
+        /// The last sequence number the chain does hold (0 for an empty chain).
+        last_seq: u64,
+    },
 }
 
 impl VerifyFailure {
@@ -258,11 +277,14 @@ impl std::fmt::Display for VerifyFailure {
 /// The result of verifying a ledger. `--json` prints exactly this.
 #[derive(Clone, Debug, Serialize)]
 pub struct VerifyReport {
+    /// Whether every entry verified and the expected head (if any) was found; `error` is `None` iff
+    /// true.
     pub ok: bool,
     /// Entries that verified (all of them when `ok`).
     pub entries: u64,
     /// The last verified entry.
     pub head: Head,
+    /// The first failure found, if any; verification stops there.
     pub error: Option<VerifyFailure>,
 }
 
@@ -274,6 +296,8 @@ pub struct Verifier {
 }
 
 impl Verifier {
+    /// A verifier for a chain that starts at seq 1; `expect` is a head the chain must contain (the
+    /// entry at its seq must have its hash), or `None` to check only internal consistency.
     pub fn new(expect: Option<Head>) -> Self {
         Self {
             head: Head::EMPTY,
@@ -341,6 +365,8 @@ impl Verifier {
         ControlFlow::Continue(())
     }
 
+    /// Ends verification: also reports [`VerifyFailure::Truncated`] if the chain stopped before the
+    /// expected head.
     pub fn finish(mut self) -> VerifyReport {
         if self.failure.is_none()
             && let Some(x) = self.expect

@@ -19,22 +19,29 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A release gate: a named set of rules that must all pass for the gate to pass.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
+    /// The gate's name in the protocol, the report and error messages; unique within a protocol.
     pub id: String,
     /// The suite whose baseline/candidate pairs the rules read; `None` for integrity gates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suite: Option<String>,
+    /// Free text shown in the report next to the gate's verdict; not evaluated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The rules, all of which must hold; `validate` rejects an empty list.
     pub rules: Vec<Rule>,
 }
 
+/// One comparison inside a gate: `statistic(metric, arm) op threshold`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
+    /// The rule's name, unique within its gate; reports and errors cite it as `gate/rule`.
     pub id: String,
+    /// What is computed from the run's attempts (see [`Statistic`]).
     pub statistic: Statistic,
     /// The metric the statistic reads (required by every statistic over scores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,6 +49,7 @@ pub struct Rule {
     /// Which arm, for statistics of one arm's attempts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arm: Option<ArmRole>,
+    /// How the statistic's value is compared with `threshold`; integrity statistics take `is_true`.
     pub op: Op,
     /// Required for every comparison except `is_true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,71 +63,109 @@ pub struct Rule {
     pub factor: Option<f64>,
 }
 
+/// Which side of a suite's baseline/candidate comparison a one-arm statistic reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArmRole {
+    /// The suite's reference arm (the thing the candidate is compared against).
     Baseline,
+    /// The arm being gated.
     Candidate,
 }
 
+/// Comparison of a statistic's value (left) with the rule's threshold (right).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
+    /// `value >= threshold`.
     #[serde(rename = ">=")]
     Ge,
+    /// `value > threshold`.
     #[serde(rename = ">")]
     Gt,
+    /// `value <= threshold`.
     #[serde(rename = "<=")]
     Le,
+    /// `value < threshold`.
     #[serde(rename = "<")]
     Lt,
+    /// `value == threshold`, exact floating-point equality (meant for counts).
     #[serde(rename = "==")]
     Eq,
+    /// The integrity check found no problem; takes no threshold.
     #[serde(rename = "is_true")]
     IsTrue,
 }
 
+/// The quantity a rule computes; its snake_case name is what a protocol writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Statistic {
     // Over the pairs' differences (candidate − baseline) of `metric`.
+    /// Mean of the pairs' differences.
     PairDiffMean,
+    /// Median of the pairs' differences.
     PairDiffMedian,
+    /// 95th percentile of the pairs' differences.
     PairDiffP95,
+    /// Smallest pair difference.
     PairDiffMin,
+    /// Largest pair difference.
     PairDiffMax,
     // Over the pairs' overheads (candidate − baseline) / baseline of `metric`.
+    /// Mean of the pairs' overheads (a ratio: 0.1 is 10 % more than baseline).
     PairOverheadMean,
+    /// Median of the pairs' overheads.
     PairOverheadMedian,
+    /// 95th percentile of the pairs' overheads.
     PairOverheadP95,
+    /// Smallest pair overhead.
     PairOverheadMin,
+    /// Largest pair overhead.
     PairOverheadMax,
     /// mean(candidate) / mean(baseline) of `metric`.
     ArmMeanRatio,
     /// (mean baseline − mean candidate) / mean baseline of a count `metric`.
     ReductionRate,
+    /// Number of matched baseline/candidate pairs (takes no metric).
     PairCount,
+    /// Number of distinct tasks among the pairs (takes no metric).
     TaskCount,
     // Statistics of one arm's attempts (`arm`) of `metric`.
+    /// Mean of `metric` over the arm's attempts.
     ArmMean,
+    /// Median of `metric` over the arm's attempts.
     ArmMedian,
+    /// Smallest value of `metric` among the arm's attempts.
     ArmMin,
+    /// Largest value of `metric` among the arm's attempts.
     ArmMax,
     /// Lower / upper bound of the paired-bootstrap interval of the task-level mean difference.
     BootstrapLower,
+    /// See [`Statistic::BootstrapLower`].
     BootstrapUpper,
     /// Lower bound of the interval of mean(m_candidate − factor · m_baseline) over tasks.
     ContrastLower,
     /// Sign-flip (paired permutation) p-value of the task-level mean difference.
     SignFlipP,
     // Run-wide integrity statistics (op = is_true).
+    /// Every infrastructure-phase slot has an attempt that completed.
     InfraSlotsCompleted,
+    /// Every statistical-phase slot has a final outcome that is not an infrastructure fault.
     StatisticalSlotsResolved,
+    /// Each slot's attempts are numbered 1, 2, …, every rerun names its predecessor, and each
+    /// predecessor's outcome allowed a rerun (a rerunnable infra fault in the statistical phase,
+    /// any non-completed outcome in the infrastructure phase).
     RerunsAuthorized,
+    /// All attempts went to the same upstream endpoint.
     SingleEndpoint,
+    /// Every attempt's model turns, tokens and oracle calls are accounted for and within the
+    /// suite's limits.
     AccountingComplete,
 }
 
 impl Statistic {
+    /// Whether a rule with this statistic must name a `metric` (false for counts and integrity
+    /// checks).
     pub fn needs_metric(self) -> bool {
         !matches!(
             self,
@@ -133,6 +179,7 @@ impl Statistic {
         )
     }
 
+    /// Whether a rule with this statistic must name an `arm` (the `arm_*` statistics).
     pub fn needs_arm(self) -> bool {
         matches!(
             self,
@@ -140,6 +187,7 @@ impl Statistic {
         )
     }
 
+    /// Whether this is a run-wide integrity check, which takes `op = "is_true"` and no suite.
     pub fn is_integrity(self) -> bool {
         matches!(
             self,
@@ -151,6 +199,7 @@ impl Statistic {
         )
     }
 
+    /// The snake_case name a protocol writes (e.g. `pair_diff_mean`); empty only if serde fails.
     pub fn name(self) -> String {
         serde_json::to_value(self)
             .ok()
@@ -163,8 +212,11 @@ impl Statistic {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("gate {gate:?}, rule {rule:?}: {reason}")]
 pub struct GateSchemaError {
+    /// The offending gate's id.
     pub gate: String,
+    /// The offending rule's id; empty when the problem is the gate itself (no rules).
     pub rule: String,
+    /// What is wrong, for the user to fix in the protocol.
     pub reason: String,
 }
 

@@ -3,7 +3,7 @@
 //! This crate owns plain data and its text forms (parse, display, canonical JSON). It must never
 //! depend on another workspace crate, do I/O, spawn tasks, or know about Docker, HTTP or SQLite:
 //! it is the leaf every arrow of the code map ends in, and the static shim links it too.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod headers;
