@@ -4,22 +4,34 @@
 use crate::tree::TreeError;
 use std::path::PathBuf;
 
+/// Everything that can go wrong in this crate. [`ProtocolError::is_integrity`] separates the
+/// integrity failures (exit 3) from input and state errors (exit 2); the message is shown as is.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
     /// Bad input: exit 2, nothing written.
     #[error("{file}: field `{field}`: {message}")]
     Field {
+        /// The file holding the bad value.
         file: PathBuf,
+        /// The dotted path of the field inside it (e.g. `registration.supersedes.reason`).
         field: String,
+        /// What is wrong with the value and, where it helps, what is accepted.
         message: String,
     },
     /// Bad input without a single field (malformed TOML, unreadable file): exit 2.
     #[error("{file}: {message}")]
-    Input { file: PathBuf, message: String },
+    Input {
+        /// The file that could not be used.
+        file: PathBuf,
+        /// Why (the parser's or the file system's message).
+        message: String,
+    },
     /// A tree that cannot be hashed (escaping path, bad name, case collision): exit 2.
     #[error("{context}: {source}")]
     Tree {
+        /// What was being hashed (e.g. `freeze inputs`).
         context: String,
+        /// The hashing failure, naming the offending path.
         #[source]
         source: TreeError,
     },
@@ -32,9 +44,12 @@ pub enum ProtocolError {
     /// A registry entry that cannot be made (a kind or payload the code got wrong): exit 2.
     #[error("registry entry: {0}")]
     Entry(#[from] eval_core::chain::ChainError),
+    /// A file or directory that could not be read or written: exit 2.
     #[error("{path}: {source}")]
     Io {
+        /// The path the operation failed on.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

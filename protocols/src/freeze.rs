@@ -31,7 +31,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The `format` field of every freeze file; a file with another value is refused (exit 3).
 pub const FREEZE_FORMAT: &str = "eval-freeze";
+/// The freeze-file version this code writes; files with a higher version are refused (exit 3).
 pub const FREEZE_VERSION: u32 = 1;
 
 /// The container image an arm names, as recorded at freeze time.
@@ -98,7 +100,9 @@ pub fn pinned_image(root: &Path, arm: &Arm) -> Result<ImageRecord, ProtocolError
 /// A frozen input root and the digest of its subtree (its own manifest, paths relative to it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RootRecord {
+    /// The root's project-relative path (a file or a directory).
     pub path: String,
+    /// The digest of the root's own manifest (paths relative to the root).
     pub digest: Digest,
     /// Who uses it: `protocol`, `matrix`, `task:<suite>/<id>`, `arm:<id>`, `grader:<suite>/<id>`.
     pub used_by: Vec<String>,
@@ -108,13 +112,20 @@ pub struct RootRecord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FreezeDoc {
+    /// Always [`FREEZE_FORMAT`].
     pub format: String,
+    /// The freeze-file version ([`FREEZE_VERSION`] when written by this code).
     pub version: u32,
+    /// The protocol's name (its directory under `protocols/`).
     pub name: String,
+    /// The protocol identity: SHA-256 of `identity_text`.
     pub identity: Digest,
     /// The exact text whose SHA-256 is the identity.
     pub identity_text: String,
+    /// Digest of the controller's source tree at freeze time; `eval run` refuses a different
+    /// driver.
     pub driver: Digest,
+    /// Digest of the combined tree manifest over every input root (`manifest` below).
     pub tree: Digest,
     /// The protocol's `[signing] public_key` in canonical text form (`eval+<keyid>+<base64>`);
     /// absent when the protocol names none (version 1 files written before it existed lack it).
@@ -131,6 +142,8 @@ pub struct FreezeDoc {
 }
 
 impl FreezeDoc {
+    /// Parses `manifest` back into a [`Manifest`]; `None` if the lines are not a valid manifest (a
+    /// damaged or hand-edited file).
     pub fn manifest(&self) -> Option<Manifest> {
         let mut text = self.manifest.join("\n");
         text.push('\n');
@@ -173,6 +186,8 @@ pub fn frozen_public_key(state: &Path, name: &str) -> Result<Option<PublicKey>, 
     doc.signing_public_key()
 }
 
+/// The text whose SHA-256 is the identity (layout in the module docs); `images` gives one `image`
+/// line per arm, in the map's (sorted) order, `none` for an unknown digest.
 pub fn identity_text(
     name: &str,
     tree: &Digest,
@@ -341,10 +356,23 @@ pub fn compute(
 /// What `freeze` did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FreezeOutcome {
-    Frozen { identity: Digest, file: PathBuf },
-    AlreadyFrozen { identity: Digest, file: PathBuf },
+    /// A new identity was recorded in the registry and its freeze file written.
+    Frozen {
+        /// The new protocol identity.
+        identity: Digest,
+        /// The freeze file written (`STATE/freezes/NAME.json`).
+        file: PathBuf,
+    },
+    /// The inputs hash to the identity already registered under this name; nothing was recorded.
+    AlreadyFrozen {
+        /// The existing identity.
+        identity: Digest,
+        /// Its freeze file (restored if it had been deleted).
+        file: PathBuf,
+    },
 }
 
+/// Where protocol `name`'s freeze file lives under the state directory.
 pub fn freeze_file(state: &Path, name: &str) -> PathBuf {
     state.join("freezes").join(format!("{name}.json"))
 }
@@ -430,7 +458,8 @@ fn write_atomic(file: &Path, bytes: &[u8]) -> Result<(), ProtocolError> {
 }
 
 /// The registry, `name`'s freeze record and its freeze file, checked against each other. Not
-/// frozen: a state error (exit 2); a freeze file that disagrees with its record: integrity (exit 3).
+/// frozen: a state error (exit 2); a freeze file that disagrees with its record: integrity (exit
+/// 3).
 fn load_frozen(
     state: &Path,
     name: &str,
@@ -484,9 +513,12 @@ pub fn read_doc(state: &Path, rec: &FreezeRecord) -> Result<FreezeDoc, ProtocolE
 /// One difference between frozen and current inputs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Drift {
+    /// The project-relative path that changed (for `image`, the arm's runtime definition).
     pub path: String,
     /// `modified`, `missing`, `added`, `unreadable`, `image`.
     pub change: String,
+    /// Human-readable frozen vs. current state (kind, exec bit, size, digest; or the image
+    /// digests).
     pub detail: String,
 }
 
@@ -597,19 +629,29 @@ fn describe_changes(old: &FreezeDoc, new: &FreezeDoc) -> Vec<String> {
 /// The result of `verify`.
 #[derive(Clone, Debug, Serialize)]
 pub struct VerifyReport {
+    /// The protocol verified.
     pub name: String,
+    /// Its registered identity.
     pub identity: Digest,
+    /// Whether that identity has been retired (verification still runs).
     pub retired: bool,
+    /// Every difference between the frozen inputs and the files now; empty means the inputs are
+    /// intact.
     pub drift: Vec<Drift>,
+    /// The controller source digest recorded at freeze time.
     pub frozen_driver: Digest,
+    /// The running controller's source digest, as passed by the caller.
     pub current_driver: Digest,
 }
 
 impl VerifyReport {
+    /// True when no input drifted (the driver is reported separately by
+    /// [`VerifyReport::driver_matches`]).
     pub fn clean(&self) -> bool {
         self.drift.is_empty()
     }
 
+    /// True when the running controller is the one the protocol was frozen with.
     pub fn driver_matches(&self) -> bool {
         self.frozen_driver == self.current_driver
     }
@@ -687,8 +729,18 @@ pub fn verify(
 /// What `retire` did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetireOutcome {
-    Retired { identity: Digest },
-    AlreadyRetired { identity: Digest, reason: String },
+    /// A `retire` entry was appended to the registry.
+    Retired {
+        /// The identity now retired.
+        identity: Digest,
+    },
+    /// The identity was retired before; nothing was recorded.
+    AlreadyRetired {
+        /// The retired identity.
+        identity: Digest,
+        /// The reason given when it was retired (not the one passed this time).
+        reason: String,
+    },
 }
 
 /// Appends a `retire` entry for protocol `name`'s frozen identity.

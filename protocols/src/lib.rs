@@ -8,6 +8,7 @@
 //! never follow a symbolic link while hashing, never record anything after an input error (every
 //! check runs before the first write), never rewrite or delete a registry entry, and never print
 //! — callers get typed errors ([`ProtocolError`]) and map them to exit statuses.
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod error;

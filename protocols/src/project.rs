@@ -14,39 +14,49 @@ mod validate;
 /// The project root: every path in protocols and matrices is relative to it.
 #[derive(Clone, Debug)]
 pub struct Project {
+    /// The project's root directory (holding `protocols/`, `matrix/`, runtimes and task bundles).
     pub root: PathBuf,
 }
 
 /// A protocol with its matrix and task bundles, validated together.
 #[derive(Clone, Debug)]
 pub struct Loaded {
+    /// The parsed `protocols/NAME/protocol.toml`.
     pub protocol: Protocol,
+    /// The matrix the protocol names, loaded and validated.
     pub matrix: Matrix,
+    /// Every task bundle the matrix's suites list, in matrix order.
     pub tasks: Vec<TaskBundle>,
     /// Relative to the project root.
     pub protocol_file: String,
+    /// The matrix file, relative to the project root (`matrix/NAME.toml`).
     pub matrix_file: String,
 }
 
 impl Loaded {
+    /// The protocol's arm with this id, if any.
     pub fn arm(&self, id: &str) -> Option<&crate::protocol::Arm> {
         self.protocol.arms.iter().find(|a| a.id == id)
     }
 
+    /// The task bundle `id` of suite `suite`, if the matrix runs it.
     pub fn task(&self, suite: &str, id: &str) -> Option<&TaskBundle> {
         self.tasks.iter().find(|t| t.suite == suite && t.id == id)
     }
 }
 
 impl Project {
+    /// A project rooted at `root`; reads nothing until a load.
     pub fn open(root: impl Into<PathBuf>) -> Project {
         Project { root: root.into() }
     }
 
+    /// The project-relative path of protocol `name`'s definition.
     pub fn protocol_file(name: &str) -> String {
         format!("protocols/{name}/protocol.toml")
     }
 
+    /// The project-relative path of matrix `name`.
     pub fn matrix_file(name: &str) -> String {
         format!("matrix/{name}.toml")
     }

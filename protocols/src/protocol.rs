@@ -14,31 +14,43 @@ use std::collections::BTreeMap;
 /// Version of the protocol schema (`schema = 1` in the file).
 pub const PROTOCOL_SCHEMA: u32 = 1;
 
+/// A whole `protocol.toml`: the preregistration that `eval freeze` turns into an identity.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Protocol {
+    /// Must equal [`PROTOCOL_SCHEMA`]; another value is refused when the protocol is loaded.
     pub schema: u32,
     /// The identity name: `eval freeze --protocol NAME`. Must equal the directory name.
     pub name: String,
+    /// Human-readable title for reports; must not be empty.
     pub title: String,
     /// The matrix this protocol runs (`matrix/<matrix>.toml`).
     pub matrix: String,
+    /// The claims under test (at least one, ids unique and non-empty).
     pub hypotheses: Vec<Hypothesis>,
+    /// The registered-report statements (sample size, stopping and exclusion rules, supersession).
     pub registration: Registration,
     /// The preregistered signing key (absent: the protocol names none, and any key may sign).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing: Option<Signing>,
     /// Model contracts per role: `agent` (required) and e.g. `oracle`.
     pub models: BTreeMap<String, ModelContract>,
+    /// Per-attempt and per-run limits the proxy enforces, and the prices spend is computed with.
     pub budgets: Budgets,
+    /// The arms (runtimes with their profile and candidate) this protocol can run.
     pub arms: Vec<Arm>,
     /// Per suite: the metrics it reports and suite-wide limits.
     pub suites: BTreeMap<String, SuiteSpec>,
+    /// How suite results are summarised into the statistics gates read.
     pub statistics: StatisticalPlan,
+    /// What a final attempt without a metric counts as.
     pub missing_data: MissingData,
+    /// Which failed attempts may be retried, and how often.
     pub reruns: Reruns,
+    /// Other protocols that must have passed before this one may spend money.
     #[serde(default)]
     pub preconditions: Vec<Precondition>,
+    /// The release gates; the report passes only if all of them pass.
     pub gates: Vec<Gate>,
 }
 
@@ -61,6 +73,8 @@ pub struct Signing {
 }
 
 impl Signing {
+    /// The key, parsed; the error explains what is wrong with the text (including a pasted private
+    /// key).
     pub fn parse(&self) -> Result<PublicKey, String> {
         // A pasted key file would otherwise fail with a puzzling "key id" message.
         if self.public_key.trim_start().starts_with("PRIVATE+KEY+") {
@@ -75,10 +89,13 @@ impl Signing {
     }
 }
 
+/// One preregistered claim.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hypothesis {
+    /// Short stable name for cross-reference; unique within the protocol.
     pub id: String,
+    /// The claim, in words, as it will appear in the report.
     pub text: String,
 }
 
@@ -86,9 +103,14 @@ pub struct Hypothesis {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Registration {
+    /// Why the matrix's number of tasks and repetitions suffices.
     pub sample_size_rationale: String,
+    /// When data collection ends (stated before seeing any results).
     pub stopping_rule: String,
+    /// Which attempts or tasks are excluded from analysis, and why; may be empty.
     pub exclusion_rules: Vec<String>,
+    /// The retired protocol this one replaces, if any; freezing is refused until that one is
+    /// retired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<Supersedes>,
 }
@@ -97,7 +119,9 @@ pub struct Registration {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Supersedes {
+    /// The superseded protocol's name.
     pub name: String,
+    /// Why it was replaced; must not be empty.
     pub reason: String,
 }
 
@@ -105,7 +129,9 @@ pub struct Supersedes {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelContract {
+    /// Which wire API requests for this role use; the proxy parses and meters accordingly.
     pub api: ApiKind,
+    /// The exact upstream model id; a request naming another model is refused.
     pub model: String,
     /// Per request parameter (`temperature`, `max_tokens`, …): the bound a request must meet.
     #[serde(default)]
@@ -134,39 +160,54 @@ pub struct ModelContract {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParamBound {
+    /// The parameter must have exactly this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<f64>,
+    /// The parameter must be at least this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<f64>,
+    /// The parameter must be at most this (`min` ≤ `max` is checked on load).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
+    /// A request must carry the parameter (otherwise it may omit it).
     #[serde(default)]
     pub required: bool,
 }
 
+/// `[budgets]`: the spending limits the proxy enforces, refusing a request that would exceed them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Budgets {
+    /// Limits per attempt.
     pub attempt: AttemptBudget,
+    /// Limits summed over every attempt of the run.
     pub run: RunBudget,
     /// Prices used to turn metered tokens into spend, per model id.
     #[serde(default)]
     pub prices: Vec<Price>,
 }
 
+/// `[budgets.attempt]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptBudget {
     /// Wall-clock limit of one attempt (the task may not declare more).
     pub wall_seconds: u64,
+    /// Upstream requests one attempt may make; the next one is refused.
     pub max_requests: u64,
+    /// Tokens (input + output) one attempt may use; a request whose worst case would pass it is
+    /// refused.
     pub max_tokens: u64,
 }
 
+/// `[budgets.run]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunBudget {
+    /// Tokens (input + output) the whole run may use.
     pub max_tokens: u64,
+    /// Spend in US dollars the whole run may reach, priced with `budgets.prices`; with a limit set,
+    /// an unpriced model is refused.
     pub max_spend_usd: f64,
 }
 
@@ -175,7 +216,9 @@ pub struct RunBudget {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Arm {
+    /// The arm's id, which the matrix and the report use.
     pub id: String,
+    /// Free text for the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The runtime definition (`runtimes/<name>/runtime.toml`); its directory is frozen whole.
@@ -194,9 +237,11 @@ pub struct Arm {
     pub stand_in: bool,
 }
 
+/// `[suites.<id>]`: what the protocol says about one of the matrix's suites.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteSpec {
+    /// Free text for the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Metrics gates may name: grader metrics every task of the suite emits, plus built-ins.
@@ -218,6 +263,7 @@ pub const BUILTIN_METRICS: &[&str] = &[
     "clarification_questions",
 ];
 
+/// `[statistics]`: how paired results become the intervals and p-values gates read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatisticalPlan {
@@ -225,9 +271,11 @@ pub struct StatisticalPlan {
     pub unit: String,
     /// How repetitions combine within a task; only `mean`.
     pub repetitions: String,
+    /// Bootstrap / permutation resamples (positive).
     pub resamples: u64,
     /// Seed of the bootstrap's own generator (`percentile`, `bca`).
     pub seed: u64,
+    /// Two-sided confidence level of intervals, strictly between 0 and 1 (e.g. 0.95).
     pub confidence: f64,
     /// Default interval method of bootstrap rules: `v04-percentile`, `percentile` or `bca`.
     pub method: String,
@@ -250,6 +298,7 @@ fn default_exact() -> String {
     "auto".into()
 }
 
+/// `[missing_data]`: the preregistered treatment of attempts that lack a metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MissingData {
@@ -259,6 +308,7 @@ pub struct MissingData {
     pub values: BTreeMap<String, f64>,
 }
 
+/// `[reruns]`: when a failed attempt may be run again without biasing the sample.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reruns {
@@ -280,5 +330,6 @@ pub struct Precondition {
     /// Optionally pin the exact identity (`sha256:…`); otherwise the name's frozen identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    /// Why the other result is required (shown when the precondition is not met).
     pub reason: String,
 }

@@ -23,34 +23,51 @@ use eval_core::chain::{
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The registry's file name inside the state directory.
 pub const REGISTRY_FILE: &str = "registry.jsonl";
+/// The `v` this code writes into `freeze` and `retire` payloads.
 pub const REGISTRY_PAYLOAD_VERSION: u32 = 1;
 
+/// The payload of a `freeze` entry: binds a protocol name to its identity and freeze file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FreezeRecord {
+    /// Payload version ([`REGISTRY_PAYLOAD_VERSION`]).
     pub v: u32,
+    /// The protocol name frozen (at most once per registry).
     pub name: String,
+    /// The identity it was frozen as.
     pub identity: Digest,
     /// Relative to the state directory.
     pub freeze_file: String,
+    /// Digest of the freeze file's bytes; a freeze file that no longer hashes to it was modified.
     pub freeze_file_digest: Digest,
+    /// The controller source digest at freeze time (as in the freeze file).
     pub driver: Digest,
+    /// The combined input tree digest (as in the freeze file).
     pub tree: Digest,
 }
 
+/// The payload of a `retire` entry: the identity may never run or be frozen again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetireRecord {
+    /// Payload version ([`REGISTRY_PAYLOAD_VERSION`]).
     pub v: u32,
+    /// The protocol name the identity was frozen under.
     pub name: String,
+    /// The retired identity.
     pub identity: Digest,
+    /// Why it was retired, as given to `eval retire --reason`.
     pub reason: String,
 }
 
 /// The registry as read (and verified) from one state directory.
 #[derive(Clone, Debug)]
 pub struct Registry {
+    /// The registry file (`STATE/registry.jsonl`), whether or not it exists yet.
     pub path: PathBuf,
+    /// Every entry, in chain order; the chain verified when it was read.
     pub entries: Vec<Entry>,
+    /// The last entry's seq and hash ([`Head::EMPTY`] for an empty registry); appends link to it.
     pub head: Head,
 }
 
@@ -99,6 +116,7 @@ impl Registry {
             .find(|r| r.name == name)
     }
 
+    /// True when protocol `name` has a `freeze` entry.
     pub fn is_frozen(&self, name: &str) -> bool {
         self.frozen(name).is_some()
     }
@@ -203,7 +221,9 @@ pub fn record_report(state: &Path, payload: &serde_json::Value) -> Result<(), Pr
 /// One unmet precondition, in words.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Unmet {
+    /// The precondition's protocol name.
     pub protocol: String,
+    /// Why it is not met (not frozen, retired, no passing report, a bad pinned identity).
     pub reason: String,
 }
 

@@ -22,19 +22,28 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A bundle's `task.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
+    /// The task id; must equal the bundle's directory name.
     pub id: String,
+    /// The suite the task belongs to; must be the suite the matrix runs it in.
     pub suite: String,
+    /// Wall-clock limit of one attempt at this task, in seconds: positive and at most the
+    /// protocol's `budgets.attempt.wall_seconds`.
     pub timeout_seconds: u64,
     /// Metric names the grader emits (in its `score.json` `metrics`).
     pub metrics: Vec<String>,
+    /// How the attempt's final workspace is scored.
     pub grader: Grader,
+    /// Clarifying questions the agent may ask; absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<Oracle>,
+    /// Free text for reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// True for a small bundle standing in for the real benchmark task (reports say so).
     #[serde(default)]
     pub stand_in: bool,
     /// A workspace with a `.git` directory exposes history the agent should not see; it is refused
@@ -43,6 +52,7 @@ pub struct TaskSpec {
     pub workspace_git: bool,
 }
 
+/// `[grader]`: the container that scores a finished attempt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grader {
@@ -53,12 +63,14 @@ pub struct Grader {
     pub command: Vec<String>,
 }
 
+/// `[oracle]`: who answers an attempt's clarifying questions, from what, and how many.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Oracle {
     /// Scripted answers, relative to the bundle; must be under `hidden/`. When a model answers,
     /// this file's text is the model's brief.
     pub answers: String,
+    /// Questions one attempt may ask; further ones are refused.
     pub max_questions: u32,
     /// Who answers: `scripted` (exact-match `[[qa]]` of `answers`) or `model` (the protocol's
     /// `[models.oracle]`, through the proxy, in the attempt's `oracle` role).
@@ -66,20 +78,26 @@ pub struct Oracle {
     pub answered_by: OracleAnswerer,
 }
 
+/// Who answers oracle questions (`answered_by`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OracleAnswerer {
+    /// Exact-match answers from the `answers` file; no model is called.
     #[default]
     Scripted,
+    /// The protocol's `[models.oracle]` model, briefed with the `answers` file.
     Model,
 }
 
 /// A loaded bundle.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskBundle {
+    /// The suite from the matrix (equal to `spec.suite`).
     pub suite: String,
+    /// The task id (equal to `spec.id`).
     pub id: String,
     /// The bundle directory relative to the project root.
     pub dir: String,
+    /// The parsed and checked `task.toml`.
     pub spec: TaskSpec,
 }

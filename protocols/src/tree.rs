@@ -35,10 +35,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// First line of every manifest; bump the version when anything hashed changes.
 pub const MANIFEST_HEADER: &str = "eval-tree-manifest v1";
 
+/// What a manifest entry is; symbolic links are recorded as links, never followed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
+    /// A regular file (`f`).
     File,
+    /// A symbolic link (`l`); its digest is of the target text.
     Symlink,
+    /// A directory (`d`); listed so that empty directories count.
     Dir,
 }
 
@@ -55,15 +59,20 @@ impl Kind {
 /// One line of a manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManifestEntry {
+    /// Regular file, link or directory.
     pub kind: Kind,
+    /// Whether a regular file has any execute bit (always false otherwise).
     pub exec: bool,
+    /// Bytes hashed: the file's length, the link target's length, 0 for a directory.
     pub size: u64,
     /// `None` for directories.
     pub digest: Option<Digest>,
+    /// Relative to the tree's root, `/`-separated.
     pub path: String,
 }
 
 impl ManifestEntry {
+    /// The entry's manifest line, without the trailing newline.
     pub fn line(&self) -> String {
         format!(
             "{} {} {} {} {}",
@@ -112,10 +121,13 @@ impl ManifestEntry {
 /// A tree's manifest: entries sorted by path bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
+    /// Sorted by path bytes, one per file, link and directory below the root.
     pub entries: Vec<ManifestEntry>,
 }
 
 impl Manifest {
+    /// The manifest text (header and one `\n`-terminated line per entry); its SHA-256 is the tree
+    /// digest.
     pub fn text(&self) -> String {
         let mut out = String::with_capacity(32 + self.entries.len() * 100);
         out.push_str(MANIFEST_HEADER);
@@ -179,21 +191,52 @@ impl Manifest {
 /// Why a tree cannot be hashed. Every variant names the offending path.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
+    /// A file name that is not UTF-8 cannot appear in the (UTF-8) manifest.
     #[error("{path}: name is not valid UTF-8")]
-    NotUtf8 { path: PathBuf },
+    NotUtf8 {
+        /// The offending path, as found on disk.
+        path: PathBuf,
+    },
+    /// A name with `\n` or `\r` would break the manifest's one-line-per-entry format.
     #[error("{path}: name contains a line break")]
-    LineBreak { path: String },
+    LineBreak {
+        /// The offending path.
+        path: String,
+    },
+    /// Two paths equal up to case would collide on a case-insensitive file system.
     #[error("{a} and {b} differ only in case")]
-    CaseCollision { a: String, b: String },
+    CaseCollision {
+        /// One of the two paths.
+        a: String,
+        /// The other.
+        b: String,
+    },
+    /// A path that is absolute, climbs out of the tree's root, or would leave it through a link.
     #[error("{path}: escapes its root ({reason})")]
-    Escapes { path: String, reason: String },
+    Escapes {
+        /// The offending path.
+        path: String,
+        /// How it escapes (absolute, `..`, a link target …).
+        reason: String,
+    },
+    /// A fifo, socket or device: its content cannot be hashed as bytes.
     #[error("{path}: not a regular file, directory or symbolic link")]
-    Special { path: String },
+    Special {
+        /// The offending path.
+        path: String,
+    },
+    /// A root that was asked for is not there.
     #[error("{path}: does not exist")]
-    Missing { path: String },
+    Missing {
+        /// The missing root, relative to the base directory.
+        path: String,
+    },
+    /// The file system refused a read.
     #[error("{path}: {source}")]
     Io {
+        /// The path being read.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
