@@ -35,10 +35,13 @@ pub const CONFIG_KEYS: [&str; 9] = [
 /// A base image as far as an arm layer depends on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaseImage {
+    /// The base image's id (`sha256:` of its config JSON).
     pub id: ImageId,
     /// Its layers, bottom first (`sha256:<hex>` diff ids).
     pub diff_ids: Vec<String>,
+    /// The platform architecture from the base's config (e.g. `amd64`); the arm image copies it.
     pub architecture: String,
+    /// The operating system from the base's config (e.g. `linux`); the arm image copies it.
     pub os: String,
     /// The `CONFIG_KEYS` it sets, with nulls and empty values dropped.
     pub config: Map<String, Value>,

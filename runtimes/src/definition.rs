@@ -12,31 +12,48 @@ use serde::{Deserialize, Serialize};
 
 /// Fixed paths inside every container; the policy mounts exactly these.
 pub mod paths {
+    /// The task's workspace (the agent's working copy; what the grader scores).
     pub const WORKSPACE: &str = "/workspace";
+    /// The task's prompt file, read-only.
     pub const PROMPT: &str = "/task/prompt.md";
+    /// The shim binary, bind-mounted read-only into every agent container.
     pub const SHIM: &str = "/.eval/eval-shim";
+    /// The directory holding the attempt's proxy socket (the container's only way out).
     pub const SOCKET_DIR: &str = "/run/eval";
+    /// The task's grader-only files; mounted into grader containers, never into an agent's.
     pub const HIDDEN: &str = "/hidden";
+    /// The grader's output directory (it writes `score.json` there); the only writable mount of a
+    /// grader.
     pub const OUT: &str = "/out";
 }
 
+/// A parsed `runtime.toml`: everything about an arm's containers that is not the policy's fixed
+/// part.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeDef {
+    /// The definition's name: the built image's `eval.runtime` label, and named in messages.
     pub name: String,
+    /// Which image the containers run, by content or by name.
     pub image: ImageRef,
+    /// How to build the image locally instead of pulling it; absent: the image must exist or be
+    /// loaded from `image.archive`.
     #[serde(default)]
     pub build: Option<BuildRecipe>,
+    /// The agent container's command.
     #[serde(default)]
     pub harness: Harness,
+    /// The grader container's command, for definitions that serve as a task's grader runtime.
     #[serde(default)]
     pub grader: Option<GraderCmd>,
     /// Environment: name → literal value (variables allowed), over the image's own `Env`
     /// (per variable; `PATH` included). Nothing else is set.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Paths the shim hashes before the harness starts (the evidence of what ran).
     #[serde(default)]
     pub attest: Attest,
+    /// Resource limits of every container of this definition.
     #[serde(default)]
     pub limits: Limits,
     /// Numeric `uid:gid`; never 0. Absent: the image's `User` when it is a numeric, non-root
@@ -81,10 +98,12 @@ pub enum MetricsFormat {
 }
 
 impl MetricsFormat {
+    /// True for the default format (then the field is not serialised).
     pub fn is_default(&self) -> bool {
         *self == MetricsFormat::EvalJson
     }
 
+    /// The name a definition writes (`eval-json`, `dsh-session-jsonl`).
     pub fn as_str(&self) -> &'static str {
         match self {
             MetricsFormat::EvalJson => "eval-json",
@@ -93,6 +112,7 @@ impl MetricsFormat {
     }
 }
 
+/// `[image]`: the image an arm's containers are made from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImageRef {
@@ -111,6 +131,8 @@ pub struct ImageRef {
     pub archive: Option<String>,
 }
 
+/// `[build]`: a local recipe producing the image from a root filesystem, without an engine-side
+/// build.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuildRecipe {
@@ -120,10 +142,12 @@ pub struct BuildRecipe {
     /// Names of this workspace's static binaries to install in `/usr/local/bin/`.
     #[serde(default)]
     pub static_binaries: Vec<String>,
+    /// Further files copied in (`[[build.file]]`).
     #[serde(default, rename = "file")]
     pub files: Vec<BuildFile>,
 }
 
+/// One file a `[build]` recipe copies into the image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuildFile {
@@ -131,10 +155,12 @@ pub struct BuildFile {
     pub src: String,
     /// Absolute path in the image.
     pub dest: String,
+    /// Forces the file executable (mode 0755); otherwise the source file's execute bit is kept.
     #[serde(default)]
     pub executable: bool,
 }
 
+/// `[harness]`: what the agent container runs.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Harness {
@@ -145,6 +171,7 @@ pub struct Harness {
     pub command: Option<Vec<String>>,
 }
 
+/// `[grader]`: what a grader container runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraderCmd {
@@ -152,6 +179,7 @@ pub struct GraderCmd {
     pub command: Vec<String>,
 }
 
+/// `[attest]`: the paths whose digests the shim reports before the harness starts.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Attest {
@@ -160,12 +188,17 @@ pub struct Attest {
     pub paths: Vec<String>,
 }
 
+/// `[limits]`: resource limits of each container (defaults: 512 MB, 1 CPU, 256 pids, 64 MB tmpfs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
+    /// Memory limit in MiB, without swap.
     pub memory_mb: u64,
+    /// CPU limit in cores (fractions allowed).
     pub cpus: f64,
+    /// Maximum number of processes and threads.
     pub pids: u64,
+    /// Size limit of each tmpfs mount in MiB.
     pub tmpfs_mb: u64,
 }
 
@@ -180,10 +213,15 @@ impl Default for Limits {
     }
 }
 
+/// `[arm]`: where the arm's profile and candidate package are placed inside the image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArmPaths {
+    /// In-image path of the arm's profile file (default `/opt/eval/profile.toml`); `{profile}` in
+    /// commands.
     pub profile: String,
+    /// In-image path of the candidate package (default `/opt/eval/candidate`); `{candidate}` in
+    /// commands.
     pub candidate: String,
 }
 
@@ -218,24 +256,35 @@ fn default_port() -> u16 {
     8080
 }
 
+/// A runtime definition that cannot be used: an input error (exit 2) naming the file.
 #[derive(Debug, thiserror::Error)]
 pub enum DefinitionError {
+    /// The file could not be read.
     #[error("{path}: {source}")]
     Read {
+        /// The definition file, as given.
         path: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// Not valid TOML, an unknown field, or a value of the wrong type.
     #[error("{path}: {source}")]
     Toml {
+        /// The definition file, as given.
         path: String,
+        /// The parser's error (it names the line and the key).
         #[source]
         source: toml::de::Error,
     },
+    /// A field whose value breaks a rule (root user, bad digest, escaping path, …).
     #[error("{path}: field {field}: {detail}")]
     Invalid {
+        /// The definition file, as given.
         path: String,
+        /// The dotted field name (e.g. `image.id`).
         field: String,
+        /// What is wrong and, where it helps, what is accepted.
         detail: String,
     },
 }
@@ -243,8 +292,11 @@ pub enum DefinitionError {
 /// A definition with the directory it was read from (build files are relative to it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedDef {
+    /// The parsed and checked definition.
     pub def: RuntimeDef,
+    /// The definition's directory (build files and `image.archive` are relative to it).
     pub dir: PathBuf,
+    /// The `runtime.toml` itself.
     pub path: PathBuf,
 }
 
@@ -264,6 +316,7 @@ impl RuntimeDef {
         })
     }
 
+    /// Parses and checks definition text; `shown` is the file name errors use.
     pub fn parse(text: &str, shown: &str) -> Result<Self, DefinitionError> {
         let def: RuntimeDef = toml::from_str(text).map_err(|source| DefinitionError::Toml {
             path: shown.to_owned(),
@@ -493,6 +546,8 @@ impl RuntimeDef {
         self.user.as_deref().unwrap_or(DEFAULT_USER)
     }
 
+    /// The URL the harness reaches the model through: the shim's relay on `relay_port` (what
+    /// `{base_url}` becomes).
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.relay_port)
     }
@@ -506,6 +561,7 @@ impl RuntimeDef {
             .replace("{candidate}", &self.arm.candidate)
     }
 
+    /// Substitutes the grader-side variables (`{out}` becomes the score file's path).
     pub fn render_grader(&self, s: &str) -> String {
         s.replace("{workspace}", paths::WORKSPACE)
             .replace("{hidden}", paths::HIDDEN)
@@ -608,6 +664,7 @@ fn relative(p: &str) -> Result<(), String> {
     components(p)
 }
 
+/// Whether `s` is `sha256:` followed by exactly 64 lowercase hex digits.
 pub fn is_digest(s: &str) -> bool {
     s.strip_prefix("sha256:").is_some_and(|h| {
         h.len() == 64

@@ -35,6 +35,8 @@ const CLIENT_TIMEOUT_SECS: u64 = 24 * 3600;
 const LOAD_CHUNK: usize = 256 * 1024;
 const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
+/// The [`Runtime`] backed by a Docker engine over its API; cheap to clone
+/// (clones share the connection).
 #[derive(Debug, Clone)]
 pub struct DockerRuntime {
     docker: Docker,
@@ -75,6 +77,8 @@ impl DockerRuntime {
         Self::connect_to(&host).await
     }
 
+    /// Connects to `host` (`unix://PATH`, `tcp://` or `http://`) and negotiates the API version;
+    /// fails with `EngineUnavailable` when the engine does not answer within 15 s.
     pub async fn connect_to(host: &str) -> Result<Self, RuntimeError> {
         let unavailable = |source| RuntimeError::EngineUnavailable {
             host: host.to_owned(),
@@ -102,6 +106,7 @@ impl DockerRuntime {
         })
     }
 
+    /// The engine address this runtime was connected to (for messages and reports).
     pub fn host(&self) -> &str {
         &self.host
     }
@@ -111,6 +116,7 @@ impl DockerRuntime {
         self.docker.client_version().to_string()
     }
 
+    /// The underlying bollard client, for engine calls the trait does not offer.
     pub fn docker(&self) -> &Docker {
         &self.docker
     }

@@ -30,6 +30,7 @@ use crate::tar;
 pub struct ImageId(pub String);
 
 impl ImageId {
+    /// The id's hex digits, without the `sha256:` prefix.
     pub fn hex(&self) -> &str {
         self.0.strip_prefix("sha256:").unwrap_or(&self.0)
     }
@@ -44,6 +45,7 @@ impl fmt::Display for ImageId {
 /// An arm's own files, placed at the definition's `arm.profile` and `arm.candidate` paths.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArmFiles {
+    /// The arm's harness profile file, if the arm has one.
     pub profile: Option<PathBuf>,
     /// A file or a directory (the candidate package); absent for a baseline arm.
     pub candidate: Option<PathBuf>,
@@ -52,7 +54,9 @@ pub struct ArmFiles {
 /// Everything an arm's image is made of.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImageSpec {
+    /// The runtime definition (with its directory) the image is built from.
     pub def: LoadedDef,
+    /// The arm's profile and candidate package placed into the image.
     pub arm: ArmFiles,
     /// Image labels (part of the config, hence of the id); tests use them to sweep images.
     pub labels: BTreeMap<String, String>,
@@ -319,8 +323,11 @@ fn sha_hex(bytes: &[u8]) -> String {
 
 /// A built image archive and its identity.
 pub struct Built {
+    /// The image id (`sha256:` of the config JSON), which the engine will report for it.
     pub id: ImageId,
+    /// The reference the image is loaded under: `<repo>:id-<first 16 hex digits of the id>`.
     pub tag: String,
+    /// The diff id (`sha256:` of the uncompressed tar) of the one layer this build adds.
     pub layer_diff_id: String,
     /// The base's layers (diff ids) a thin arm image sits on; they are listed in the archive's
     /// manifest but not stored in it (the engine has them already).
@@ -545,6 +552,7 @@ impl Built {
             .collect()
     }
 
+    /// The image's config JSON bytes, exactly as hashed into the id.
     pub fn config_json(&self) -> &[u8] {
         &self.config
     }

@@ -7,9 +7,13 @@
 pub struct ImageConfig {
     /// `NAME=value` entries, in the image's order.
     pub env: Vec<String>,
+    /// The image's working directory, if set.
     pub workdir: Option<String>,
+    /// The user the image runs as (`name`, `uid` or `uid:gid`), if set.
     pub user: Option<String>,
+    /// The image's entrypoint argument vector (empty: none).
     pub entrypoint: Vec<String>,
+    /// The image's default command (arguments to the entrypoint, or the command itself).
     pub cmd: Vec<String>,
 }
 

@@ -10,6 +10,7 @@
 //! Must never: give a container network access, capabilities, a writable root filesystem, a
 //! mount the policy does not list, or any credential; offer `exec` into a container; classify a
 //! fault by matching error text; depend on the proxy or the evidence crate.
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod base;

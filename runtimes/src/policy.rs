@@ -25,26 +25,36 @@ use crate::fault::RuntimeError;
 use crate::image::ImageId;
 use crate::image_config::ImageConfig;
 
+/// Label naming the protocol an agent container runs for.
 pub const LABEL_PROTOCOL: &str = "eval.protocol";
+/// Label holding the frozen protocol identity.
 pub const LABEL_IDENTITY: &str = "eval.identity";
+/// Label naming the arm.
 pub const LABEL_ARM: &str = "eval.arm";
+/// Label naming the attempt the container belongs to.
 pub const LABEL_ATTEMPT: &str = "eval.attempt";
+/// Label saying `agent` or `grader`.
 pub const LABEL_ROLE: &str = "eval.role";
 /// Present on every container this crate creates: `eval.managed=1` sweeps them all.
 pub const LABEL_MANAGED: &str = "eval.managed";
+/// The security option every container gets, so setuid binaries cannot gain privileges.
 pub const NO_NEW_PRIVILEGES: &str = "no-new-privileges";
 /// `PATH` when neither the image nor the definition sets one.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The longest single argument Linux `execve` accepts (`MAX_ARG_STRLEN`, 32 pages, with its NUL).
 const MAX_ARG_BYTES: usize = 32 * 4096 - 1;
 
+/// Which kind of container: it decides the mounts, the environment and the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// Runs the arm's harness against the task, with the proxy socket as its only way out.
     Agent,
+    /// Scores a finished workspace; sees the hidden files, no socket, no shim.
     Grader,
 }
 
 impl Role {
+    /// The value of the `eval.role` label.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Agent => "agent",
@@ -56,9 +66,13 @@ impl Role {
 /// Who a container belongs to; becomes its labels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptFacts {
+    /// Protocol name (`eval.protocol`).
     pub protocol: String,
+    /// Frozen identity (`eval.identity`).
     pub identity: String,
+    /// Arm id (`eval.arm`).
     pub arm: String,
+    /// Attempt id (`eval.attempt`).
     pub attempt: String,
     /// Further labels (tests add one to sweep what they made); cannot override the above.
     pub extra_labels: BTreeMap<String, String>,
@@ -67,7 +81,9 @@ pub struct AttemptFacts {
 /// Host paths a container of each role gets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RoleMounts {
+    /// An agent container's host paths.
     Agent {
+        /// The attempt's workspace copy, mounted read-write.
         workspace: PathBuf,
         /// The task's prompt file.
         prompt: PathBuf,
@@ -76,14 +92,19 @@ pub enum RoleMounts {
         /// The static `eval-shim` binary.
         shim: PathBuf,
     },
+    /// A grader container's host paths.
     Grader {
+        /// The finished workspace, mounted read-only.
         workspace: PathBuf,
+        /// The task's `hidden/` directory, mounted read-only.
         hidden: PathBuf,
+        /// An empty directory for the grader's `score.json`, mounted read-write.
         out: PathBuf,
     },
 }
 
 impl RoleMounts {
+    /// Which role these mounts are for.
     pub fn role(&self) -> Role {
         match self {
             RoleMounts::Agent { .. } => Role::Agent,
@@ -95,32 +116,49 @@ impl RoleMounts {
 /// One bind mount as the policy wants it and as inspect reports it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BindMount {
+    /// Host path (absolute).
     pub source: String,
+    /// Container path.
     pub target: String,
+    /// Whether the container may not write through the mount.
     pub read_only: bool,
 }
 
 /// What `check` compares a created container with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expected {
+    /// The image id the container must run.
     pub image: ImageId,
+    /// Numeric `uid:gid` the container runs as.
     pub user: String,
+    /// Working directory.
     pub workdir: String,
+    /// Entrypoint argument vector (the shim, for agent containers).
     pub entrypoint: Vec<String>,
+    /// Command argument vector.
     pub cmd: Vec<String>,
+    /// Every `NAME=value` of the environment, nothing more.
     pub env: BTreeSet<String>,
+    /// Exactly these bind mounts.
     pub mounts: BTreeSet<BindMount>,
+    /// tmpfs mount point → mount options (size, `exec`/`noexec`).
     pub tmpfs: BTreeMap<String, String>,
+    /// Exactly these labels.
     pub labels: BTreeMap<String, String>,
+    /// Memory limit in bytes; the swap limit equals it, so the container gets no swap.
     pub memory: i64,
+    /// CPU limit in billionths of a CPU.
     pub nano_cpus: i64,
+    /// Process/thread limit.
     pub pids: i64,
 }
 
 /// A container ready to create: the engine's create body and what it must look like after.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
+    /// What is sent to the engine's create call.
     pub body: ContainerCreateBody,
+    /// What inspect must report afterwards; [`check`] compares the two.
     pub expected: Expected,
 }
 

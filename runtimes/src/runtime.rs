@@ -12,15 +12,22 @@ use crate::image::{ImageId, ImageSpec};
 use crate::image_config::ImageConfig;
 use crate::policy::{ContainerSpec, check};
 
+/// The boxed future every [`Runtime`] method returns (boxed so the trait stays object safe).
 pub type RtFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, RuntimeError>> + Send + 'a>>;
 
 /// A created container's id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ContainerId(pub String);
 
+/// How a wait for a container ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitOutcome {
-    Exited { code: i64 },
+    /// The container stopped by itself.
+    Exited {
+        /// Its exit status as the engine reports it (128 + n after signal n).
+        code: i64,
+    },
+    /// The timeout passed first; the container is still running.
     TimedOut,
 }
 
@@ -28,7 +35,10 @@ pub enum WaitOutcome {
 pub trait Runtime: Send + Sync {
     /// Loads the image unless the engine already has its id; returns the id.
     fn ensure_image<'a>(&'a self, spec: &'a ImageSpec) -> RtFuture<'a, ImageId>;
+    /// Creates (does not start) a container exactly as `spec` says; callers use [`create_checked`],
+    /// which also verifies the result.
     fn create<'a>(&'a self, spec: &'a ContainerSpec) -> RtFuture<'a, ContainerId>;
+    /// Starts a created container.
     fn start<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
     /// Waits for the container to stop, at most `timeout`; it keeps running on `TimedOut`.
     fn wait<'a>(&'a self, id: &'a ContainerId, timeout: Duration) -> RtFuture<'a, WaitOutcome>;
@@ -36,6 +46,7 @@ pub trait Runtime: Send + Sync {
     fn kill<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
     /// stdout and stderr interleaved, at most `max_bytes` (the tail is cut).
     fn logs<'a>(&'a self, id: &'a ContainerId, max_bytes: usize) -> RtFuture<'a, Vec<u8>>;
+    /// The engine's full description of a container (what the policy check compares).
     fn inspect<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ContainerInspectResponse>;
     /// Removes (force); a container already gone is not an error.
     fn remove<'a>(&'a self, id: &'a ContainerId) -> RtFuture<'a, ()>;
@@ -68,7 +79,9 @@ pub async fn create_checked(
 /// How a container run by `run_to_end` ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunEnd {
+    /// Exit or timeout (a timed-out container was killed).
     pub outcome: WaitOutcome,
+    /// stdout and stderr, interleaved, cut to the caller's `max_log_bytes` (empty when that is 0).
     pub logs: Vec<u8>,
     /// From the start request to the end of the wait (exit, or the timeout): the container's
     /// own run, without create, the policy check, logs or removal.

@@ -11,8 +11,12 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The in-container helper every agent container starts with (it attests paths and talks to the
+/// proxy over its socket).
 pub const SHIM: &str = "eval-shim";
+/// The fixture agent, the stand-in harness of the fixture runtime.
 pub const FIXTURE_AGENT: &str = "eval-fixture-agent";
+/// The fixture grader, which scores fixture tasks.
 pub const FIXTURE_GRADER: &str = "eval-fixture-grader";
 const TRIPLE_DIR: &str = "x86_64-unknown-linux-gnu/release";
 
@@ -20,8 +24,12 @@ const TRIPLE_DIR: &str = "x86_64-unknown-linux-gnu/release";
 #[error(
     "static binary {name} not found (looked in: {looked}); build it with `scripts/build-static.sh` or point EVAL_STATIC_DIR at a directory holding it"
 )]
+/// No static build of a needed binary was found; the message says where it looked and how to build
+/// one.
 pub struct StaticBinaryError {
+    /// The binary's file name.
     pub name: String,
+    /// The candidate paths tried, in search order.
     pub looked: String,
 }
 
