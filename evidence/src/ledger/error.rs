@@ -4,47 +4,77 @@ use std::path::PathBuf;
 /// are not errors: they are data in a [`super::VerifyReport`].
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
+    /// The file is not a ledger (empty, neither SQLite nor JSONL, or the wrong kind for the
+    /// operation): the user named the wrong file (exit 2).
     #[error("{path}: not a ledger: {reason}")]
-    NotALedger { path: PathBuf, reason: String },
+    NotALedger {
+        /// The file opened.
+        path: PathBuf,
+        /// What is missing or different.
+        reason: String,
+    },
+    /// The ledger was written by a newer eval; reading it could misread the evidence.
     #[error(
         "{path}: ledger format version {found} is newer than this eval understands (up to {known}); upgrade eval"
     )]
     NewerFormat {
+        /// The ledger file.
         path: PathBuf,
+        /// The format version the file declares.
         found: u64,
+        /// The newest version this code reads.
         known: u64,
     },
+    /// A line of a JSONL export that is not an entry: the export is damaged (exit 3).
     #[error("{path}: line {line}: {reason}")]
     MalformedLine {
+        /// The export file.
         path: PathBuf,
+        /// 1-based line number.
         line: u64,
+        /// What is wrong with the line.
         reason: String,
     },
+    /// SQLite failed reading or opening the ledger (a damaged or locked file): exit 3.
     #[error("{path}: {source}")]
     Sqlite {
+        /// The ledger file.
         path: PathBuf,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },
+    /// A file could not be read or written (exit 2).
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The caller asked to append an entry whose kind breaks the naming rule (a bug, not input).
     #[error("invalid entry kind {0:?}: kinds are 1-64 characters of a-z, 0-9, '_' and '.'")]
     InvalidKind(String),
+    /// A payload the caller gave that does not serialise to JSON.
     #[error("payload is not JSON: {0}")]
     Payload(#[from] serde_json::Error),
     /// A trigger of the append-only schema refused an append (an insert that is not the next
     /// link of the chain as the file has it): the file changed under its single writer.
     #[error("{path}: the ledger refused the append: {reason}")]
-    AppendRefused { path: PathBuf, reason: String },
+    AppendRefused {
+        /// The ledger file.
+        path: PathBuf,
+        /// The trigger's message.
+        reason: String,
+    },
     /// SQLite could not commit an append (disk full, an I/O error, a damaged file); nothing of
     /// the batch was written. Shared because one failed transaction answers every producer in it.
     #[error("{path}: append failed: {source}")]
     AppendFailed {
+        /// The ledger file.
         path: PathBuf,
+        /// SQLite's error, shared by every append of the failed batch.
         #[source]
         source: std::sync::Arc<rusqlite::Error>,
     },

@@ -51,6 +51,7 @@ pub struct JsonlReader {
 }
 
 impl JsonlReader {
+    /// Opens an export for reading entry by entry (lines are checked as they are read).
     pub fn open(path: &Path) -> Result<Self, LedgerError> {
         let file = std::fs::File::open(path).map_err(LedgerError::io(path))?;
         Ok(Self {

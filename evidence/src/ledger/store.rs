@@ -15,6 +15,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, config::DbConfig};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The `format` value in a SQLite ledger's meta table; a file with another value is refused.
 pub const LEDGER_FORMAT: &str = "eval-ledger";
 /// Version 1: the layout above and the hash layout in `entry.rs`.
 pub const LEDGER_VERSION: u64 = 1;
@@ -48,7 +49,9 @@ const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// What kind of file a ledger path holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceKind {
+    /// A SQLite ledger file (the live, appendable form).
     Sqlite,
+    /// A JSONL export (read-only, verifies like the ledger it came from).
     Jsonl,
 }
 
@@ -197,6 +200,7 @@ pub struct LedgerReader {
 }
 
 impl LedgerReader {
+    /// Opens a SQLite ledger read-only, checking its format and version; a JSONL export is refused.
     pub fn open(path: &Path) -> Result<Self, LedgerError> {
         match detect_source(path)? {
             SourceKind::Sqlite => {}
@@ -220,6 +224,7 @@ impl LedgerReader {
         })
     }
 
+    /// The ledger file this reader reads.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -115,6 +115,7 @@ impl LedgerWriter {
         })
     }
 
+    /// The ledger file this writer appends to.
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
