@@ -26,9 +26,11 @@ pub mod artifacts;
 pub use eval_core::canonical;
 pub mod gates;
 #[deny(missing_docs)]
+#[deny(missing_docs)]
 pub mod ledger;
 pub mod leftovers;
 pub mod report;
+#[deny(missing_docs)]
 pub mod signing;
 pub mod stats;
 

@@ -44,8 +44,12 @@ pub(crate) fn check_origin(origin: &str) -> Result<(), SigningError> {
 /// A tree head: which log, how many leaves, which root.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TreeHead {
+    /// The log's name, `eval/<identity>`: a checkpoint of one protocol's ledger cannot pass for
+    /// another's.
     pub origin: String,
+    /// How many ledger entries (1..=tree_size) the tree covers.
     pub tree_size: u64,
+    /// The RFC 9162 Merkle root over those entries (leaves per [`super::merkle::leaf_hash`]).
     pub root: Digest,
 }
 
@@ -64,6 +68,7 @@ impl TreeHead {
 /// A signed checkpoint: the tree head, the exact signed text, and its signatures.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignedCheckpoint {
+    /// The tree head the note states.
     pub head: TreeHead,
     /// The full note: text, blank line, signature lines.
     note: String,
@@ -80,6 +85,7 @@ struct NoteSignature {
 }
 
 impl SignedCheckpoint {
+    /// Signs `head` with `key`; fails only for an origin that breaks the note format.
     pub fn sign(head: TreeHead, key: &SigningKeyPair) -> Result<SignedCheckpoint, SigningError> {
         check_origin(&head.origin)?;
         let text = head.note_text();
@@ -253,11 +259,17 @@ impl SignedCheckpoint {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointPayload {
+    /// Payload version.
     pub v: u64,
+    /// The note's origin (repeated from `note`).
     pub origin: String,
+    /// The note's tree size (repeated from `note`).
     pub tree_size: u64,
+    /// The note's root hash (repeated from `note`).
     pub root: Digest,
+    /// `name+keyid` of every signature on the note (repeated from `note`).
     pub keys: Vec<String>,
+    /// The full signed note, verbatim: the authoritative copy.
     pub note: String,
 }
 

@@ -21,8 +21,11 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+/// The DSSE payload type of the attestation (an in-toto statement).
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+/// The in-toto statement `_type` the attestation uses.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+/// The predicate type naming eval's report-attestation predicate (version 1).
 pub const PREDICATE_TYPE: &str = "urn:eval:report-attestation:v1";
 /// The subject name of the JSON report.
 pub const REPORT_SUBJECT: &str = "report.json";
@@ -42,18 +45,26 @@ pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A DSSE envelope: a base64 payload, its type, and signatures over their pre-authentication
+/// encoding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
+    /// The statement's canonical JSON, base64 (standard alphabet).
     pub payload: String,
+    /// The payload's media type ([`PAYLOAD_TYPE`]); signed together with the payload.
     #[serde(rename = "payloadType")]
     pub payload_type: String,
+    /// One signature per signing key.
     pub signatures: Vec<EnvelopeSignature>,
 }
 
+/// One signature of a DSSE envelope.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvelopeSignature {
+    /// The signer's key id text (`eval+<hex>`); a hint for choosing the key, not trusted.
     #[serde(default)]
     pub keyid: String,
+    /// Base64 Ed25519 signature over [`pae`] of the payload type and the decoded payload.
     pub sig: String,
 }
 
@@ -100,11 +111,15 @@ pub fn attest_report(
 /// What a verified attestation says.
 #[derive(Clone, Debug)]
 pub struct VerifiedAttestation {
+    /// The whole decoded in-toto statement.
     pub statement: serde_json::Value,
     /// SHA-256 of the attested JSON report.
     pub report_digest: Digest,
+    /// The protocol identity the predicate names.
     pub identity: String,
+    /// The signed checkpoint the report was computed up to (from the predicate's note).
     pub final_checkpoint: SignedCheckpoint,
+    /// The predicate's verdict object, as attested.
     pub verdict: serde_json::Value,
 }
 

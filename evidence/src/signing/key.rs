@@ -41,10 +41,12 @@ impl PublicKey {
         &self.text
     }
 
+    /// The key's name (the part before `+` in its text form; signed notes carry it).
     pub fn name(&self) -> &str {
         self.text.name()
     }
 
+    /// The 32-bit key id derived from the name and key bytes (how a note signature names its key).
     pub fn id(&self) -> u32 {
         self.text.id()
     }
@@ -54,6 +56,7 @@ impl PublicKey {
         self.text.key_id_text()
     }
 
+    /// The raw 32-byte Ed25519 public key.
     pub fn bytes(&self) -> [u8; 32] {
         self.key.to_bytes()
     }
@@ -238,10 +241,13 @@ impl SigningKeyPair {
         written.map_err(SigningError::io(path))
     }
 
+    /// The key pair's public half.
     pub fn public(&self) -> &PublicKey {
         &self.public
     }
 
+    /// An Ed25519 signature of `message` (deterministic: the same message gives the same
+    /// signature).
     pub fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.key.sign(message).to_bytes()
     }

@@ -27,6 +27,7 @@ pub fn leaf_hash(e: &Entry) -> Digest {
     Digest(h.finalize().into())
 }
 
+/// The hash of an inner node: SHA-256(0x01 ‖ left ‖ right).
 pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
     let mut h = Sha256::new();
     h.update([1u8]);
@@ -35,6 +36,7 @@ pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
     Digest(h.finalize().into())
 }
 
+/// The root of the empty tree: SHA-256 of no bytes.
 pub fn empty_root() -> Digest {
     Digest::of(b"")
 }
@@ -53,18 +55,22 @@ pub struct MerkleTree {
 }
 
 impl MerkleTree {
+    /// An empty tree.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Number of leaves.
     pub fn len(&self) -> u64 {
         self.levels.first().map_or(0, |l| l.len() as u64)
     }
 
+    /// True when the tree has no leaves.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Appends one leaf hash (amortised O(1)).
     pub fn push(&mut self, leaf: Digest) {
         if self.levels.is_empty() {
             self.levels.push(Vec::new());

@@ -20,7 +20,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// The `format` of a receipt document (`eval prove`'s output).
 pub const RECEIPT_FORMAT: &str = "eval-receipt";
+/// The `format` of a consistency-proof document.
 pub const CONSISTENCY_FORMAT: &str = "eval-consistency";
 /// Version of both documents.
 pub const PROOF_VERSION: u64 = 1;
@@ -30,15 +32,22 @@ pub const PROOF_VERSION: u64 = 1;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptEntry {
+    /// The entry's sequence number.
     pub seq: u64,
+    /// The previous entry's hash.
     pub prev: Digest,
+    /// The entry's kind.
     pub kind: String,
+    /// The stored payload bytes, base64 (standard alphabet).
     pub payload_base64: String,
+    /// The entry's chain hash.
     pub hash: Digest,
+    /// The ledger's commit time (informational, not hashed).
     pub recorded_at: String,
 }
 
 impl ReceiptEntry {
+    /// The receipt form of a stored entry.
     pub fn from_entry(e: &Entry) -> Self {
         ReceiptEntry {
             seq: e.seq,
@@ -50,6 +59,7 @@ impl ReceiptEntry {
         }
     }
 
+    /// The entry back; fails if the payload is not base64.
     pub fn to_entry(&self) -> Result<Entry, String> {
         Ok(Entry {
             seq: self.seq,
@@ -64,14 +74,22 @@ impl ReceiptEntry {
     }
 }
 
+/// Proof that one entry is in a ledger covered by a signed checkpoint, checkable without the
+/// ledger.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
+    /// Always [`RECEIPT_FORMAT`].
     pub format: String,
+    /// Document version ([`PROOF_VERSION`]).
     pub v: u64,
+    /// The entry proven.
     pub entry: ReceiptEntry,
+    /// The entry's 0-based leaf index (seq − 1).
     pub leaf_index: u64,
+    /// The size of the checkpoint's tree.
     pub tree_size: u64,
+    /// RFC 9162 inclusion proof from the entry's leaf to the checkpoint's root.
     pub inclusion_proof: Vec<Digest>,
     /// The signed note of the checkpoint whose tree includes the entry.
     pub checkpoint: String,
@@ -84,9 +102,13 @@ pub struct Receipt {
 /// What a verified receipt establishes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifiedReceipt {
+    /// The entry, with its chain hash rechecked.
     pub entry: Entry,
+    /// The log the checkpoint is of (`eval/<identity>`).
     pub origin: String,
+    /// The signed tree size.
     pub tree_size: u64,
+    /// The signed root.
     pub root: Digest,
 }
 
@@ -133,6 +155,7 @@ pub fn prove(path: &Path, seq: u64) -> Result<Receipt, SigningError> {
     })
 }
 
+/// Reads a receipt file, refusing another format or a newer version.
 pub fn read_receipt(path: &Path) -> Result<Receipt, SigningError> {
     read_document(path, RECEIPT_FORMAT, "a receipt")
 }
@@ -218,13 +241,19 @@ pub fn verify_receipt(r: &Receipt, key: &PublicKey) -> Result<VerifiedReceipt, S
     })
 }
 
+/// Proof that one signed checkpoint's tree extends another's (the log was only appended to).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsistencyProof {
+    /// Always [`CONSISTENCY_FORMAT`].
     pub format: String,
+    /// Document version ([`PROOF_VERSION`]).
     pub v: u64,
+    /// The older checkpoint's signed note.
     pub from: String,
+    /// The newer checkpoint's signed note.
     pub to: String,
+    /// RFC 9162 consistency proof between the two roots.
     pub proof: Vec<Digest>,
 }
 
@@ -311,6 +340,7 @@ pub fn verify_consistency_proof(
     Ok((from, to))
 }
 
+/// Reads a consistency-proof file, refusing another format or a newer version.
 pub fn read_consistency_proof(path: &Path) -> Result<ConsistencyProof, SigningError> {
     read_document(path, CONSISTENCY_FORMAT, "a consistency proof")
 }

@@ -18,6 +18,7 @@ use std::path::Path;
 pub struct RecordedCheckpoint {
     /// The `seq` of the `checkpoint` entry (always greater than the tree size it signs).
     pub seq: u64,
+    /// The parsed signed checkpoint.
     pub checkpoint: SignedCheckpoint,
 }
 
@@ -29,6 +30,7 @@ pub struct ScanFailure {
     /// `chain`, `malformed_checkpoint`, `future_tree_size`, `root_mismatch`, `rewind`,
     /// `origin_changed`, `inconsistent`, `bad_signature`, `no_checkpoint` or `unsigned_tail`.
     pub reason: &'static str,
+    /// What is wrong, for the user.
     pub message: String,
 }
 
@@ -65,6 +67,7 @@ pub const ANNOTATION_KINDS: &[&str] = &[CHECKPOINT_KIND, "report", "note"];
 /// The controller's session markers: a ledger whose last marker is `run_finished` is a finished
 /// run, whose every evidence entry must be covered by a signed checkpoint.
 pub const RUN_STARTED_KIND: &str = "run_started";
+/// The session marker a run's controller appends when the run ends.
 pub const RUN_FINISHED_KIND: &str = "run_finished";
 /// Kinds the controller signs a checkpoint after, as soon as they are committed: one of them
 /// outside every checkpoint is either a crash in the instant between the two commits (a resume
@@ -266,21 +269,28 @@ impl LedgerScan {
 /// A short description of a checkpoint for reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CheckpointSummary {
+    /// The `seq` of the `checkpoint` entry.
     pub seq: u64,
+    /// The log's origin (`eval/<identity>`).
     pub origin: String,
+    /// How many entries the checkpoint covers.
     pub tree_size: u64,
+    /// The signed Merkle root.
     pub root: Digest,
 }
 
 /// The outcome of `verify_ledger_signatures` (what `ledger verify --public-key --json` prints).
 #[derive(Clone, Debug, Serialize)]
 pub struct SignatureReport {
+    /// True when the chain, every checkpoint and the coverage rules all hold (`error` is `None`).
     pub ok: bool,
     /// Entries whose chain verified.
     pub entries: u64,
+    /// The last verified entry.
     pub head: Head,
     /// Checkpoints that verified.
     pub checkpoints: u64,
+    /// The last checkpoint that verified, if any.
     pub last_checkpoint: Option<CheckpointSummary>,
     /// Entries after the last verified checkpoint's tree (not yet covered by a signature; the
     /// final checkpoint entry itself is always one of them).
@@ -290,7 +300,9 @@ pub struct SignatureReport {
     /// The first evidence entry (not a `checkpoint`, `report` or `note`) that no verified
     /// checkpoint covers, if any. On a finished run this is an `unsigned_tail` failure.
     pub first_unsigned_evidence: Option<u64>,
+    /// The public key the signatures were checked with, in text form.
     pub key: String,
+    /// The first failure, if any; verification stops there.
     pub error: Option<ScanFailure>,
 }
 
