@@ -26,7 +26,6 @@ pub mod artifacts;
 pub use eval_core::canonical;
 pub mod gates;
 #[deny(missing_docs)]
-#[deny(missing_docs)]
 pub mod ledger;
 pub mod leftovers;
 pub mod report;
