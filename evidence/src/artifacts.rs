@@ -30,23 +30,44 @@ use std::path::{Path, PathBuf};
 /// Something went wrong reading or writing the store.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
+    /// A store file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
+    /// A store operation the platform could not perform (e.g. no temporary file could be made).
     #[error("{path}: {reason}")]
-    Unsupported { path: PathBuf, reason: String },
+    Unsupported {
+        /// The offending path.
+        path: PathBuf,
+        /// Why it is not supported.
+        reason: String,
+    },
+    /// No object with this digest is in the store (it was never stored, or was deleted).
     #[error("artifact {digest} is missing from the store")]
-    Missing { digest: Digest },
+    Missing {
+        /// The digest asked for.
+        digest: Digest,
+    },
+    /// The object's bytes no longer hash to its name: the store was altered.
     #[error("artifact {digest} is corrupt: its bytes hash to {actual}")]
-    Corrupt { digest: Digest, actual: Digest },
+    Corrupt {
+        /// The digest the object is stored under.
+        digest: Digest,
+        /// The digest of the bytes found.
+        actual: Digest,
+    },
     /// Reading the tree to archive failed; only a host failure reaches here (see
     /// [`tar_dir_with`]), or the root directory itself could not be opened.
     #[error("archiving {dir}: {source}")]
     Leftover {
+        /// The directory being archived.
         dir: PathBuf,
+        /// The read failure.
         #[source]
         source: LeftoverError,
     },
@@ -87,6 +108,7 @@ impl ArtifactStore {
         })
     }
 
+    /// The store's root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -97,6 +119,7 @@ impl ArtifactStore {
         self.root.join("sha256").join(&hex[..2]).join(hex)
     }
 
+    /// Whether an object with this digest is present (its bytes are not checked here).
     pub fn contains(&self, digest: &Digest) -> bool {
         self.path_of(digest).is_file()
     }
@@ -334,6 +357,7 @@ const MAX_NOTES: usize = 1000;
 /// What archiving a directory produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArchiveSummary {
+    /// Digest of the tar archive, as stored.
     pub digest: Digest,
     /// What was recorded other than as a plain entry, or left out, and why (sorted).
     pub notes: Vec<String>,
@@ -346,8 +370,11 @@ pub struct ArchiveSummary {
 /// [`ArchiveSummary`] without the digest, as [`tar_dir`] returns it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TarSummary {
+    /// As in [`ArchiveSummary::notes`].
     pub notes: Vec<String>,
+    /// As in [`ArchiveSummary::entries`].
     pub entries: u64,
+    /// As in [`ArchiveSummary::bytes`].
     pub bytes: u64,
 }
 

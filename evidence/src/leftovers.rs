@@ -35,22 +35,51 @@ const MAX_HELD_DIRS: usize = 32;
 /// Why a file the container left behind was not read.
 #[derive(thiserror::Error, Debug)]
 pub enum LeftoverError {
+    /// The agent did not leave the file.
     #[error("{path:?} does not exist")]
-    NotFound { path: String },
+    NotFound {
+        /// The path asked for, relative to the attempt's root.
+        path: String,
+    },
+    /// A directory, FIFO, device or socket where a file was expected.
     #[error("{path:?} is a {kind}, not a regular file; it was not read")]
-    NotRegular { path: String, kind: &'static str },
+    NotRegular {
+        /// The path, relative to the root.
+        path: String,
+        /// What it is instead (`directory`, `fifo`, …).
+        kind: &'static str,
+    },
+    /// Bigger than the per-file cap or the attempt's remaining [`Budget`].
     #[error("{path:?} is larger than the limit of {limit} bytes; it was not read")]
-    TooLarge { path: String, limit: u64 },
+    TooLarge {
+        /// The path, relative to the root.
+        path: String,
+        /// The limit it exceeded, in bytes.
+        limit: u64,
+    },
+    /// A path that is empty, absolute, contains NUL or `..`, or names the root itself.
     #[error("{path:?} is not an acceptable relative path: {reason}")]
-    BadPath { path: String, reason: &'static str },
+    BadPath {
+        /// The path as given.
+        path: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
     /// Anything else from the agent's files (EACCES, ELOOP, EXDEV, EINVAL…): the agent's doing.
     #[error("{path:?} was refused: {}", io::Error::from_raw_os_error(*errno))]
-    Refused { path: String, errno: i32 },
+    Refused {
+        /// The path, relative to the root.
+        path: String,
+        /// The raw OS error number.
+        errno: i32,
+    },
     /// A failure of the host itself (EIO, ENOMEM, ENOSPC, EDQUOT, EMFILE, ENFILE): never caused
     /// by what the agent left behind. Only this one may become an infrastructure fault.
     #[error("{path:?}: host I/O failure: {source}")]
     Host {
+        /// The path, relative to the root.
         path: String,
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
@@ -157,12 +186,14 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// An allowance of `total` bytes for one attempt's reads.
     pub fn new(total: u64) -> Self {
         Self {
             remaining: AtomicU64::new(total),
         }
     }
 
+    /// Bytes still allowed.
     pub fn remaining(&self) -> u64 {
         self.remaining.load(Ordering::Acquire)
     }

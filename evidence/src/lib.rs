@@ -21,12 +21,15 @@
 //!   errors ([`LedgerError`]) that the controller maps to exit statuses in one place.
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
+#[deny(missing_docs)]
 pub mod artifacts;
 /// Canonical JSON is eval-core's; re-exported so evidence's callers keep one import path.
 pub use eval_core::canonical;
+#[deny(missing_docs)]
 pub mod gates;
 #[deny(missing_docs)]
 pub mod ledger;
+#[deny(missing_docs)]
 pub mod leftovers;
 pub mod report;
 #[deny(missing_docs)]

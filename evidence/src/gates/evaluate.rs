@@ -19,31 +19,46 @@ use eval_core::gates::{ArmRole, Gate, Op, Rule, Statistic};
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 
+/// The outcome of one rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The statistic was computed and meets the threshold.
     Pass,
+    /// The statistic was computed and does not meet the threshold (or an integrity check found
+    /// problems).
     Fail,
+    /// The statistic could not be computed (no pairs, a missing metric, NaN); counts as not passed.
     NotComputable,
+    /// Too few tasks for the sign-flip test ever to reach the gate's level; counts as not passed.
     InsufficientTasks,
 }
 
+/// One rule's evaluation, as the report shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuleResult {
+    /// The rule's id.
     pub id: String,
+    /// The statistic computed.
     pub statistic: Statistic,
+    /// The metric it read, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
+    /// The arm it read, for one-arm statistics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arm: Option<ArmRole>,
+    /// The comparison applied.
     pub op: Op,
+    /// The threshold compared with (absent for `is_true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f64>,
     /// The statistic's value; `null` when it is NaN or could not be computed (see `reason`).
     pub value: Option<f64>,
     /// The value as text (keeps `inf`, `-inf`, `NaN` visible).
     pub value_text: String,
+    /// The rule's verdict.
     pub verdict: Verdict,
+    /// Why it did not pass (or what an integrity check found), when there is something to say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Interval method used (bootstrap statistics only).
@@ -54,14 +69,20 @@ pub struct RuleResult {
     pub n_tasks: Option<usize>,
 }
 
+/// One gate's evaluation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GateResult {
+    /// The gate's id.
     pub id: String,
+    /// The suite it reads, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suite: Option<String>,
+    /// The gate's description from the protocol.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// True only if the gate has rules and every one passed.
     pub passed: bool,
+    /// Each rule's result, in protocol order.
     pub rules: Vec<RuleResult>,
 }
 
@@ -70,6 +91,7 @@ pub fn evaluate_gates(run: &RunData) -> Vec<GateResult> {
     run.gates.iter().map(|g| evaluate_gate(run, g)).collect()
 }
 
+/// Evaluates one gate of `run`.
 pub fn evaluate_gate(run: &RunData, gate: &Gate) -> GateResult {
     let rules: Vec<RuleResult> = gate
         .rules
@@ -204,6 +226,7 @@ fn evaluate_rule(run: &RunData, gate: &Gate, rule: &Rule) -> RuleResult {
     out
 }
 
+/// The operator as a protocol writes it.
 pub fn op_text(op: Op) -> &'static str {
     match op {
         Op::Ge => ">=",
@@ -215,6 +238,7 @@ pub fn op_text(op: Op) -> &'static str {
     }
 }
 
+/// A value as text for reports: `NaN`, `+inf`, `-inf` spelled out.
 pub fn fmt_value(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()

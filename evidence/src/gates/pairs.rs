@@ -48,6 +48,8 @@ pub fn metric_value(run: &RunData, a: &AttemptData, metric: &str) -> Result<f64,
         })
 }
 
+/// Whether an attempt's outcome settles its slot (any recorded outcome but an infrastructure
+/// fault).
 pub fn is_final(a: &AttemptData) -> bool {
     matches!(&a.outcome, Some(o) if *o != Outcome::InfraFault)
 }
@@ -72,21 +74,29 @@ type PairSlot<'a> = (Option<&'a AttemptData>, Option<&'a AttemptData>);
 /// One baseline/candidate pair of a suite.
 #[derive(Clone, Debug)]
 pub struct Pair<'a> {
+    /// The task both attempts ran.
     pub task: &'a str,
+    /// The repetition index within the task.
     pub rep: u32,
+    /// The baseline arm's final attempt.
     pub baseline: &'a AttemptData,
+    /// The gated candidate's final attempt.
     pub candidate: &'a AttemptData,
 }
 
 /// A suite's statistical view: pairs in the order their first slot was scheduled (v0.4's
 /// "pairs in statistical order"), and each arm's final statistical attempts.
 pub struct SuiteView<'a> {
+    /// The suite viewed.
     pub suite: &'a SuiteData,
+    /// Complete pairs only (both arms have a final attempt), in statistical order.
     pub pairs: Vec<Pair<'a>>,
+    /// Each arm's final statistical attempts, by arm id.
     pub arm_attempts: BTreeMap<&'a str, Vec<&'a AttemptData>>,
 }
 
 impl<'a> SuiteView<'a> {
+    /// The view of the suite's own baseline against its gated candidate.
     pub fn new(run: &'a RunData, suite: &'a SuiteData) -> Self {
         Self::for_arms(run, suite, &suite.baseline, &suite.candidate)
     }
@@ -189,13 +199,19 @@ impl<'a> SuiteView<'a> {
     }
 }
 
+/// Task-level means of one metric for both arms of a suite view, tasks in first-appearance order.
 #[derive(Clone, Debug)]
 pub struct TaskMeans {
+    /// Task ids, in first-appearance order; the other vectors are indexed like it.
     pub tasks: Vec<String>,
+    /// The baseline's mean per task (repetitions averaged).
     pub baseline: Vec<f64>,
+    /// The candidate's mean per task.
     pub candidate: Vec<f64>,
+    /// (baseline, candidate) number of repetitions averaged per task.
     pub reps: Vec<(usize, usize)>,
     /// Pair differences in pair order with their task, for v0.4's bootstrap.
     pub pair_diffs: Vec<f64>,
+    /// The task of each entry of `pair_diffs`.
     pub pair_tasks: Vec<String>,
 }
