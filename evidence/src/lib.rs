@@ -34,6 +34,7 @@ pub mod leftovers;
 pub mod report;
 #[deny(missing_docs)]
 pub mod signing;
+#[deny(missing_docs)]
 pub mod stats;
 
 pub use ledger::{LedgerError, LedgerWriter};

@@ -17,50 +17,73 @@ use super::rng::{ChaChaStream, PURPOSE_CALIBRATE_DATA};
 use super::signflip::sign_flip;
 use super::v04::{V04_SAMPLES, v04_interval_units};
 
+/// The methods calibration can simulate, in report order.
 pub const METHODS: [&str; 4] = ["percentile", "bca", "v04-percentile", "sign-flip"];
 /// Exact enumeration per replicate only while it is cheap.
 const CALIBRATE_EXACT_LIMIT: u128 = 20_000;
 
+/// What to simulate (`eval stats calibrate`).
 #[derive(Clone, Debug)]
 pub struct CalibrateConfig {
+    /// Tasks per simulated suite (at least 1).
     pub n: usize,
+    /// Which of [`METHODS`] to evaluate; empty means all.
     pub methods: Vec<String>,
+    /// Two-sided confidence level of the intervals, in (0, 1).
     pub confidence: f64,
+    /// Simulated replicates (at least 1); the Monte Carlo error shrinks as 1/√reps.
     pub reps: u64,
+    /// Mean task difference under the alternative, in units of its standard deviation (power).
     pub effect: f64,
+    /// Master seed; the same config gives the same result on any machine and thread count.
     pub seed: u64,
     /// Bootstrap resamples per replicate (when not enumerated exactly).
     pub resamples: u64,
+    /// Worker threads; 0 means one per available CPU.
     pub threads: usize,
 }
 
+/// One method's simulated behaviour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRow {
+    /// The method's name (one of [`METHODS`]).
     pub method: String,
     /// The rate a well-calibrated bound would have: (1 − confidence)/2.
     pub nominal: f64,
+    /// Fraction of null replicates in which the gate passed.
     pub false_pass_rate: f64,
     /// Monte Carlo standard error of `false_pass_rate`.
     pub false_pass_se: f64,
+    /// `false_pass_rate / nominal`: 1 is well calibrated, above 1 is liberal.
     pub false_pass_ratio: f64,
+    /// Fraction of replicates at `effect` in which the gate passed.
     pub power: f64,
     /// False-pass rate over twice the nominal rate.
     pub warn: bool,
 }
 
+/// The result of a calibration run (what `eval stats calibrate --json` prints).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
+    /// Document schema, `eval.stats.calibrate/1`.
     pub schema: String,
+    /// Tasks per simulated suite.
     pub n: usize,
+    /// Confidence level used.
     pub confidence: f64,
+    /// Replicates simulated.
     pub reps: u64,
+    /// Effect size used for power.
     pub effect: f64,
+    /// Master seed used.
     pub seed: u64,
     /// `exact` or `sampled (B = …)` — the bootstrap used per replicate.
     pub bootstrap: String,
+    /// One row per evaluated method, in [`METHODS`] order.
     pub rows: Vec<CalibrationRow>,
 }
 
+/// Runs the simulation; fails on an invalid config (n or reps 0, an unknown method, a bad level).
 pub fn calibrate(cfg: &CalibrateConfig) -> Result<Calibration, StatsError> {
     if cfg.n == 0 {
         return Err(StatsError::Input("--n must be at least 1".into()));

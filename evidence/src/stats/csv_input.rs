@@ -7,6 +7,7 @@ use std::path::Path;
 use super::StatsError;
 use super::data::Observation;
 
+/// Reads the observations of `metric` from a CSV file (see the module docs for the format).
 pub fn read_observations(path: &Path, metric: &str) -> Result<Vec<Observation>, StatsError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path)
@@ -14,6 +15,7 @@ pub fn read_observations(path: &Path, metric: &str) -> Result<Vec<Observation>, 
     parse_observations(&text, &file, metric)
 }
 
+/// Parses CSV text; `file` is the name error messages use.
 pub fn parse_observations(
     text: &str,
     file: &str,

@@ -8,9 +8,13 @@ use super::StatsError;
 /// One observation: a score of one repetition of one arm on one task.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observation {
+    /// The task id.
     pub task: String,
+    /// The arm id.
     pub arm: String,
+    /// The repetition label (text: only used to tell repetitions apart).
     pub rep: String,
+    /// The observed value of the metric.
     pub score: f64,
     /// Where it came from (e.g. `file.csv:12`), for error messages.
     pub origin: String,
@@ -19,8 +23,11 @@ pub struct Observation {
 /// Per-task arm means, tasks in order of first appearance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PairedTasks {
+    /// Task ids; the other vectors are indexed like it.
     pub tasks: Vec<String>,
+    /// The baseline arm's mean per task.
     pub baseline: Vec<f64>,
+    /// The candidate arm's mean per task.
     pub candidate: Vec<f64>,
     /// Repetitions averaged per task: (baseline, candidate).
     pub reps: Vec<(usize, usize)>,
@@ -113,6 +120,8 @@ impl PairedTasks {
         Ok(out)
     }
 
+    /// Builds from task means already computed (one repetition each is recorded); lengths must
+    /// agree and every mean be finite.
     pub fn from_means(
         tasks: Vec<String>,
         baseline: Vec<f64>,
@@ -143,10 +152,12 @@ impl PairedTasks {
         })
     }
 
+    /// Number of tasks.
     pub fn n(&self) -> usize {
         self.tasks.len()
     }
 
+    /// Candidate minus baseline, per task.
     pub fn differences(&self) -> Vec<f64> {
         self.candidate
             .iter()

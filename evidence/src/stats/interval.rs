@@ -11,16 +11,21 @@ use super::resample::Distribution;
 /// Two-sided intervals of one statistic at one confidence level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Intervals {
+    /// The two-sided confidence level.
     pub level: f64,
+    /// The percentile interval [lower, upper].
     pub percentile: [f64; 2],
+    /// The bias-corrected and accelerated interval [lower, upper].
     pub bca: [f64; 2],
     /// Bias correction z₀ and acceleration â of the BCa interval (both 0 when degenerate).
     pub z0: f64,
+    /// The BCa acceleration â (from the jackknife).
     pub acceleration: f64,
     /// Every resample gave the estimate: both intervals are [θ̂, θ̂].
     pub degenerate: bool,
 }
 
+/// The standard normal distribution N(0, 1).
 pub fn std_normal() -> Normal {
     Normal::standard()
 }
@@ -38,6 +43,7 @@ pub fn ndtri(p: f64) -> f64 {
     }
 }
 
+/// Φ, the standard normal CDF, with ±∞ mapped to 1 and 0.
 pub fn ndtr(z: f64) -> f64 {
     if z == f64::INFINITY {
         1.0

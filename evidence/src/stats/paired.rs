@@ -12,22 +12,32 @@ use super::signflip::{SignFlip, sign_flip};
 /// `eval stats paired --json` output (schema version 1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PairedSummary {
+    /// Document schema, `eval.stats.paired/1`.
     pub schema: String,
+    /// Number of tasks (the independent unit).
     pub n_tasks: usize,
+    /// The baseline arm's id.
     pub baseline: String,
+    /// The candidate arm's id.
     pub candidate: String,
+    /// The metric compared.
     pub metric: String,
+    /// Mean over tasks of the baseline's task means.
     pub mean_baseline: f64,
+    /// Mean over tasks of the candidate's task means.
     pub mean_candidate: f64,
+    /// `mean_candidate − mean_baseline`.
     pub mean_diff: f64,
     /// (mean_candidate − mean_baseline) / mean_baseline; `null` when the baseline mean is 0.
     pub relative_improvement: Option<f64>,
+    /// Why `relative_improvement` is `null`, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_improvement_note: Option<String>,
     /// Intervals of the mean difference.
     pub ci: CiOut,
     /// Intervals of the relative improvement; `null` when a resample's baseline mean is 0.
     pub relative_ci: Option<CiOut>,
+    /// Why `relative_ci` is `null`, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relative_ci_note: Option<String>,
     /// `sampled` or `exact`.
@@ -39,24 +49,34 @@ pub struct PairedSummary {
     /// Exact mode: nⁿ, the ordered resamples the multisets stand for (as a decimal string).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ordered_resamples: Option<String>,
+    /// The seed the resamples used: a number, or the seed string for `v04-percentile`.
     pub seed: serde_json::Value,
+    /// One-sided sign-flip p-value for an improvement (repeated from `sign_flip`).
     pub sign_flip_p: f64,
+    /// The sign-flip test in full.
     pub sign_flip: SignFlip,
+    /// One row per task, in first-appearance order.
     pub tasks: Vec<TaskRow>,
     /// Honesty notes (small n, exactness, degeneracy).
     pub notes: Vec<String>,
 }
 
+/// Intervals of one statistic as printed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CiOut {
+    /// Two-sided confidence level.
     pub level: f64,
+    /// Percentile interval [lower, upper].
     pub percentile: [f64; 2],
     /// `null` for `v04-percentile`.
     pub bca: Option<[f64; 2]>,
+    /// BCa bias correction z₀ (`null` for `v04-percentile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub z0: Option<f64>,
+    /// BCa acceleration â (`null` for `v04-percentile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acceleration: Option<f64>,
+    /// Every resample gave the estimate, so the intervals are a single point.
     pub degenerate: bool,
 }
 
@@ -73,17 +93,26 @@ impl From<&Intervals> for CiOut {
     }
 }
 
+/// One task's line of the summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskRow {
+    /// The task id.
     pub task: String,
+    /// The baseline's mean over its repetitions.
     pub baseline: f64,
+    /// The candidate's mean over its repetitions.
     pub candidate: f64,
+    /// `candidate − baseline`.
     pub diff: f64,
+    /// Repetitions averaged: [baseline, candidate].
     pub reps: [usize; 2],
 }
 
+/// How [`paired_summary`] resamples and what it calls small.
 pub struct PairedConfig {
+    /// Resampling settings (B, seed, exactness, threads).
     pub resample: ResampleConfig,
+    /// Two-sided confidence level, in (0, 1).
     pub confidence: f64,
     /// Suites with fewer tasks get a robustness-check note.
     pub min_tasks: usize,
@@ -102,6 +131,7 @@ pub fn relative(mb: f64, mc: f64) -> Result<f64, String> {
     }
 }
 
+/// Computes the summary of `data`; the arm and metric names are only labels.
 pub fn paired_summary(
     data: &PairedTasks,
     baseline: &str,

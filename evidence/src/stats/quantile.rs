@@ -77,6 +77,7 @@ pub fn v04_percentile(values: &[f64], p: f64) -> Option<f64> {
     Some(v04_percentile_sorted(&sorted, p))
 }
 
+/// [`v04_percentile`] on input already sorted ascending; NaN for empty input.
 pub fn v04_percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;

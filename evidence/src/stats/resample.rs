@@ -20,11 +20,15 @@ pub const EXACT_AUTO_LIMIT: u128 = 1_400_000;
 /// `--exact always` refuses beyond this (n ≤ 12 is auto; 13 is allowed when asked).
 pub const EXACT_MAX: u128 = 5_300_000;
 
+/// Whether the bootstrap enumerates every distinct resample instead of sampling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExactMode {
+    /// Enumerate when that is cheap (small n), sample otherwise.
     Auto,
+    /// Always enumerate (refused when there are more than [`EXACT_MAX`] multisets).
     Always,
+    /// Always sample.
     Never,
 }
 
@@ -42,17 +46,24 @@ impl std::str::FromStr for ExactMode {
     }
 }
 
+/// How a bootstrap distribution was obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResampleKind {
+    /// B seeded random resamples.
     Sampled,
+    /// Every distinct multiset of tasks, weighted by how many ordered resamples it stands for.
     Exact,
 }
 
+/// Bootstrap settings.
 #[derive(Clone, Copy, Debug)]
 pub struct ResampleConfig {
+    /// B, the resamples drawn when sampling.
     pub resamples: u64,
+    /// Seed of the ChaCha8 stream the resamples are drawn from.
     pub seed: u64,
+    /// Whether to enumerate instead of sampling.
     pub exact: ExactMode,
     /// 0 = as many as the machine has.
     pub threads: usize,
@@ -72,6 +83,7 @@ impl Default for ResampleConfig {
 /// The bootstrap distribution of the column means.
 #[derive(Clone, Debug)]
 pub struct Distribution {
+    /// Number of columns (statistics' inputs, e.g. the two arms' task means).
     pub cols: usize,
     /// Row-major: resample r, column j at `r * cols + j`.
     pub means: Vec<f64>,
@@ -79,18 +91,22 @@ pub struct Distribution {
     pub weights: Option<Vec<u128>>,
     /// B (sampled) or nⁿ (exact).
     pub total: u128,
+    /// Sampled or exact.
     pub kind: ResampleKind,
 }
 
 impl Distribution {
+    /// Number of rows (resamples or multisets).
     pub fn len(&self) -> usize {
         self.means.len() / self.cols.max(1)
     }
 
+    /// True when there are no rows.
     pub fn is_empty(&self) -> bool {
         self.means.is_empty()
     }
 
+    /// Column means of resample `r`.
     pub fn row(&self, r: usize) -> &[f64] {
         &self.means[r * self.cols..(r + 1) * self.cols]
     }
@@ -247,6 +263,7 @@ fn fill_chunk_dyn(rng: &mut ChaChaStream, rows: &[f64], n: usize, cols: usize, o
     }
 }
 
+/// The worker count for a requested number (0: the machine's available parallelism).
 pub fn thread_count(requested: usize) -> usize {
     if requested > 0 {
         requested

@@ -15,7 +15,9 @@ use sha2::{Digest as _, Sha256};
 /// Stream numbers are `purpose << 48 | chunk`, so the bootstrap, the sign-flip test and the
 /// calibration simulation never share words even with one seed.
 pub const PURPOSE_BOOTSTRAP: u64 = 0;
+/// Stream purpose of the sign-flip test's sign vectors.
 pub const PURPOSE_SIGN_FLIP: u64 = 1;
+/// Stream purpose of the calibration simulation's data.
 pub const PURPOSE_CALIBRATE_DATA: u64 = 2;
 
 /// ChaCha8 keyed by `seed` (little-endian in the first 8 key bytes, zeros after), on stream
@@ -29,6 +31,8 @@ pub struct ChaChaStream {
 }
 
 impl ChaChaStream {
+    /// The stream for (`seed`, `purpose`, `chunk`); `chunk` lets parallel workers read disjoint
+    /// streams.
     pub fn new(seed: u64, purpose: u64, chunk: u64) -> Self {
         let mut key = [0u8; 32];
         key[..8].copy_from_slice(&seed.to_le_bytes());
@@ -53,6 +57,7 @@ impl ChaChaStream {
         out
     }
 
+    /// The next 4-byte little-endian word of the keystream.
     #[inline]
     pub fn next_u32(&mut self) -> u32 {
         u32::from_le_bytes(self.take::<4>())
@@ -105,6 +110,7 @@ pub struct BoundedDraw {
 }
 
 impl BoundedDraw {
+    /// A drawer for `0..n` (n = 0 is treated as 1).
     pub fn new(n: u32) -> Self {
         let n = u64::from(n.max(1));
         let width: u32 = if n <= 16 {
@@ -154,6 +160,7 @@ impl BoundedDraw {
         rng.pos = pos;
     }
 
+    /// One exactly uniform draw in `0..n`, consuming lanes of `rng`.
     #[inline]
     pub fn draw(&mut self, rng: &mut ChaChaStream) -> usize {
         loop {
@@ -172,6 +179,7 @@ pub struct Mulberry32 {
 }
 
 impl Mulberry32 {
+    /// A generator with this raw internal state.
     pub fn from_state(state: u32) -> Self {
         Self { state }
     }
@@ -184,6 +192,7 @@ impl Mulberry32 {
         }
     }
 
+    /// The next 32-bit output (state step, then mulberry32's mix).
     pub fn next_u32(&mut self) -> u32 {
         self.state = self.state.wrapping_add(0x6d2b_79f5);
         let mut v = self.state;

@@ -9,10 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use super::rng::{ChaChaStream, PURPOSE_SIGN_FLIP};
 
+/// Up to this many tasks the test enumerates all 2ⁿ sign vectors; beyond, it samples.
 pub const EXACT_MAX_N: usize = 20;
 
+/// The result of the sign-flip test.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SignFlip {
+    /// One-sided p-value for an improvement (candidate above baseline).
     pub p: f64,
     /// `exact` (all 2ⁿ sign vectors) or `sampled`.
     pub method: String,
@@ -22,6 +25,8 @@ pub struct SignFlip {
     pub min_attainable_p: f64,
 }
 
+/// Runs the test on task differences (candidate − baseline); `samples` and `seed` are used only
+/// when n exceeds [`EXACT_MAX_N`].
 pub fn sign_flip(diffs: &[f64], samples: u64, seed: u64) -> SignFlip {
     let n = diffs.len();
     let eps = 1e-10 * diffs.iter().map(|d| d.abs()).sum::<f64>();

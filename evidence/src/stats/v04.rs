@@ -10,15 +10,23 @@ use super::data::mean;
 use super::quantile::v04_percentile_sorted;
 use super::rng::Mulberry32;
 
+/// The number of resamples v0.4 drew.
 pub const V04_SAMPLES: u64 = 20_000;
 
+/// v0.4's percentile interval of the task-level mean difference.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct V04Interval {
+    /// Lower bound.
     pub lower: f64,
+    /// Upper bound.
     pub upper: f64,
+    /// Two-sided confidence level.
     pub confidence: f64,
+    /// Resamples drawn.
     pub samples: u64,
+    /// Pair differences given (before grouping by task).
     pub observations: usize,
+    /// Tasks (the units resampled).
     pub independent_units: usize,
 }
 
