@@ -19,22 +19,17 @@
 //!   run contained by reading side files.
 //! - This crate depends on no other crate of the workspace, and never prints: it returns typed
 //!   errors ([`LedgerError`]) that the controller maps to exit statuses in one place.
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
-#[deny(missing_docs)]
 pub mod artifacts;
 /// Canonical JSON is eval-core's; re-exported so evidence's callers keep one import path.
 pub use eval_core::canonical;
-#[deny(missing_docs)]
 pub mod gates;
-#[deny(missing_docs)]
 pub mod ledger;
-#[deny(missing_docs)]
 pub mod leftovers;
 pub mod report;
-#[deny(missing_docs)]
 pub mod signing;
-#[deny(missing_docs)]
 pub mod stats;
 
 pub use ledger::{LedgerError, LedgerWriter};

@@ -21,26 +21,42 @@ pub const REPORT_SCHEMA: &str = "eval.report/2";
 /// Every schema [`Report::from_json`] reads.
 pub const REPORT_SCHEMAS_READ: &[&str] = &["eval.report/1", REPORT_SCHEMA];
 
+/// Why a report could not be built, rendered or read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// The run data were made by a newer eval (the version found is given).
     #[error("run data version {0} is newer than this eval understands ({RUN_DATA_VERSION})")]
     Version(u32),
+    /// The report could not be written or parsed as JSON.
     #[error("cannot serialise the report: {0}")]
     Json(#[from] serde_json::Error),
+    /// A JSON report of a schema this eval does not read.
     #[error("report schema {found:?} is not one this eval reads ({known})")]
-    Schema { found: String, known: String },
+    Schema {
+        /// The schema the document declares.
+        found: String,
+        /// The schemas this eval reads, comma-separated.
+        known: String,
+    },
 }
 
 /// The report (JSON schema `eval.report/1`; see ARCHITECTURE.md "Report").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The report's schema ([`REPORT_SCHEMA`] when built by this eval).
     pub schema: String,
+    /// The matrix name.
     pub matrix: String,
+    /// The protocol name.
     pub protocol: String,
+    /// The frozen protocol identity the run was made under.
     pub identity: String,
+    /// The digest of the controller source that ran.
     pub driver_digest: String,
     /// The ledger head the report was computed from.
     pub ledger_head: LedgerHeadRef,
+    /// True only when every gate passed, the run is complete and the evidence holds (`reasons` is
+    /// empty).
     pub release_allowed: bool,
     /// The verdict line as every rendering shows it: the verdict, then whether the evidence is
     /// signed and how many anomalies are flagged.
@@ -58,13 +74,21 @@ pub struct Report {
     pub evidence: Option<EvidenceCheck>,
     /// The ledger does not verify, the freeze drifted or the identity is retired (exit 3).
     pub integrity_failure: bool,
+    /// The individual checks behind `release_allowed`.
     pub checks: Checks,
+    /// How many slots were resolved, and which were not.
     pub completeness: Completeness,
+    /// Every gate's evaluation, in protocol order.
     pub gates: Vec<GateResult>,
+    /// Per-suite statistics and task tables.
     pub suites: Vec<SuiteReport>,
+    /// Per suite and arm: what the attempts consumed and how they ended.
     pub accounting: Vec<ArmAccounting>,
+    /// Every attempt that ended in an infrastructure fault.
     pub infra_faults: Vec<FaultRow>,
+    /// Every attempt that reran an earlier one.
     pub reruns: Vec<RerunRow>,
+    /// The statistical plan the numbers were computed with.
     pub plan: StatPlan,
 }
 
@@ -74,7 +98,9 @@ pub struct EvidenceCheck {
     /// Every checkpoint verified with the preregistered public key (`false`: the protocol
     /// preregisters no key, so only the hash chain was checked).
     pub signed: bool,
+    /// The preregistered public key, when there is one.
     pub public_key: Option<String>,
+    /// Checkpoints verified with it.
     pub checkpoints: u64,
     /// Entries `1..covered_entries` are covered by the last signed checkpoint.
     pub covered_entries: u64,
@@ -82,78 +108,119 @@ pub struct EvidenceCheck {
     pub artifacts_verified: Option<u64>,
 }
 
+/// The checks that decide release, one flag each.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checks {
+    /// Every gate passed.
     pub all_gates_passed: bool,
+    /// Every statistical slot resolved and every infrastructure slot completed.
     pub run_complete: bool,
+    /// The ledger verified end to end.
     pub ledger_verified: bool,
+    /// Why it did not (empty when it did).
     pub ledger_problems: Vec<String>,
+    /// Inputs that drifted from the freeze (empty: none).
     pub freeze_drift: Vec<String>,
+    /// The identity has been retired.
     pub identity_retired: bool,
+    /// The run used the fixture upstream, so it is never release evidence.
     pub fixture_upstream: bool,
 }
 
+/// How far the run's schedule got.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Completeness {
+    /// Statistical slots scheduled.
     pub statistical_total: usize,
+    /// Statistical slots with a final outcome that is not an infrastructure fault.
     pub statistical_resolved: usize,
+    /// Infrastructure slots scheduled.
     pub infrastructure_total: usize,
+    /// Infrastructure slots with a completed attempt.
     pub infrastructure_completed: usize,
     /// Slots not resolved / not completed.
     pub missing: Vec<String>,
 }
 
+/// One suite's results.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteReport {
+    /// The suite id.
     pub id: String,
+    /// The baseline arm.
     pub baseline: String,
+    /// The gated candidate arm.
     pub candidate: String,
+    /// Arms run and compared with the baseline but never gated.
     pub other_arms: Vec<String>,
     /// The metric of the forest plot and the task tables.
     pub metric: String,
+    /// Tasks behind the gated comparison's summary (0 when it could not be computed).
     pub n_tasks: usize,
     /// Fewer tasks than the protocol's minimum: a robustness check, not population-calibrated.
     pub robustness_check: bool,
     /// Every non-baseline arm against the baseline (the gated candidate first).
     pub comparisons: Vec<Comparison>,
+    /// One row per task, in matrix order.
     pub tasks: Vec<TaskTableRow>,
 }
 
+/// One arm against the suite's baseline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// The compared arm.
     pub arm: String,
+    /// Whether this arm is the suite's gated candidate.
     pub gated: bool,
+    /// The paired summary; `None` when it could not be computed (see `error`).
     pub summary: Option<PairedSummary>,
+    /// Why there is no summary.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
+/// One task's row of a suite's table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskTableRow {
+    /// The task id.
     pub task: String,
     /// arm → the metric's value per repetition (`null` where missing) and the outcome of each.
     pub arms: BTreeMap<String, Vec<RepCell>>,
 }
 
+/// One repetition's cell in a task table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RepCell {
+    /// The repetition number.
     pub rep: u32,
+    /// The metric's value; `None` where the attempt has none.
     pub value: Option<f64>,
+    /// The final attempt's outcome; `None` when the slot has not ended.
     pub outcome: Option<Outcome>,
 }
 
+/// What one arm consumed in one suite, summed over its attempts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArmAccounting {
+    /// The suite.
     pub suite: String,
+    /// The arm.
     pub arm: String,
     /// Every attempt (reruns and faulted ones included).
     pub attempts: usize,
+    /// Model turns metered by the proxy.
     pub model_turns: u64,
+    /// Input tokens, from the upstream's usage.
     pub input_tokens: u64,
+    /// Output tokens, from the upstream's usage.
     pub output_tokens: u64,
+    /// Input tokens the provider served from its cache (part of `input_tokens`).
     pub cached_tokens: u64,
+    /// Reasoning tokens (part of `output_tokens`).
     pub reasoning_tokens: u64,
+    /// Oracle (clarifying-question) calls.
     pub oracle_calls: u64,
+    /// Wall-clock seconds of the agent runs.
     pub duration_seconds: f64,
     /// Attempts per outcome (`completed`, `contract_violation`, `infra_fault`, …).
     #[serde(default)]
@@ -167,26 +234,39 @@ pub struct ArmAccounting {
     /// Attempts whose accounting was not cross-checked with the harness's metrics file.
     #[serde(default)]
     pub accounting_unchecked: usize,
+    /// What a reader should look at for this arm (zero-turn attempts, unchecked accounting, …).
     #[serde(default)]
     pub anomalies: Vec<String>,
 }
 
+/// One attempt that ended in an infrastructure fault.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FaultRow {
+    /// The slot id.
     pub slot: String,
+    /// The attempt number within the slot.
     pub attempt: u32,
+    /// The fault code, when one was recorded.
     pub code: Option<FaultCode>,
+    /// Whether a later attempt of the same slot reran this one.
     pub rerun: bool,
 }
 
+/// One rerun attempt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RerunRow {
+    /// The slot id.
     pub slot: String,
+    /// Its attempt number.
     pub attempt: u32,
+    /// The attempt it reran.
     pub rerun_of: Option<u32>,
+    /// How it ended (`None` while running).
     pub outcome: Option<Outcome>,
 }
 
+/// Computes the report from run data alone (gates, statistics, accounting, completeness); fails
+/// only for run data of a newer version.
 pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.version > RUN_DATA_VERSION {
         return Err(ReportError::Version(run.version));
@@ -408,6 +488,7 @@ impl Report {
     }
 }
 
+/// A verdict as reports print it.
 pub fn verdict_text(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass => "pass",

@@ -8,14 +8,20 @@ use super::build::{Report, ReportError, SuiteReport, verdict_text};
 use crate::gates::evaluate::{fmt_value, op_text};
 use crate::gates::{GateResult, Verdict};
 
+/// An output format of a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// Plain text for a terminal.
     Text,
+    /// The report as pretty-printed JSON (the machine-readable form).
     Json,
+    /// Markdown.
     Md,
+    /// A self-contained HTML page.
     Html,
 }
 
+/// Renders `report` in `format`; fails only if JSON serialisation fails.
 pub fn render(report: &Report, format: Format) -> Result<String, ReportError> {
     Ok(match format {
         Format::Json => {

@@ -22,6 +22,7 @@ pub const RUN_DATA_VERSION: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunData {
+    /// The shape version ([`RUN_DATA_VERSION`]); newer versions are refused.
     pub version: u32,
     /// Matrix name (e.g. `v0.4`).
     pub matrix: String,
@@ -65,10 +66,12 @@ pub struct RunData {
     /// Maximum attempts per infrastructure slot; `None` = no limit declared.
     #[serde(default)]
     pub max_infra_attempts: Option<u32>,
+    /// The matrix's suites, in matrix order.
     pub suites: Vec<SuiteData>,
     /// Every slot of the expanded matrix (infrastructure and statistical), in schedule order.
     pub slots: Vec<SlotData>,
-    /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts included).
+    /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts
+    /// included).
     pub attempts: Vec<AttemptData>,
 }
 
@@ -90,9 +93,11 @@ pub struct SignedEvidence {
     pub unsigned_from: Option<u64>,
 }
 
+/// A ledger head by value: the last entry's seq and hash.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LedgerHeadRef {
+    /// The last entry's sequence number.
     pub seq: u64,
     /// `sha256:<hex>`.
     pub hash: String,
@@ -134,18 +139,22 @@ fn default_exact() -> String {
     "auto".into()
 }
 
+/// One suite of the matrix: its tasks, arms and limits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteData {
+    /// The suite id.
     pub id: String,
     /// Task ids in matrix order.
     pub tasks: Vec<String>,
+    /// The arm the candidate is compared against.
     pub baseline: String,
     /// The gated candidate.
     pub candidate: String,
     /// Arms run and reported but never gated.
     #[serde(default)]
     pub other_arms: Vec<String>,
+    /// Repetitions per (task, arm) in the statistical phase.
     pub repetitions: u32,
     /// Metric names the suite's grader emits.
     #[serde(default)]
@@ -155,26 +164,39 @@ pub struct SuiteData {
     pub max_oracle_calls: u32,
 }
 
+/// One scheduled unit of work: an arm on a task, one repetition, in one phase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlotData {
     /// `stat-<suite>-<task>-<arm>-r<rep>` / `infra-…-r0`.
     pub id: String,
+    /// Infrastructure or statistical.
     pub phase: Phase,
+    /// The slot's suite.
     pub suite: String,
+    /// The slot's task.
     pub task: String,
+    /// The slot's arm.
     pub arm: String,
+    /// The repetition number (0 for infrastructure slots).
     pub rep: u32,
 }
 
+/// One attempt at a slot, as the ledger records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptData {
+    /// The slot id.
     pub slot: String,
+    /// The slot's phase (repeated so the attempt reads alone).
     pub phase: Phase,
+    /// The slot's suite.
     pub suite: String,
+    /// The slot's task.
     pub task: String,
+    /// The slot's arm.
     pub arm: String,
+    /// The slot's repetition.
     pub rep: u32,
     /// 1, 2, … per slot (contiguous when reruns are well-formed).
     pub attempt: u32,
@@ -202,6 +224,7 @@ pub struct AttemptData {
     /// The harness's own count of model turns / tokens, when the runtime reported it.
     #[serde(default)]
     pub harness_turns: Option<u64>,
+    /// The harness's own total token count, when the runtime reported it.
     #[serde(default)]
     pub harness_tokens: Option<u64>,
     /// Upstream endpoint the proxy forwarded to (e.g. `https://api.deepseek.com`, `fixture`).
