@@ -1,24 +1,33 @@
 //! The fixture model's answer format (assistant `content`), line based:
 //! `@@edit <path>` … `@@end` (whole-file content between), `@@plan <text>`, `@@done`.
 
+/// One `@@edit` block: a whole file's new content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edit {
+    /// The file, relative to the workspace (the agent refuses unsafe paths).
     pub path: String,
+    /// The file's full content; ends with a newline unless empty.
     pub content: String,
 }
 
+/// A parsed answer: the edits to apply and whether the model says it is finished.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Answer {
+    /// Edits in answer order.
     pub edits: Vec<Edit>,
+    /// The answer contained `@@done`.
     pub done: bool,
 }
 
+/// An answer that cannot be applied.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AnswerError {
+    /// An `@@edit` block with no `@@end` (the path is given).
     #[error("@@edit {0} is not closed by @@end")]
     Unclosed(String),
 }
 
+/// The answer text the fixture model sends; `plan` adds an `@@plan` line first.
 pub fn render(answer: &Answer, plan: Option<&str>) -> String {
     let mut out = String::new();
     if let Some(plan) = plan {

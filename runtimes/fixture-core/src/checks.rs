@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::task::is_safe_relative;
 
+/// A task's `hidden/checks.toml`: what the grader checks in the final workspace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Checks {
+    /// The checks (`[[check]]`), at least one.
     #[serde(default, rename = "check")]
     pub checks: Vec<Check>,
     /// Extra metric names that repeat an existing metric's value (e.g. `hidden_score = "score"`).
@@ -18,23 +20,33 @@ pub struct Checks {
     pub alias: BTreeMap<String, String>,
 }
 
+/// One condition on one workspace file, worth `points` when it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Check {
+    /// The check's id (named in errors).
     pub id: String,
+    /// The file checked, relative to the workspace; a symbolic link never counts as a file.
     pub path: String,
+    /// Passes when the file's text contains this.
     #[serde(default)]
     pub contains: Option<String>,
+    /// Passes when the file exists and its text does not contain this.
     #[serde(default)]
     pub not_contains: Option<String>,
+    /// Passes when the file's text is exactly this.
     #[serde(default)]
     pub equals: Option<String>,
+    /// Passes when nothing exists at `path`.
     #[serde(default)]
     pub absent: bool,
+    /// Weight of the check in `score` (default 1, finite and ≥ 0).
     #[serde(default = "one")]
     pub points: f64,
+    /// A failed critical check counts in `critical_missed`.
     #[serde(default)]
     pub critical: bool,
+    /// A failed check marked so counts in `regressions` (something that worked was broken).
     #[serde(default)]
     pub regression: bool,
 }
@@ -43,22 +55,30 @@ fn one() -> f64 {
     1.0
 }
 
+/// A `checks.toml` the grader refuses; each variant names the check at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ChecksError {
+    /// Not valid TOML of the expected shape.
     #[error("checks.toml: {0}")]
     Toml(#[from] toml::de::Error),
+    /// The check (id given) states no condition or more than one.
     #[error("check {0}: exactly one of contains, not_contains, equals, absent must be given")]
     Kind(String),
+    /// The check's (id given) path is absolute or leaves the workspace.
     #[error("check {0}: path must be relative and stay inside the workspace")]
     Path(String),
+    /// The check's (id given) points are negative or not finite.
     #[error("check {0}: points must be a finite number >= 0")]
     Points(String),
+    /// An alias (name, target) whose target is not one of [`METRICS`].
     #[error("checks.toml: alias {0} names unknown metric {1}")]
     Alias(String, String),
+    /// The file declares no checks, so nothing could be scored.
     #[error("checks.toml has no checks")]
     Empty,
 }
 
+/// The metrics every `score.json` of this grader carries (aliases may add names).
 pub const METRICS: [&str; 5] = [
     "score",
     "checks_passed",
@@ -68,6 +88,7 @@ pub const METRICS: [&str; 5] = [
 ];
 
 impl Checks {
+    /// Parses and checks `checks.toml` text.
     pub fn parse(text: &str) -> Result<Self, ChecksError> {
         let c: Checks = toml::from_str(text)?;
         if c.checks.is_empty() {
@@ -97,12 +118,18 @@ impl Checks {
     }
 }
 
+/// The grader's `score.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Score {
+    /// The grader's name (`eval-fixture-grader`).
     pub grader: String,
+    /// File format version (1).
     pub format: u32,
+    /// The best possible `score` (100).
     pub max_score: f64,
+    /// Metric name → value: [`METRICS`] plus any aliases; `score` is the percentage of points
+    /// earned.
     pub metrics: BTreeMap<String, f64>,
 }
 

@@ -8,6 +8,8 @@
 //! Must never: touch the network, a container engine, or any secret; every function is pure
 //! or reads only the paths it is given.
 
+#![deny(missing_docs)]
+
 pub mod answer;
 pub mod checks;
 pub mod metrics;

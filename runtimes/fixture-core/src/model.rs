@@ -18,28 +18,38 @@ use sha2::{Digest, Sha256};
 use crate::answer::{Answer, Edit, render};
 use crate::task::{FixtureTask, parse_prompt};
 
+/// Token usage the fixture model reports, computed honestly from the request and answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// ⌈bytes / 4⌉ of each message's text plus 4 per message, summed over the request.
     pub prompt_tokens: u64,
+    /// ⌈bytes / 4⌉ of the answer's content.
     pub completion_tokens: u64,
 }
 
 impl Usage {
+    /// Prompt plus completion tokens.
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }
 }
 
+/// The fixture model's reply to one chat request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelAnswer {
+    /// The assistant message (in the answer format of [`crate::answer`]).
     pub content: String,
+    /// Its usage.
     pub usage: Usage,
 }
 
+/// A chat request the fixture model cannot answer (a malformed request, not a model failure).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FixtureModelError {
+    /// The body has no `messages` array.
     #[error("request has no `messages` array")]
     NoMessages,
+    /// The message at this index has no text content.
     #[error("message {0} has no text content")]
     BadMessage(usize),
 }

@@ -3,17 +3,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The parsed fixture block: a task name and the file edits that solve it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixtureTask {
+    /// The task's name; with a requirement id it decides (deterministically) whether a model of a
+    /// given skill gets that requirement right.
     pub task: String,
+    /// The requirements, in the order the model works through them (`[[requirement]]`).
     #[serde(default, rename = "requirement")]
     pub requirements: Vec<Requirement>,
 }
 
+/// One file the task needs written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Requirement {
+    /// The requirement's id, unique within the task.
     pub id: String,
     /// Relative to the workspace; the edit replaces the whole file.
     pub path: String,
@@ -23,22 +29,35 @@ pub struct Requirement {
     /// What a model that gets the requirement wrong writes; absent = it writes nothing.
     #[serde(default)]
     pub wrong: Option<String>,
+    /// Whether the requirement cannot be got right without asking: the model writes the oracle's
+    /// answer if it has one, else its guess in `content`.
     #[serde(default)]
     pub ambiguous: bool,
+    /// The clarifying question the agent may ask the oracle about this requirement.
     #[serde(default)]
     pub question: Option<String>,
 }
 
+/// A prompt whose fixture block cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
+    /// The prompt has no fixture block at all.
     #[error("the prompt has no ```fixture block")]
     NoBlock,
+    /// The block's closing fence is missing.
     #[error("the prompt's ```fixture block is not closed")]
     Unclosed,
+    /// The block is not valid TOML of the expected shape.
     #[error("the prompt's ```fixture block: {0}")]
     Toml(#[from] toml::de::Error),
+    /// A requirement's path is absolute or climbs out of the workspace.
     #[error("requirement {id}: path {path:?} must be relative and stay inside the workspace")]
-    Path { id: String, path: String },
+    Path {
+        /// The requirement's id.
+        id: String,
+        /// The offending path.
+        path: String,
+    },
 }
 
 const OPEN: &str = "```fixture";
