@@ -87,6 +87,12 @@ thread_local! {
 fn hold_docker_lock(alone: bool) {
     DOCKER_HOLD.with(|hold| {
         let mut hold = hold.borrow_mut();
+        // The read hold is let go before the write hold is taken (upgrading in place would
+        // deadlock against itself): a thread that ran an ordinary Docker test before (libtest
+        // with one test thread may reuse it) can then run one that needs to be alone.
+        if alone && matches!(*hold, Some(DockerHold::Shared(_))) {
+            *hold = None;
+        }
         match (&*hold, alone) {
             (None, false) => {
                 let guard = DOCKER_TESTS.read().unwrap_or_else(|p| p.into_inner());
@@ -95,10 +101,6 @@ fn hold_docker_lock(alone: bool) {
             (None, true) => {
                 let guard = DOCKER_TESTS.write().unwrap_or_else(|p| p.into_inner());
                 *hold = Some(DockerHold::Alone(guard));
-            }
-            // Upgrading a read hold in place would deadlock against itself.
-            (Some(DockerHold::Shared(_)), true) => {
-                panic!("a test asked to run alone after it started sharing the Docker engine")
             }
             (Some(_), _) => {}
         }
