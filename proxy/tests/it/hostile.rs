@@ -507,7 +507,9 @@ async fn meter_until(
     id: &str,
     done: impl Fn(&AttemptMeter) -> bool,
 ) -> AttemptMeter {
-    for _ in 0..2000 {
+    // A hang guard, not a speed assumption: the meter settles when the call's record lands.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         let m = proxy.meter(id).unwrap();
         if done(&m) {
             return m;
