@@ -197,7 +197,9 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
     use crate::commands::report::ReportCmdError as E;
     use crate::run::report_data::ReportDataError as D;
     match e {
-        E::Data(D::Integrity(_)) | E::DriverDigest(_) => Status::Integrity,
+        E::Data(D::Integrity(_)) | E::DriverDigest(_) | E::LedgerChanged { .. } => {
+            Status::Integrity
+        }
         E::Data(D::NoRun { .. } | D::Input(_))
         | E::Build(_)
         | E::Serialise(_)
