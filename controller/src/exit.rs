@@ -444,6 +444,14 @@ mod tests {
             ),
             (E::DriverDigest("sha256:zz".into()), Status::Integrity),
             (
+                E::LedgerChanged {
+                    path: "runs/m/ledger.sqlite".into(),
+                    verified: "9:sha256:aa".into(),
+                    found: "9:sha256:bb".into(),
+                },
+                Status::Integrity,
+            ),
+            (
                 E::Write {
                     path: "out.md".into(),
                     source: io(std::io::ErrorKind::PermissionDenied),
