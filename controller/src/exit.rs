@@ -197,7 +197,9 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
     use crate::commands::report::ReportCmdError as E;
     use crate::run::report_data::ReportDataError as D;
     match e {
-        E::Data(D::Integrity(_)) | E::DriverDigest(_) => Status::Integrity,
+        E::Data(D::Integrity(_)) | E::DriverDigest(_) | E::LedgerChanged { .. } => {
+            Status::Integrity
+        }
         E::Data(D::NoRun { .. } | D::Input(_))
         | E::Build(_)
         | E::Serialise(_)
@@ -441,6 +443,14 @@ mod tests {
                 Status::Usage,
             ),
             (E::DriverDigest("sha256:zz".into()), Status::Integrity),
+            (
+                E::LedgerChanged {
+                    path: "runs/m/ledger.sqlite".into(),
+                    verified: "9:sha256:aa".into(),
+                    found: "9:sha256:bb".into(),
+                },
+                Status::Integrity,
+            ),
             (
                 E::Write {
                     path: "out.md".into(),

@@ -61,9 +61,20 @@ pub fn consistency(args: LedgerConsistencyArgs) -> CmdResult {
 /// consistency with its predecessor. Exit 3 on any failure (or when nothing is signed).
 pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head>) -> CmdResult {
     let key = parse_public_key(key_arg)?;
-    let report = signing::verify_ledger_signatures_expecting(&args.path, &key, expect)?;
+    // With `--artifacts`, one read of the ledger for both checks (see `ledger::verify`).
+    let (report, snapshot) = match args.artifacts.is_some() {
+        true => {
+            let entries = super::ledger::read_entries(&args.path)?;
+            let report = signing::verify_entry_signatures(&entries, &key, expect);
+            (report, Some(entries))
+        }
+        false => (
+            signing::verify_ledger_signatures_expecting(&args.path, &key, expect)?,
+            None,
+        ),
+    };
     let artifacts = if report.ok {
-        super::ledger::check_artifacts(args)?
+        super::ledger::check_artifacts(args, snapshot.as_deref())
     } else {
         super::ledger::ArtifactCheck::NotAsked
     };

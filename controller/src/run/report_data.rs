@@ -43,15 +43,18 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             path: path.display().to_string(),
         });
     }
-    let verified =
-        ledger::verify(&path, None).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
-    let mut problems: Vec<String> = verified.error.iter().map(|e| e.to_string()).collect();
+    // The ledger is read once (one SELECT: one SQLite read transaction) and every check — chain,
+    // signatures, artifacts — and the report itself run on that snapshot: a file swapped
+    // between two opens could otherwise show one ledger to the checks and another to the report.
     let all = LedgerReader::open(&path)
         .and_then(|r| r.entries())
         .map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    test_swap_hook(&path);
+    let verified = ledger::verify_entries(&all, None);
+    let mut problems: Vec<String> = verified.error.iter().map(|e| e.to_string()).collect();
     // Only the verified prefix is evidence.
-    let entries: Vec<_> = all.into_iter().take(verified.entries as usize).collect();
-    let st = match RunState::replay(&entries) {
+    let entries = &all[..all.len().min(verified.entries as usize)];
+    let st = match RunState::replay(entries) {
         Ok(st) => st,
         Err(e) => {
             problems.push(e.to_string());
@@ -61,8 +64,8 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
     let started = st.started.clone().ok_or_else(|| {
         ReportDataError::Input(format!("{}: no run_started entry", path.display()))
     })?;
-    let signed_evidence = verify_signatures(state, &path, &started.protocol)?;
-    let artifacts_verified = verify_artifacts(&entries, &super::artifacts_dir(state, matrix))
+    let signed_evidence = verify_signatures(state, &path, &all, &started.protocol)?;
+    let artifacts_verified = verify_artifacts(entries, &super::artifacts_dir(state, matrix))
         .map_err(ReportDataError::Integrity)?;
     let project = Project::open(root);
     let loaded = project
@@ -141,7 +144,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
                 .map_err(|e| ReportDataError::Input(format!("arm {}: {}: {e}", a.id, a.runtime)))
         })
         .collect::<Result<_, _>>()?;
-    let spend = spend_by_attempt(&entries);
+    let spend = spend_by_attempt(entries);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
         // Replay accepted the ledger, so this parses; were it not, the attempt would be missing
@@ -222,11 +225,25 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
     })
 }
 
+/// A swap point for the custody tests: `EVAL_TEST_SWAP_LEDGER=<file>` renames `<file>` over the
+/// ledger right after the report has read it, as an operator racing the report would. Only debug
+/// builds read the variable.
+fn test_swap_hook(ledger: &Path) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    if let Some(from) = std::env::var_os("EVAL_TEST_SWAP_LEDGER") {
+        // A failed swap leaves the honest ledger in place, which the test then notices.
+        let _ = std::fs::rename(from, ledger);
+    }
+}
+
 /// With a preregistered public key: every checkpoint verifies with it (signature, root,
 /// consistency) and a finished run is covered to its end. Without one: `None` (unsigned).
 fn verify_signatures(
     state: &Path,
     ledger_path: &Path,
+    entries: &[Entry],
     protocol: &str,
 ) -> Result<Option<SignedEvidence>, ReportDataError> {
     let reg = Registry::open(state).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
@@ -248,8 +265,7 @@ fn verify_signatures(
             "the preregistered public key of {protocol} cannot verify signatures: {e}"
         ))
     })?;
-    let r = eval_evidence::signing::verify_ledger_signatures(ledger_path, &verifier)
-        .map_err(|e| ReportDataError::Integrity(format!("{}: {e}", ledger_path.display())))?;
+    let r = eval_evidence::signing::verify_entry_signatures(entries, &verifier, None);
     if let Some(f) = &r.error {
         return Err(ReportDataError::Integrity(format!(
             "{}: the evidence does not verify with the preregistered public key {key}: {} ({}); no report was computed",

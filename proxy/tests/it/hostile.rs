@@ -763,3 +763,125 @@ async fn a_reflected_key_is_redacted_in_every_encoding_streaming_or_not() {
         }
     }
 }
+
+/// Polls the token listener's meter until `done` holds (counted just after the client can
+/// observe the event); bounded so a broken proxy fails instead of hanging.
+async fn token_meter_until(
+    proxy: &ProxyHandle,
+    done: impl Fn(&ConnectionMeter) -> bool,
+) -> ConnectionMeter {
+    for _ in 0..2000 {
+        let m = proxy.token_listener_meter();
+        if done(&m) {
+            return m;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    proxy.token_listener_meter()
+}
+
+async fn read_all_tcp(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_token_listener_has_the_attempt_sockets_cap_and_timeouts() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    // Timeouts far away: the cap alone must hold the flood.
+    cfg.listener = ListenerLimits {
+        max_connections: 4,
+        header_read_timeout: std::time::Duration::from_secs(3600),
+        body_read_timeout: std::time::Duration::from_secs(3600),
+    };
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let reg = proxy
+        .register_attempt(spec(
+            "tok",
+            Listen::Token,
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let addr = reg.tcp_addr.unwrap();
+    let mut held = vec![];
+    for _ in 0..4 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    let m = token_meter_until(&proxy, |m| m.accepted == 4).await;
+    assert_eq!(m.accepted, 4);
+    // Over the cap: closed on accept, without an answer.
+    for _ in 0..3 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _ = s
+            .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await;
+        assert!(
+            read_all_tcp(&mut s).await.is_empty(),
+            "a connection over the cap was served"
+        );
+    }
+    let m = proxy.token_listener_meter();
+    assert_eq!((m.accepted, m.refused_over_limit), (4, 3));
+    // Closed connections free their slots: a token request is served again.
+    drop(held);
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let token = reg.token.clone().unwrap();
+    let mut status = 0;
+    // Each refused try is counted, so this ends once the server has seen the held ones close.
+    for _ in 0..2000 {
+        let r = client
+            .post(&url)
+            .header("x-api-key", &token)
+            .header("x-test-script", "openai-json")
+            .body(chat("hi", false).to_string())
+            .send()
+            .await;
+        if let Ok(r) = r {
+            status = r.status().as_u16();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(status, 200);
+    assert_eq!(proxy.meter("tok").unwrap().connections.accepted, 0);
+}
+
+#[tokio::test]
+async fn a_slow_head_on_the_token_listener_is_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    cfg.listener = ListenerLimits {
+        max_connections: 4,
+        header_read_timeout: std::time::Duration::from_millis(200),
+        body_read_timeout: std::time::Duration::from_millis(200),
+    };
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let addr = proxy.tcp_addr().unwrap();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // The server closes the connection; without a head timeout it never would (the bound only
+    // turns that hang into a failure).
+    let closed =
+        tokio::time::timeout(std::time::Duration::from_secs(120), read_all_tcp(&mut s)).await;
+    assert!(closed.is_ok(), "a head that never ends held the connection");
+    let m = token_meter_until(&proxy, |m| m.header_timeouts == 1).await;
+    assert_eq!(m.header_timeouts, 1);
+}
