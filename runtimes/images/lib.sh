@@ -34,23 +34,6 @@ need_root() {
   [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot and a root-owned tree need it)"
 }
 
-# lock_build NAME: an exclusive flock on $EVAL_IMAGES_WORK/locks/NAME.lock, held until the build
-# script (and every child holding the descriptor) exits. Two builds of the same
-# base share build/NAME; the second waits here, then finds the first one's image in the cache.
-# A caller that cannot create the lock (not root, work directory root-owned) cannot build either:
-# it goes on without the lock to the cache check, and need_root stops it before any build step.
-lock_build() {
-  local locks="$EVAL_IMAGES_WORK/locks"
-  if mkdir -p "$locks" 2>/dev/null && exec {BUILD_LOCK_FD}>>"$locks/$1.lock"; then
-    if ! flock -n "$BUILD_LOCK_FD"; then
-      log "another build of $1 is running; waiting for it (lock $locks/$1.lock)"
-      flock "$BUILD_LOCK_FD"
-    fi
-  else
-    log "cannot lock $locks/$1.lock; checking the cache without it"
-  fi
-}
-
 # inputs_digest SCRIPT [PIN_FILE...] [-- KEY=VALUE...]
 # sha256 over this library, the build script, every pinned input file (locks, package lists) and
 # the KEY=VALUE pins (versions, integrity digests, mirror URI). Changing any of them changes the

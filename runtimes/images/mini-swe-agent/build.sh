@@ -11,7 +11,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 BUILD_NAME=mini-swe-agent
 # shellcheck source=../lib.sh
 . "$here/../lib.sh"
-lock_build "$BUILD_NAME"
 
 lock="$here/requirements.lock"
 apt_packages="python3 python3-venv"
