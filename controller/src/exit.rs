@@ -190,8 +190,20 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
     use crate::commands::report::ReportCmdError as E;
     use crate::run::report_data::ReportDataError as D;
     match e {
-        E::Data(D::Integrity(_)) | E::DriverDigest(_) => Status::Integrity,
-        E::Data(D::NoRun { .. } | D::Input(_))
+        E::Data(
+            D::Ledger(_)
+            | D::Registry(_)
+            | D::AttemptStarted { .. }
+            | D::Artifact { .. }
+            | D::PublicKeyUnreadable { .. }
+            | D::PublicKeyUnusable { .. }
+            | D::Signatures { .. }
+            | D::SignaturesDoNotVerify { .. },
+        )
+        | E::DriverDigest(_) => Status::Integrity,
+        E::Data(
+            D::NoRun { .. } | D::NoRunStarted { .. } | D::Protocol(_) | D::RuntimeDef { .. },
+        )
         | E::Build(_)
         | E::Serialise(_)
         | E::Write { .. } => Status::Usage,
@@ -520,8 +532,38 @@ mod tests {
         use crate::commands::report::ReportCmdError as E;
         use crate::run::report_data::ReportDataError as D;
         let cases: Vec<(E, Status)> = vec![
-            (E::Data(D::Integrity("seq 3".into())), Status::Integrity),
-            (E::Data(D::Input("arm a".into())), Status::Usage),
+            (
+                E::Data(D::Artifact {
+                    seq: 3,
+                    message: "seq 3".into(),
+                }),
+                Status::Integrity,
+            ),
+            (
+                E::Data(D::Ledger(LedgerError::WriterGone("w".into()))),
+                Status::Integrity,
+            ),
+            // The same protocol error is input as the project's files and evidence as the
+            // registry's or the freeze's.
+            (E::Data(D::Protocol(input_error())), Status::Usage),
+            (E::Data(D::Registry(input_error())), Status::Integrity),
+            (
+                E::Data(D::PublicKeyUnreadable {
+                    protocol: "p".into(),
+                    source: input_error(),
+                }),
+                Status::Integrity,
+            ),
+            (E::Data(D::NoRunStarted { path: "l".into() }), Status::Usage),
+            (
+                E::Data(D::SignaturesDoNotVerify {
+                    path: "l".into(),
+                    key: "k".into(),
+                    message: "m".into(),
+                    reason: "signature",
+                }),
+                Status::Integrity,
+            ),
             (
                 E::Data(D::NoRun {
                     matrix: "m".into(),
@@ -754,9 +796,9 @@ mod tests {
             ),
             (
                 // `eval report` would call this input (2); in the demo the ledger just verified.
-                DemoError::Report(ReportDataError::Input("arm a".into())).into(),
+                DemoError::Report(ReportDataError::Protocol(input_error())).into(),
                 Status::Integrity,
-                "arm a",
+                "matrix/demo.toml",
             ),
         ];
         for (f, want, message) in cases {
