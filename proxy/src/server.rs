@@ -154,7 +154,7 @@ pub struct OracleReply {
     pub body: Bytes,
     /// Set when the proxy refused the call itself (budget, contract, wall time…) rather than
     /// forwarding it: the question's fault, never the oracle service's.
-    pub refused_by_proxy: Option<crate::record::Outcome>,
+    pub refused_by_proxy: Option<crate::record::CallOutcome>,
 }
 
 /// A running proxy. Dropping it does not stop it; call [`ProxyHandle::shutdown`].
@@ -578,7 +578,7 @@ impl ProxyHandle {
 
     /// Closes the attempt, waits up to `grace` for its in-flight calls, then cuts the rest
     /// (their upstream requests are aborted, their connections dropped, and each is recorded as
-    /// [`crate::Outcome::CutAtClose`] at its reservation). Returns only once every call of the
+    /// [`crate::CallOutcome::CutAtClose`] at its reservation). Returns only once every call of the
     /// attempt has delivered its record to the sink, so no record can follow the attempt's
     /// outcome. (On the shared token listener a cut stream whose client stopped reading is
     /// only noticed when the client reads again; the wait for it is bounded by a second `grace`.)

@@ -267,7 +267,7 @@ fn run_seed(entries: &[ledger::Entry], prices: &eval_proxy::PriceTable) -> eval_
         // What the proxy's budget settled for the call, no more and no less: a call that may
         // have been billed without usage (unmetered, cut at close) at its reservation; one the
         // upstream refused or never answered was released and costs nothing.
-        use eval_proxy::Outcome as O;
+        use eval_proxy::CallOutcome as O;
         let used = r.usage.as_ref().map(|u| u.total_tokens());
         seed.tokens += match (r.outcome, used) {
             (O::CutAtClose, used) => r.reserved_tokens.max(used.unwrap_or(0)),
@@ -524,10 +524,7 @@ fn proxy_config(
     entries: &[ledger::Entry],
 ) -> eval_proxy::ProxyConfig {
     let mut cfg = eval_proxy::ProxyConfig::new(upstream_url, agent_api, key, sink);
-    cfg.run_budget = eval_proxy::RunBudget {
-        max_tokens: Some(p.budgets.run.max_tokens),
-        max_spend_usd: Some(p.budgets.run.max_spend_usd),
-    };
+    cfg.run_budget = Some(p.budgets.run);
     for price in &p.budgets.prices {
         cfg.prices.insert(price.clone());
     }
@@ -878,7 +875,7 @@ mod tests {
     }
 
     /// A `model_call` entry whose record ended with `outcome` instead of `ok`.
-    fn with_outcome(e: ledger::Entry, outcome: eval_proxy::Outcome) -> ledger::Entry {
+    fn with_outcome(e: ledger::Entry, outcome: eval_proxy::CallOutcome) -> ledger::Entry {
         let mut call: serde_json::Value = serde_json::from_slice(&e.payload).unwrap();
         call["record"]["outcome"] = serde_json::to_value(outcome).unwrap();
         ledger::Entry {
@@ -907,7 +904,7 @@ mod tests {
             stream: false,
             status: 200,
             upstream_status: Some(200),
-            outcome: eval_proxy::Outcome::Ok,
+            outcome: eval_proxy::CallOutcome::Ok,
             detail: None,
             latency_ms: 0.0,
             ttfb_ms: None,
@@ -967,13 +964,13 @@ mod tests {
             started("d#1", 1, 7000),
             with_outcome(
                 called("d#1", 1, None, 7000, 0.0),
-                eval_proxy::Outcome::UpstreamError,
+                eval_proxy::CallOutcome::UpstreamError,
             ),
             // Cut at close with the usage seen so far: charged at its reservation.
             started("e#1", 1, 9000),
             with_outcome(
                 called("e#1", 1, Some((10, 1)), 9000, 0.0),
-                eval_proxy::Outcome::CutAtClose,
+                eval_proxy::CallOutcome::CutAtClose,
             ),
         ];
         let seed = run_seed(&entries, &prices);

@@ -55,7 +55,7 @@ async fn an_upstream_4xx_is_counted_as_the_clients_fault() {
         ),
         (1, 0, 0, 1)
     );
-    assert_eq!(sink.records()[0].outcome, Outcome::UpstreamError);
+    assert_eq!(sink.records()[0].outcome, CallOutcome::UpstreamError);
 }
 
 #[tokio::test]
@@ -252,7 +252,7 @@ async fn parameters_and_headers_outside_the_allow_list_are_refused_or_dropped() 
     }
     let violations = recs
         .iter()
-        .filter(|r| r.outcome == Outcome::ContractViolation)
+        .filter(|r| r.outcome == CallOutcome::ContractViolation)
         .count();
     assert_eq!(violations, 4);
     let m = agent(&proxy.close_attempt("a").unwrap());
@@ -338,7 +338,7 @@ async fn model_listings_are_inside_the_budget_and_the_call_started_record() {
     .await;
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(up.seen().is_empty());
-    assert_eq!(log.records.records()[0].outcome, Outcome::NotRecorded);
+    assert_eq!(log.records.records()[0].outcome, CallOutcome::NotRecorded);
 }
 
 #[tokio::test]
@@ -448,8 +448,22 @@ async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
     let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
     let body = json!({"model": MODEL, "messages":[{"role":"user","content":"usage:10:10"}], "max_tokens": 100});
     let reserve = body.to_string().len() as u64 + 100;
-    // Room for exactly one more call's worst case after what earlier sessions spent.
-    cfg.run_budget.max_tokens = Some(1_000_000);
+    // Room for exactly one more call's worst case after what earlier sessions spent; the spend
+    // limit is out of reach (the model is priced, or it would be refused as unpriced).
+    cfg.prices.models.insert(
+        MODEL.into(),
+        Price {
+            model: MODEL.into(),
+            input_usd_per_mtok: 1.0,
+            cached_input_usd_per_mtok: None,
+            cache_write_usd_per_mtok: None,
+            output_usd_per_mtok: 1.0,
+        },
+    );
+    cfg.run_budget = Some(RunBudget {
+        max_tokens: 1_000_000,
+        max_spend_usd: 1e9,
+    });
     cfg.run_seed = RunSeed {
         tokens: 1_000_000 - reserve,
         spend_usd: 0.0,
@@ -488,7 +502,10 @@ async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
             output_usd_per_mtok: 1.0,
         },
     );
-    cfg.run_budget.max_spend_usd = Some(1.0);
+    cfg.run_budget = Some(RunBudget {
+        max_tokens: u64::MAX,
+        max_spend_usd: 1.0,
+    });
     cfg.run_seed.spend_usd = 1.0;
     let (_proxy, _d, sock) = one_attempt(
         cfg,
@@ -635,7 +652,7 @@ async fn slow_heads_and_slow_bodies_are_cut_off() {
     assert!(answer.contains("request_timeout"), "{answer}");
     let recs = sink.records();
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::BadRequest);
+    assert_eq!(recs[0].outcome, CallOutcome::BadRequest);
     assert!(up.seen().is_empty());
 }
 
@@ -674,7 +691,7 @@ async fn closing_cuts_a_stream_left_draining_and_records_it_before_returning() {
     // Returned: the record is already delivered, no polling.
     let recs = sink.records();
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::CutAtClose);
+    assert_eq!(recs[0].outcome, CallOutcome::CutAtClose);
     assert!(recs[0].client_disconnected);
     assert!(recs[0].reserved_tokens > 0);
     // Counted in the run budget at its reservation.
@@ -705,7 +722,7 @@ async fn closing_cuts_a_stream_left_draining_and_records_it_before_returning() {
         .unwrap();
     let recs = sink.records();
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::CutAtClose);
+    assert_eq!(recs[0].outcome, CallOutcome::CutAtClose);
     assert!(!reader.await.unwrap(), "a cut stream ended as if complete");
 }
 

@@ -336,7 +336,7 @@ async fn anthropic_usage_is_read_and_message_delta_replaced() {
         ),
         (46, 15, 12, 4)
     );
-    assert_eq!(recs[2].outcome, Outcome::BadRequest);
+    assert_eq!(recs[2].outcome, CallOutcome::BadRequest);
     proxy.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -426,12 +426,12 @@ async fn a_client_that_leaves_early_is_still_metered() {
     assert_eq!(recs.len(), 1);
     assert!(recs[0].client_disconnected);
     assert_eq!(recs[0].usage.as_ref().unwrap().input_tokens, 40);
-    assert_eq!(recs[0].outcome, Outcome::Ok);
+    assert_eq!(recs[0].outcome, CallOutcome::Ok);
     // A stream that ends without usage is recorded as unmetered, and counted at its reservation.
     let r = post(&sock, "stream-no-usage", &chat("x", true)).await;
     assert_eq!(r.status, 200);
     let recs = settle_records(&sink, 2).await;
-    assert_eq!(recs[1].outcome, Outcome::Unmetered);
+    assert_eq!(recs[1].outcome, CallOutcome::Unmetered);
     assert!(recs[1].usage.is_none());
     let m = proxy.close_attempt("dc").unwrap();
     assert_eq!(m.roles[&Role::Agent].unmetered_calls, 1);
@@ -487,7 +487,7 @@ async fn refusals_have_the_right_status_body_and_record() {
 
     let r = call(good.clone(), sess, "openai-stream").await;
     assert_eq!(r.status, 200, "{}", r.text());
-    expected.push(Outcome::Ok);
+    expected.push(CallOutcome::Ok);
     let mut wrong_model = good.clone();
     wrong_model["model"] = json!("deepseek-v4-flash-2");
     expect(
@@ -495,13 +495,13 @@ async fn refusals_have_the_right_status_body_and_record() {
         403,
         "contract_violation",
     );
-    expected.push(Outcome::ContractViolation);
+    expected.push(CallOutcome::ContractViolation);
     let mut warm = good.clone();
     warm["temperature"] = json!(0.2);
     let r = call(warm, sess, "openai-stream").await;
     expect(&r, 403, "contract_violation");
     assert_eq!(r.headers.get("x-should-retry").unwrap(), "false");
-    expected.push(Outcome::ContractViolation);
+    expected.push(CallOutcome::ContractViolation);
     let mut no_stream = good.clone();
     no_stream["stream"] = json!(false);
     expect(
@@ -509,24 +509,24 @@ async fn refusals_have_the_right_status_body_and_record() {
         403,
         "contract_violation",
     );
-    expected.push(Outcome::ContractViolation);
+    expected.push(CallOutcome::ContractViolation);
     // A session id that merely starts with the right one is not the right one.
     expect(
         &call(good.clone(), "session-rf-other", "openai-stream").await,
         403,
         "contract_violation",
     );
-    expected.push(Outcome::ContractViolation);
+    expected.push(CallOutcome::ContractViolation);
     expect(
         &call(good.clone(), "session-r", "openai-stream").await,
         403,
         "contract_violation",
     );
-    expected.push(Outcome::ContractViolation);
+    expected.push(CallOutcome::ContractViolation);
     // Malformed JSON, duplicate members, oversize body.
     let r = unix_call(&sock, "POST", "/v1/chat/completions", &[], "{\"model\": ").await;
     expect(&r, 400, "invalid_json");
-    expected.push(Outcome::BadRequest);
+    expected.push(CallOutcome::BadRequest);
     let r = unix_call(
         &sock,
         "POST",
@@ -536,27 +536,27 @@ async fn refusals_have_the_right_status_body_and_record() {
     )
     .await;
     expect(&r, 400, "invalid_json");
-    expected.push(Outcome::BadRequest);
+    expected.push(CallOutcome::BadRequest);
     let big = format!("{{\"model\":\"{MODEL}\",\"pad\":\"{}\"}}", "x".repeat(5000));
     expect(
         &unix_call(&sock, "POST", "/v1/chat/completions", &[], big).await,
         413,
         "request_too_large",
     );
-    expected.push(Outcome::BadRequest);
+    expected.push(CallOutcome::BadRequest);
     // Wrong method and unknown path.
     expect(
         &unix_call(&sock, "GET", "/v1/chat/completions", &[], "").await,
         405,
         "bad_request",
     );
-    expected.push(Outcome::BadRequest);
+    expected.push(CallOutcome::BadRequest);
     expect(
         &unix_call(&sock, "POST", "/v1/embeddings", &[], "{}").await,
         404,
         "bad_request",
     );
-    expected.push(Outcome::BadRequest);
+    expected.push(CallOutcome::BadRequest);
     // Upstream hang (first-byte timeout), 500, garbage.
     // The 504 itself shows the first-byte timeout fired: the hanging upstream never answers
     // before its own 30 s, and the bound below is that line, not a guess at the proxy's speed.
@@ -567,14 +567,14 @@ async fn refusals_have_the_right_status_body_and_record() {
         "upstream_timeout",
     );
     assert!(t.elapsed() < Duration::from_secs(30));
-    expected.push(Outcome::UpstreamError);
+    expected.push(CallOutcome::UpstreamError);
     // The request budget (2) is spent by ok + hang; the 500 and garbage calls get a fresh attempt.
     expect(
         &call(good.clone(), sess, "error-500").await,
         429,
         "budget_exhausted",
     );
-    expected.push(Outcome::BudgetExhausted);
+    expected.push(CallOutcome::BudgetExhausted);
     let recs = settle_records(&sink, expected.len()).await;
     assert_eq!(recs.iter().map(|r| r.outcome).collect::<Vec<_>>(), expected);
     assert!(
@@ -652,15 +652,15 @@ async fn refusals_have_the_right_status_body_and_record() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let recs = settle_records(&sink, expected.len() + 5).await;
-    let tail: Vec<Outcome> = recs[expected.len()..].iter().map(|r| r.outcome).collect();
+    let tail: Vec<CallOutcome> = recs[expected.len()..].iter().map(|r| r.outcome).collect();
     assert_eq!(
         tail,
         vec![
-            Outcome::UpstreamError,
-            Outcome::UpstreamError,
-            Outcome::UnknownAttempt,
-            Outcome::UnknownAttempt,
-            Outcome::Ok
+            CallOutcome::UpstreamError,
+            CallOutcome::UpstreamError,
+            CallOutcome::UnknownAttempt,
+            CallOutcome::UnknownAttempt,
+            CallOutcome::Ok
         ]
     );
     // The token is not forwarded upstream.
@@ -773,7 +773,10 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
             output_usd_per_mtok: 1.0,
         },
     );
-    cfg.run_budget.max_spend_usd = Some(10.0 * reserve as f64 / 1e6 + 1e-9);
+    cfg.run_budget = Some(RunBudget {
+        max_tokens: u64::MAX,
+        max_spend_usd: 10.0 * reserve as f64 / 1e6 + 1e-9,
+    });
     // Fifty connections at once on one socket: above the default per-attempt cap.
     cfg.listener.max_connections = 64;
     let proxy = Proxy::start(cfg).await.unwrap();
@@ -818,7 +821,7 @@ async fn fifty_concurrent_calls_never_spend_past_a_budget_for_ten() {
     assert_eq!(spent, 10 * 1000);
     assert_eq!(
         recs.iter()
-            .filter(|r| r.outcome == Outcome::BudgetExhausted)
+            .filter(|r| r.outcome == CallOutcome::BudgetExhausted)
             .count(),
         40
     );
@@ -982,7 +985,7 @@ async fn control_paths_and_oracle_calls() {
     // controller must be able to tell (an agent's question over budget is never an outage).
     assert_eq!(
         reply.refused_by_proxy,
-        Some(eval_proxy::Outcome::BudgetExhausted)
+        Some(eval_proxy::CallOutcome::BudgetExhausted)
     );
     let m = proxy.close_attempt("ctl").unwrap();
     assert_eq!(m.roles[&Role::Oracle].turns, 1);
@@ -1094,7 +1097,7 @@ async fn a_stalled_stream_and_a_spent_wall_clock_are_refused_and_recorded() {
         "a stalled stream must end as a broken transfer, not a clean end"
     );
     let recs = settle_records(&sink, 1).await;
-    assert_eq!(recs[0].outcome, Outcome::UpstreamError);
+    assert_eq!(recs[0].outcome, CallOutcome::UpstreamError);
     assert!(
         recs[0].detail.as_deref().unwrap().contains("idle"),
         "{:?}",
@@ -1234,6 +1237,6 @@ async fn a_call_is_forwarded_only_after_its_start_is_recorded() {
         "a call whose start was not recorded reached the upstream"
     );
     let recs = settle_records(&sink.inner, 2).await;
-    assert_eq!(recs.last().unwrap().outcome, Outcome::NotRecorded);
+    assert_eq!(recs.last().unwrap().outcome, CallOutcome::NotRecorded);
     assert!(!r.text().contains(KEY));
 }
