@@ -36,7 +36,13 @@ for name in "$@"; do
   [ -x "$build" ] || { say "$name: no build script at $build"; exit 2; }
   say "$name: building or reusing the cached image ($build)"
   # The id is the build script's last stdout line; its progress goes to stderr.
-  if ! out=$("$build"); then
+  # One build of a base at a time on this machine: two builds share the build directory
+  # (build/<name>) under EVAL_IMAGES_WORK, so the second waits for the first and then gets its
+  # cached image. The lock lives here, not in the build scripts, because the build scripts and
+  # lib.sh are inputs of the image tag: a lock there would change every base's tag.
+  locks="${EVAL_IMAGES_WORK:-/var/tmp/eval-images}/locks"
+  mkdir -p "$locks"
+  if ! out=$(flock "$locks/$name.lock" "$build"); then
     say "$name: $build failed (a first build needs root, the Debian mirror and PyPI or npm)"
     exit 2
   fi

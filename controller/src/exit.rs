@@ -27,13 +27,6 @@ impl Failure {
         }
     }
 
-    pub fn integrity(message: impl Into<String>) -> Self {
-        Self {
-            status: Status::Integrity,
-            message: message.into(),
-        }
-    }
-
     /// Exit 3 when the library says the evidence itself is at fault, else exit 2.
     fn classified(integrity: bool, message: String) -> Self {
         Self {
@@ -138,8 +131,8 @@ pub fn session_status(e: &crate::commands::run::SessionError) -> Status {
         | E::ApiKey(_)
         | E::RunDir { .. }
         | E::Proxy(_)
-        | E::Artifacts(_)
-        | E::Setup(_) => Status::Usage,
+        | E::Artifacts(_) => Status::Usage,
+        E::Setup(e) => setup_status(e),
         E::Ledger(e) => integrity_if(e.is_integrity()),
         E::Protocol(e) => integrity_if(e.is_integrity()),
         E::SigningKey(e) => integrity_if(e.is_integrity()),
@@ -197,8 +190,20 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
     use crate::commands::report::ReportCmdError as E;
     use crate::run::report_data::ReportDataError as D;
     match e {
-        E::Data(D::Integrity(_)) | E::DriverDigest(_) => Status::Integrity,
-        E::Data(D::NoRun { .. } | D::Input(_))
+        E::Data(
+            D::Ledger(_)
+            | D::Registry(_)
+            | D::AttemptStarted { .. }
+            | D::Artifact { .. }
+            | D::PublicKeyUnreadable { .. }
+            | D::PublicKeyUnusable { .. }
+            | D::SignaturesDoNotVerify { .. },
+        )
+        | E::DriverDigest(_)
+        | E::LedgerChanged { .. } => Status::Integrity,
+        E::Data(
+            D::NoRun { .. } | D::NoRunStarted { .. } | D::Protocol(_) | D::RuntimeDef { .. },
+        )
         | E::Build(_)
         | E::Serialise(_)
         | E::Write { .. } => Status::Usage,
@@ -242,6 +247,103 @@ impl From<crate::commands::error::CommandError> for Failure {
         }
     }
 }
+
+/// Setting up the executor: definitions, the work directory and static binaries are the
+/// project's or the machine's (2); an arm whose files now build another image than the freeze
+/// recorded is bytes that differ from what was frozen (3), and a build or attestation failure
+/// is as [`runtime_status`] says.
+pub fn setup_status(e: &crate::run::attempt::SetupError) -> Status {
+    use crate::run::attempt::SetupError as E;
+    match e {
+        E::Definition { .. }
+        | E::NotAdmitted(_)
+        | E::NoAgentModel
+        | E::StaticBinary(_)
+        | E::WorkDir { .. }
+        | E::Sockets(_) => Status::Usage,
+        E::ArmImage { source, .. } => runtime_status(source),
+        E::ImageDrift { .. } => Status::Integrity,
+    }
+}
+
+/// Generates `From<E> for Failure` through the kind's status function.
+macro_rules! failure_from {
+    ($ty:ty, $status:path) => {
+        impl From<$ty> for Failure {
+            fn from(e: $ty) -> Self {
+                Self {
+                    status: $status(&e),
+                    message: e.to_string(),
+                }
+            }
+        }
+    };
+}
+
+/// Keys: a key file that exists, is missing or does not parse is what the user named (2).
+pub fn key_status(e: &crate::commands::keygen::KeyError) -> Status {
+    use crate::commands::keygen::KeyError as E;
+    match e {
+        E::Exists(_) | E::NoSigningKey | E::PublicKeyArg { .. } | E::PublicKeyFile { .. } => {
+            Status::Usage
+        }
+    }
+}
+failure_from!(crate::commands::keygen::KeyError, key_status);
+
+/// Proofs: a receipt or a signed ledger that does not verify is the evidence's (3); the command
+/// line and the encoding of its own output are 2.
+pub fn proof_status(e: &crate::commands::proofs::ProofError) -> Status {
+    use crate::commands::proofs::ProofError as E;
+    match e {
+        E::SeqZero | E::Encode { .. } | E::EncodeFile { .. } => Status::Usage,
+        E::ReceiptDoesNotVerify { .. } | E::SignaturesDoNotVerify { .. } => Status::Integrity,
+    }
+}
+failure_from!(crate::commands::proofs::ProofError, proof_status);
+
+/// `eval stats`: everything it refuses is its input (2).
+pub fn stats_cmd_status(e: &crate::commands::stats::StatsCmdError) -> Status {
+    use crate::commands::stats::StatsCmdError as E;
+    match e {
+        E::Method(_)
+        | E::V04NeedsSeedString
+        | E::Confidence(_)
+        | E::NoResamples
+        | E::NoPairs
+        | E::Encode(_) => Status::Usage,
+    }
+}
+failure_from!(crate::commands::stats::StatsCmdError, stats_cmd_status);
+
+/// `eval proxy` by hand records no evidence: every failure to start is the setup's (2).
+pub fn proxy_cmd_status(e: &crate::commands::proxy::ProxyCmdError) -> Status {
+    use crate::commands::proxy::ProxyCmdError as E;
+    match e {
+        E::ListenNoPath
+        | E::ListenUnparsable(_)
+        | E::ListenNotLoopback(_)
+        | E::KeySource
+        | E::Key(_)
+        | E::TokenFile { .. }
+        | E::Admin(_)
+        | E::MeterOut(_)
+        | E::AsyncRuntime(_)
+        | E::Proxy(_) => Status::Usage,
+    }
+}
+failure_from!(crate::commands::proxy::ProxyCmdError, proxy_cmd_status);
+
+/// `eval demo`: the working directory is the environment (2); a ledger the demo just wrote that
+/// does not verify, or whose report cannot be built, is the evidence's (3).
+pub fn demo_status(e: &crate::commands::demo::DemoError) -> Status {
+    use crate::commands::demo::DemoError as E;
+    match e {
+        E::CurrentDir(_) | E::Cd { .. } => Status::Usage,
+        E::LedgerDoesNotVerify(_) | E::Report(_) => Status::Integrity,
+    }
+}
+failure_from!(crate::commands::demo::DemoError, demo_status);
 
 #[cfg(test)]
 mod tests {
@@ -430,8 +532,38 @@ mod tests {
         use crate::commands::report::ReportCmdError as E;
         use crate::run::report_data::ReportDataError as D;
         let cases: Vec<(E, Status)> = vec![
-            (E::Data(D::Integrity("seq 3".into())), Status::Integrity),
-            (E::Data(D::Input("arm a".into())), Status::Usage),
+            (
+                E::Data(D::Artifact {
+                    seq: 3,
+                    message: "seq 3".into(),
+                }),
+                Status::Integrity,
+            ),
+            (
+                E::Data(D::Ledger(LedgerError::WriterGone("w".into()))),
+                Status::Integrity,
+            ),
+            // The same protocol error is input as the project's files and evidence as the
+            // registry's or the freeze's.
+            (E::Data(D::Protocol(input_error())), Status::Usage),
+            (E::Data(D::Registry(input_error())), Status::Integrity),
+            (
+                E::Data(D::PublicKeyUnreadable {
+                    protocol: "p".into(),
+                    source: input_error(),
+                }),
+                Status::Integrity,
+            ),
+            (E::Data(D::NoRunStarted { path: "l".into() }), Status::Usage),
+            (
+                E::Data(D::SignaturesDoNotVerify {
+                    path: "l".into(),
+                    key: "k".into(),
+                    message: "m".into(),
+                    reason: "signature",
+                }),
+                Status::Integrity,
+            ),
             (
                 E::Data(D::NoRun {
                     matrix: "m".into(),
@@ -441,6 +573,14 @@ mod tests {
                 Status::Usage,
             ),
             (E::DriverDigest("sha256:zz".into()), Status::Integrity),
+            (
+                E::LedgerChanged {
+                    path: "runs/m/ledger.sqlite".into(),
+                    verified: "9:sha256:aa".into(),
+                    found: "9:sha256:bb".into(),
+                },
+                Status::Integrity,
+            ),
             (
                 E::Write {
                     path: "out.md".into(),
@@ -495,6 +635,187 @@ mod tests {
         ];
         for (e, want) in cases {
             assert_eq!(session_status(&e), want, "{e}");
+        }
+    }
+
+    #[test]
+    fn setup_errors_map_by_kind() {
+        use crate::commands::run::SessionError;
+        use crate::run::attempt::SetupError as E;
+        let cases: Vec<(E, Status, &str)> = vec![
+            (
+                E::NoAgentModel,
+                Status::Usage,
+                "the protocol has no [models.agent]",
+            ),
+            (
+                E::NotAdmitted("a".into()),
+                Status::Usage,
+                "arm a was not admitted (no frozen image)",
+            ),
+            (
+                E::WorkDir {
+                    path: "w".into(),
+                    source: io(std::io::ErrorKind::PermissionDenied),
+                },
+                Status::Usage,
+                "w: x",
+            ),
+            (
+                E::ImageDrift {
+                    arm: "a".into(),
+                    built: "sha256:1".into(),
+                    frozen: "sha256:2".into(),
+                },
+                Status::Integrity,
+                "arm a: its files build image sha256:1, the freeze recorded sha256:2",
+            ),
+            (
+                E::ArmImage {
+                    arm: "a".into(),
+                    source: Box::new(RuntimeError::PolicyViolation {
+                        container: "c".into(),
+                        field: "network",
+                        detail: "bridge".into(),
+                    }),
+                },
+                Status::Integrity,
+                "arm a: ",
+            ),
+            (
+                E::ArmImage {
+                    arm: "a".into(),
+                    source: Box::new(RuntimeError::HostIo {
+                        path: "/w".into(),
+                        source: io(std::io::ErrorKind::StorageFull),
+                    }),
+                },
+                Status::Usage,
+                "arm a: ",
+            ),
+        ];
+        for (e, want, message) in cases {
+            assert_eq!(setup_status(&e), want, "{e}");
+            let f = Failure::from(SessionError::Setup(e));
+            assert_eq!(f.status, want, "{}", f.message);
+            assert!(
+                f.message.contains(message),
+                "{:?} vs {message:?}",
+                f.message
+            );
+        }
+    }
+
+    /// The commands' own kinds, each with its status, and the message a user (and the CLI tests
+    /// that grep it) sees: the typed errors must print what the ad-hoc strings printed.
+    #[test]
+    fn keygen_proof_stats_proxy_and_demo_errors_map_by_kind() {
+        use crate::commands::demo::DemoError;
+        use crate::commands::keygen::KeyError;
+        use crate::commands::proofs::ProofError;
+        use crate::commands::proxy::ProxyCmdError;
+        use crate::commands::stats::StatsCmdError;
+        use crate::run::report_data::ReportDataError;
+        let cases: Vec<(Failure, Status, &str)> = vec![
+            (
+                KeyError::Exists("k".into()).into(),
+                Status::Usage,
+                "k: already exists; refusing to overwrite a key",
+            ),
+            (
+                KeyError::NoSigningKey.into(),
+                Status::Usage,
+                "no signing key: pass --signing-key-file FILE or set EVAL_SIGNING_KEY_FILE (make one with `eval keygen --out FILE`)",
+            ),
+            (
+                KeyError::PublicKeyFile {
+                    path: "k.pub".into(),
+                    source: SigningError::Origin("o".into()),
+                }
+                .into(),
+                Status::Usage,
+                "--public-key k.pub: ",
+            ),
+            (
+                ProofError::SeqZero.into(),
+                Status::Usage,
+                "--seq: entries are numbered from 1",
+            ),
+            (
+                // A receipt refused for a reason that alone would be a usage error is still not
+                // evidence: 3.
+                ProofError::ReceiptDoesNotVerify {
+                    path: "r.json".into(),
+                    source: SigningError::Origin("o".into()),
+                }
+                .into(),
+                Status::Integrity,
+                "r.json: ",
+            ),
+            (
+                ProofError::SignaturesDoNotVerify {
+                    path: "l".into(),
+                    message: "bad signature".into(),
+                    reason: "signature",
+                    entries: 4,
+                    checkpoints: 1,
+                }
+                .into(),
+                Status::Integrity,
+                "l: bad signature (signature; 4 entries and 1 checkpoints verified before it)",
+            ),
+            (
+                StatsCmdError::Method("x".into()).into(),
+                Status::Usage,
+                "--method \"x\": use `bootstrap` (percentile and BCa) or `v04-percentile`",
+            ),
+            (
+                StatsCmdError::Confidence(1.5).into(),
+                Status::Usage,
+                "--confidence 1.5 must lie strictly between 0 and 1",
+            ),
+            (
+                ProxyCmdError::ListenNotLoopback("10.0.0.1:80".parse().expect("addr")).into(),
+                Status::Usage,
+                "--listen 10.0.0.1:80 is not a loopback address; the proxy only listens on 127.0.0.1 or ::1",
+            ),
+            (
+                ProxyCmdError::TokenFile {
+                    path: "t".into(),
+                    source: io(std::io::ErrorKind::AlreadyExists),
+                }
+                .into(),
+                Status::Usage,
+                "cannot write --token-file t: x",
+            ),
+            (
+                DemoError::Cd {
+                    path: "p".into(),
+                    source: io(std::io::ErrorKind::NotFound),
+                }
+                .into(),
+                Status::Usage,
+                "cd p: x",
+            ),
+            (
+                DemoError::LedgerDoesNotVerify(None).into(),
+                Status::Integrity,
+                "the demo ledger does not verify: None",
+            ),
+            (
+                // `eval report` would call this input (2); in the demo the ledger just verified.
+                DemoError::Report(ReportDataError::Protocol(input_error())).into(),
+                Status::Integrity,
+                "matrix/demo.toml",
+            ),
+        ];
+        for (f, want, message) in cases {
+            assert_eq!(f.status, want, "{}", f.message);
+            assert!(
+                f.message.starts_with(message),
+                "{:?} vs {message:?}",
+                f.message
+            );
         }
     }
 }

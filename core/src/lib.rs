@@ -9,6 +9,7 @@
 pub mod headers;
 
 pub mod attest;
+pub mod budget;
 pub mod canonical;
 pub mod chain;
 pub mod contract;

@@ -1065,8 +1065,17 @@ mod tests {
         let a = tmp.path().join("a");
         let b = tmp.path().join("b");
         tree(&a);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        tree(&b); // other mtimes, same content
+        tree(&b);
+        // Other mtimes, same content: set explicitly, not hoped for from a pause between writes.
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        for f in ["README.md", "src/main.py", "src/nested/data.bin"] {
+            let file = fs::File::options().write(true).open(b.join(f)).unwrap();
+            file.set_modified(old).unwrap();
+            assert_ne!(
+                fs::metadata(a.join(f)).unwrap().modified().unwrap(),
+                fs::metadata(b.join(f)).unwrap().modified().unwrap()
+            );
+        }
         let da = store.put_dir(&a).unwrap();
         let db = store.put_dir(&b).unwrap();
         assert_eq!(da, db, "mtimes must not enter the archive");

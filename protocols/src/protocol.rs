@@ -4,6 +4,7 @@
 //!
 //! See `protocols/v0.4/protocol.toml` for a complete, commented example.
 
+use eval_core::budget::RunBudget;
 use eval_core::contract::{ApiKind, Price};
 use eval_core::fault::FaultCode;
 use eval_core::gates::Gate;
@@ -200,17 +201,6 @@ pub struct AttemptBudget {
     pub max_tokens: u64,
 }
 
-/// `[budgets.run]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunBudget {
-    /// Tokens (input + output) the whole run may use.
-    pub max_tokens: u64,
-    /// Spend in US dollars the whole run may reach, priced with `budgets.prices`; with a limit set,
-    /// an unpriced model is refused.
-    pub max_spend_usd: f64,
-}
-
 /// One arm: what runs. Which suites run it, and whether it is a baseline or the gated candidate,
 /// is the matrix's business.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -250,18 +240,6 @@ pub struct SuiteSpec {
     #[serde(default)]
     pub max_oracle_calls: u32,
 }
-
-/// Metrics the controller itself records for every attempt (from the proxy's meter, the clock and
-/// the oracle); a suite may list them without any task emitting them.
-pub const BUILTIN_METRICS: &[&str] = &[
-    "model_turns",
-    "tokens",
-    "input_tokens",
-    "output_tokens",
-    "duration_seconds",
-    "oracle_calls",
-    "clarification_questions",
-];
 
 /// `[statistics]`: how paired results become the intervals and p-values gates read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

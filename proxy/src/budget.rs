@@ -74,7 +74,7 @@ struct RunState {
 }
 
 pub(crate) struct RunLedger {
-    limits: RunBudget,
+    limits: Option<RunBudget>,
     state: Mutex<RunState>,
 }
 
@@ -138,7 +138,7 @@ pub(crate) fn spend(price: Option<&Price>, usage: &Usage) -> f64 {
 }
 
 impl RunLedger {
-    pub fn new(limits: RunBudget, seed: RunSeed) -> Self {
+    pub fn new(limits: Option<RunBudget>, seed: RunSeed) -> Self {
         let state = RunState {
             used_tokens: seed.tokens,
             used_spend: seed.spend_usd.max(0.0),
@@ -190,7 +190,7 @@ impl RunLedger {
                 limit,
             });
         }
-        if let Some(limit) = self.limits.max_tokens
+        if let Some(limit) = self.limits.map(|l| l.max_tokens)
             && run.used_tokens + run.reserved_tokens + tokens > limit
         {
             return Err(Refusal::Tokens {
@@ -199,7 +199,7 @@ impl RunLedger {
             });
         }
         // A call that can generate nothing (a model listing) costs nothing, priced or not.
-        if let Some(limit) = self.limits.max_spend_usd
+        if let Some(limit) = self.limits.map(|l| l.max_spend_usd)
             && tokens > 0
         {
             if price.is_none() {

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use crate::budget::Reservation;
 use crate::config::{ApiKind, Contract, Price, Role};
 use crate::errors::api_error;
-use crate::record::{CallRecord, Change, Outcome};
+use crate::record::{CallOutcome, CallRecord, Change};
 use crate::server::{Attempt, Shared};
 use crate::usage::Usage;
 
@@ -32,7 +32,7 @@ use pipeline::run;
 
 /// Marks a response the proxy made itself (a refusal), with the call's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RefusedByProxy(pub Outcome);
+pub(crate) struct RefusedByProxy(pub CallOutcome);
 
 /// Upstream response headers passed back to the client; everything else stays in the proxy.
 const RESPONSE_HEADERS: [&str; 4] = [
@@ -120,7 +120,7 @@ impl Call {
             stream: false,
             status: 0,
             upstream_status: None,
-            outcome: Outcome::Ok,
+            outcome: CallOutcome::Ok,
             detail: None,
             latency_ms: 0.0,
             ttfb_ms: None,
@@ -159,7 +159,7 @@ impl Call {
     fn refuse(
         mut self,
         status: StatusCode,
-        outcome: Outcome,
+        outcome: CallOutcome,
         code: &str,
         message: &str,
     ) -> Response {
@@ -168,8 +168,8 @@ impl Call {
         self.record.status = status.as_u16();
         self.record.detail = Some(message.clone());
         match outcome {
-            Outcome::ContractViolation => self.with_meter(|m| m.contract_violations += 1),
-            Outcome::BudgetExhausted => self.with_meter(|m| m.budget_exhaustions += 1),
+            CallOutcome::ContractViolation => self.with_meter(|m| m.contract_violations += 1),
+            CallOutcome::BudgetExhausted => self.with_meter(|m| m.budget_exhaustions += 1),
             _ => {}
         }
         let mut resp = api_error(self.api(), status, code, &message);
@@ -206,13 +206,13 @@ impl Call {
         detail: &str,
     ) -> Response {
         self.count_upstream(fault);
-        self.refuse(status, Outcome::UpstreamError, code, detail)
+        self.refuse(status, CallOutcome::UpstreamError, code, detail)
     }
 
     /// Ends a call the closing of its attempt cut short (its reservation already settled as
     /// spent).
     fn cut_at_close(mut self) -> Response {
-        self.record.outcome = Outcome::CutAtClose;
+        self.record.outcome = CallOutcome::CutAtClose;
         self.record.status = StatusCode::SERVICE_UNAVAILABLE.as_u16();
         self.record.detail = Some("the attempt was closed while this call was running".into());
         let resp = api_error(
@@ -251,7 +251,7 @@ pub(crate) async fn serve(
         let call = Call::new(shared, None, role, &method, &path);
         return call.refuse(
             StatusCode::UNAUTHORIZED,
-            Outcome::UnknownAttempt,
+            CallOutcome::UnknownAttempt,
             "unknown_attempt",
             "no registered attempt matches this socket or token",
         );
@@ -481,7 +481,7 @@ fn meter_success(call: &mut Call, usage: Option<Usage>, spend: f64) {
     });
     call.record.usage = usage;
     if !metered {
-        call.record.outcome = Outcome::Unmetered;
+        call.record.outcome = CallOutcome::Unmetered;
     }
 }
 
@@ -596,7 +596,7 @@ async fn whole_back(
             );
             return call.upstream_failed(UpstreamFault::of_status(status), status, &d);
         }
-        call.record.outcome = Outcome::UpstreamError;
+        call.record.outcome = CallOutcome::UpstreamError;
         call.record.detail = Some(format!("upstream status {}", status.as_u16()));
         call.record.status = status.as_u16();
         call.count_upstream(UpstreamFault::of_status(status));
@@ -645,7 +645,7 @@ async fn list_models(
         Err(refusal) => {
             return call.refuse(
                 StatusCode::TOO_MANY_REQUESTS,
-                Outcome::BudgetExhausted,
+                CallOutcome::BudgetExhausted,
                 "budget_exhausted",
                 &refusal.message(),
             );
@@ -668,7 +668,7 @@ async fn list_models(
     if let Err(e) = recorded {
         return call.refuse(
             StatusCode::SERVICE_UNAVAILABLE,
-            Outcome::NotRecorded,
+            CallOutcome::NotRecorded,
             "not_recorded",
             &format!("the call was not forwarded: {e}"),
         );
@@ -716,7 +716,7 @@ async fn list_models(
     call.record.response_digest = Some(digest(&body));
     call.record.status = status.as_u16();
     if !status.is_success() {
-        call.record.outcome = Outcome::UpstreamError;
+        call.record.outcome = CallOutcome::UpstreamError;
         call.count_upstream(UpstreamFault::of_status(status));
     }
     let mut r = Response::new(Body::from(body));

@@ -14,6 +14,7 @@ use crate::control::ControlPlane;
 use crate::record::RecordSink;
 use crate::secret::SecretKey;
 
+pub use eval_core::budget::RunBudget;
 pub use eval_core::contract::{ApiKind, Price};
 
 /// Who is calling the model on behalf of an attempt.
@@ -155,15 +156,6 @@ pub struct Budget {
     pub max_wall_time: Option<Duration>,
 }
 
-/// Limits across all attempts of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunBudget {
-    pub max_tokens: Option<u64>,
-    /// In US dollars, priced with [`PriceTable`]; a model missing from the table is refused
-    /// when a spend limit is set.
-    pub max_spend_usd: Option<f64>,
-}
-
 /// What earlier sessions of the same run already used: a resumed run starts its run-wide
 /// budget from here, so N sessions never spend N × the budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -237,7 +229,9 @@ pub struct ProxyConfig {
     pub api: ApiKind,
     pub key: SecretKey,
     pub timeouts: Timeouts,
-    pub run_budget: RunBudget,
+    /// Limits across all attempts of the run; `None` (a proxy outside a preregistered run) has
+    /// none. With a budget, a model missing from [`PriceTable`] is refused.
+    pub run_budget: Option<RunBudget>,
     /// Run-wide usage carried over from earlier sessions.
     pub run_seed: RunSeed,
     pub prices: PriceTable,
@@ -265,7 +259,7 @@ impl ProxyConfig {
             api,
             key,
             timeouts: Timeouts::default(),
-            run_budget: RunBudget::default(),
+            run_budget: None,
             run_seed: RunSeed::default(),
             prices: PriceTable::default(),
             sink,

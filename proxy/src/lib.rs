@@ -35,7 +35,7 @@ pub use config::{
 pub use control::{ControlFuture, ControlPlane};
 pub use errors::ProxyError;
 pub use record::{
-    CallRecord, CallStarted, Change, JsonlSink, MemorySink, NullSink, Outcome, RecordError,
+    CallOutcome, CallRecord, CallStarted, Change, JsonlSink, MemorySink, NullSink, RecordError,
     RecordSink, StartFuture,
 };
 pub use secret::{Redactor, SecretError, SecretKey, StreamRedactor};

@@ -12,7 +12,7 @@ use crate::usage::Usage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum CallOutcome {
     /// Forwarded, answered with 2xx, usage recorded.
     Ok,
     /// Answered with 2xx, but no usage arrived (the call is counted at its reserved worst case).
@@ -33,18 +33,18 @@ pub enum Outcome {
     CutAtClose,
 }
 
-impl Outcome {
+impl CallOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Unmetered => "unmetered",
-            Outcome::ContractViolation => "contract_violation",
-            Outcome::BudgetExhausted => "budget_exhausted",
-            Outcome::UpstreamError => "upstream_error",
-            Outcome::BadRequest => "bad_request",
-            Outcome::UnknownAttempt => "unknown_attempt",
-            Outcome::NotRecorded => "not_recorded",
-            Outcome::CutAtClose => "cut_at_close",
+            CallOutcome::Ok => "ok",
+            CallOutcome::Unmetered => "unmetered",
+            CallOutcome::ContractViolation => "contract_violation",
+            CallOutcome::BudgetExhausted => "budget_exhausted",
+            CallOutcome::UpstreamError => "upstream_error",
+            CallOutcome::BadRequest => "bad_request",
+            CallOutcome::UnknownAttempt => "unknown_attempt",
+            CallOutcome::NotRecorded => "not_recorded",
+            CallOutcome::CutAtClose => "cut_at_close",
         }
     }
 }
@@ -93,7 +93,7 @@ pub struct CallRecord {
     /// Status the client received.
     pub status: u16,
     pub upstream_status: Option<u16>,
-    pub outcome: Outcome,
+    pub outcome: CallOutcome,
     /// A short human-readable reason for non-ok outcomes (never contains the key).
     pub detail: Option<String>,
     pub latency_ms: f64,

@@ -88,6 +88,9 @@ pub(crate) struct Shared {
     pub cancel: CancellationToken,
     attempts: RwLock<HashMap<String, Arc<Attempt>>>,
     tokens: RwLock<HashMap<[u8; 32], String>>,
+    /// The shared token listener's connections (not any one attempt's: the token is only read
+    /// from a request, after the connection was accepted).
+    token_conns: ConnCounters,
 }
 
 impl Shared {
@@ -151,7 +154,7 @@ pub struct OracleReply {
     pub body: Bytes,
     /// Set when the proxy refused the call itself (budget, contract, wall time…) rather than
     /// forwarding it: the question's fault, never the oracle service's.
-    pub refused_by_proxy: Option<crate::record::Outcome>,
+    pub refused_by_proxy: Option<crate::record::CallOutcome>,
 }
 
 /// A running proxy. Dropping it does not stop it; call [`ProxyHandle::shutdown`].
@@ -213,6 +216,7 @@ impl Proxy {
             cancel: CancellationToken::new(),
             attempts: RwLock::new(HashMap::new()),
             tokens: RwLock::new(HashMap::new()),
+            token_conns: ConnCounters::default(),
         });
         let mut tcp_addr = None;
         if let Some(addr) = cfg.tcp_listen {
@@ -223,17 +227,9 @@ impl Proxy {
                     source,
                 })?;
             tcp_addr = l.local_addr().ok();
-            let app = Router::new().fallback(tcp_entry).with_state(shared.clone());
-            let stop = shared.cancel.clone();
-            shared.tracker.spawn(async move {
-                use axum::serve::ListenerExt;
-                let l = l.tap_io(|s| {
-                    let _ = s.set_nodelay(true);
-                });
-                let _ = axum::serve(l, app)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await;
-            });
+            shared
+                .tracker
+                .spawn(serve_token_listener(l, shared.clone()));
         }
         let mut admin_addr = None;
         if let Some(addr) = cfg.admin_listen {
@@ -271,10 +267,76 @@ async fn metrics_entry(State(shared): State<Arc<Shared>>) -> Response {
     r
 }
 
-async fn tcp_entry(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+async fn tcp_entry(shared: Arc<Shared>, req: Request) -> Response {
     let token = presented_token(req.headers());
     let attempt = token.and_then(|t| shared.attempt_by_token(&t));
     crate::call::serve(shared, attempt, Role::Agent, req).await
+}
+
+/// Serves the shared loopback token listener with the limits of an attempt socket: at most
+/// `max_connections` open connections (more are closed on accept), each with the header-read
+/// timeout, so one client cannot hold every slot of a listener all token attempts share; on the
+/// proxy's shutdown connections finish their current request.
+async fn serve_token_listener(l: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let limits = shared.listener;
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let stop = shared.cancel.clone();
+    loop {
+        let stream = tokio::select! {
+            r = l.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of descriptors or similar: back off instead of spinning.
+                    tracing::warn!("token listener: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            shared.token_conns.refused.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+            continue;
+        };
+        shared.token_conns.accepted.fetch_add(1, Ordering::SeqCst);
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let tracker = shared.tracker.clone();
+        tracker.spawn(async move {
+            let _permit = permit;
+            let svc_shared = shared.clone();
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let shared = svc_shared.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            tcp_entry(shared, req.map(Body::new)).await,
+                        )
+                    }
+                });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shared.cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.as_mut().await
+                }
+            };
+            if let Err(e) = result
+                && e.is_timeout()
+            {
+                shared
+                    .token_conns
+                    .header_timeouts
+                    .fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
 }
 
 /// Serves one attempt's socket: at most `max_connections` open connections (more are closed on
@@ -516,7 +578,7 @@ impl ProxyHandle {
 
     /// Closes the attempt, waits up to `grace` for its in-flight calls, then cuts the rest
     /// (their upstream requests are aborted, their connections dropped, and each is recorded as
-    /// [`crate::Outcome::CutAtClose`] at its reservation). Returns only once every call of the
+    /// [`crate::CallOutcome::CutAtClose`] at its reservation). Returns only once every call of the
     /// attempt has delivered its record to the sink, so no record can follow the attempt's
     /// outcome. (On the shared token listener a cut stream whose client stopped reading is
     /// only noticed when the client reads again; the wait for it is bounded by a second `grace`.)
@@ -548,6 +610,16 @@ impl ProxyHandle {
     }
 
     /// The attempt's meter so far, without closing it.
+    /// What happened on the shared loopback token listener's connections.
+    pub fn token_listener_meter(&self) -> ConnectionMeter {
+        let c = &self.shared.token_conns;
+        ConnectionMeter {
+            accepted: c.accepted.load(Ordering::SeqCst),
+            refused_over_limit: c.refused.load(Ordering::SeqCst),
+            header_timeouts: c.header_timeouts.load(Ordering::SeqCst),
+        }
+    }
+
     pub fn meter(&self, attempt_id: &str) -> Result<AttemptMeter, ProxyError> {
         let a = self
             .shared

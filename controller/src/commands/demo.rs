@@ -4,18 +4,39 @@
 
 use super::run::AdmissionError;
 use crate::cli::{DemoArgs, FreezeArgs, InitArgs, ReportFormat, StateArg};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
 use crate::run::admission::{self, UpstreamChoice};
 use eval_protocols::Project;
 use std::path::{Path, PathBuf};
 
-fn absolute(p: &Path) -> Result<PathBuf, Failure> {
+/// The demo's own failures (each step's are its command's); each kind's exit status is decided
+/// in `exit::demo_status`.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot read the current directory: {0}")]
+    CurrentDir(std::io::Error),
+    #[error("cd {path}: {source}")]
+    Cd {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The ledger the demo just wrote does not verify.
+    #[error("the demo ledger does not verify: {0:?}")]
+    LedgerDoesNotVerify(Option<eval_core::chain::VerifyFailure>),
+    /// The report of a ledger that just verified cannot be built: whatever fails there is the
+    /// evidence's, whatever its kind would be for `eval report`.
+    #[error("{0}")]
+    Report(crate::run::report_data::ReportDataError),
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, DemoError> {
     if p.is_absolute() {
         return Ok(p.to_path_buf());
     }
     std::env::current_dir()
         .map(|d| d.join(p))
-        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))
+        .map_err(DemoError::CurrentDir)
 }
 
 pub fn run(args: DemoArgs) -> CmdResult {
@@ -36,8 +57,10 @@ pub fn run(args: DemoArgs) -> CmdResult {
         dir: project_dir.clone(),
     })?;
     // Every later step works from inside the project, exactly as a user would.
-    std::env::set_current_dir(&project_dir)
-        .map_err(|e| Failure::usage(format!("cd {}: {e}", project_dir.display())))?;
+    std::env::set_current_dir(&project_dir).map_err(|source| DemoError::Cd {
+        path: project_dir.clone(),
+        source,
+    })?;
     println!("== eval freeze --protocol demo");
     super::freeze::run(FreezeArgs {
         protocol: "demo".into(),
@@ -86,16 +109,13 @@ pub fn run(args: DemoArgs) -> CmdResult {
     println!("== eval ledger verify {}", ledger_path.display());
     let v = eval_evidence::ledger::verify(&ledger_path, None)?;
     if !v.ok {
-        return Err(Failure::integrity(format!(
-            "the demo ledger does not verify: {:?}",
-            v.error
-        )));
+        return Err(DemoError::LedgerDoesNotVerify(v.error).into());
     }
     println!("ok: {} entries; head {}", v.entries, v.head);
     println!("== eval report --matrix demo");
     // The demo's own ledger just verified: whatever still fails here is the evidence's (3).
     let data = crate::run::report_data::build(Path::new("."), &state_rel, "demo")
-        .map_err(|e| Failure::integrity(e.to_string()))?;
+        .map_err(DemoError::Report)?;
     let run_dir = crate::run::run_dir(&state_rel, "demo");
     let report = super::report::publish(&data, &state_rel, None)?;
     let mut verdict = Status::Ok;

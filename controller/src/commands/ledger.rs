@@ -3,7 +3,7 @@
 use super::error::CommandError;
 use crate::cli::{LedgerCommand, LedgerNoteArgs, LedgerShowArgs, LedgerVerifyArgs};
 use crate::exit::{CmdResult, Failure, Status};
-use eval_evidence::ledger::{self, Head, LedgerReader, NewEntry, SourceKind};
+use eval_evidence::ledger::{self, Head, LedgerError, LedgerReader, NewEntry, SourceKind};
 use std::ops::ControlFlow;
 
 pub fn run(cmd: LedgerCommand) -> CmdResult {
@@ -32,8 +32,17 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
     if let Some(key) = &args.public_key {
         return super::proofs::verify_signed(&args, key, expect);
     }
-    let report = match ledger::verify(&args.path, expect) {
-        Ok(report) => report,
+    // With `--artifacts` the ledger is read once, and the chain and the artifacts are checked on
+    // that one snapshot (a file swapped between two reads would pass one check each).
+    let read = match args.artifacts.is_some() {
+        true => read_entries(&args.path).map(|entries| {
+            let report = ledger::verify_entries(&entries, expect);
+            (report, Some(entries))
+        }),
+        false => ledger::verify(&args.path, expect).map(|report| (report, None)),
+    };
+    let (report, snapshot) = match read {
+        Ok(read) => read,
         Err(e) if args.json => {
             let failure = Failure::from(e);
             let out = serde_json::json!({
@@ -46,7 +55,7 @@ fn verify(args: LedgerVerifyArgs) -> CmdResult {
         Err(e) => return Err(e.into()),
     };
     let artifacts = if report.ok {
-        check_artifacts(&args)?
+        check_artifacts(&args, snapshot.as_deref())
     } else {
         ArtifactCheck::NotAsked
     };
@@ -132,9 +141,13 @@ impl ArtifactCheck {
 
 /// `--artifacts [DIR]`: re-hash every artifact the ledger references (default store: the
 /// `artifacts/` directory beside the ledger, where `eval run` keeps it).
-pub(super) fn check_artifacts(args: &LedgerVerifyArgs) -> Result<ArtifactCheck, Failure> {
-    let Some(dir) = &args.artifacts else {
-        return Ok(ArtifactCheck::NotAsked);
+/// `entries` is the snapshot every other check of the command ran on ([`read_entries`]).
+pub(super) fn check_artifacts(
+    args: &LedgerVerifyArgs,
+    entries: Option<&[ledger::Entry]>,
+) -> ArtifactCheck {
+    let (Some(dir), Some(entries)) = (&args.artifacts, entries) else {
+        return ArtifactCheck::NotAsked;
     };
     let dir = if dir.is_empty() {
         args.path
@@ -144,16 +157,18 @@ pub(super) fn check_artifacts(args: &LedgerVerifyArgs) -> Result<ArtifactCheck, 
     } else {
         std::path::PathBuf::from(dir)
     };
-    let entries: Vec<ledger::Entry> = match ledger::detect_source(&args.path)? {
-        SourceKind::Sqlite => LedgerReader::open(&args.path)?.entries()?,
-        SourceKind::Jsonl => ledger::JsonlReader::open(&args.path)?.collect::<Result<_, _>>()?,
-    };
-    Ok(
-        match crate::run::report_data::verify_artifacts_at(&entries, &dir) {
-            Ok(n) => ArtifactCheck::Verified(n),
-            Err((seq, message)) => ArtifactCheck::Failed { seq, message },
-        },
-    )
+    match crate::run::report_data::verify_artifacts_at(entries, &dir) {
+        Ok(n) => ArtifactCheck::Verified(n),
+        Err((seq, message)) => ArtifactCheck::Failed { seq, message },
+    }
+}
+
+/// Every entry of a SQLite ledger (one SELECT: one read transaction) or a JSONL export.
+pub(super) fn read_entries(path: &std::path::Path) -> Result<Vec<ledger::Entry>, LedgerError> {
+    match ledger::detect_source(path)? {
+        SourceKind::Sqlite => LedgerReader::open(path)?.entries(),
+        SourceKind::Jsonl => ledger::JsonlReader::open(path)?.collect(),
+    }
 }
 
 fn show(args: LedgerShowArgs) -> CmdResult {

@@ -3,7 +3,7 @@
 #![allow(clippy::print_stdout)] // the CLI layer is where output reaches the user
 
 pub mod attest;
-mod demo;
+pub(crate) mod demo;
 pub(crate) mod error;
 pub mod freeze;
 mod import;
@@ -11,12 +11,12 @@ mod init;
 pub mod keygen;
 mod ledger;
 mod plan;
-mod proofs;
-mod proxy;
+pub(crate) mod proofs;
+pub(crate) mod proxy;
 pub mod report;
 mod retire;
 pub(crate) mod run;
-mod stats;
+pub(crate) mod stats;
 mod status;
 mod verify;
 

@@ -15,7 +15,39 @@ use eval_proxy::{
 };
 
 use crate::cli::{self, ProxyArgs};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
+
+/// Why `eval proxy` could not start serving; each kind's exit status is decided in
+/// `exit::proxy_cmd_status`.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyCmdError {
+    #[error("--listen unix: needs a path")]
+    ListenNoPath,
+    #[error("--listen {0:?} is neither unix:PATH nor a loopback IP:PORT such as 127.0.0.1:8080")]
+    ListenUnparsable(String),
+    #[error("--listen {0} is not a loopback address; the proxy only listens on 127.0.0.1 or ::1")]
+    ListenNotLoopback(SocketAddr),
+    #[error("name the upstream key with exactly one of --api-key-env VAR or --api-key-file PATH")]
+    KeySource,
+    /// The key's variable or file is missing or unusable (the error names it, never its value).
+    #[error("{0}")]
+    Key(#[from] eval_proxy::SecretError),
+    #[error("cannot write --token-file {path}: {source}")]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--admin {0:?} must be a loopback IP:PORT")]
+    Admin(String),
+    #[error("{0}")]
+    MeterOut(#[from] eval_proxy::RecordError),
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(std::io::Error),
+    /// The proxy refused the configuration or the attempt (an upstream URL, a listener).
+    #[error("{0}")]
+    Proxy(#[from] eval_proxy::ProxyError),
+}
 
 const ATTEMPT: &str = "manual";
 
@@ -24,40 +56,34 @@ enum Where {
     Tcp(SocketAddr),
 }
 
-fn parse_listen(s: &str) -> Result<Where, Failure> {
+fn parse_listen(s: &str) -> Result<Where, ProxyCmdError> {
     if let Some(path) = s.strip_prefix("unix:") {
         if path.is_empty() {
-            return Err(Failure::usage("--listen unix: needs a path"));
+            return Err(ProxyCmdError::ListenNoPath);
         }
         return Ok(Where::Unix(PathBuf::from(path)));
     }
-    let addr: SocketAddr = s.parse().map_err(|_| {
-        Failure::usage(format!(
-            "--listen {s:?} is neither unix:PATH nor a loopback IP:PORT such as 127.0.0.1:8080"
-        ))
-    })?;
+    let addr: SocketAddr = s
+        .parse()
+        .map_err(|_| ProxyCmdError::ListenUnparsable(s.to_owned()))?;
     if !addr.ip().is_loopback() {
-        return Err(Failure::usage(format!(
-            "--listen {addr} is not a loopback address; the proxy only listens on 127.0.0.1 or ::1"
-        )));
+        return Err(ProxyCmdError::ListenNotLoopback(addr));
     }
     Ok(Where::Tcp(addr))
 }
 
-fn load_key(key: &cli::KeySource) -> Result<SecretKey, Failure> {
+fn load_key(key: &cli::KeySource) -> Result<SecretKey, ProxyCmdError> {
     let loaded = match (&key.api_key_env, &key.api_key_file) {
         (Some(var), None) => SecretKey::from_env(var),
         (None, Some(path)) => SecretKey::from_file(path),
         _ => {
-            return Err(Failure::usage(
-                "name the upstream key with exactly one of --api-key-env VAR or --api-key-file PATH",
-            ));
+            return Err(ProxyCmdError::KeySource);
         }
     };
-    loaded.map_err(|e| Failure::usage(e.to_string()))
+    Ok(loaded?)
 }
 
-fn write_token(path: &PathBuf, token: &str) -> Result<(), Failure> {
+fn write_token(path: &PathBuf, token: &str) -> Result<(), ProxyCmdError> {
     // A stale token file from an earlier proxy goes; if removing fails, `create_new` below
     // refuses and says so.
     let _ = std::fs::remove_file(path);
@@ -66,11 +92,14 @@ fn write_token(path: &PathBuf, token: &str) -> Result<(), Failure> {
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| {
-            Failure::usage(format!("cannot write --token-file {}: {e}", path.display()))
-        })?;
+        .map_err(token_file(path))?;
     f.write_all(format!("{token}\n").as_bytes())
-        .map_err(|e| Failure::usage(format!("cannot write --token-file {}: {e}", path.display())))
+        .map_err(token_file(path))
+}
+
+fn token_file(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ProxyCmdError {
+    let path = path.to_path_buf();
+    move |source| ProxyCmdError::TokenFile { path, source }
 }
 
 pub fn run(args: ProxyArgs) -> CmdResult {
@@ -83,11 +112,11 @@ pub fn run(args: ProxyArgs) -> CmdResult {
             a.parse::<SocketAddr>()
                 .ok()
                 .filter(|s| s.ip().is_loopback())
-                .ok_or_else(|| Failure::usage(format!("--admin {a:?} must be a loopback IP:PORT")))
+                .ok_or_else(|| ProxyCmdError::Admin(a.to_string()))
         })
         .transpose()?;
     let sink: Arc<dyn RecordSink> = match &args.meter_out {
-        Some(p) => Arc::new(JsonlSink::open(p).map_err(|e| Failure::usage(e.to_string()))?),
+        Some(p) => Arc::new(JsonlSink::open(p).map_err(ProxyCmdError::from)?),
         None => Arc::new(NullSink),
     };
     let api = args.api.0;
@@ -116,16 +145,15 @@ pub fn run(args: ProxyArgs) -> CmdResult {
         listen: attempt_listen,
         roles,
     };
-    let rt = tokio::runtime::Runtime::new()
-        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+    let rt = tokio::runtime::Runtime::new().map_err(ProxyCmdError::AsyncRuntime)?;
     rt.block_on(async move {
         let proxy = Proxy::start(cfg)
             .await
-            .map_err(|e| Failure::usage(e.to_string()))?;
+            .map_err(ProxyCmdError::from)?;
         let reg = proxy
             .register_attempt(spec)
             .await
-            .map_err(|e| Failure::usage(e.to_string()))?;
+            .map_err(ProxyCmdError::from)?;
         match (&reg.socket, &reg.token, reg.tcp_addr) {
             (Some(sock), _, _) => println!(
                 "eval proxy: serving model {} at unix:{} (upstream {})",

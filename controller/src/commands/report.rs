@@ -1,7 +1,8 @@
 //! `eval report`: statistics, gates and the release verdict of a run.
 //!
 //! The only input is [`RunData`], built from the run's verified ledger by [`load_run_data`]
-//! (the one function that reads the ledger for reports). Exit 0 when release is allowed, 1 when
+//! (the one function that reads the ledger for reports; it reads it once and runs every check on
+//! that snapshot). Exit 0 when release is allowed, 1 when
 //! not, 3 on an integrity failure (ledger, freeze drift, retired identity). With a preregistered
 //! public key the signed evidence and every referenced artifact are verified before anything is
 //! computed; a failure there exits 3 with nothing written, appended or recorded.
@@ -32,6 +33,14 @@ pub enum ReportCmdError {
     },
     #[error("the run recorded a malformed driver digest {0:?}")]
     DriverDigest(String),
+    #[error(
+        "{path}: the ledger changed while the report was computed (verified head {verified}, now {found}); nothing was recorded"
+    )]
+    LedgerChanged {
+        path: std::path::PathBuf,
+        verified: String,
+        found: String,
+    },
 }
 
 /// Builds the report input from the state directory's ledger for `args.matrix`: verifies the
@@ -75,14 +84,27 @@ pub fn publish(
     let report = build_report(data).map_err(ReportCmdError::Build)?;
     let run_dir = crate::run::run_dir(state, &data.matrix);
     let json = eval_evidence::canonical::to_vec(&report).map_err(ReportCmdError::Serialise)?;
+    let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;
+    let ledger_path = crate::run::ledger_path(state, &data.matrix);
+    let writer = LedgerWriter::open(&ledger_path)?;
+    // The report entry must extend the ledger the report verified, not a file put in its place
+    // since (a broken chain's report exits 3 anyway and says so; its head is the verified prefix).
+    if data.ledger_verified {
+        let found = writer.head_blocking()?;
+        if found.seq != data.ledger_head.seq || found.hash.to_string() != data.ledger_head.hash {
+            return Err(ReportCmdError::LedgerChanged {
+                path: ledger_path,
+                verified: format!("{}:{}", data.ledger_head.seq, data.ledger_head.hash),
+                found: found.to_string(),
+            }
+            .into());
+        }
+    }
     let json_path = run_dir.join("report.json");
     std::fs::write(&json_path, &json).map_err(|source| ReportCmdError::Write {
         path: json_path.clone(),
         source,
     })?;
-    let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;
-    let ledger_path = crate::run::ledger_path(state, &data.matrix);
-    let writer = LedgerWriter::open(&ledger_path)?;
     writer.append_blocking(NewEntry::new("report", &payload).map_err(LedgerError::from)?)?;
     if !data.fixture_upstream {
         eval_protocols::record_report(state, &payload)?;

@@ -267,7 +267,7 @@ fn run_seed(entries: &[ledger::Entry], prices: &eval_proxy::PriceTable) -> eval_
         // What the proxy's budget settled for the call, no more and no less: a call that may
         // have been billed without usage (unmetered, cut at close) at its reservation; one the
         // upstream refused or never answered was released and costs nothing.
-        use eval_proxy::Outcome as O;
+        use eval_proxy::CallOutcome as O;
         let used = r.usage.as_ref().map(|u| u.total_tokens());
         seed.tokens += match (r.outcome, used) {
             (O::CutAtClose, used) => r.reserved_tokens.max(used.unwrap_or(0)),
@@ -524,10 +524,7 @@ fn proxy_config(
     entries: &[ledger::Entry],
 ) -> eval_proxy::ProxyConfig {
     let mut cfg = eval_proxy::ProxyConfig::new(upstream_url, agent_api, key, sink);
-    cfg.run_budget = eval_proxy::RunBudget {
-        max_tokens: Some(p.budgets.run.max_tokens),
-        max_spend_usd: Some(p.budgets.run.max_spend_usd),
-    };
+    cfg.run_budget = Some(p.budgets.run);
     for price in &p.budgets.prices {
         cfg.prices.insert(price.clone());
     }
@@ -811,6 +808,20 @@ mod tests {
         eval_evidence::ledger::LedgerWriter::open(ledger).is_ok()
     }
 
+    /// Whether the writer is let go. The release is asynchronous (the ledger bridge's drain
+    /// task ends on a worker once its last sender is gone), so this polls; the minute is a hang
+    /// guard that only a writer that is never released reaches, not an assumption about speed.
+    async fn writer_becomes_free(ledger: &Path) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if writer_is_free(ledger) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        writer_is_free(ledger)
+    }
+
     /// `run_admitted` releases what the session holds after `session` returns, on its error
     /// path too: the ledger writer the proxy<->control cycle holds is let go, so the same
     /// process (`eval demo` goes on to the report) can take the ledger again.
@@ -823,7 +834,7 @@ mod tests {
         // `?` used to leave behind.
         assert!(!writer_is_free(&ledger));
         held.release().await;
-        assert!(writer_is_free(&ledger));
+        assert!(writer_becomes_free(&ledger).await);
     }
 
     /// A session future dropped before its release (Ctrl-C in a caller's `select!`, a panic)
@@ -835,7 +846,7 @@ mod tests {
         let held = started_parts(&ledger).await;
         assert!(!writer_is_free(&ledger));
         drop(held);
-        assert!(writer_is_free(&ledger));
+        assert!(writer_becomes_free(&ledger).await);
     }
 
     fn entry(kind: &str, payload: serde_json::Value) -> ledger::Entry {
@@ -864,7 +875,7 @@ mod tests {
     }
 
     /// A `model_call` entry whose record ended with `outcome` instead of `ok`.
-    fn with_outcome(e: ledger::Entry, outcome: eval_proxy::Outcome) -> ledger::Entry {
+    fn with_outcome(e: ledger::Entry, outcome: eval_proxy::CallOutcome) -> ledger::Entry {
         let mut call: serde_json::Value = serde_json::from_slice(&e.payload).unwrap();
         call["record"]["outcome"] = serde_json::to_value(outcome).unwrap();
         ledger::Entry {
@@ -893,7 +904,7 @@ mod tests {
             stream: false,
             status: 200,
             upstream_status: Some(200),
-            outcome: eval_proxy::Outcome::Ok,
+            outcome: eval_proxy::CallOutcome::Ok,
             detail: None,
             latency_ms: 0.0,
             ttfb_ms: None,
@@ -953,13 +964,13 @@ mod tests {
             started("d#1", 1, 7000),
             with_outcome(
                 called("d#1", 1, None, 7000, 0.0),
-                eval_proxy::Outcome::UpstreamError,
+                eval_proxy::CallOutcome::UpstreamError,
             ),
             // Cut at close with the usage seen so far: charged at its reservation.
             started("e#1", 1, 9000),
             with_outcome(
                 called("e#1", 1, Some((10, 1)), 9000, 0.0),
-                eval_proxy::Outcome::CutAtClose,
+                eval_proxy::CallOutcome::CutAtClose,
             ),
         ];
         let seed = run_seed(&entries, &prices);

@@ -15,7 +15,26 @@ macro_rules! out {
 }
 
 use crate::cli::{ExactMode as CliExact, StatsCalibrateArgs, StatsCommand, StatsPairedArgs};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
+
+/// The command line's own mistakes (the statistics' are `StatsError`); each kind's exit status is
+/// decided in `exit::stats_status`.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsCmdError {
+    #[error("--method {0:?}: use `bootstrap` (percentile and BCa) or `v04-percentile`")]
+    Method(String),
+    #[error("--method v04-percentile needs --seed-string S")]
+    V04NeedsSeedString,
+    #[error("--confidence {0} must lie strictly between 0 and 1")]
+    Confidence(f64),
+    #[error("--resamples must be at least 1")]
+    NoResamples,
+    #[error("no pairs")]
+    NoPairs,
+    /// Serialising the summary for `--json`.
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+}
 
 pub fn run(cmd: StatsCommand) -> CmdResult {
     match cmd {
@@ -30,24 +49,17 @@ fn paired(a: StatsPairedArgs) -> CmdResult {
         "bootstrap" | "bca" | "percentile" => false,
         "v04-percentile" => true,
         other => {
-            return Err(Failure::usage(format!(
-                "--method {other:?}: use `bootstrap` (percentile and BCa) or `v04-percentile`"
-            )));
+            return Err(StatsCmdError::Method(other.to_owned()).into());
         }
     };
     if v04 && a.seed_string.is_none() {
-        return Err(Failure::usage(
-            "--method v04-percentile needs --seed-string S",
-        ));
+        return Err(StatsCmdError::V04NeedsSeedString.into());
     }
     if !(a.confidence > 0.0 && a.confidence < 1.0) {
-        return Err(Failure::usage(format!(
-            "--confidence {} must lie strictly between 0 and 1",
-            a.confidence
-        )));
+        return Err(StatsCmdError::Confidence(a.confidence).into());
     }
     if a.resamples == 0 {
-        return Err(Failure::usage("--resamples must be at least 1"));
+        return Err(StatsCmdError::NoResamples.into());
     }
     let obs = read_observations(&a.input, &metric)?;
     let data = PairedTasks::from_observations(&obs, &a.baseline, &a.candidate)?;
@@ -76,7 +88,7 @@ fn paired(a: StatsPairedArgs) -> CmdResult {
         let (diffs, tasks) = pair_differences(&obs, &a.baseline, &a.candidate)?;
         let clusters: Vec<&str> = tasks.iter().map(String::as_str).collect();
         let r = v04_interval(&diffs, &clusters, seed, a.confidence, V04_SAMPLES)
-            .ok_or_else(|| Failure::usage("no pairs"))?;
+            .ok_or(StatsCmdError::NoPairs)?;
         s.ci = CiOut {
             level: a.confidence,
             percentile: [r.lower, r.upper],
@@ -96,7 +108,7 @@ fn paired(a: StatsPairedArgs) -> CmdResult {
     if a.json {
         out!(
             "{}",
-            serde_json::to_string_pretty(&s).map_err(|e| Failure::usage(e.to_string()))?
+            serde_json::to_string_pretty(&s).map_err(StatsCmdError::from)?
         );
     } else {
         print_summary(&s);
@@ -191,7 +203,7 @@ fn calibrate_cmd(a: StatsCalibrateArgs) -> CmdResult {
     if a.json {
         out!(
             "{}",
-            serde_json::to_string_pretty(&c).map_err(|e| Failure::usage(e.to_string()))?
+            serde_json::to_string_pretty(&c).map_err(StatsCmdError::from)?
         );
         return Ok(Status::Ok);
     }

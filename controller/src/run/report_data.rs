@@ -16,8 +16,11 @@ use eval_evidence::report::{
 };
 use eval_protocols::{Project, Registry};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+/// Why a run's report input could not be assembled. Each kind's exit status is decided in
+/// `exit::report_status`: the project's files and a run that is not there are input; the
+/// ledger, its signatures, its artifacts and the registry are evidence.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportDataError {
     #[error("no run of matrix {matrix:?} in {state} (no ledger at {path})")]
@@ -26,10 +29,55 @@ pub enum ReportDataError {
         state: String,
         path: String,
     },
+    #[error("{path}: no run_started entry")]
+    NoRunStarted { path: PathBuf },
+    /// The protocol the run names does not load from the project.
     #[error("{0}")]
-    Input(String),
+    Protocol(eval_protocols::ProtocolError),
+    #[error("arm {arm}: {runtime}: {source}")]
+    RuntimeDef {
+        arm: String,
+        runtime: String,
+        #[source]
+        source: Box<eval_runtimes::definition::DefinitionError>,
+    },
+    /// The ledger cannot be verified or read at all.
     #[error("{0}")]
-    Integrity(String),
+    Ledger(#[from] eval_evidence::LedgerError),
+    /// The registry cannot be read (it cannot then say whether the protocol is frozen).
+    #[error("{0}")]
+    Registry(eval_protocols::ProtocolError),
+    /// An entry replay accepted does not parse here: the attempt would be missing.
+    #[error("ledger seq {seq} (attempt_started): {source}")]
+    AttemptStarted {
+        seq: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An artifact the ledger references is missing or altered (`seq` references it).
+    #[error("{message}")]
+    Artifact { seq: u64, message: String },
+    #[error("cannot read the preregistered public key of {protocol}: {source}")]
+    PublicKeyUnreadable {
+        protocol: String,
+        #[source]
+        source: eval_protocols::ProtocolError,
+    },
+    #[error("the preregistered public key of {protocol} cannot verify signatures: {source}")]
+    PublicKeyUnusable {
+        protocol: String,
+        #[source]
+        source: eval_evidence::signing::SigningError,
+    },
+    #[error(
+        "{path}: the evidence does not verify with the preregistered public key {key}: {message} ({reason}); no report was computed"
+    )]
+    SignaturesDoNotVerify {
+        path: PathBuf,
+        key: String,
+        message: String,
+        reason: &'static str,
+    },
 }
 
 /// Reads `STATE/<matrix>/ledger.sqlite`, verifies it, and assembles the report input with the
@@ -43,33 +91,35 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             path: path.display().to_string(),
         });
     }
-    let verified =
-        ledger::verify(&path, None).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    // The ledger is read once (one SELECT: one SQLite read transaction) and every check — chain,
+    // signatures, artifacts — and the report itself run on that snapshot: a file swapped
+    // between two opens could otherwise show one ledger to the checks and another to the report.
+    let all = LedgerReader::open(&path).and_then(|r| r.entries())?;
+    test_swap_hook(&path);
+    let verified = ledger::verify_entries(&all, None);
     let mut problems: Vec<String> = verified.error.iter().map(|e| e.to_string()).collect();
-    let all = LedgerReader::open(&path)
-        .and_then(|r| r.entries())
-        .map_err(|e| ReportDataError::Integrity(e.to_string()))?;
     // Only the verified prefix is evidence.
-    let entries: Vec<_> = all.into_iter().take(verified.entries as usize).collect();
-    let st = match RunState::replay(&entries) {
+    let entries = &all[..all.len().min(verified.entries as usize)];
+    let st = match RunState::replay(entries) {
         Ok(st) => st,
         Err(e) => {
             problems.push(e.to_string());
             RunState::default()
         }
     };
-    let started = st.started.clone().ok_or_else(|| {
-        ReportDataError::Input(format!("{}: no run_started entry", path.display()))
-    })?;
-    let signed_evidence = verify_signatures(state, &path, &started.protocol)?;
-    let artifacts_verified = verify_artifacts(&entries, &super::artifacts_dir(state, matrix))
-        .map_err(ReportDataError::Integrity)?;
+    let started = st
+        .started
+        .clone()
+        .ok_or_else(|| ReportDataError::NoRunStarted { path: path.clone() })?;
+    let signed_evidence = verify_signatures(state, &path, &all, &started.protocol)?;
+    let artifacts_verified = verify_artifacts_at(entries, &super::artifacts_dir(state, matrix))
+        .map_err(|(seq, message)| ReportDataError::Artifact { seq, message })?;
     let project = Project::open(root);
     let loaded = project
         .load(&started.protocol)
-        .map_err(|e| ReportDataError::Input(e.to_string()))?;
+        .map_err(ReportDataError::Protocol)?;
     let p = &loaded.protocol;
-    let reg = Registry::open(state).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    let reg = Registry::open(state).map_err(ReportDataError::Registry)?;
     let frozen = reg.frozen_identity(&started.protocol);
     let mut drift = Vec::new();
     match &frozen {
@@ -138,17 +188,20 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         .map(|a| {
             eval_runtimes::RuntimeDef::load(&root.join(&a.runtime))
                 .map(|d| (a.id.as_str(), d.def.metrics_path.is_some()))
-                .map_err(|e| ReportDataError::Input(format!("arm {}: {}: {e}", a.id, a.runtime)))
+                .map_err(|source| ReportDataError::RuntimeDef {
+                    arm: a.id.clone(),
+                    runtime: a.runtime.clone(),
+                    source: Box::new(source),
+                })
         })
         .collect::<Result<_, _>>()?;
-    let spend = spend_by_attempt(&entries);
+    let spend = spend_by_attempt(entries);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
         // Replay accepted the ledger, so this parses; were it not, the attempt would be missing
         // from the report, so it is an integrity failure rather than a skip.
-        let a = serde_json::from_slice::<events::AttemptStarted>(&e.payload).map_err(|err| {
-            ReportDataError::Integrity(format!("ledger seq {} (attempt_started): {err}", e.seq))
-        })?;
+        let a = serde_json::from_slice::<events::AttemptStarted>(&e.payload)
+            .map_err(|source| ReportDataError::AttemptStarted { seq: e.seq, source })?;
         let o = st
             .attempts
             .get(&a.slot)
@@ -222,41 +275,56 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
     })
 }
 
+/// A swap point for the custody tests: `EVAL_TEST_SWAP_LEDGER=<file>` renames `<file>` over the
+/// ledger right after the report has read it, as an operator racing the report would. Only debug
+/// builds read the variable.
+fn test_swap_hook(ledger: &Path) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    if let Some(from) = std::env::var_os("EVAL_TEST_SWAP_LEDGER") {
+        // A failed swap leaves the honest ledger in place, which the test then notices.
+        let _ = std::fs::rename(from, ledger);
+    }
+}
+
 /// With a preregistered public key: every checkpoint verifies with it (signature, root,
 /// consistency) and a finished run is covered to its end. Without one: `None` (unsigned).
 fn verify_signatures(
     state: &Path,
     ledger_path: &Path,
+    entries: &[Entry],
     protocol: &str,
 ) -> Result<Option<SignedEvidence>, ReportDataError> {
-    let reg = Registry::open(state).map_err(|e| ReportDataError::Integrity(e.to_string()))?;
+    let reg = Registry::open(state).map_err(ReportDataError::Registry)?;
     if reg.frozen_identity(protocol).is_none() {
         // Not frozen: the report's drift check says so and exits 3.
         return Ok(None);
     }
     // A frozen protocol whose freeze cannot be read must not be reported as merely unsigned.
-    let key = eval_protocols::frozen_public_key(state, protocol).map_err(|e| {
-        ReportDataError::Integrity(format!(
-            "cannot read the preregistered public key of {protocol}: {e}"
-        ))
+    let key = eval_protocols::frozen_public_key(state, protocol).map_err(|source| {
+        ReportDataError::PublicKeyUnreadable {
+            protocol: protocol.to_owned(),
+            source,
+        }
     })?;
     let Some(key) = key else {
         return Ok(None);
     };
-    let verifier = eval_evidence::signing::PublicKey::try_from(&key).map_err(|e| {
-        ReportDataError::Integrity(format!(
-            "the preregistered public key of {protocol} cannot verify signatures: {e}"
-        ))
+    let verifier = eval_evidence::signing::PublicKey::try_from(&key).map_err(|source| {
+        ReportDataError::PublicKeyUnusable {
+            protocol: protocol.to_owned(),
+            source,
+        }
     })?;
-    let r = eval_evidence::signing::verify_ledger_signatures(ledger_path, &verifier)
-        .map_err(|e| ReportDataError::Integrity(format!("{}: {e}", ledger_path.display())))?;
+    let r = eval_evidence::signing::verify_entry_signatures(entries, &verifier, None);
     if let Some(f) = &r.error {
-        return Err(ReportDataError::Integrity(format!(
-            "{}: the evidence does not verify with the preregistered public key {key}: {} ({}); no report was computed",
-            ledger_path.display(),
-            f.message,
-            f.reason
-        )));
+        return Err(ReportDataError::SignaturesDoNotVerify {
+            path: ledger_path.to_path_buf(),
+            key: key.to_string(),
+            message: f.message.clone(),
+            reason: f.reason,
+        });
     }
     let last = r.last_checkpoint.as_ref();
     Ok(Some(SignedEvidence {
@@ -322,13 +390,8 @@ pub fn referenced_artifacts(entries: &[Entry]) -> Vec<ArtifactRef> {
 }
 
 /// Re-hashes every artifact the ledger references in the store at `dir`; the first one that is
-/// missing, altered or malformed is the error (naming its digest and the entry). Returns how
-/// many references were checked.
-pub fn verify_artifacts(entries: &[Entry], dir: &Path) -> Result<u64, String> {
-    verify_artifacts_at(entries, dir).map_err(|(_, m)| m)
-}
-
-/// [`verify_artifacts`] that also gives the seq of the entry whose artifact failed.
+/// missing, altered or malformed is the error: the seq of the entry that references it, and a
+/// message naming its digest and the entry. Returns how many references were checked.
 pub fn verify_artifacts_at(entries: &[Entry], dir: &Path) -> Result<u64, (u64, String)> {
     let refs = referenced_artifacts(entries);
     if refs.is_empty() {

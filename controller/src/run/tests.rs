@@ -23,23 +23,86 @@ enum Script {
     ReportsRecordingFailure,
 }
 
+/// A generous bound on waits that only a deadlock (a broken runner) can reach: it turns a hang
+/// into a failure with a message, and a passing run never comes near it, however loaded.
+const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Holds the first `size` attempts of `phase` until all of them are running at once, so a test
+/// proves that the runner uses its concurrency without assuming how fast attempts start.
+struct Gate {
+    phase: Phase,
+    size: usize,
+    arrivals: AtomicUsize,
+    barrier: tokio::sync::Barrier,
+}
+
 struct Scripted {
     script: Box<dyn Fn(&AttemptSpec) -> Script + Send + Sync>,
     order: Mutex<Vec<String>>,
     swept: AtomicUsize,
     running: AtomicUsize,
     max_running: AtomicUsize,
+    gates: Vec<Gate>,
+    /// One permit per attempt that has reached its wait for cancellation (after its calls).
+    waiting_for_cancel: tokio::sync::Semaphore,
 }
 
 impl Scripted {
     fn new(f: impl Fn(&AttemptSpec) -> Script + Send + Sync + 'static) -> Arc<Self> {
+        Self::gated(&[], f)
+    }
+
+    fn gated(
+        gates: &[(Phase, usize)],
+        f: impl Fn(&AttemptSpec) -> Script + Send + Sync + 'static,
+    ) -> Arc<Self> {
         Arc::new(Self {
             script: Box::new(f),
             order: Mutex::new(Vec::new()),
             swept: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             max_running: AtomicUsize::new(0),
+            gates: gates
+                .iter()
+                .map(|&(phase, size)| Gate {
+                    phase,
+                    size,
+                    arrivals: AtomicUsize::new(0),
+                    barrier: tokio::sync::Barrier::new(size),
+                })
+                .collect(),
+            waiting_for_cancel: tokio::sync::Semaphore::new(0),
         })
+    }
+
+    async fn pass_gate(&self, spec: &AttemptSpec) {
+        let Some(gate) = self.gates.iter().find(|g| g.phase == spec.slot.phase) else {
+            return;
+        };
+        if gate.arrivals.fetch_add(1, Ordering::SeqCst) >= gate.size {
+            return;
+        }
+        if tokio::time::timeout(HANG_GUARD, gate.barrier.wait())
+            .await
+            .is_err()
+        {
+            panic!(
+                "{} never had {} attempts running at once (running now: {}): the runner does not \
+                 use its concurrency",
+                spec.attempt,
+                gate.size,
+                self.running.load(Ordering::SeqCst)
+            );
+        }
+    }
+
+    /// Waits until `n` attempts are parked waiting for cancellation (hang-guarded).
+    async fn until_waiting_for_cancel(&self, n: u32) {
+        let parked = tokio::time::timeout(HANG_GUARD, self.waiting_for_cancel.acquire_many(n))
+            .await
+            .unwrap_or_else(|_| panic!("{n} attempts never reached their wait for cancellation"))
+            .unwrap();
+        parked.forget();
     }
 }
 
@@ -80,7 +143,7 @@ impl AttemptExecutor for Scripted {
             self.order.lock().unwrap().push(spec.attempt.clone());
             let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
             self.max_running.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            self.pass_gate(spec).await;
             let r = match (self.script)(spec) {
                 Script::Outcome(o, calls) => {
                     for i in 0..calls {
@@ -112,6 +175,7 @@ impl AttemptExecutor for Scripted {
                     for i in 0..calls {
                         model_call(&rec, &spec.attempt, i + 1).await;
                     }
+                    self.waiting_for_cancel.add_permits(1);
                     cancel.cancelled().await;
                     AttemptReport {
                         cancelled: true,
@@ -254,7 +318,12 @@ async fn runs_infra_first_then_the_schedule_order_at_concurrency_one() {
 async fn concurrency_is_bounded_and_used() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite");
-    let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 0));
+    // Both infrastructure attempts, then the first three statistical ones, are held until they
+    // all run at once (so reaching the bound is proven, not hoped for); nothing may exceed it.
+    let exec = Scripted::gated(
+        &[(Phase::Infrastructure, 2), (Phase::Statistical, 3)],
+        |_| Script::Outcome(Outcome::Completed, 0),
+    );
     let end = session(
         &path,
         started(3, &[], 1),
@@ -264,6 +333,7 @@ async fn concurrency_is_bounded_and_used() {
     .await;
     assert!(end.complete);
     assert_eq!(exec.max_running.load(Ordering::SeqCst), 3);
+    assert_eq!(exec.order.lock().unwrap().len(), slots().len());
 }
 
 #[tokio::test]
@@ -396,12 +466,16 @@ async fn ctrl_c_closes_running_attempts_by_the_model_call_rule_and_resume_finish
         "stat-s-t2-cand-r1" => Script::WaitForCancel(0),
         _ => Script::Outcome(Outcome::Completed, 1),
     });
-    let c2 = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        c2.cancel();
-    });
-    let end = session(&path, started(2, &[], 1), exec, cancel).await;
+    // Ctrl-C arrives once both hanging attempts are parked (the one with a call has recorded it).
+    // Joined, not spawned, so a hang-guard failure fails the test instead of hanging the session.
+    let ctrl_c = async {
+        exec.until_waiting_for_cancel(2).await;
+        cancel.cancel();
+    };
+    let (end, ()) = tokio::join!(
+        session(&path, started(2, &[], 1), exec.clone(), cancel.clone()),
+        ctrl_c
+    );
     assert!(!end.complete);
     let (st, _) = replayed(&path);
     let statuses: BTreeMap<String, SlotStatus> = st

@@ -415,3 +415,79 @@ fn a_candidate_that_never_made_a_model_call_is_flagged_in_the_report() {
         assert!(body.contains("evidence UNSIGNED"), "{format}");
     }
 }
+
+/// `eval report` reads the ledger once: a file swapped in right after that read (the
+/// `EVAL_TEST_SWAP_LEDGER` hook of debug builds) can neither be described by the report nor
+/// receive its `report` entry; a byte-identical copy swapped in changes nothing.
+#[test]
+fn a_ledger_swapped_during_the_report_is_never_reported_on() {
+    if !docker_available() {
+        eprintln!("skipping: no Docker engine");
+        return;
+    }
+    static_binaries();
+    let (_tmp, dir) = demo_project();
+    small_matrix(&dir);
+    let (_, _sweep) = freeze_demo(&dir);
+    let o = fixture_run(&dir, &["--concurrency", "4"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let ledger = dir.join("runs/demo/ledger.sqlite");
+    let report_json = dir.join("runs/demo/report.json");
+
+    // The forgery: one statistical outcome's metric raised, the chain recomputed (unsigned, so
+    // only a single read protects the report).
+    let forged = dir.join("forged.sqlite");
+    std::fs::copy(&ledger, &forged).unwrap();
+    let mut all = rows(&forged);
+    let at = all
+        .iter()
+        .position(|r| {
+            r.kind == "attempt_outcome" && {
+                let v: serde_json::Value = serde_json::from_slice(&r.payload).unwrap();
+                v["slot"].as_str().is_some_and(|s| s.starts_with("stat-"))
+                    && v["metrics"].as_object().is_some_and(|m| !m.is_empty())
+            }
+        })
+        .expect("an outcome with a metric");
+    let mut v: serde_json::Value = serde_json::from_slice(&all[at].payload).unwrap();
+    let metric = v["metrics"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let old = v["metrics"][&metric].as_f64().unwrap();
+    v["metrics"][&metric] = serde_json::json!(old + 100.0);
+    all[at].payload = eval_evidence::canonical::to_vec(&v).unwrap();
+    rewrite_and_rechain(&forged, &all);
+
+    let report = |swap: &Path| {
+        eval_env(
+            &dir,
+            &["report", "--matrix", "demo", "--format", "json"],
+            &[("EVAL_TEST_SWAP_LEDGER", swap.to_str().unwrap())],
+        )
+    };
+
+    // An identical copy swapped in: the same head, so the report is made and recorded.
+    let same = dir.join("same.sqlite");
+    std::fs::copy(&ledger, &same).unwrap();
+    let o = report(&same);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!same.exists(), "the hook did not swap");
+    assert!(report_json.exists());
+    std::fs::remove_file(&report_json).unwrap();
+    let reports_before = report_entries(&ledger);
+    assert_eq!(reports_before, 1);
+
+    // The forgery swapped in after the read: refused before anything is written or appended.
+    let o = report(&forged);
+    let t = text(&o);
+    assert!(!forged.exists(), "the hook did not swap");
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("the ledger changed"), "{t}");
+    assert!(!report_json.exists(), "report.json was written: {t}");
+    // The file now in place is the forgery, and it received no report entry.
+    assert_eq!(report_entries(&ledger), 0);
+}

@@ -11,16 +11,15 @@
 //! == the upstream's tally; the transcript stored as the attempt's artifact and absent from the
 //! archived workspace; the key nowhere.
 
-
 use crate::support::dsh::*;
 use crate::support::real_harness::tar_files;
+use crate::support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use crate::support::*;
 
 const IMAGE_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const UPSTREAM_ENV: &str = "EVAL_V04_UPSTREAM";

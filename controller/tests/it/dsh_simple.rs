@@ -10,15 +10,14 @@
 //! upstream's tally; the key nowhere. Prints one wire summary line per arm. Needs
 //! `EVAL_TEST_DSH_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE` (`scripts/ensure-harness-images.sh`).
 
-
 use crate::support::dsh::*;
+use crate::support::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use crate::support::*;
 
 const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";

@@ -2,9 +2,8 @@
 //! exit statuses"): 0 success, 1 gate not passed, 2 usage or input error, 3 integrity failure,
 //! and the statuses of a run whose environment fails (2) or whose evidence fails (3).
 
-
-use std::path::Path;
 use crate::support::*;
+use std::path::Path;
 
 fn ledger_cmd(args: &[&str]) -> std::process::Output {
     eval(Path::new("."), args)

@@ -21,6 +21,17 @@ macro_rules! need_docker {
     };
 }
 
+/// [`need_docker!`] for an attack that must have the machine alone (a flood, a memory peak):
+/// no other Docker test of this binary runs beside it (see `support::docker_available_alone`).
+macro_rules! need_docker_alone {
+    () => {
+        if !docker_available_alone() {
+            return;
+        }
+        static_binaries();
+    };
+}
+
 // ---------------------------------------------------------------------------------------------
 // 0. The control: the harness itself can pass, so a failure below is the attack's.
 
@@ -91,7 +102,7 @@ fn metrics_fifo_does_not_hang_the_controller() {
 
 #[test]
 fn metrics_link_to_dev_zero_does_not_exhaust_the_controller() {
-    need_docker!();
+    need_docker_alone!();
     // Under the run's address-space limit a controller that reads without a cap fails its
     // allocation instead of taking the machine's memory; either way its peak shows it.
     let (p, r) = metrics_attack("ln -sf /dev/zero \"$W/.eval-agent/metrics.json\"");
@@ -324,7 +335,7 @@ fn arm_has_ended(dir: &std::path::Path, arm: &str) -> bool {
 
 #[test]
 fn a_connection_flood_does_not_change_a_sibling_attempt() {
-    need_docker!();
+    need_docker_alone!();
     let cfg = Cfg {
         pids: 8192,
         memory_mb: 2048,

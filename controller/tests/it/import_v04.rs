@@ -7,15 +7,14 @@
 //! protocol, and v0.4's grader under eval's grader container policy scoring correct solutions
 //! 100 and the untouched workspaces lower, in JavaScript, Python and Go.
 
-
-use serde_json::Value;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 use crate::support::{
     demo_project, docker_available, entries, eval, payloads, replace_in, repo_root,
     static_binaries, text,
 };
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";

@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 #[test]
 fn fixture_run_end_to_end_with_every_outcome() {
-    if !docker_available() {
+    // Alone: the whole 96-slot demo at concurrency 4.
+    if !docker_available_alone() {
         return;
     }
     static_binaries();

@@ -40,7 +40,8 @@ fn a_candidate_byte_changed_after_admission_ends_the_attempt_before_the_agent_st
     let infra = "infra-simple-demo-simple-1-v0.4-auto-r0";
     let t0 = Instant::now();
     while outcomes_mentioning(&ledger, infra) == 0 {
-        assert!(t0.elapsed() < Duration::from_secs(180), "no progress");
+        // A hang guard only (a run that stopped making progress), not a speed bound.
+        assert!(t0.elapsed() < Duration::from_secs(900), "no progress");
         assert!(child.try_wait().unwrap().is_none(), "the run ended early");
         std::thread::sleep(Duration::from_millis(20));
     }

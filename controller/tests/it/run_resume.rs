@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn sigkill_mid_run_then_resume_loses_nothing_and_records_nothing_twice() {
-    if !docker_available() {
+    // Alone: the whole 96-slot demo at concurrency 4, twice.
+    if !docker_available_alone() {
         return;
     }
     static_binaries();
@@ -37,10 +38,11 @@ fn sigkill_mid_run_then_resume_loses_nothing_and_records_nothing_twice() {
         .spawn()
         .unwrap();
     // Kill while statistical attempts are running (after the six infrastructure slots).
+    // A hang guard only (a run that stopped making progress), not a speed bound.
     let t0 = Instant::now();
     while count_outcomes(&ledger) < 14 {
         assert!(
-            t0.elapsed() < Duration::from_secs(120),
+            t0.elapsed() < Duration::from_secs(900),
             "the run made no progress"
         );
         assert!(

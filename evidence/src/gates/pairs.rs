@@ -8,31 +8,13 @@ use crate::report::{AttemptData, RunData, SuiteData};
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 
-/// Built-in metrics, read from the attempt's accounting when the grader did not emit the name.
-pub const BUILTIN_METRICS: [&str; 6] = [
-    "model_turns",
-    "tokens",
-    "input_tokens",
-    "output_tokens",
-    "duration_seconds",
-    "oracle_calls",
-];
-
 /// The value of `metric` for a finished attempt: the grader's metric, else a built-in, else the
 /// protocol's missing-data value; `Err` explains why there is none.
 pub fn metric_value(run: &RunData, a: &AttemptData, metric: &str) -> Result<f64, String> {
     if let Some(v) = a.metrics.get(metric) {
         return Ok(*v);
     }
-    let builtin = match metric {
-        "model_turns" => Some(a.model_turns as f64),
-        "tokens" => Some(a.tokens.total() as f64),
-        "input_tokens" => Some(a.tokens.input as f64),
-        "output_tokens" => Some(a.tokens.output as f64),
-        "duration_seconds" => Some(a.duration_seconds),
-        "oracle_calls" => Some(f64::from(a.oracle_calls)),
-        _ => None,
-    };
+    let builtin = builtin_value(a, metric);
     if let Some(v) = builtin {
         return Ok(v);
     }
@@ -46,6 +28,22 @@ pub fn metric_value(run: &RunData, a: &AttemptData, metric: &str) -> Result<f64,
                 a.slot, a.attempt
             )
         })
+}
+
+/// A built-in metric (one of [`eval_core::budget::BUILTIN_METRICS`]) read from the attempt's
+/// accounting, for run data whose metrics map lacks it; `None` for any other name.
+fn builtin_value(a: &AttemptData, metric: &str) -> Option<f64> {
+    match metric {
+        "model_turns" => Some(a.model_turns as f64),
+        "tokens" => Some(a.tokens.total() as f64),
+        "input_tokens" => Some(a.tokens.input as f64),
+        "output_tokens" => Some(a.tokens.output as f64),
+        "duration_seconds" => Some(a.duration_seconds),
+        // The run data's oracle count is already the larger of the oracle role's calls and the
+        // questions the controller answered, which is what the clarification count measures.
+        "oracle_calls" | "clarification_questions" => Some(f64::from(a.oracle_calls)),
+        _ => None,
+    }
 }
 
 /// Whether an attempt's outcome settles its slot (any recorded outcome but an infrastructure

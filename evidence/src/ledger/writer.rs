@@ -163,6 +163,16 @@ impl LedgerWriter {
             .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))
     }
 
+    /// [`Self::head`] for callers outside an async runtime (the CLI).
+    pub fn head_blocking(&self) -> Result<Head, LedgerError> {
+        let (tx, rx) = oneshot::channel();
+        self.sender()?
+            .send(Request::Head(tx))
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))?;
+        rx.blocking_recv()
+            .map_err(|_| LedgerError::WriterGone("the writer thread ended".into()))
+    }
+
     fn send(
         &self,
         entries: Vec<NewEntry>,

@@ -36,5 +36,6 @@ pub use receipt::{
 };
 pub use scan::{
     ANNOTATION_KINDS, CheckpointSummary, RUN_FINISHED_KIND, RUN_STARTED_KIND, RecordedCheckpoint,
-    ScanFailure, SignatureReport, verify_ledger_signatures, verify_ledger_signatures_expecting,
+    ScanFailure, SignatureReport, verify_entry_signatures, verify_ledger_signatures,
+    verify_ledger_signatures_expecting,
 };

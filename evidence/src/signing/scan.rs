@@ -324,6 +324,27 @@ pub fn verify_ledger_signatures_expecting(
     expect: Option<Head>,
 ) -> Result<SignatureReport, SigningError> {
     let scan = LedgerScan::expecting(Some(key.clone()), None, expect).run(path)?;
+    Ok(signature_report(scan, key, expect))
+}
+
+/// [`verify_ledger_signatures_expecting`] over entries already in memory: a caller that runs
+/// several checks reads the ledger once and gives every check the same snapshot, so a file
+/// swapped between reads cannot show one ledger to the checks and another to the report.
+pub fn verify_entry_signatures(
+    entries: &[Entry],
+    key: &PublicKey,
+    expect: Option<Head>,
+) -> SignatureReport {
+    let mut scan = LedgerScan::expecting(Some(key.clone()), None, expect);
+    for e in entries {
+        if scan.push(e).is_break() {
+            break;
+        }
+    }
+    signature_report(scan, key, expect)
+}
+
+fn signature_report(scan: LedgerScan, key: &PublicKey, expect: Option<Head>) -> SignatureReport {
     let head = scan.head();
     let mut error = scan.failure.clone();
     if error.is_none()
@@ -389,7 +410,7 @@ pub fn verify_ledger_signatures_expecting(
         tree_size: c.checkpoint.head.tree_size,
         root: c.checkpoint.head.root,
     });
-    Ok(SignatureReport {
+    SignatureReport {
         ok: error.is_none(),
         entries: head.seq,
         head,
@@ -402,5 +423,5 @@ pub fn verify_ledger_signatures_expecting(
         first_unsigned_evidence,
         key: key.to_string(),
         error,
-    })
+    }
 }

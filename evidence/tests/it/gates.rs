@@ -712,3 +712,34 @@ fn older_report_json_and_run_data_still_read() {
 fn obj_schema(v: &mut serde_json::Value, schema: &str) {
     v["schema"] = schema.into();
 }
+
+/// Every built-in metric evaluates from the attempt's accounting when no grader emitted it: the
+/// one list in eval-core is what evidence reads (validation's side:
+/// `freeze::a_gate_on_each_built_in_metric_is_accepted`).
+#[test]
+fn a_gate_on_each_built_in_metric_is_evaluated_from_the_accounting() {
+    let mut run = run_data(UPLIFT);
+    for a in &mut run.attempts {
+        a.metrics.retain(|k, _| k == "score");
+        if a.arm == "cand" {
+            a.oracle_calls = 3;
+        }
+    }
+    let cand = run.attempts.iter().find(|a| a.arm == "cand").unwrap();
+    let expected = |m: &str| match m {
+        "model_turns" => cand.model_turns as f64,
+        "tokens" => cand.tokens.total() as f64,
+        "input_tokens" => cand.tokens.input as f64,
+        "output_tokens" => cand.tokens.output as f64,
+        "duration_seconds" => cand.duration_seconds,
+        "oracle_calls" | "clarification_questions" => 3.0,
+        other => panic!("built-in metric {other:?} has no expected value in this test"),
+    };
+    for m in eval_core::budget::BUILTIN_METRICS {
+        let mut r = rule("r", Statistic::ArmMean, Some(m), Op::Ge, Some(0.0));
+        r.arm = Some(ArmRole::Candidate);
+        let res = one(&run, r);
+        assert_eq!(res.verdict, Verdict::Pass, "{m}: {:?}", res.reason);
+        assert_eq!(res.value, Some(expected(m)), "{m}");
+    }
+}

@@ -842,4 +842,18 @@ fn a_finished_run_must_be_signed_to_its_end() {
     let e = r.error.unwrap();
     assert_eq!(e.reason, "unsigned_tail");
     assert!(e.message.contains("attempt outcome"), "{}", e.message);
+
+    // The in-memory scan (what `eval report` runs on its one read) judges every ledger above
+    // exactly as the scan of the file does.
+    for path in [&ok, &cut, &late, &open, &reopened] {
+        let from_file = verify_ledger_signatures(path, &public).unwrap();
+        let entries = ledger::LedgerReader::open(path).unwrap().entries().unwrap();
+        let in_memory = verify_entry_signatures(&entries, &public, None);
+        assert_eq!(
+            serde_json::to_value(&in_memory).unwrap(),
+            serde_json::to_value(&from_file).unwrap(),
+            "{}",
+            path.display()
+        );
+    }
 }

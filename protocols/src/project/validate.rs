@@ -4,7 +4,8 @@
 
 use super::{Loaded, Project};
 use crate::error::ProtocolError;
-use crate::protocol::{BUILTIN_METRICS, ModelContract, PROTOCOL_SCHEMA, Protocol};
+use crate::protocol::{ModelContract, PROTOCOL_SCHEMA, Protocol};
+use eval_core::budget::BUILTIN_METRICS;
 use eval_core::headers::never_forwarded;
 use eval_matrix::valid_id;
 use std::collections::{BTreeSet, HashSet};

@@ -582,3 +582,49 @@ fn a_registry_entry_that_does_not_parse_is_refused_not_skipped() {
         "{shown}"
     );
 }
+
+/// Every built-in metric may be listed by a suite no task of which emits it, and gated on: the
+/// one list in eval-core is what validation accepts (evidence's side: `gates::a_gate_on_each_
+/// built_in_metric_is_evaluated_from_the_accounting`).
+#[test]
+fn a_gate_on_each_built_in_metric_is_accepted() {
+    use eval_core::budget::BUILTIN_METRICS;
+    let f = fixture();
+    let p = f.root.join("protocols/demo/protocol.toml");
+    let mut t = fs::read_to_string(&p).unwrap();
+    let listed = "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\"]";
+    assert!(t.contains(listed));
+    let all: Vec<String> = BUILTIN_METRICS.iter().map(|m| format!("{m:?}")).collect();
+    t = t.replacen(
+        listed,
+        &format!("metrics = [\"score\", {}]", all.join(", ")),
+        1,
+    );
+    t.push_str("\n[[gates]]\nid = \"builtins\"\nsuite = \"simple\"\n");
+    for m in BUILTIN_METRICS {
+        t.push_str(&format!(
+            "[[gates.rules]]\nid = \"{m}_mean\"\nstatistic = \"arm_mean\"\nmetric = \"{m}\"\narm = \"candidate\"\nop = \">=\"\nthreshold = 0\n"
+        ));
+    }
+    fs::write(&p, &t).unwrap();
+    do_freeze(&f).unwrap();
+    let l = Project::open(&f.root).load("demo").unwrap();
+    let g = l
+        .protocol
+        .gates
+        .iter()
+        .find(|g| g.id == "builtins")
+        .unwrap();
+    assert_eq!(g.rules.len(), BUILTIN_METRICS.len());
+
+    // The same suite listing a name that is neither built in nor emitted is refused.
+    let f = fixture();
+    let p = f.root.join("protocols/demo/protocol.toml");
+    fs::write(
+        &p,
+        t.replacen("\"score\", ", "\"score\", \"tokens_total\", ", 1),
+    )
+    .unwrap();
+    let msg = do_freeze(&f).unwrap_err().to_string();
+    assert!(msg.contains("tokens_total"), "{msg}");
+}

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::budget::Reservation;
 use crate::config::{ApiKind, Price};
-use crate::record::{CallStarted, Change, Outcome};
+use crate::record::{CallOutcome, CallStarted, Change};
 use crate::request::ParsedRequest;
 use crate::server::{Attempt, RoleEntry};
 
@@ -62,7 +62,7 @@ async fn pipeline(call: Call, req: Request) -> Result<Response, Response> {
         let role = call.record.role;
         return Err(call.refuse(
             StatusCode::FORBIDDEN,
-            Outcome::ContractViolation,
+            CallOutcome::ContractViolation,
             "contract_violation",
             &format!("this attempt has no {} role", role.as_str()),
         ));
@@ -90,7 +90,7 @@ fn admit(call: Call, req: &Request) -> Step<(Arc<Attempt>, bool)> {
     let Some(attempt) = call.attempt.clone() else {
         return Err(call.refuse(
             StatusCode::UNAUTHORIZED,
-            Outcome::UnknownAttempt,
+            CallOutcome::UnknownAttempt,
             "unknown_attempt",
             "unknown attempt",
         ));
@@ -107,7 +107,7 @@ fn admit(call: Call, req: &Request) -> Step<(Arc<Attempt>, bool)> {
                     req.uri().path()
                 )
             };
-            Err(call.refuse(status, Outcome::BadRequest, "bad_request", &msg))
+            Err(call.refuse(status, CallOutcome::BadRequest, "bad_request", &msg))
         }
     }
 }
@@ -134,7 +134,7 @@ async fn check_request(
         Err(e) => {
             return Err(call.refuse(
                 StatusCode::BAD_REQUEST,
-                Outcome::BadRequest,
+                CallOutcome::BadRequest,
                 "invalid_json",
                 &e.to_string(),
             ));
@@ -158,7 +158,7 @@ async fn check_request(
     ) {
         return Err(call.refuse(
             StatusCode::FORBIDDEN,
-            Outcome::ContractViolation,
+            CallOutcome::ContractViolation,
             "contract_violation",
             &why,
         ));
@@ -196,7 +196,7 @@ fn refuse_body(call: Call, status: StatusCode) -> Response {
     match status {
         StatusCode::REQUEST_TIMEOUT => call.refuse(
             StatusCode::REQUEST_TIMEOUT,
-            Outcome::BadRequest,
+            CallOutcome::BadRequest,
             "request_timeout",
             &format!(
                 "the request body did not arrive within {:?}",
@@ -205,13 +205,13 @@ fn refuse_body(call: Call, status: StatusCode) -> Response {
         ),
         StatusCode::PAYLOAD_TOO_LARGE => call.refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
-            Outcome::BadRequest,
+            CallOutcome::BadRequest,
             "request_too_large",
             &format!("the request body is larger than {} bytes", shared.max_body),
         ),
         _ => call.refuse(
             StatusCode::BAD_REQUEST,
-            Outcome::BadRequest,
+            CallOutcome::BadRequest,
             "bad_request",
             "the request body could not be read",
         ),
@@ -271,7 +271,7 @@ fn reserve(mut call: Call, entry: &RoleEntry, attempt: &Attempt, out: &Outbound)
         }
         Err(refusal) => Err(call.refuse(
             StatusCode::TOO_MANY_REQUESTS,
-            Outcome::BudgetExhausted,
+            CallOutcome::BudgetExhausted,
             "budget_exhausted",
             &refusal.message(),
         )),
@@ -310,7 +310,7 @@ async fn record_start(
         call.record.changes = changes;
         return Err(call.refuse(
             StatusCode::SERVICE_UNAVAILABLE,
-            Outcome::NotRecorded,
+            CallOutcome::NotRecorded,
             "not_recorded",
             &format!("the call was not forwarded: {e}"),
         ));

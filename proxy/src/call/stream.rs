@@ -19,7 +19,7 @@ use super::{
 };
 use crate::budget::Reservation;
 use crate::config::Price;
-use crate::record::{Change, Outcome};
+use crate::record::{CallOutcome, Change};
 use crate::secret::StreamRedactor;
 use crate::sse::SseParser;
 use crate::usage::StreamUsage;
@@ -167,16 +167,16 @@ impl Pump {
         meter_success(&mut call, usage, spend);
         match end {
             End::Fail(msg) => {
-                call.record.outcome = Outcome::UpstreamError;
+                call.record.outcome = CallOutcome::UpstreamError;
                 call.record.detail = Some(msg);
                 call.count_upstream(UpstreamFault::Transport);
             }
             End::Cut => {
-                call.record.outcome = Outcome::CutAtClose;
+                call.record.outcome = CallOutcome::CutAtClose;
                 call.record.detail =
                     Some("the attempt was closed while this stream was running".into());
             }
-            End::Done if call.record.outcome == Outcome::Unmetered => {
+            End::Done if call.record.outcome == CallOutcome::Unmetered => {
                 call.record.detail = Some("the stream ended without usage".into());
             }
             End::Done => {}

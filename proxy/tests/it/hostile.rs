@@ -55,7 +55,7 @@ async fn an_upstream_4xx_is_counted_as_the_clients_fault() {
         ),
         (1, 0, 0, 1)
     );
-    assert_eq!(sink.records()[0].outcome, Outcome::UpstreamError);
+    assert_eq!(sink.records()[0].outcome, CallOutcome::UpstreamError);
 }
 
 #[tokio::test]
@@ -252,7 +252,7 @@ async fn parameters_and_headers_outside_the_allow_list_are_refused_or_dropped() 
     }
     let violations = recs
         .iter()
-        .filter(|r| r.outcome == Outcome::ContractViolation)
+        .filter(|r| r.outcome == CallOutcome::ContractViolation)
         .count();
     assert_eq!(violations, 4);
     let m = agent(&proxy.close_attempt("a").unwrap());
@@ -338,7 +338,7 @@ async fn model_listings_are_inside_the_budget_and_the_call_started_record() {
     .await;
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(up.seen().is_empty());
-    assert_eq!(log.records.records()[0].outcome, Outcome::NotRecorded);
+    assert_eq!(log.records.records()[0].outcome, CallOutcome::NotRecorded);
 }
 
 #[tokio::test]
@@ -448,8 +448,22 @@ async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
     let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
     let body = json!({"model": MODEL, "messages":[{"role":"user","content":"usage:10:10"}], "max_tokens": 100});
     let reserve = body.to_string().len() as u64 + 100;
-    // Room for exactly one more call's worst case after what earlier sessions spent.
-    cfg.run_budget.max_tokens = Some(1_000_000);
+    // Room for exactly one more call's worst case after what earlier sessions spent; the spend
+    // limit is out of reach (the model is priced, or it would be refused as unpriced).
+    cfg.prices.models.insert(
+        MODEL.into(),
+        Price {
+            model: MODEL.into(),
+            input_usd_per_mtok: 1.0,
+            cached_input_usd_per_mtok: None,
+            cache_write_usd_per_mtok: None,
+            output_usd_per_mtok: 1.0,
+        },
+    );
+    cfg.run_budget = Some(RunBudget {
+        max_tokens: 1_000_000,
+        max_spend_usd: 1e9,
+    });
     cfg.run_seed = RunSeed {
         tokens: 1_000_000 - reserve,
         spend_usd: 0.0,
@@ -488,7 +502,10 @@ async fn a_seeded_run_budget_refuses_at_the_limit_earlier_sessions_left() {
             output_usd_per_mtok: 1.0,
         },
     );
-    cfg.run_budget.max_spend_usd = Some(1.0);
+    cfg.run_budget = Some(RunBudget {
+        max_tokens: u64::MAX,
+        max_spend_usd: 1.0,
+    });
     cfg.run_seed.spend_usd = 1.0;
     let (_proxy, _d, sock) = one_attempt(
         cfg,
@@ -507,7 +524,9 @@ async fn meter_until(
     id: &str,
     done: impl Fn(&AttemptMeter) -> bool,
 ) -> AttemptMeter {
-    for _ in 0..2000 {
+    // A hang guard, not a speed assumption: the meter settles when the call's record lands.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         let m = proxy.meter(id).unwrap();
         if done(&m) {
             return m;
@@ -633,7 +652,7 @@ async fn slow_heads_and_slow_bodies_are_cut_off() {
     assert!(answer.contains("request_timeout"), "{answer}");
     let recs = sink.records();
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::BadRequest);
+    assert_eq!(recs[0].outcome, CallOutcome::BadRequest);
     assert!(up.seen().is_empty());
 }
 
@@ -672,7 +691,7 @@ async fn closing_cuts_a_stream_left_draining_and_records_it_before_returning() {
     // Returned: the record is already delivered, no polling.
     let recs = sink.records();
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::CutAtClose);
+    assert_eq!(recs[0].outcome, CallOutcome::CutAtClose);
     assert!(recs[0].client_disconnected);
     assert!(recs[0].reserved_tokens > 0);
     // Counted in the run budget at its reservation.
@@ -703,7 +722,7 @@ async fn closing_cuts_a_stream_left_draining_and_records_it_before_returning() {
         .unwrap();
     let recs = sink.records();
     assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0].outcome, Outcome::CutAtClose);
+    assert_eq!(recs[0].outcome, CallOutcome::CutAtClose);
     assert!(!reader.await.unwrap(), "a cut stream ended as if complete");
 }
 
@@ -760,4 +779,126 @@ async fn a_reflected_key_is_redacted_in_every_encoding_streaming_or_not() {
             assert!(!contains(&w, value), "{value} was written down");
         }
     }
+}
+
+/// Polls the token listener's meter until `done` holds (counted just after the client can
+/// observe the event); bounded so a broken proxy fails instead of hanging.
+async fn token_meter_until(
+    proxy: &ProxyHandle,
+    done: impl Fn(&ConnectionMeter) -> bool,
+) -> ConnectionMeter {
+    for _ in 0..2000 {
+        let m = proxy.token_listener_meter();
+        if done(&m) {
+            return m;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    proxy.token_listener_meter()
+}
+
+async fn read_all_tcp(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_token_listener_has_the_attempt_sockets_cap_and_timeouts() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    // Timeouts far away: the cap alone must hold the flood.
+    cfg.listener = ListenerLimits {
+        max_connections: 4,
+        header_read_timeout: std::time::Duration::from_secs(3600),
+        body_read_timeout: std::time::Duration::from_secs(3600),
+    };
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let reg = proxy
+        .register_attempt(spec(
+            "tok",
+            Listen::Token,
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let addr = reg.tcp_addr.unwrap();
+    let mut held = vec![];
+    for _ in 0..4 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    let m = token_meter_until(&proxy, |m| m.accepted == 4).await;
+    assert_eq!(m.accepted, 4);
+    // Over the cap: closed on accept, without an answer.
+    for _ in 0..3 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _ = s
+            .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await;
+        assert!(
+            read_all_tcp(&mut s).await.is_empty(),
+            "a connection over the cap was served"
+        );
+    }
+    let m = proxy.token_listener_meter();
+    assert_eq!((m.accepted, m.refused_over_limit), (4, 3));
+    // Closed connections free their slots: a token request is served again.
+    drop(held);
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let token = reg.token.clone().unwrap();
+    let mut status = 0;
+    // Each refused try is counted, so this ends once the server has seen the held ones close.
+    for _ in 0..2000 {
+        let r = client
+            .post(&url)
+            .header("x-api-key", &token)
+            .header("x-test-script", "openai-json")
+            .body(chat("hi", false).to_string())
+            .send()
+            .await;
+        if let Ok(r) = r {
+            status = r.status().as_u16();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(status, 200);
+    assert_eq!(proxy.meter("tok").unwrap().connections.accepted, 0);
+}
+
+#[tokio::test]
+async fn a_slow_head_on_the_token_listener_is_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    cfg.listener = ListenerLimits {
+        max_connections: 4,
+        header_read_timeout: std::time::Duration::from_millis(200),
+        body_read_timeout: std::time::Duration::from_millis(200),
+    };
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let addr = proxy.tcp_addr().unwrap();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // The server closes the connection; without a head timeout it never would (the bound only
+    // turns that hang into a failure).
+    let closed =
+        tokio::time::timeout(std::time::Duration::from_secs(120), read_all_tcp(&mut s)).await;
+    assert!(closed.is_ok(), "a head that never ends held the connection");
+    let m = token_meter_until(&proxy, |m| m.header_timeouts == 1).await;
+    assert_eq!(m.header_timeouts, 1);
 }

@@ -118,7 +118,7 @@ async fn the_official_openai_client_works_through_the_proxy() {
     assert_eq!(recs[0].usage.as_ref().unwrap().input_tokens, 21);
     assert_eq!(recs[1].usage.as_ref().unwrap().input_tokens, 34);
     assert_eq!(recs[1].usage.as_ref().unwrap().output_tokens, 13);
-    assert_eq!(recs[2].outcome, Outcome::ContractViolation);
+    assert_eq!(recs[2].outcome, CallOutcome::ContractViolation);
     for s in up.seen() {
         assert_eq!(
             s.header("authorization"),

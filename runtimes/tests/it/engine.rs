@@ -439,7 +439,8 @@ async fn an_agent_past_its_timeout_is_killed_and_removed() {
     let (end, _dirs, c) =
         run_agent(&rt, &sweep, sleeper, b"v1\n", Duration::from_secs(3), None).await;
     assert_eq!(end.outcome, WaitOutcome::TimedOut);
-    assert!(end.elapsed < Duration::from_secs(30), "{:?}", end.elapsed);
+    // Killed before the sleeper's own 120 s would have ended it: that line, not a speed guess.
+    assert!(end.elapsed < Duration::from_secs(120), "{:?}", end.elapsed);
     assert_eq!(c.seen.chat_calls.load(Ordering::SeqCst), 0);
     assert_eq!(
         rt.sweep(&sweep.filter()).await.unwrap(),

@@ -50,19 +50,64 @@ impl DockerExecutor {
 /// Archive notes copied into the ledger at most (all of them are in the archive itself).
 const MAX_ARCHIVE_NOTES: usize = 20;
 
-/// A store failure: the host's when `is_host_fault` (its own disk, or a host failure reading the
-/// tree), otherwise a note — nothing the agent left behind makes it an infrastructure fault.
+/// A store failure. Only reading the agent's tree ([`ArtifactError::Leftover`]) can be the
+/// agent's doing (a note unless it is a host failure); every other failure is the store's own —
+/// the controller's write — and so the host's, whatever the errno ("Classifying an attempt",
+/// row 1: ENOSPC/EDQUOT/EIO are `filesystem_capacity`, EACCES, EROFS and the rest
+/// `controller_error`), never the agent's outcome.
 fn store_failed(what: &str, e: &ArtifactError, seen: &mut Seen) {
     let storing = format!("storing {what}");
     match e {
-        // The store's own write: classified by its errno (ENOSPC/EDQUOT/EIO: capacity; ENOMEM,
-        // EMFILE, ENFILE: `controller_error`, not rerun — see "Classifying an attempt").
-        ArtifactError::Io { source, .. } if e.is_host_fault() => {
+        ArtifactError::Leftover { source, .. } => seen.leftover(&storing, source),
+        ArtifactError::Io { source, .. } => {
             seen.obs.host_io = Some(HostIo::of(storing, source));
         }
-        ArtifactError::Leftover { source, .. } if e.is_host_fault() => {
-            seen.leftover(&storing, source);
+        other => {
+            let e = std::io::Error::other(other.to_string());
+            seen.obs.host_io = Some(HostIo::of(format!("{storing}: {other}"), &e));
         }
-        _ => seen.notes.push(format!("{storing}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::attempt::classify::classify;
+    use eval_core::fault::FaultCode;
+    use eval_core::outcome::Outcome;
+
+    fn io(errno: i32) -> ArtifactError {
+        ArtifactError::Io {
+            path: "/state/demo/artifacts/tmp/1.2".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    fn classified(e: &ArtifactError) -> (Seen, crate::run::attempt::classify::Classification) {
+        let mut seen = Seen::default();
+        store_failed("the agent log", e, &mut seen);
+        let c = classify(&seen.obs);
+        (seen, c)
+    }
+
+    #[test]
+    fn the_stores_own_write_failing_is_the_hosts_fault_whatever_the_errno() {
+        for (errno, code) in [
+            (28, FaultCode::FilesystemCapacity), // ENOSPC
+            (5, FaultCode::FilesystemCapacity),  // EIO
+            (13, FaultCode::ControllerError),    // EACCES
+            (30, FaultCode::ControllerError),    // EROFS
+        ] {
+            let (seen, c) = classified(&io(errno));
+            assert!(seen.notes.is_empty(), "errno {errno}: {:?}", seen.notes);
+            assert_eq!(c.outcome, Outcome::InfraFault, "errno {errno}");
+            assert_eq!(c.infra_fault, Some(code), "errno {errno}");
+        }
+        let (seen, c) = classified(&ArtifactError::Unsupported {
+            path: "/state/demo/artifacts/tmp".into(),
+            reason: "could not create a temporary file".into(),
+        });
+        assert!(seen.notes.is_empty(), "{:?}", seen.notes);
+        assert_eq!(c.infra_fault, Some(FaultCode::ControllerError));
     }
 }

@@ -59,8 +59,11 @@ pub fn frozen_arms(
     let root = super::abs(root);
     let mut out = BTreeMap::new();
     for a in &p.arms {
-        let def = RuntimeDef::load(&root.join(&a.runtime))
-            .map_err(|e| SetupError::Definition(format!("{}: {e}", a.runtime)))?;
+        let def =
+            RuntimeDef::load(&root.join(&a.runtime)).map_err(|source| SetupError::Definition {
+                path: a.runtime.clone(),
+                source: Box::new(source),
+            })?;
         let frozen = images
             .get(&a.id)
             .and_then(|r| r.digest.as_ref())
@@ -68,22 +71,21 @@ pub fn frozen_arms(
         let built = def.def.build.is_some();
         let spec = arm_image_spec(&root, a, def);
         let expected = if built {
-            let b = eval_runtimes::image::build(&spec)
-                .map_err(|e| SetupError::Definition(format!("arm {}: {e}", a.id)))?;
+            let b = eval_runtimes::image::build(&spec).map_err(arm_image(&a.id))?;
             if let Some(f) = &frozen
                 && f != &b.id
             {
-                return Err(SetupError::Definition(format!(
-                    "arm {}: its files build image {}, the freeze recorded {f}",
-                    a.id, b.id
-                )));
+                return Err(SetupError::ImageDrift {
+                    arm: a.id.clone(),
+                    built: b.id.to_string(),
+                    frozen: f.to_string(),
+                });
             }
             b.expected_attestation(&spec.def.def)
         } else {
             // A thin arm: the base is the engine's (checked by id when the arm's image is
             // prepared); the attested digests of the arm's own files need no engine.
-            eval_runtimes::image::arm_attestation(&spec)
-                .map_err(|e| SetupError::Definition(format!("arm {}: {e}", a.id)))?
+            eval_runtimes::image::arm_attestation(&spec).map_err(arm_image(&a.id))?
         };
         out.insert(
             a.id.clone(),
@@ -97,7 +99,18 @@ pub fn frozen_arms(
 }
 
 fn load_def(root: &Path, rel: &str) -> Result<LoadedDef, SetupError> {
-    RuntimeDef::load(&root.join(rel)).map_err(|e| SetupError::Definition(format!("{rel}: {e}")))
+    RuntimeDef::load(&root.join(rel)).map_err(|source| SetupError::Definition {
+        path: rel.to_owned(),
+        source: Box::new(source),
+    })
+}
+
+fn arm_image(arm: &str) -> impl FnOnce(eval_runtimes::RuntimeError) -> SetupError {
+    let arm = arm.to_owned();
+    move |source| SetupError::ArmImage {
+        arm,
+        source: Box::new(source),
+    }
 }
 
 /// Every arm's image as admitted (its frozen id and expected attestation).
@@ -109,9 +122,10 @@ pub(super) fn admitted_arms(
     let mut arms = BTreeMap::new();
     for a in &p.arms {
         let def = load_def(root, &a.runtime)?;
-        let f = frozen.get(&a.id).cloned().ok_or_else(|| {
-            SetupError::Definition(format!("arm {} was not admitted (no frozen image)", a.id))
-        })?;
+        let f = frozen
+            .get(&a.id)
+            .cloned()
+            .ok_or_else(|| SetupError::NotAdmitted(a.id.clone()))?;
         let spec = arm_image_spec(root, a, def.clone());
         let image = ArmImage {
             def,

@@ -46,12 +46,45 @@ use tokio_util::sync::CancellationToken;
 /// How long the proxy lets an exited agent's calls finish before it cuts them.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
+/// Why the executor could not be set up; each kind's exit status is decided in
+/// `exit::setup_status`.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// A runtime definition (`runtime.toml`, by its project-relative path) does not load.
+    #[error("{path}: {source}")]
+    Definition {
+        path: String,
+        #[source]
+        source: Box<eval_runtimes::definition::DefinitionError>,
+    },
+    /// An arm's image could not be built or its attestation computed.
+    #[error("arm {arm}: {source}")]
+    ArmImage {
+        arm: String,
+        #[source]
+        source: Box<eval_runtimes::RuntimeError>,
+    },
+    /// The arm's files build another image than the freeze recorded.
+    #[error("arm {arm}: its files build image {built}, the freeze recorded {frozen}")]
+    ImageDrift {
+        arm: String,
+        built: String,
+        frozen: String,
+    },
+    #[error("arm {0} was not admitted (no frozen image)")]
+    NotAdmitted(String),
+    #[error("the protocol has no [models.agent]")]
+    NoAgentModel,
     #[error("{0}")]
-    Definition(String),
-    #[error("{0}")]
-    Runtime(String),
+    StaticBinary(#[from] eval_runtimes::static_bins::StaticBinaryError),
+    #[error("{path}: {source}")]
+    WorkDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the attempt sockets' directory: {0}")]
+    Sockets(std::io::Error),
 }
 
 /// What the attempt's rooms observed (for [`classify`]) and noted (for an `attempt_note`).
@@ -136,17 +169,15 @@ impl DockerExecutor {
             .iter()
             .map(|t| ((t.suite.clone(), t.id.clone()), t.clone()))
             .collect();
-        let agent_contract = p
-            .models
-            .get("agent")
-            .ok_or_else(|| SetupError::Definition("the protocol has no [models.agent]".into()))?;
+        let agent_contract = p.models.get("agent").ok_or(SetupError::NoAgentModel)?;
         let shim = eval_runtimes::static_bins::locate(eval_runtimes::static_bins::SHIM)
-            .map_err(|e| SetupError::Runtime(e.to_string()))?;
-        std::fs::create_dir_all(&cfg.work)
-            .map_err(|e| SetupError::Runtime(format!("{}: {e}", cfg.work.display())))?;
+            .map_err(SetupError::from)?;
+        std::fs::create_dir_all(&cfg.work).map_err(|source| SetupError::WorkDir {
+            path: cfg.work.clone(),
+            source,
+        })?;
         let work = abs(&cfg.work);
-        let sockets = SocketRoot::create(&work)
-            .map_err(|e| SetupError::Runtime(format!("the attempt sockets' directory: {e}")))?;
+        let sockets = SocketRoot::create(&work).map_err(SetupError::Sockets)?;
         Ok(Self {
             rt,
             proxy,

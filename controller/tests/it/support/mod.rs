@@ -44,32 +44,65 @@ pub mod docker_policy;
 /// True when a Docker engine answers. Without one the test fails, unless `EVAL_SKIP_DOCKER=1`
 /// asks for the skip (then it is printed and counted; see [`docker_policy`]).
 ///
-/// A test that gets `true` also holds [`DOCKER_TESTS`] until its thread ends: every test file of
-/// the crate is one binary, and a Docker test relies on sharing the machine only with its own
-/// containers (the hostile flood test with its sibling, the resume tests with their deadlines).
+/// A test that gets `true` shares [`DOCKER_TESTS`] (a read hold) until its thread ends: ordinary
+/// Docker tests run side by side, as they did when each test file was its own binary (each
+/// works in its own temporary project with a unique identity, so its containers, labels, sweeps,
+/// proxy ports and state directories are its own). The few that need the machine to themselves
+/// use [`docker_available_alone`].
 pub fn docker_available() -> bool {
     if !docker_engine_answers() {
         return false;
     }
-    hold_docker_lock();
+    hold_docker_lock(false);
     true
 }
 
-/// One Docker test at a time in this binary (see [`docker_available`]).
-pub static DOCKER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// [`docker_available`] for a test that must not share the machine with another Docker test
+/// (a write hold on [`DOCKER_TESTS`]): one that floods the engine or the proxy, asserts a peak
+/// memory, or runs the 96-slot demo under progress deadlines.
+pub fn docker_available_alone() -> bool {
+    if !docker_engine_answers() {
+        return false;
+    }
+    hold_docker_lock(true);
+    true
+}
+
+/// Docker tests of this binary: shared by ordinary ones, exclusive for the few that need the
+/// machine alone (see [`docker_available`]).
+pub static DOCKER_TESTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+enum DockerHold {
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    Alone(std::sync::RwLockWriteGuard<'static, ()>),
+}
 
 thread_local! {
     /// This thread's hold on [`DOCKER_TESTS`], released when the test's thread ends, passed or
     /// failed (a test that fails while holding it does not stop the others: poison is ignored).
-    static DOCKER_HOLD: std::cell::RefCell<Option<std::sync::MutexGuard<'static, ()>>> =
+    static DOCKER_HOLD: std::cell::RefCell<Option<DockerHold>> =
         const { std::cell::RefCell::new(None) };
 }
 
-fn hold_docker_lock() {
+fn hold_docker_lock(alone: bool) {
     DOCKER_HOLD.with(|hold| {
         let mut hold = hold.borrow_mut();
-        if hold.is_none() {
-            *hold = Some(DOCKER_TESTS.lock().unwrap_or_else(|p| p.into_inner()));
+        // The read hold is let go before the write hold is taken (upgrading in place would
+        // deadlock against itself): a thread that ran an ordinary Docker test before (libtest
+        // with one test thread may reuse it) can then run one that needs to be alone.
+        if alone && matches!(*hold, Some(DockerHold::Shared(_))) {
+            *hold = None;
+        }
+        match (&*hold, alone) {
+            (None, false) => {
+                let guard = DOCKER_TESTS.read().unwrap_or_else(|p| p.into_inner());
+                *hold = Some(DockerHold::Shared(guard));
+            }
+            (None, true) => {
+                let guard = DOCKER_TESTS.write().unwrap_or_else(|p| p.into_inner());
+                *hold = Some(DockerHold::Alone(guard));
+            }
+            (Some(_), _) => {}
         }
     });
 }

@@ -251,7 +251,10 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             tokio::spawn(async move {
                 let first = json!({"choices":[{"index":0,"delta":{"content":"first"}}]});
                 let _ = tx.send(Ok(Bytes::from(format!("data: {first}\n\n")))).await;
-                let _ = tokio::time::timeout(Duration::from_secs(3), st.go_on.notified()).await;
+                // Every test using this script says when to go on; the minute only keeps a
+                // test that failed first from leaving the stream open (a hang guard: a loaded
+                // machine must not see chunk 2 early).
+                let _ = tokio::time::timeout(Duration::from_secs(60), st.go_on.notified()).await;
                 st.chunk2_sent.store(true, Ordering::SeqCst);
                 let second = json!({"choices":[{"index":0,"delta":{"content":"second"}}]});
                 let _ = tx

@@ -1,0 +1,64 @@
+//! The run-wide budget and the metrics the controller records itself: what a protocol declares,
+//! what the proxy enforces, and what gates may name without any grader emitting it.
+
+use serde::{Deserialize, Serialize};
+
+/// Limits across all attempts of a run, as the protocol's `[budgets.run]` table declares them.
+/// Both are required there: a preregistered run always has a ceiling. A proxy started outside a
+/// run (its own tests, a tool) has no run budget at all — `ProxyConfig::run_budget` is an
+/// `Option` — rather than a budget with individual limits switched off, so there is one shape.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBudget {
+    /// Tokens (input + output) all attempts of the run together may use.
+    pub max_tokens: u64,
+    /// In US dollars, priced with the protocol's prices; a call to a model without a price is
+    /// refused, because its spend could not be bounded.
+    pub max_spend_usd: f64,
+}
+
+/// Metrics the controller records for every attempt (from the proxy's meter, the clock and the
+/// oracle): a suite may list them, and a gate may name them, without any task emitting them.
+/// Validation (`eval-protocols`) and evaluation (`eval-evidence`) read this one list.
+pub const BUILTIN_METRICS: &[&str] = &[
+    "model_turns",
+    "tokens",
+    "input_tokens",
+    "output_tokens",
+    "duration_seconds",
+    "oracle_calls",
+    "clarification_questions",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_budget_keeps_the_protocol_file_form_and_refuses_unknown_or_missing_fields() {
+        let b: RunBudget =
+            serde_json::from_str(r#"{"max_tokens": 1000, "max_spend_usd": 2.5}"#).expect("parses");
+        assert_eq!(
+            b,
+            RunBudget {
+                max_tokens: 1000,
+                max_spend_usd: 2.5
+            }
+        );
+        assert!(serde_json::from_str::<RunBudget>(r#"{"max_tokens": 1000}"#).is_err());
+        assert!(
+            serde_json::from_str::<RunBudget>(
+                r#"{"max_tokens": 1, "max_spend_usd": 1.0, "max_calls": 3}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn builtin_metrics_are_distinct() {
+        let mut names = BUILTIN_METRICS.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), BUILTIN_METRICS.len());
+    }
+}
