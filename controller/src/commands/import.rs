@@ -795,3 +795,78 @@ fn fill(template: &str, values: &[(&str, String)]) -> String {
         .iter()
         .fold(template.to_owned(), |t, (k, v)| t.replace(k, v))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tasks_json(tasks: serde_json::Value) -> Vec<u8> {
+        serde_json::json!({ "schemaVersion": 1, "tasks": tasks })
+            .to_string()
+            .into_bytes()
+    }
+
+    fn task(id: &str, files: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "id": id,
+            "language": "js",
+            "prompt": "p",
+            "initialFiles": files,
+            "graderAssertions": ["a"],
+        })
+    }
+
+    /// Each refusal of the task list is its own kind, naming the task and the key at fault.
+    #[test]
+    fn task_list_refusals_have_their_own_kinds() {
+        let file = Path::new("t.json");
+        let ok = task("a", serde_json::json!({}));
+        let twice = tasks_json(serde_json::json!([ok, ok]));
+        assert!(matches!(
+            parse_tasks(&twice, file),
+            Err(ImportError::TaskIdTwice { id, .. }) if id == "a"
+        ));
+        let bad_id = tasks_json(serde_json::json!([task("../a", serde_json::json!({}))]));
+        assert!(matches!(
+            parse_tasks(&bad_id, file),
+            Err(ImportError::TaskIdNotPlain { id, .. }) if id == "../a"
+        ));
+        let beneath = tasks_json(serde_json::json!([task(
+            "a",
+            serde_json::json!({ "src": "f", "src/x": "g" })
+        )]));
+        assert!(matches!(
+            parse_tasks(&beneath, file),
+            Err(ImportError::BeneathFile { key, parent, .. }) if key == "src/x" && parent == "src"
+        ));
+        let missing = tasks_json(serde_json::json!([{ "id": "a" }]));
+        assert!(matches!(
+            parse_tasks(&missing, file),
+            Err(ImportError::TaskJson { index: 0, .. })
+        ));
+        assert!(matches!(
+            parse_tasks(&tasks_json(serde_json::json!([])), file),
+            Err(ImportError::NoTasks(_))
+        ));
+    }
+
+    #[test]
+    fn tasks_selection_refuses_unknown_and_repeated_ids() {
+        let bytes = tasks_json(serde_json::json!([
+            task("a", serde_json::json!({})),
+            task("b", serde_json::json!({}))
+        ]));
+        let tasks = parse_tasks(&bytes, Path::new("t.json")).expect("parses");
+        assert!(matches!(
+            choose(&tasks, &["c".into()]),
+            Err(ImportError::UnknownTask { id, known }) if id == "c" && known == ["a", "b"]
+        ));
+        assert!(matches!(
+            choose(&tasks, &["b".into(), "b".into()]),
+            Err(ImportError::TaskTwice(id)) if id == "b"
+        ));
+        let chosen = choose(&tasks, &["b".into(), "a".into()]).expect("chooses");
+        let ids: Vec<&str> = chosen.iter().map(|t| t.spec.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"], "the file's order, not the flag's");
+    }
+}
