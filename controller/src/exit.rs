@@ -345,6 +345,40 @@ pub fn demo_status(e: &crate::commands::demo::DemoError) -> Status {
 }
 failure_from!(crate::commands::demo::DemoError, demo_status);
 
+/// `eval import`: everything it refuses is its input (2): the files of `--from DIR`, the command
+/// line, and the project it would write into. A package whose bytes differ from the digest
+/// `SHA256SUMS` pins is 2 as well: nothing has been frozen or recorded yet, so no evidence is at
+/// fault; the user fetches the right package and reruns.
+pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
+    use crate::commands::import::ImportError as E;
+    match e {
+        E::ProtocolName(_)
+        | E::ImageId { .. }
+        | E::Read { .. }
+        | E::SumsNotUtf8(_)
+        | E::SumsLine { .. }
+        | E::NotListed { .. }
+        | E::DigestMismatch { .. }
+        | E::TasksJson { .. }
+        | E::SchemaVersion { .. }
+        | E::TaskJson { .. }
+        | E::TaskIdNotPlain { .. }
+        | E::TaskIdTwice { .. }
+        | E::EmptyField { .. }
+        | E::UnsafePath { .. }
+        | E::BeneathFile { .. }
+        | E::NoTasks(_)
+        | E::UnknownTask { .. }
+        | E::TaskTwice(_)
+        | E::BuiltinRuntime
+        | E::EncodeTask { .. }
+        | E::Exists(_)
+        | E::Target { .. }
+        | E::Write { .. } => Status::Usage,
+    }
+}
+failure_from!(crate::commands::import::ImportError, import_status);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -816,6 +850,127 @@ mod tests {
                 "{:?} vs {message:?}",
                 f.message
             );
+        }
+    }
+
+    /// Every import refusal is 2, and prints what the ad-hoc strings printed (the CLI tests and
+    /// users grep them): the file, task, key or flag at fault.
+    #[test]
+    fn import_errors_map_by_kind_with_their_messages() {
+        use crate::commands::import::ImportError as E;
+        let cases: Vec<(E, &str)> = vec![
+            (
+                E::ProtocolName("-x".into()),
+                "--protocol \"-x\": a protocol name is letters, digits, `-`, `_` and `.` (not first)",
+            ),
+            (
+                E::ImageId {
+                    flag: "--dsh-image",
+                    id: "sha256:12".into(),
+                },
+                "--dsh-image \"sha256:12\": not an image id (sha256:<64 hex>, as the image's build.sh prints it)",
+            ),
+            (
+                E::Read {
+                    path: "up/simple-grader.mjs".into(),
+                    source: io(std::io::ErrorKind::NotFound),
+                },
+                "up/simple-grader.mjs: x",
+            ),
+            (
+                E::SumsLine {
+                    file: "up/SHA256SUMS".into(),
+                    line: 3,
+                },
+                "up/SHA256SUMS: line 3: not `<sha256 hex>  <file>`",
+            ),
+            (
+                E::NotListed {
+                    package: "up/p.tgz".into(),
+                    sums: "up/SHA256SUMS".into(),
+                },
+                "up/p.tgz: not listed in up/SHA256SUMS",
+            ),
+            (
+                // Bytes that differ from the pinned digest are still the user's input: nothing
+                // is frozen or recorded yet.
+                E::DigestMismatch {
+                    package: "up/p.tgz".into(),
+                    got: "aa".into(),
+                    sums: "up/SHA256SUMS".into(),
+                    want: "bb".into(),
+                },
+                "up/p.tgz: sha256 aa, but up/SHA256SUMS says bb",
+            ),
+            (
+                E::SchemaVersion {
+                    file: "up/simple-tasks.json".into(),
+                    version: 2,
+                },
+                "up/simple-tasks.json: schemaVersion 2 (this importer reads 1)",
+            ),
+            (
+                E::TaskIdTwice {
+                    file: "t.json".into(),
+                    id: "a".into(),
+                },
+                "t.json: task \"a\": not a plain id (letters, digits, `-`, `_`, `.`), or listed twice",
+            ),
+            (
+                E::EmptyField {
+                    file: "t.json".into(),
+                    id: "a".into(),
+                    field: "graderAssertions",
+                },
+                "t.json: task \"a\": field graderAssertions is empty",
+            ),
+            (
+                E::UnsafePath {
+                    file: "t.json".into(),
+                    id: "a".into(),
+                    key: "../x".into(),
+                    why: "contains `..`",
+                },
+                "t.json: task \"a\": initialFiles key \"../x\" contains `..`",
+            ),
+            (
+                E::BeneathFile {
+                    file: "t.json".into(),
+                    id: "a".into(),
+                    key: "src/x".into(),
+                    parent: "src".into(),
+                },
+                "t.json: task \"a\": initialFiles key \"src/x\" lies beneath the file \"src\"",
+            ),
+            (E::NoTasks("t.json".into()), "t.json: no tasks"),
+            (
+                E::UnknownTask {
+                    id: "nope".into(),
+                    known: vec!["a".into(), "b".into()],
+                },
+                "--tasks: unknown task \"nope\" (known: a, b)",
+            ),
+            (E::TaskTwice("a".into()), "--tasks: \"a\" listed twice"),
+            (
+                E::BuiltinRuntime,
+                "runtimes/dsh/runtime.toml (built into eval) lacks @DSH_IMAGE_ID@",
+            ),
+            (
+                E::Exists("matrix/m.toml".into()),
+                "matrix/m.toml: exists; `eval import` never overwrites (choose another --protocol, or move it away)",
+            ),
+            (
+                E::Write {
+                    path: "protocols/m/protocol.toml".into(),
+                    source: io(std::io::ErrorKind::PermissionDenied),
+                },
+                "protocols/m/protocol.toml: x",
+            ),
+        ];
+        for (e, message) in cases {
+            assert_eq!(import_status(&e), Status::Usage, "{e}");
+            let f = Failure::from(e);
+            assert_eq!((f.status, f.message.as_str()), (Status::Usage, message));
         }
     }
 }

@@ -7,7 +7,7 @@
 //! target exists.
 
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::exit::{CmdResult, Status};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +43,118 @@ const GRADER_RUNTIME_PATH: &str = "runtimes/v04-grader/runtime.toml";
 /// The grader's writable, executable scratch (Go's cache and test binaries); the grader base image
 /// (runtimes/images/v04-grader/build.sh) has the directory, `grade.mjs` points Go at it.
 const GRADER_SCRATCH: &str = "/var/cache/grader";
+
+/// What keeps `eval import v04-simple` from writing; each kind's exit status is decided in
+/// `exit::import_status`. The messages name the file, field or flag at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("--protocol {0:?}: a protocol name is letters, digits, `-`, `_` and `.` (not first)")]
+    ProtocolName(String),
+    /// `--dsh-image` or `--grader-image` is not `sha256:<64 hex>`.
+    #[error("{flag} {id:?}: not an image id (sha256:<64 hex>, as the image's build.sh prints it)")]
+    ImageId { flag: &'static str, id: String },
+    /// A file of `--from DIR` that cannot be read.
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}: not UTF-8")]
+    SumsNotUtf8(PathBuf),
+    #[error("{file}: line {line}: not `<sha256 hex>  <file>`")]
+    SumsLine { file: PathBuf, line: usize },
+    #[error("{package}: not listed in {sums}")]
+    NotListed { package: PathBuf, sums: PathBuf },
+    /// A plugin package whose bytes are not the ones `SHA256SUMS` pins.
+    #[error("{package}: sha256 {got}, but {sums} says {want}")]
+    DigestMismatch {
+        package: PathBuf,
+        got: String,
+        sums: PathBuf,
+        want: String,
+    },
+    /// The task list is not JSON of the expected shape (serde names the line and column).
+    #[error("{file}: {source}")]
+    TasksJson {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{file}: schemaVersion {version} (this importer reads 1)")]
+    SchemaVersion { file: PathBuf, version: u64 },
+    /// One task lacks a field or has one of the wrong type.
+    #[error("{file}: tasks[{index}]: {source}")]
+    TaskJson {
+        file: PathBuf,
+        index: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{file}: task {id:?}: not a plain id (letters, digits, `-`, `_`, `.`), or listed twice"
+    )]
+    TaskIdNotPlain { file: PathBuf, id: String },
+    #[error(
+        "{file}: task {id:?}: not a plain id (letters, digits, `-`, `_`, `.`), or listed twice"
+    )]
+    TaskIdTwice { file: PathBuf, id: String },
+    #[error("{file}: task {id:?}: field {field} is empty")]
+    EmptyField {
+        file: PathBuf,
+        id: String,
+        field: &'static str,
+    },
+    /// An `initialFiles` key that would write outside the task's workspace or into its `.git`.
+    #[error("{file}: task {id:?}: initialFiles key {key:?} {why}")]
+    UnsafePath {
+        file: PathBuf,
+        id: String,
+        key: String,
+        why: &'static str,
+    },
+    #[error("{file}: task {id:?}: initialFiles key {key:?} lies beneath the file {parent:?}")]
+    BeneathFile {
+        file: PathBuf,
+        id: String,
+        key: String,
+        parent: String,
+    },
+    #[error("{0}: no tasks")]
+    NoTasks(PathBuf),
+    #[error("--tasks: unknown task {id:?} (known: {})", .known.join(", "))]
+    UnknownTask { id: String, known: Vec<String> },
+    #[error("--tasks: {0:?} listed twice")]
+    TaskTwice(String),
+    /// eval was built with a dsh runtime definition that has no place for the image id.
+    #[error("{DSH_RUNTIME_PATH} (built into eval) lacks {DSH_IMAGE_PLACEHOLDER}")]
+    BuiltinRuntime,
+    #[error("task {id}: {source}")]
+    EncodeTask {
+        id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A target already exists (and is not a shared runtime with exactly these bytes).
+    #[error(
+        "{0}: exists; `eval import` never overwrites (choose another --protocol, or move it away)"
+    )]
+    Exists(PathBuf),
+    /// A target whose existence cannot be checked.
+    #[error("{path}: {source}")]
+    Target {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Creating a target or its directory failed.
+    #[error("{path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// One arm of v0.4's `simple` suite and its Harness plugin configuration.
 struct ArmDef {
@@ -130,18 +242,24 @@ fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
         match std::fs::symlink_metadata(&path) {
             Ok(_) if is_shared(rel) && std::fs::read(&path).ok().as_deref() == Some(bytes) => {}
             Ok(_) => {
-                return Err(Failure::usage(format!(
-                    "{}: exists; `eval import` never overwrites (choose another --protocol, or move it away)",
-                    rel.display()
-                )));
+                return Err(ImportError::Exists(rel.to_path_buf()).into());
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => todo.push((rel, bytes)),
-            Err(e) => return Err(Failure::usage(format!("{}: {e}", rel.display()))),
+            Err(source) => {
+                return Err(ImportError::Target {
+                    path: rel.to_path_buf(),
+                    source,
+                }
+                .into());
+            }
         }
     }
     for (rel, bytes) in &todo {
         let path = project.join(rel);
-        let fail = |e: std::io::Error| Failure::usage(format!("{}: {e}", rel.display()));
+        let fail = |source| ImportError::Write {
+            path: rel.to_path_buf(),
+            source,
+        };
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(fail)?;
         }
@@ -183,28 +301,24 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Every file the import writes (project-relative path → bytes), from checked inputs, and the
 /// imported task ids.
 type Files = BTreeMap<PathBuf, Vec<u8>>;
-fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
+fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
-        return Err(Failure::usage(format!(
-            "--protocol {name:?}: a protocol name is letters, digits, `-`, `_` and `.` (not first)"
-        )));
+        return Err(ImportError::ProtocolName(name.clone()));
     }
     for (flag, id) in [
         ("--dsh-image", &args.dsh_image),
         ("--grader-image", &args.grader_image),
     ] {
         if !eval_runtimes::definition::is_digest(id) {
-            return Err(Failure::usage(format!(
-                "{flag} {id:?}: not an image id (sha256:<64 hex>, as the image's build.sh prints it)"
-            )));
+            return Err(ImportError::ImageId {
+                flag,
+                id: id.clone(),
+            });
         }
     }
     let from = &args.from;
-    let read = |file: &str| {
-        std::fs::read(from.join(file))
-            .map_err(|e| Failure::usage(format!("{}: {e}", from.join(file).display())))
-    };
+    let read = |file: &str| read_input(from, file);
     let packages = checked_packages(from)?;
     let grader = read(GRADER_FILE)?;
     let tasks_bytes = read(TASKS_FILE)?;
@@ -241,9 +355,7 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
         }
     }
     if !DSH_RUNTIME.contains(DSH_IMAGE_PLACEHOLDER) {
-        return Err(Failure::usage(format!(
-            "{DSH_RUNTIME_PATH} (built into eval) lacks {DSH_IMAGE_PLACEHOLDER}"
-        )));
+        return Err(ImportError::BuiltinRuntime);
     }
     put(
         DSH_RUNTIME_PATH.to_owned(),
@@ -268,8 +380,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
                 content.clone().into_bytes(),
             );
         }
-        let json = serde_json::to_vec_pretty(&t.json)
-            .map_err(|e| Failure::usage(format!("task {}: {e}", t.spec.id)))?;
+        let json =
+            serde_json::to_vec_pretty(&t.json).map_err(|source| ImportError::EncodeTask {
+                id: t.spec.id.clone(),
+                source,
+            })?;
         put(format!("{tdir}/hidden/{HIDDEN_TASK}"), json);
         put(format!("{tdir}/hidden/{HIDDEN_GRADER}"), grader.clone());
         put(
@@ -285,30 +400,31 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), Failure> {
     Ok((out, ids))
 }
 
+/// `file` of DIR.
+fn read_input(from: &Path, file: &str) -> Result<Vec<u8>, ImportError> {
+    let path = from.join(file);
+    std::fs::read(&path).map_err(|source| ImportError::Read { path, source })
+}
+
 /// The two plugin packages, each checked against DIR's `SHA256SUMS`.
-fn checked_packages(from: &Path) -> Result<BTreeMap<&'static str, Vec<u8>>, Failure> {
-    let read = |file: &str| {
-        std::fs::read(from.join(file))
-            .map_err(|e| Failure::usage(format!("{}: {e}", from.join(file).display())))
-    };
+fn checked_packages(from: &Path) -> Result<BTreeMap<&'static str, Vec<u8>>, ImportError> {
+    let read = |file: &str| read_input(from, file);
     let sums = parse_sums(&read(SUMS_FILE)?, &from.join(SUMS_FILE))?;
     let mut packages = BTreeMap::new();
     for pkg in [PACKAGE_V03, PACKAGE_V04] {
         let bytes = read(pkg)?;
-        let want = sums.get(pkg).ok_or_else(|| {
-            Failure::usage(format!(
-                "{}: not listed in {}",
-                from.join(pkg).display(),
-                from.join(SUMS_FILE).display()
-            ))
+        let want = sums.get(pkg).ok_or_else(|| ImportError::NotListed {
+            package: from.join(pkg),
+            sums: from.join(SUMS_FILE),
         })?;
         let got = hex::encode(Sha256::digest(&bytes));
         if &got != want {
-            return Err(Failure::usage(format!(
-                "{}: sha256 {got}, but {} says {want}",
-                from.join(pkg).display(),
-                from.join(SUMS_FILE).display()
-            )));
+            return Err(ImportError::DigestMismatch {
+                package: from.join(pkg),
+                got,
+                sums: from.join(SUMS_FILE),
+                want: want.clone(),
+            });
         }
         packages.insert(pkg, bytes);
     }
@@ -316,20 +432,17 @@ fn checked_packages(from: &Path) -> Result<BTreeMap<&'static str, Vec<u8>>, Fail
 }
 
 /// `sha256sum` output: `<64 hex>  <name>` (or ` *<name>`) per line.
-fn parse_sums(bytes: &[u8], file: &Path) -> Result<BTreeMap<String, String>, Failure> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| Failure::usage(format!("{}: not UTF-8", file.display())))?;
+fn parse_sums(bytes: &[u8], file: &Path) -> Result<BTreeMap<String, String>, ImportError> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| ImportError::SumsNotUtf8(file.to_path_buf()))?;
     let mut sums = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = || {
-            Failure::usage(format!(
-                "{}: line {}: not `<sha256 hex>  <file>`",
-                file.display(),
-                n + 1
-            ))
+        let bad = || ImportError::SumsLine {
+            file: file.to_path_buf(),
+            line: n + 1,
         };
         let (hash, rest) = line.split_once(' ').ok_or_else(bad)?;
         let name = rest.trim_start_matches([' ', '*']);
@@ -343,47 +456,71 @@ fn parse_sums(bytes: &[u8], file: &Path) -> Result<BTreeMap<String, String>, Fai
 
 /// Reads the task list; every task must be complete, with a plain id and safe file paths (the
 /// JSON is input: its paths become files in the project).
-fn parse_tasks(bytes: &[u8], file: &Path) -> Result<Vec<Task>, Failure> {
-    let shown = file.display();
+fn parse_tasks(bytes: &[u8], file: &Path) -> Result<Vec<Task>, ImportError> {
     let parsed: TasksFile =
-        serde_json::from_slice(bytes).map_err(|e| Failure::usage(format!("{shown}: {e}")))?;
+        serde_json::from_slice(bytes).map_err(|source| ImportError::TasksJson {
+            file: file.to_path_buf(),
+            source,
+        })?;
     if parsed.schema_version != 1 {
-        return Err(Failure::usage(format!(
-            "{shown}: schemaVersion {} (this importer reads 1)",
-            parsed.schema_version
-        )));
+        return Err(ImportError::SchemaVersion {
+            file: file.to_path_buf(),
+            version: parsed.schema_version,
+        });
     }
     let mut seen = BTreeSet::new();
     let mut tasks = Vec::new();
-    for (i, json) in parsed.tasks.into_iter().enumerate() {
-        let spec: TaskIn = serde_json::from_value(json.clone())
-            .map_err(|e| Failure::usage(format!("{shown}: tasks[{i}]: {e}")))?;
-        let at = format!("{shown}: task {:?}", spec.id);
-        if !eval_matrix::valid_id(&spec.id) || !seen.insert(spec.id.clone()) {
-            return Err(Failure::usage(format!(
-                "{at}: not a plain id (letters, digits, `-`, `_`, `.`), or listed twice"
-            )));
+    for (index, json) in parsed.tasks.into_iter().enumerate() {
+        let spec: TaskIn =
+            serde_json::from_value(json.clone()).map_err(|source| ImportError::TaskJson {
+                file: file.to_path_buf(),
+                index,
+                source,
+            })?;
+        let file = || file.to_path_buf();
+        let id = || spec.id.clone();
+        if !eval_matrix::valid_id(&spec.id) {
+            return Err(ImportError::TaskIdNotPlain {
+                file: file(),
+                id: id(),
+            });
         }
+        if !seen.insert(spec.id.clone()) {
+            return Err(ImportError::TaskIdTwice {
+                file: file(),
+                id: id(),
+            });
+        }
+        let empty = |field| ImportError::EmptyField {
+            file: file(),
+            id: id(),
+            field,
+        };
         if spec.prompt.trim().is_empty() {
-            return Err(Failure::usage(format!("{at}: field prompt is empty")));
+            return Err(empty("prompt"));
         }
         if spec.grader_assertions.is_empty() {
-            return Err(Failure::usage(format!(
-                "{at}: field graderAssertions is empty"
-            )));
+            return Err(empty("graderAssertions"));
         }
-        for path in spec.initial_files.keys() {
-            safe_relative(path)
-                .map_err(|why| Failure::usage(format!("{at}: initialFiles key {path:?} {why}")))?;
+        for key in spec.initial_files.keys() {
+            safe_relative(key).map_err(|why| ImportError::UnsafePath {
+                file: file(),
+                id: id(),
+                key: key.clone(),
+                why,
+            })?;
         }
         // A file and a directory of the same name cannot both be written.
-        for path in spec.initial_files.keys() {
+        for key in spec.initial_files.keys() {
             let mut prefix = String::new();
-            for part in path.split('/') {
+            for part in key.split('/') {
                 if !prefix.is_empty() && spec.initial_files.contains_key(&prefix) {
-                    return Err(Failure::usage(format!(
-                        "{at}: initialFiles key {path:?} lies beneath the file {prefix:?}"
-                    )));
+                    return Err(ImportError::BeneathFile {
+                        file: file(),
+                        id: id(),
+                        key: key.clone(),
+                        parent: prefix,
+                    });
                 }
                 if !prefix.is_empty() {
                     prefix.push('/');
@@ -394,7 +531,7 @@ fn parse_tasks(bytes: &[u8], file: &Path) -> Result<Vec<Task>, Failure> {
         tasks.push(Task { spec, json });
     }
     if tasks.is_empty() {
-        return Err(Failure::usage(format!("{shown}: no tasks")));
+        return Err(ImportError::NoTasks(file.to_path_buf()));
     }
     Ok(tasks)
 }
@@ -423,7 +560,7 @@ fn safe_relative(p: &str) -> Result<(), &'static str> {
 }
 
 /// The tasks to import, in the file's order (`--tasks` selects; an unknown id is an error).
-fn choose<'a>(tasks: &'a [Task], wanted: &[String]) -> Result<Vec<&'a Task>, Failure> {
+fn choose<'a>(tasks: &'a [Task], wanted: &[String]) -> Result<Vec<&'a Task>, ImportError> {
     if wanted.is_empty() {
         return Ok(tasks.iter().collect());
     }
@@ -431,13 +568,13 @@ fn choose<'a>(tasks: &'a [Task], wanted: &[String]) -> Result<Vec<&'a Task>, Fai
     let mut want = BTreeSet::new();
     for w in wanted {
         if !known.contains(w.as_str()) {
-            return Err(Failure::usage(format!(
-                "--tasks: unknown task {w:?} (known: {})",
-                known.iter().copied().collect::<Vec<_>>().join(", ")
-            )));
+            return Err(ImportError::UnknownTask {
+                id: w.clone(),
+                known: known.iter().map(|k| (*k).to_owned()).collect(),
+            });
         }
         if !want.insert(w.as_str()) {
-            return Err(Failure::usage(format!("--tasks: {w:?} listed twice")));
+            return Err(ImportError::TaskTwice(w.clone()));
         }
     }
     Ok(tasks
@@ -657,4 +794,79 @@ fn fill(template: &str, values: &[(&str, String)]) -> String {
     values
         .iter()
         .fold(template.to_owned(), |t, (k, v)| t.replace(k, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tasks_json(tasks: serde_json::Value) -> Vec<u8> {
+        serde_json::json!({ "schemaVersion": 1, "tasks": tasks })
+            .to_string()
+            .into_bytes()
+    }
+
+    fn task(id: &str, files: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "id": id,
+            "language": "js",
+            "prompt": "p",
+            "initialFiles": files,
+            "graderAssertions": ["a"],
+        })
+    }
+
+    /// Each refusal of the task list is its own kind, naming the task and the key at fault.
+    #[test]
+    fn task_list_refusals_have_their_own_kinds() {
+        let file = Path::new("t.json");
+        let ok = task("a", serde_json::json!({}));
+        let twice = tasks_json(serde_json::json!([ok, ok]));
+        assert!(matches!(
+            parse_tasks(&twice, file),
+            Err(ImportError::TaskIdTwice { id, .. }) if id == "a"
+        ));
+        let bad_id = tasks_json(serde_json::json!([task("../a", serde_json::json!({}))]));
+        assert!(matches!(
+            parse_tasks(&bad_id, file),
+            Err(ImportError::TaskIdNotPlain { id, .. }) if id == "../a"
+        ));
+        let beneath = tasks_json(serde_json::json!([task(
+            "a",
+            serde_json::json!({ "src": "f", "src/x": "g" })
+        )]));
+        assert!(matches!(
+            parse_tasks(&beneath, file),
+            Err(ImportError::BeneathFile { key, parent, .. }) if key == "src/x" && parent == "src"
+        ));
+        let missing = tasks_json(serde_json::json!([{ "id": "a" }]));
+        assert!(matches!(
+            parse_tasks(&missing, file),
+            Err(ImportError::TaskJson { index: 0, .. })
+        ));
+        assert!(matches!(
+            parse_tasks(&tasks_json(serde_json::json!([])), file),
+            Err(ImportError::NoTasks(_))
+        ));
+    }
+
+    #[test]
+    fn tasks_selection_refuses_unknown_and_repeated_ids() {
+        let bytes = tasks_json(serde_json::json!([
+            task("a", serde_json::json!({})),
+            task("b", serde_json::json!({}))
+        ]));
+        let tasks = parse_tasks(&bytes, Path::new("t.json")).expect("parses");
+        assert!(matches!(
+            choose(&tasks, &["c".into()]),
+            Err(ImportError::UnknownTask { id, known }) if id == "c" && known == ["a", "b"]
+        ));
+        assert!(matches!(
+            choose(&tasks, &["b".into(), "b".into()]),
+            Err(ImportError::TaskTwice(id)) if id == "b"
+        ));
+        let chosen = choose(&tasks, &["b".into(), "a".into()]).expect("chooses");
+        let ids: Vec<&str> = chosen.iter().map(|t| t.spec.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"], "the file's order, not the flag's");
+    }
 }

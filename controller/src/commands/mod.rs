@@ -6,7 +6,7 @@ pub mod attest;
 pub(crate) mod demo;
 pub(crate) mod error;
 pub mod freeze;
-mod import;
+pub(crate) mod import;
 mod init;
 pub mod keygen;
 mod ledger;
