@@ -17,9 +17,8 @@ use crate::support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const IMAGE_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const UPSTREAM_ENV: &str = "EVAL_V04_UPSTREAM";
@@ -289,67 +288,6 @@ fn write_project(dir: &Path, image: &str, marker: &str, package: &[u8]) {
     std::fs::write(v04.join(V04_PACKAGE), package).unwrap();
 }
 
-/// Runs `cmd` (stdin closed, output captured) in its own process group under a hang guard.
-fn guarded(mut cmd: Command) -> std::process::Output {
-    let child = cmd
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let out = child.wait_with_output();
-        let _ = tx.send(());
-        out
-    });
-    if rx
-        .recv_timeout(std::time::Duration::from_secs(HANG_GUARD_SECS))
-        .is_err()
-    {
-        let _ = Command::new("kill")
-            .args(["-9", "--", &format!("-{pid}")])
-            .status();
-        let _ = waiter.join();
-        panic!("{cmd:?} hung: still running after {HANG_GUARD_SECS} s; killed");
-    }
-    waiter.join().unwrap().unwrap()
-}
-
-fn artifact(dir: &Path, outcome: &Value, name: &str) -> Vec<u8> {
-    let d = outcome["artifacts"][name]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {name} artifact in {outcome}"));
-    let hex = d.strip_prefix("sha256:").unwrap();
-    std::fs::read(dir.join(format!("runs/demo/artifacts/sha256/{}/{hex}", &hex[..2])))
-        .unwrap_or_else(|e| panic!("artifact {d}: {e}"))
-}
-
-/// The transcript's session id and its usage chunks, (inputTokens, outputTokens) in order.
-fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
-    let mut session = String::new();
-    let mut usage = Vec::new();
-    for line in String::from_utf8_lossy(bytes).lines() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: Value = serde_json::from_str(line).unwrap();
-        if r["type"] == "session" {
-            session = r["id"].as_str().unwrap_or_default().to_owned();
-        }
-        let c = &r["data"]["chunk"];
-        if r["type"] == "assistant/chunk" && c["type"] == "usage" {
-            usage.push((
-                c["usage"]["inputTokens"].as_u64().unwrap(),
-                c["usage"]["outputTokens"].as_u64().unwrap(),
-            ));
-        }
-    }
-    (session, usage)
-}
-
 #[test]
 fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
     let Some(image) = image_id() else { return };
@@ -394,7 +332,7 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
     .env(KEY_ENV, &key)
     .env_remove("EVAL_SIGNING_KEY_FILE")
     .current_dir(&dir);
-    let out = guarded(run);
+    let out = guarded(run, HANG_GUARD_SECS);
     let run_text = text(&out);
     eprintln!(
         "eval run (two dsh attempts): {:.1} s",
@@ -467,7 +405,7 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
         assert_eq!(o["accounting"], "matched", "{arm}: {o}\n{run_text}");
 
         // The task's result: the file the Harness's `write` tool wrote, graded.
-        let files = tar_files(&artifact(&dir, o, "workspace"));
+        let files = tar_files(&artifact(&dir, "demo", o, "workspace"));
         let clamp = files
             .get("src/clamp.js")
             .unwrap_or_else(|| panic!("{arm}: no src/clamp.js in {:?}", files.keys()));
@@ -486,7 +424,7 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
         );
 
         // The transcript is the attempt's artifact; its usage equals the meter call for call.
-        let (session, own) = transcript_usage(&artifact(&dir, o, "transcript"));
+        let (session, own) = transcript_usage(&artifact(&dir, "demo", o, "transcript"));
         let mut metered: Vec<&Value> = by_attempt.get(id).cloned().unwrap_or_default();
         metered.sort_by_key(|c| c["seq"].as_u64());
         let metered: Vec<(u64, u64)> = metered

@@ -15,9 +15,8 @@ use crate::support::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 
 const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";
@@ -71,67 +70,6 @@ fn v04_upstream() -> PathBuf {
         dir.display()
     );
     dir
-}
-
-/// Runs `cmd` (stdin closed, output captured) in its own process group under a hang guard.
-fn guarded(mut cmd: Command) -> std::process::Output {
-    let child = cmd
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let out = child.wait_with_output();
-        let _ = tx.send(());
-        out
-    });
-    if rx
-        .recv_timeout(std::time::Duration::from_secs(HANG_GUARD_SECS))
-        .is_err()
-    {
-        let _ = Command::new("kill")
-            .args(["-9", "--", &format!("-{pid}")])
-            .status();
-        let _ = waiter.join();
-        panic!("{cmd:?} hung: still running after {HANG_GUARD_SECS} s; killed");
-    }
-    waiter.join().unwrap().unwrap()
-}
-
-fn artifact(dir: &Path, outcome: &Value, name: &str) -> Vec<u8> {
-    let d = outcome["artifacts"][name]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {name} artifact in {outcome}"));
-    let hex = d.strip_prefix("sha256:").unwrap();
-    std::fs::read(dir.join(format!("runs/{NAME}/artifacts/sha256/{}/{hex}", &hex[..2])))
-        .unwrap_or_else(|e| panic!("artifact {d}: {e}"))
-}
-
-/// The transcript's session id and its usage chunks, (inputTokens, outputTokens) in order.
-fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
-    let mut session = String::new();
-    let mut usage = Vec::new();
-    for line in String::from_utf8_lossy(bytes).lines() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: Value = serde_json::from_str(line).unwrap();
-        if r["type"] == "session" {
-            session = r["id"].as_str().unwrap_or_default().to_owned();
-        }
-        let c = &r["data"]["chunk"];
-        if r["type"] == "assistant/chunk" && c["type"] == "usage" {
-            usage.push((
-                c["usage"]["inputTokens"].as_u64().unwrap(),
-                c["usage"]["outputTokens"].as_u64().unwrap(),
-            ));
-        }
-    }
-    (session, usage)
 }
 
 #[test]
@@ -203,7 +141,7 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
     .env(KEY_ENV, &key)
     .env_remove("EVAL_SIGNING_KEY_FILE")
     .current_dir(&dir);
-    let out = guarded(run);
+    let out = guarded(run, HANG_GUARD_SECS);
     let run_secs = started.elapsed().as_secs_f64();
     let run_text = text(&out);
     assert!(
@@ -263,7 +201,7 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
             (Some(100.0), Some(5.0), Some(5.0)),
             "{arm} {slot}: v0.4's grader on the scripted solution: {o}"
         );
-        let (session, own) = transcript_usage(&artifact(&dir, o, "transcript"));
+        let (session, own) = transcript_usage(&artifact(&dir, NAME, o, "transcript"));
         let mut metered: Vec<&Value> = by_attempt.get(id).cloned().unwrap_or_default();
         metered.sort_by_key(|c| c["seq"].as_u64());
         let metered: Vec<(u64, u64)> = metered

@@ -11,6 +11,9 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// A task the upstream can solve: recognised by a phrase of its prompt, solved by one `write`.
@@ -558,4 +561,70 @@ pub fn wire_summary(arm: &str, served: &[&Served]) -> String {
             .map(|s| s.request["max_tokens"].clone())
             .unwrap_or_default(),
     )
+}
+
+/// Runs `cmd` (stdin closed, output captured) in its own process group under a hang guard (a
+/// deadlock detector, not a speed assumption): after `hang_guard_secs` the group is killed.
+pub fn guarded(mut cmd: Command, hang_guard_secs: u64) -> std::process::Output {
+    let child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let out = child.wait_with_output();
+        let _ = tx.send(());
+        out
+    });
+    if rx
+        .recv_timeout(std::time::Duration::from_secs(hang_guard_secs))
+        .is_err()
+    {
+        let _ = Command::new("kill")
+            .args(["-9", "--", &format!("-{pid}")])
+            .status();
+        let _ = waiter.join();
+        panic!("{cmd:?} hung: still running after {hang_guard_secs} s; killed");
+    }
+    waiter.join().unwrap().unwrap()
+}
+
+/// The bytes of the artifact `name` an `attempt_outcome` references, from matrix `matrix`'s store.
+pub fn artifact(dir: &Path, matrix: &str, outcome: &Value, name: &str) -> Vec<u8> {
+    let d = outcome["artifacts"][name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {name} artifact in {outcome}"));
+    let hex = d.strip_prefix("sha256:").unwrap();
+    std::fs::read(dir.join(format!(
+        "runs/{matrix}/artifacts/sha256/{}/{hex}",
+        &hex[..2]
+    )))
+    .unwrap_or_else(|e| panic!("artifact {d}: {e}"))
+}
+
+/// The transcript's session id and its usage chunks, (inputTokens, outputTokens) in order.
+pub fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
+    let mut session = String::new();
+    let mut usage = Vec::new();
+    for line in String::from_utf8_lossy(bytes).lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: Value = serde_json::from_str(line).unwrap();
+        if r["type"] == "session" {
+            session = r["id"].as_str().unwrap_or_default().to_owned();
+        }
+        let c = &r["data"]["chunk"];
+        if r["type"] == "assistant/chunk" && c["type"] == "usage" {
+            usage.push((
+                c["usage"]["inputTokens"].as_u64().unwrap(),
+                c["usage"]["outputTokens"].as_u64().unwrap(),
+            ));
+        }
+    }
+    (session, usage)
 }
