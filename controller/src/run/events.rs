@@ -248,6 +248,12 @@ pub struct AttemptOutcome {
     pub upstream: String,
     /// True when written by resume or Ctrl-C rather than by the attempt itself.
     pub closed_by_controller: bool,
+    /// The attempt failed while it was being prepared (image, host, proxy), before any
+    /// container of it existed: the agent never ran, so the fault is retried without using one
+    /// of the slot's reruns (see `replay::MAX_PREPARATION_FAILURES`). Absent (false) in ledgers
+    /// written before this field existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_container: bool,
     pub finished_at: String,
 }
 

@@ -111,6 +111,8 @@ pub struct AttemptReport {
     /// an artifact) could not be recorded: the evidence is incomplete, so the run must stop with
     /// an integrity error (exit 3) instead of writing this attempt's outcome as if it were whole.
     pub recording_failure: Option<String>,
+    /// See [`AttemptOutcome::before_container`].
+    pub before_container: bool,
 }
 
 impl AttemptReport {
@@ -182,6 +184,9 @@ impl AttemptReport {
             container_seconds: self.container_seconds,
             upstream: upstream.to_owned(),
             closed_by_controller: false,
+            before_container: self.before_container
+                && outcome == Outcome::InfraFault
+                && self.model_turns == 0,
             finished_at: events::now_rfc3339(),
         }
     }

@@ -231,6 +231,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             accounting: o.as_ref().and_then(|o| o.accounting.clone()),
             metrics_declared: declared.get(a.arm.as_str()).copied(),
             spend_usd: spend.get(&a.attempt).copied().unwrap_or(0.0),
+            before_container: o.as_ref().is_some_and(|o| o.before_container),
         });
     }
     Ok(RunData {

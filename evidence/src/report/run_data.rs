@@ -240,9 +240,23 @@ pub struct AttemptData {
     /// Spend in USD of this attempt's model calls, as the proxy priced them.
     #[serde(default)]
     pub spend_usd: f64,
+    /// The attempt failed before any container of it existed (the agent never ran): the next
+    /// attempt is a preparation retry, not one of the slot's reruns.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_container: bool,
 }
 
 impl AttemptData {
+    /// An infra fault before any container existed, of a code retried without a rerun.
+    pub fn unprepared(&self) -> bool {
+        self.before_container
+            && self.outcome == Some(Outcome::InfraFault)
+            && self.model_turns == 0
+            && self
+                .infra_fault
+                .is_some_and(FaultCode::retried_before_container)
+    }
+
     /// The attempt ran an agent whose accounting can be cross-checked: it ended by itself with a
     /// non-infrastructure outcome (an infra fault or an attempt closed by the controller never
     /// reached the cross-check).

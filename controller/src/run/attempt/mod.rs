@@ -272,9 +272,11 @@ impl DockerExecutor {
         let t0 = std::time::Instant::now();
         let mut report = self.attempt_in(spec, cancel, t0).await;
         if report.duration_seconds.is_none() {
-            // No container started: everything the attempt did was preparation.
+            // No container started (none was even created): everything the attempt did was
+            // preparation, and a fault here is retried without using a rerun.
             report.duration_seconds = Some(0.0);
             report.prepare_seconds = t0.elapsed().as_secs_f64();
+            report.before_container = true;
         }
         report
     }
