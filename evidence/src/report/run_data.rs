@@ -240,6 +240,13 @@ pub struct AttemptData {
     /// Spend in USD of this attempt's model calls, as the proxy priced them.
     #[serde(default)]
     pub spend_usd: f64,
+    /// 2xx calls without a complete answer (cut, stalled, reset, no usage): in neither
+    /// `model_turns` nor `tokens`, counted apart at their reservation.
+    #[serde(default)]
+    pub incomplete_calls: u64,
+    /// The incomplete calls' reserved tokens (what the budget counted them at).
+    #[serde(default)]
+    pub incomplete_reserved_tokens: u64,
 }
 
 impl AttemptData {

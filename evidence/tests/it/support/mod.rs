@@ -43,6 +43,8 @@ pub fn attempt(slot: &SlotData, n: u32, outcome: Option<Outcome>, score: f64) ->
         accounting: Some("matched".into()),
         metrics_declared: Some(true),
         spend_usd: 0.01,
+        incomplete_calls: 0,
+        incomplete_reserved_tokens: 0,
     }
 }
 
