@@ -111,6 +111,12 @@ pub struct StreamUsage {
     merged: serde_json::Map<String, Value>,
     latest: Option<Usage>,
     pub model: Option<String>,
+    /// The API's own end of the stream was seen (OpenAI `[DONE]`, Anthropic `message_stop`):
+    /// without it a client such as the DeepSeek Harness discards the call's usage, so the call
+    /// is incomplete however much of it arrived.
+    pub ended: bool,
+    /// The last non-null `finish_reason` (OpenAI-compatible) or `stop_reason` (Anthropic).
+    pub finish_reason: Option<String>,
 }
 
 impl StreamUsage {
@@ -120,6 +126,8 @@ impl StreamUsage {
             merged: serde_json::Map::new(),
             latest: None,
             model: None,
+            ended: false,
+            finish_reason: None,
         }
     }
 
@@ -127,14 +135,24 @@ impl StreamUsage {
     /// (no choices, only usage) — the chunk a client that did not ask for usage must not see.
     pub fn observe(&mut self, data: &str) -> bool {
         if data == "[DONE]" {
+            self.ended |= self.api == ApiKind::OpenAiChat;
             return false;
         }
-        // Most events are content deltas; decoding only the ones that can carry the model or
-        // usage keeps the meter cheap on long streams.
+        // Most events are content deltas; decoding only the ones that can carry the model,
+        // usage, a finish reason or the end keeps the meter cheap on long streams (a token
+        // delta carries `"finish_reason":null`, which is not a reason).
         let interesting = match self.api {
-            ApiKind::OpenAiChat => self.model.is_none() || data.contains("\"usage\""),
+            ApiKind::OpenAiChat => {
+                self.model.is_none()
+                    // DeepSeek says `"usage":null` on every delta: not worth decoding.
+                    || (data.contains("\"usage\"") && !data.contains("\"usage\":null"))
+                    || (data.contains("\"finish_reason\"")
+                        && !data.contains("\"finish_reason\":null"))
+            }
             ApiKind::AnthropicMessages => {
-                data.contains("\"message_start\"") || data.contains("\"message_delta\"")
+                data.contains("\"message_start\"")
+                    || data.contains("\"message_delta\"")
+                    || data.contains("\"message_stop\"")
             }
         };
         if !interesting {
@@ -147,6 +165,15 @@ impl StreamUsage {
             ApiKind::OpenAiChat => {
                 if self.model.is_none() {
                     self.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
+                }
+                if let Some(r) = v
+                    .get("choices")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find_map(|c| c.get("finish_reason").and_then(Value::as_str))
+                {
+                    self.finish_reason = Some(r.to_owned());
                 }
                 let usage = v.get("usage").filter(|u| u.is_object());
                 if let Some(u) = usage.and_then(Usage::from_openai) {
@@ -169,7 +196,16 @@ impl StreamUsage {
                         }
                         v.pointer("/message/usage")
                     }
-                    Some("message_delta") => v.get("usage"),
+                    Some("message_delta") => {
+                        if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                            self.finish_reason = Some(r.to_owned());
+                        }
+                        v.get("usage")
+                    }
+                    Some("message_stop") => {
+                        self.ended = true;
+                        None
+                    }
                     _ => None,
                 };
                 if let Some(Value::Object(fields)) = u {

@@ -919,6 +919,8 @@ mod tests {
             response_digest: None,
             changes: vec![],
             client_disconnected: false,
+            incomplete: false,
+            streamed_bytes: None,
         };
         let p = events::ModelCall {
             schema: events::SCHEMA,

@@ -204,6 +204,21 @@ pub struct HarnessAccount {
     pub total_tokens: u64,
 }
 
+/// The agent's 2xx calls that are not model turns: answers that did not end as the API defines an
+/// end (cut, stalled, reset, closed before `[DONE]`) or carried no usage. A harness counts none
+/// of them (the DeepSeek Harness writes a usage chunk only at `[DONE]`), so the meter's turns and
+/// tokens leave them out and they are recorded here, at what the budget held for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncompleteCalls {
+    pub calls: u64,
+    /// Their reservations (input estimate + bounded max output), what the budget counted.
+    pub reserved_tokens: u64,
+    /// Upstream bytes they streamed before they broke off.
+    pub streamed_bytes: u64,
+    /// Usage they showed before they broke off (input + output), if any.
+    pub seen_tokens: u64,
+}
+
 /// `attempt_outcome`: the attempt's receipt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttemptOutcome {
@@ -223,6 +238,9 @@ pub struct AttemptOutcome {
     pub model_calls: Vec<u64>,
     pub model_turns: u64,
     pub tokens: TokenCounts,
+    /// Calls that are not turns (see [`IncompleteCalls`]); absent when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<IncompleteCalls>,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,

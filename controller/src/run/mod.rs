@@ -91,6 +91,8 @@ pub struct AttemptReport {
     pub attestation: Option<String>,
     pub model_turns: u64,
     pub tokens: TokenCounts,
+    /// See [`events::IncompleteCalls`]; `None` when there were none.
+    pub incomplete: Option<events::IncompleteCalls>,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
@@ -173,6 +175,7 @@ impl AttemptReport {
             model_calls: Vec::new(),
             model_turns: self.model_turns,
             tokens: self.tokens,
+            incomplete: self.incomplete,
             oracle_calls: self.oracle_calls,
             clarification_questions: self.clarification_questions,
             harness: self.harness,

@@ -626,6 +626,7 @@ mod tests {
             attestation: None,
             model_calls: vec![],
             model_turns: 0,
+            incomplete: None,
             tokens: TokenCounts {
                 input: 10,
                 output: 5,

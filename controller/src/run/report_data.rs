@@ -232,6 +232,11 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             metrics_declared: declared.get(a.arm.as_str()).copied(),
             spend_usd: spend.get(&a.attempt).copied().unwrap_or(0.0),
             before_container: o.as_ref().is_some_and(|o| o.before_container),
+            incomplete_calls: o.as_ref().and_then(|o| o.incomplete).map_or(0, |i| i.calls),
+            incomplete_reserved_tokens: o
+                .as_ref()
+                .and_then(|o| o.incomplete)
+                .map_or(0, |i| i.reserved_tokens),
         });
     }
     Ok(RunData {

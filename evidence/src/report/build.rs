@@ -234,6 +234,13 @@ pub struct ArmAccounting {
     /// Attempts whose accounting was not cross-checked with the harness's metrics file.
     #[serde(default)]
     pub accounting_unchecked: usize,
+    /// Calls without a complete answer (cut, stalled, reset, no usage), not in the turns or
+    /// tokens above.
+    #[serde(default)]
+    pub incomplete_calls: u64,
+    /// Their reserved tokens (what the budget counted them at).
+    #[serde(default)]
+    pub incomplete_reserved_tokens: u64,
     /// What a reader should look at for this arm (zero-turn attempts, unchecked accounting, …).
     #[serde(default)]
     pub anomalies: Vec<String>,
@@ -702,6 +709,8 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
                     spend_usd: 0.0,
                     zero_turn_attempts: 0,
                     accounting_unchecked: 0,
+                    incomplete_calls: 0,
+                    incomplete_reserved_tokens: 0,
                     anomalies: Vec::new(),
                 });
                 out.len() - 1
@@ -717,6 +726,8 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         x.oracle_calls += u64::from(a.oracle_calls);
         x.duration_seconds += a.duration_seconds;
         x.spend_usd += a.spend_usd;
+        x.incomplete_calls += a.incomplete_calls;
+        x.incomplete_reserved_tokens += a.incomplete_reserved_tokens;
         *x.outcomes
             .entry(a.outcome.map_or("open", Outcome::as_str).to_string())
             .or_default() += 1;
@@ -730,6 +741,13 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
     for x in &mut out {
         let n = x.attempts;
         let count = |o: &str| x.outcomes.get(o).copied().unwrap_or(0);
+        if x.incomplete_calls > 0 {
+            x.anomalies.push(format!(
+                "{} call(s) without a complete answer (cut, stalled, reset or no usage), not in \
+                 the turns or tokens; {} tokens reserved for them",
+                x.incomplete_calls, x.incomplete_reserved_tokens
+            ));
+        }
         if x.zero_turn_attempts > 0 {
             x.anomalies.push(format!(
                 "{} of {n} attempts made no model call",

@@ -244,6 +244,13 @@ pub struct AttemptData {
     /// attempt is a preparation retry, not one of the slot's reruns.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub before_container: bool,
+    /// 2xx calls without a complete answer (cut, stalled, reset, no usage): in neither
+    /// `model_turns` nor `tokens`, counted apart at their reservation.
+    #[serde(default)]
+    pub incomplete_calls: u64,
+    /// The incomplete calls' reserved tokens (what the budget counted them at).
+    #[serde(default)]
+    pub incomplete_reserved_tokens: u64,
 }
 
 impl AttemptData {

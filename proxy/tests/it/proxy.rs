@@ -1063,6 +1063,79 @@ async fn sockets_are_usable_by_other_users_and_models_are_listed() {
     proxy.shutdown(Duration::from_secs(5)).await;
 }
 
+/// The rule for calls without usage: a 2xx answer is a model turn only when it ended as the API
+/// defines an end and carried usage. A stream whose usage arrived but whose `[DONE]` never did is
+/// incomplete (the DeepSeek Harness discards its usage), counted apart at its reservation with
+/// what it streamed; a stream that only ever sends keep-alive comments stalls at the idle
+/// timeout (comments are not progress) instead of holding the call open.
+#[tokio::test]
+async fn incomplete_streams_are_not_turns_and_keep_alives_do_not_hold_a_call() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.timeouts.idle = Duration::from_millis(300);
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("inc.sock");
+    proxy
+        .register_attempt(spec(
+            "inc",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let r = post(&sock, "openai-stream", &chat("usage:30:5", true)).await;
+    assert_eq!(r.status, 200);
+    let r = post(&sock, "usage-then-eof", &chat("usage:40:9", true)).await;
+    assert_eq!(r.status, 200);
+    let recs = settle_records(&sink, 2).await;
+    assert!(!recs[0].incomplete, "{:?}", recs[0]);
+    assert!(recs[1].incomplete, "{:?}", recs[1]);
+    assert_eq!(recs[1].usage.as_ref().map(|u| u.total_tokens()), Some(49));
+    assert!(recs[1].streamed_bytes.unwrap() > 0);
+    assert!(
+        recs[1].detail.as_deref().unwrap().contains("end marker"),
+        "{:?}",
+        recs[1].detail
+    );
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "keepalive-forever")],
+        chat("usage:3:3", true).to_string(),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    // Without the rule this never ends: the upstream sends a comment every 20 ms forever.
+    assert!(resp.into_body().collect().await.is_err());
+    let recs = settle_records(&sink, 3).await;
+    assert_eq!(recs[2].outcome, CallOutcome::UpstreamError);
+    assert!(recs[2].incomplete);
+    assert!(
+        recs[2].detail.as_deref().unwrap().contains("keep-alive"),
+        "{:?}",
+        recs[2].detail
+    );
+    let m = proxy.close_attempt("inc").unwrap();
+    let a = &m.roles[&Role::Agent];
+    assert_eq!(a.turns, 1, "only the complete call is a turn");
+    assert_eq!(a.input_tokens + a.output_tokens, 35);
+    assert_eq!(a.incomplete_calls, 2);
+    assert_eq!(
+        a.incomplete_reserved_tokens,
+        recs[1].reserved_tokens + recs[2].reserved_tokens
+    );
+    assert_eq!(a.incomplete_seen_tokens, 49);
+    assert_eq!(
+        a.incomplete_streamed_bytes,
+        recs[1].streamed_bytes.unwrap() + recs[2].streamed_bytes.unwrap()
+    );
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_stalled_stream_and_a_spent_wall_clock_are_refused_and_recorded() {
     let up = upstream().await;

@@ -23,7 +23,7 @@ use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
 use prepare::SocketRoot;
 
-use super::events::{self, AttemptNote};
+use super::events::{self, AttemptNote, IncompleteCalls};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
 use classify::{Attested, Classification, EngineFault, Observations, Oracle, Upstream, classify};
 use contract::agent_budget;
@@ -539,8 +539,16 @@ fn observe_meter(
     };
     report.model_turns = agent.turns;
     report.tokens = agent.tokens();
+    report.incomplete = (agent.incomplete_calls > 0).then_some(IncompleteCalls {
+        calls: agent.incomplete_calls,
+        reserved_tokens: agent.incomplete_reserved_tokens,
+        streamed_bytes: agent.incomplete_streamed_bytes,
+        seen_tokens: agent.incomplete_seen_tokens,
+    });
     seen.obs.upstream = Upstream {
-        turns: agent.turns,
+        // An incomplete call still showed the agent model output: for the "never answered" rule
+        // it counts as answered.
+        turns: agent.turns + agent.incomplete_calls,
         contract_violations: agent.contract_violations,
         budget_exhaustions: agent.budget_exhaustions,
         client_errors: agent.upstream_client_errors,

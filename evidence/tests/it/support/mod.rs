@@ -44,6 +44,8 @@ pub fn attempt(slot: &SlotData, n: u32, outcome: Option<Outcome>, score: f64) ->
         metrics_declared: Some(true),
         spend_usd: 0.01,
         before_container: false,
+        incomplete_calls: 0,
+        incomplete_reserved_tokens: 0,
     }
 }
 
