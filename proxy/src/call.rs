@@ -131,6 +131,7 @@ impl Call {
             response_digest: None,
             changes: Vec::new(),
             client_disconnected: false,
+            wire: None,
         };
         Self {
             shared,

@@ -111,6 +111,11 @@ pub struct CallRecord {
     pub changes: Vec<Change>,
     /// The client went away before the response ended; the upstream was drained anyway.
     pub client_disconnected: bool,
+    /// The tool names and system-prompt section digests the request carried (bounded; never the
+    /// bodies). `None` when the body was not parsed (refused before that), and in records from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::wire::WireShape>,
 }
 
 #[derive(Debug, thiserror::Error)]
