@@ -588,6 +588,7 @@ mod tests {
             max_infra_attempts: max_reruns + 1,
             slots: slots(),
             started_at: now_rfc3339(),
+            preconditions: vec![],
         }
     }
 

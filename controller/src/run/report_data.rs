@@ -254,6 +254,17 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         freeze_drift: drift,
         identity_retired: retired,
         fixture_upstream: started.fixture_evidence,
+        preconditions: started
+            .preconditions
+            .iter()
+            .map(|m| rd::PreconditionEvidence {
+                protocol: m.protocol.clone(),
+                identity: m.identity.to_string(),
+                report_seq: m.report_seq,
+                report_entry_hash: m.report_entry_hash.to_string(),
+                report_digest: m.report_digest.clone(),
+            })
+            .collect(),
         signed_evidence,
         artifacts_verified: Some(artifacts_verified),
         plan: StatPlan {

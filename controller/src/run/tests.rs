@@ -253,6 +253,7 @@ fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
         max_infra_attempts: max_reruns + 1,
         slots: slots(),
         started_at: now_rfc3339(),
+        preconditions: vec![],
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::run_data::{LedgerHeadRef, RUN_DATA_VERSION, RunData, StatPlan};
+use super::run_data::{LedgerHeadRef, PreconditionEvidence, RUN_DATA_VERSION, RunData, StatPlan};
 use crate::gates::pairs::{SuiteView, final_attempts, metric_value};
 use crate::gates::{GateResult, Statistic, Verdict, evaluate_gates};
 use crate::stats::PairedTasks;
@@ -72,6 +72,9 @@ pub struct Report {
     /// What was verified about the evidence before anything was computed.
     #[serde(default)]
     pub evidence: Option<EvidenceCheck>,
+    /// The other protocols' evidence that unlocked this run (its met preconditions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlocked_by: Vec<PreconditionEvidence>,
     /// The ledger does not verify, the freeze drifted or the identity is retired (exit 3).
     pub integrity_failure: bool,
     /// The individual checks behind `release_allowed`.
@@ -380,6 +383,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             covered_entries: run.signed_evidence.as_ref().map_or(0, |e| e.covered),
             artifacts_verified: run.artifacts_verified,
         }),
+        unlocked_by: run.preconditions.clone(),
         integrity_failure: integrity_failure(run),
         checks: Checks {
             all_gates_passed,

@@ -101,6 +101,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         ledger_problems: vec![],
         freeze_drift: vec![],
         identity_retired: false,
+        preconditions: vec![],
         fixture_upstream: false,
         signed_evidence: Some(SignedEvidence {
             key: "eval+00000000+AQ==".into(),
