@@ -164,22 +164,25 @@ pub fn gather(
     })
 }
 
-/// The schedule as recorded in `run_started`.
+/// The schedule as recorded in `run_started`: the protocol's control slots, then the matrix's.
 pub fn slot_records(loaded: &Loaded) -> Vec<SlotRecord> {
-    loaded
-        .matrix
-        .schedule()
-        .slots
-        .into_iter()
-        .map(|s| SlotRecord {
-            id: s.id,
-            phase: s.phase,
-            suite: s.suite,
-            task: s.task,
-            arm: s.arm,
-            rep: s.rep,
-        })
-        .collect()
+    let mut slots = crate::run::controls::control_slots(loaded);
+    slots.extend(
+        loaded
+            .matrix
+            .schedule()
+            .slots
+            .into_iter()
+            .map(|s| SlotRecord {
+                id: s.id,
+                phase: s.phase,
+                suite: s.suite,
+                task: s.task,
+                arm: s.arm,
+                rep: s.rep,
+            }),
+    );
+    slots
 }
 
 /// The `run_started` payload for this session (the runner fills in `session`).

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod attempt;
+pub mod controls;
 pub mod events;
 pub mod replay;
 pub mod report_data;

@@ -10,6 +10,7 @@
 
 mod support;
 
+mod controls;
 mod gates;
 mod ledger;
 mod report_html;
