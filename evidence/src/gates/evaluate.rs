@@ -649,9 +649,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
             ));
         }
         let counted = atts.len() as u32 - unprepared.min(atts.len() as u32);
-        let infra = atts
-            .first()
-            .is_some_and(|a| a.phase != Phase::Statistical);
+        let infra = atts.first().is_some_and(|a| a.phase != Phase::Statistical);
         if infra {
             if let Some(max) = run.max_infra_attempts
                 && counted > max
