@@ -10,6 +10,7 @@
 
 mod support;
 
+mod custody;
 mod gates;
 mod ledger;
 mod report_html;
