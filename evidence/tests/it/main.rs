@@ -11,6 +11,7 @@
 mod support;
 
 mod controls;
+mod custody;
 mod gates;
 mod ledger;
 mod report_html;
