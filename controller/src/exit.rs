@@ -354,6 +354,7 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
     match e {
         E::ProtocolName(_)
         | E::ImageId { .. }
+        | E::RouterIdentity(_)
         | E::Read { .. }
         | E::SumsNotUtf8(_)
         | E::SumsLine { .. }

@@ -48,6 +48,11 @@ pub enum FaultCode {
     GraderFailure,
 }
 
+/// Preparation failures (no container, no model call) a slot may have, each retried without
+/// using a rerun, before the last one is final: bounded so that an image that never loads ends
+/// the slot instead of looping.
+pub const MAX_PREPARATION_FAILURES: u32 = 3;
+
 impl FaultCode {
     /// Every code, in declaration order.
     pub const ALL: [FaultCode; 13] = [
@@ -65,6 +70,17 @@ impl FaultCode {
         FaultCode::RunnerCrashBeforeModelCall,
         FaultCode::GraderFailure,
     ];
+
+    /// Whether a fault of this code that happened before any container of the attempt existed
+    /// is retried without using one of the slot's reruns: the agent never ran. An attestation
+    /// mismatch or a policy refusal says the run's inputs or container config are wrong, which a
+    /// retry would only repeat.
+    pub fn retried_before_container(self) -> bool {
+        !matches!(
+            self,
+            FaultCode::AttestationMismatch | FaultCode::PolicyViolation
+        )
+    }
 
     /// The snake_case name the ledger and protocols write.
     pub fn as_str(self) -> &'static str {

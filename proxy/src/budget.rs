@@ -18,7 +18,8 @@ use crate::usage::Usage;
 pub struct RoleMeter {
     /// Requests forwarded upstream.
     pub calls: u64,
-    /// Forwarded calls answered with 2xx (the model's turns).
+    /// Forwarded calls answered with 2xx that ended as the API defines an end and carried usage
+    /// (the model's turns; the tokens below are theirs).
     pub turns: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -27,6 +28,19 @@ pub struct RoleMeter {
     pub reasoning_tokens: u64,
     /// 2xx calls whose usage never arrived (counted in the budget at their reservation).
     pub unmetered_calls: u64,
+    /// 2xx calls that are not turns: cut, stalled, reset or closed before the API's end marker,
+    /// or without usage (the unmetered ones are among them).
+    #[serde(default)]
+    pub incomplete_calls: u64,
+    /// The incomplete calls' reservations (what the budget counts them at, unless cut at close).
+    #[serde(default)]
+    pub incomplete_reserved_tokens: u64,
+    /// Bytes the incomplete calls streamed before they broke off.
+    #[serde(default)]
+    pub incomplete_streamed_bytes: u64,
+    /// Tokens of usage the incomplete calls showed before they broke off (not in the counts above).
+    #[serde(default)]
+    pub incomplete_seen_tokens: u64,
     pub contract_violations: u64,
     pub budget_exhaustions: u64,
     /// Every upstream failure: the sum of the three kinds below.

@@ -131,6 +131,9 @@ impl Call {
             response_digest: None,
             changes: Vec::new(),
             client_disconnected: false,
+            incomplete: false,
+            streamed_bytes: None,
+            wire: None,
         };
         Self {
             shared,
@@ -462,24 +465,41 @@ fn settle(
     call.shared.run.settle(&e.state, res, usage, price)
 }
 
-fn meter_success(call: &mut Call, usage: Option<Usage>, spend: f64) {
+/// Meters a 2xx answer. `complete`: the answer ended as the API defines an end (a whole body; a
+/// stream's `[DONE]` / `message_stop`). Only a complete answer with usage is a model turn of the
+/// meter — exactly the calls a harness can count on its side (the DeepSeek Harness writes a
+/// usage chunk only at `[DONE]`). Any other is counted apart as incomplete, at its reservation
+/// (what the budget holds for it); its usage, if some arrived, stays in its record.
+fn meter_success(call: &mut Call, usage: Option<Usage>, spend: f64, complete: bool) {
     call.record.spend_usd = spend;
     let metered = usage.is_some();
+    let turn = metered && complete;
+    let reserved = call.record.reserved_tokens;
+    let streamed = call.record.streamed_bytes.unwrap_or(0);
     call.with_meter(|m| {
-        m.turns += 1;
         m.spend_usd += spend;
-        match &usage {
-            Some(u) => {
+        if !metered {
+            m.unmetered_calls += 1;
+        }
+        match (&usage, turn) {
+            (Some(u), true) => {
+                m.turns += 1;
                 m.input_tokens += u.input_tokens;
                 m.output_tokens += u.output_tokens;
                 m.cached_input_tokens += u.cached_input_tokens;
                 m.cache_creation_tokens += u.cache_creation_tokens;
                 m.reasoning_tokens += u.reasoning_tokens;
             }
-            None => m.unmetered_calls += 1,
+            _ => {
+                m.incomplete_calls += 1;
+                m.incomplete_reserved_tokens += reserved;
+                m.incomplete_streamed_bytes += streamed;
+                m.incomplete_seen_tokens += usage.as_ref().map_or(0, Usage::total_tokens);
+            }
         }
     });
     call.record.usage = usage;
+    call.record.incomplete = !turn;
     if !metered {
         call.record.outcome = CallOutcome::Unmetered;
     }
@@ -616,7 +636,7 @@ async fn whole_back(
     };
     call.record.upstream_model = head.model.and_then(|m| m.as_str().map(str::to_owned));
     let spend = settle(&call, reservation, usage.as_ref(), price.as_ref(), true);
-    meter_success(&mut call, usage, spend);
+    meter_success(&mut call, usage, spend, true);
     call.record.status = status.as_u16();
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;

@@ -111,6 +111,20 @@ pub struct CallRecord {
     pub changes: Vec<Change>,
     /// The client went away before the response ended; the upstream was drained anyway.
     pub client_disconnected: bool,
+    /// A 2xx answer that did not end as the API defines an end (a stream without `[DONE]` /
+    /// `message_stop`, or without usage): not a model turn of the meter, counted apart at its
+    /// reservation (see ARCHITECTURE.md, "Calls without usage"). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incomplete: bool,
+    /// Bytes of the upstream's answer that arrived (streams only), so an incomplete call shows
+    /// what was streamed before it broke off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed_bytes: Option<u64>,
+    /// The tool names and system-prompt section digests the request carried (bounded; never the
+    /// bodies). `None` when the body was not parsed (refused before that), and in records from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::wire::WireShape>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -25,6 +25,9 @@ pub struct SseParser {
     after_cr: bool,
     event: Option<String>,
     data: Option<String>,
+    /// Bytes of a field line (anything but a comment or a blank line) arrived since the last
+    /// [`SseParser::progressed`]: the stream moved on. A `: keep-alive` comment is not progress.
+    progress: bool,
 }
 
 impl SseParser {
@@ -58,6 +61,7 @@ impl SseParser {
                 1
             };
             let line = std::mem::take(&mut self.line);
+            self.progress |= line.first().is_some_and(|&b| b != b':');
             self.raw.extend_from_slice(&line);
             self.raw.extend_from_slice(&rest[i..i + term_len]);
             rest = &rest[i + term_len..];
@@ -68,7 +72,15 @@ impl SseParser {
             }
         }
         self.line.extend_from_slice(rest);
+        self.progress |= !rest.is_empty() && self.line.first().is_some_and(|&b| b != b':');
         out
+    }
+
+    /// Whether a field line (data, event, id, …) arrived since the last call; comments and
+    /// blank lines do not count. The proxy's idle timer is re-armed only by progress, so an
+    /// upstream that sends nothing but keep-alive comments stalls.
+    pub fn progressed(&mut self) -> bool {
+        std::mem::take(&mut self.progress)
     }
 
     /// Ends the stream: whatever is left becomes a final event (the SSE spec would discard an
@@ -138,6 +150,8 @@ pub struct SseScanner {
     data: Vec<u8>,
     has_data: bool,
     after_cr: bool,
+    /// As [`SseParser`]'s: a field line arrived since the last [`SseScanner::progressed`].
+    progress: bool,
 }
 
 impl SseScanner {
@@ -170,10 +184,13 @@ impl SseScanner {
                 1
             };
             if self.line.is_empty() {
-                self.line_done(&rest[..i], &mut on_data);
+                let line = &rest[..i];
+                self.progress |= line.first().is_some_and(|&b| b != b':');
+                self.line_done(line, &mut on_data);
             } else {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(&rest[..i]);
+                self.progress |= line.first().is_some_and(|&b| b != b':');
                 self.line_done(&line, &mut on_data);
                 // Keep the buffer's capacity for the next split line.
                 line.clear();
@@ -182,6 +199,13 @@ impl SseScanner {
             rest = &rest[i + term_len..];
         }
         self.line.extend_from_slice(rest);
+        self.progress |= !rest.is_empty() && self.line.first().is_some_and(|&b| b != b':');
+    }
+
+    /// Whether a field line arrived since the last call (comments and blank lines do not
+    /// count), exactly as [`SseParser::progressed`].
+    pub fn progressed(&mut self) -> bool {
+        std::mem::take(&mut self.progress)
     }
 
     /// Ends the stream: an unterminated last event still counts (as in [`SseParser::finish`]).
@@ -253,8 +277,11 @@ mod tests {
                 want.extend(p.finish().and_then(|e| e.data).map(String::into_bytes));
                 let mut sc = SseScanner::new();
                 let mut got: Vec<Vec<u8>> = Vec::new();
+                let mut p2 = SseParser::new();
                 for part in [&bytes[..a], &bytes[a..b], &bytes[b..]] {
                     sc.push(part, |d| got.push(d.to_vec()));
+                    let _ = p2.push(part);
+                    assert_eq!(sc.progressed(), p2.progressed(), "progress at {a},{b}");
                 }
                 sc.finish(|d| got.push(d.to_vec()));
                 assert_eq!(got, want, "split at {a},{b}");
@@ -282,6 +309,22 @@ mod tests {
         out.extend(p.push(&bytes[last..]));
         out.extend(p.finish());
         out
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_not_progress() {
+        let mut p = SseParser::new();
+        p.push(b": keep-alive\n\n: keep");
+        assert!(!p.progressed());
+        p.push(b"-alive\n\n\r\n");
+        assert!(!p.progressed());
+        p.push(b"da");
+        assert!(p.progressed(), "a data line under way is progress");
+        assert!(!p.progressed(), "reported once");
+        p.push(b"ta: x\n\n");
+        assert!(p.progressed());
+        p.push(b"\n: ping\n");
+        assert!(!p.progressed());
     }
 
     #[test]

@@ -111,6 +111,12 @@ pub struct StreamUsage {
     merged: serde_json::Map<String, Value>,
     latest: Option<Usage>,
     pub model: Option<String>,
+    /// The API's own end of the stream was seen (OpenAI `[DONE]`, Anthropic `message_stop`):
+    /// without it a client such as the DeepSeek Harness discards the call's usage, so the call
+    /// is incomplete however much of it arrived.
+    pub ended: bool,
+    /// The last non-null `finish_reason` (OpenAI-compatible) or `stop_reason` (Anthropic).
+    pub finish_reason: Option<String>,
 }
 
 impl StreamUsage {
@@ -120,6 +126,8 @@ impl StreamUsage {
             merged: serde_json::Map::new(),
             latest: None,
             model: None,
+            ended: false,
+            finish_reason: None,
         }
     }
 
@@ -127,7 +135,7 @@ impl StreamUsage {
     /// on): the same answer as [`StreamUsage::observe`] on its UTF-8 reading, without building
     /// anything for the events that cannot carry the model or usage.
     pub fn observe_bytes(&mut self, data: &[u8]) -> bool {
-        if !self.interesting(data) {
+        if data != b"[DONE]" && !self.interesting(data) {
             return false;
         }
         match std::str::from_utf8(data) {
@@ -136,20 +144,23 @@ impl StreamUsage {
         }
     }
 
-    /// Whether an event's data can change the meter. Most events are content deltas: decoding
-    /// only the others keeps the meter cheap on long streams. DeepSeek writes `"usage":null` in
-    /// every chunk, so an OpenAI event is decoded only when some `"usage"` in it is followed by
-    /// something other than `null` (a superset of the events whose top-level usage is an
-    /// object; decoding decides the rest).
+    /// Whether an event's data (other than `[DONE]`) can change the meter. Most events are
+    /// content deltas: decoding only the ones that can carry the model, usage or a finish reason
+    /// keeps the meter cheap on long streams. DeepSeek writes `"usage":null` in every chunk and a
+    /// token delta carries `"finish_reason":null`, so an OpenAI event is decoded only when some
+    /// `"usage"` or `"finish_reason"` in it is followed by something other than `null` (a
+    /// superset of the events where either is set; decoding decides the rest).
     fn interesting(&self, data: &[u8]) -> bool {
-        if data == b"[DONE]" {
-            return false;
-        }
         match self.api {
-            ApiKind::OpenAiChat => self.model.is_none() || has_non_null_usage(data),
+            ApiKind::OpenAiChat => {
+                self.model.is_none()
+                    || has_non_null(data, b"\"usage\"")
+                    || has_non_null(data, b"\"finish_reason\"")
+            }
             ApiKind::AnthropicMessages => {
                 memchr::memmem::find(data, b"\"message_start\"").is_some()
                     || memchr::memmem::find(data, b"\"message_delta\"").is_some()
+                    || memchr::memmem::find(data, b"\"message_stop\"").is_some()
             }
         }
     }
@@ -157,6 +168,10 @@ impl StreamUsage {
     /// Looks at one event's data. Returns true when the event is an OpenAI usage-only chunk
     /// (no choices, only usage) — the chunk a client that did not ask for usage must not see.
     pub fn observe(&mut self, data: &str) -> bool {
+        if data == "[DONE]" {
+            self.ended |= self.api == ApiKind::OpenAiChat;
+            return false;
+        }
         if !self.interesting(data.as_bytes()) {
             return false;
         }
@@ -167,6 +182,15 @@ impl StreamUsage {
             ApiKind::OpenAiChat => {
                 if self.model.is_none() {
                     self.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
+                }
+                if let Some(r) = v
+                    .get("choices")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find_map(|c| c.get("finish_reason").and_then(Value::as_str))
+                {
+                    self.finish_reason = Some(r.to_owned());
                 }
                 let usage = v.get("usage").filter(|u| u.is_object());
                 if let Some(u) = usage.and_then(Usage::from_openai) {
@@ -189,7 +213,16 @@ impl StreamUsage {
                         }
                         v.pointer("/message/usage")
                     }
-                    Some("message_delta") => v.get("usage"),
+                    Some("message_delta") => {
+                        if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                            self.finish_reason = Some(r.to_owned());
+                        }
+                        v.get("usage")
+                    }
+                    Some("message_stop") => {
+                        self.ended = true;
+                        None
+                    }
                     _ => None,
                 };
                 if let Some(Value::Object(fields)) = u {
@@ -214,10 +247,9 @@ impl StreamUsage {
     }
 }
 
-/// Whether some `"usage"` in `data` is followed (after optional JSON whitespace and the colon)
-/// by anything but `null`.
-fn has_non_null_usage(data: &[u8]) -> bool {
-    const KEY: &[u8] = b"\"usage\"";
+/// Whether some `key` (quoted) in `data` is followed (after optional JSON whitespace and the
+/// colon) by anything but `null`.
+fn has_non_null(data: &[u8], key: &[u8]) -> bool {
     let skip_ws = |mut i: usize| {
         while data
             .get(i)
@@ -227,8 +259,8 @@ fn has_non_null_usage(data: &[u8]) -> bool {
         }
         i
     };
-    memchr::memmem::find_iter(data, KEY).any(|at| {
-        let i = skip_ws(at + KEY.len());
+    memchr::memmem::find_iter(data, key).any(|at| {
+        let i = skip_ws(at + key.len());
         if data.get(i) != Some(&b':') {
             // Not a key (a string value "usage"): a decoder would find no usage here either,
             // but deciding that is the decoder's job.
@@ -276,11 +308,11 @@ mod tests {
         assert!(!s.observe_bytes(model.as_bytes()));
         assert_eq!(s.model.as_deref(), Some("deepseek-reasoner"));
         for d in [&token, &spaced] {
-            assert!(!has_non_null_usage(d.as_bytes()), "{d}");
+            assert!(!has_non_null(d.as_bytes(), b"\"usage\""), "{d}");
             assert!(!s.observe_bytes(d.as_bytes()));
         }
         assert!(s.usage().is_none());
-        assert!(has_non_null_usage(finish.as_bytes()));
+        assert!(has_non_null(finish.as_bytes(), b"\"usage\""));
         assert!(
             !s.observe_bytes(finish.as_bytes()),
             "the finish chunk has choices"

@@ -16,6 +16,8 @@ use std::path::Path;
 pub struct Admitted {
     pub loaded: Loaded,
     pub identity: String,
+    /// The preconditions met, with the evidence that met each (recorded in `run_started`).
+    pub preconditions_met: Vec<eval_protocols::Met>,
     pub facts: AdmissionFacts,
     /// Each arm's frozen image id and expected attestation, fixed when verify found no drift
     /// (empty otherwise: admission refuses then).
@@ -101,6 +103,7 @@ pub fn gather(
     }
     let running_driver = crate::driver::driver_digest().to_string();
     let reg = Registry::open(state).map_err(AdmissionError::Registry)?;
+    let (preconditions_met, unmet) = eval_protocols::check_preconditions(&reg, &loaded.protocol);
     let mut facts = AdmissionFacts {
         protocol: name.clone(),
         identity: None,
@@ -109,7 +112,7 @@ pub fn gather(
         frozen_driver: None,
         running_driver,
         ledger: ledger_check(&crate::run::ledger_path(state, matrix)),
-        preconditions: eval_protocols::unmet_preconditions(&reg, &loaded.protocol)
+        preconditions: unmet
             .into_iter()
             .map(|u| PreconditionState {
                 name: u.protocol,
@@ -155,6 +158,7 @@ pub fn gather(
     Ok(Admitted {
         loaded,
         identity,
+        preconditions_met,
         facts,
         arms,
     })
@@ -196,6 +200,7 @@ pub fn run_started(a: &Admitted, concurrency: usize, upstream: UpstreamRecord) -
         max_infra_attempts: p.reruns.max_infra_attempts.max(1),
         slots: slot_records(&a.loaded),
         started_at: events::now_rfc3339(),
+        preconditions: a.preconditions_met.clone(),
     }
 }
 
@@ -919,6 +924,9 @@ mod tests {
             response_digest: None,
             changes: vec![],
             client_disconnected: false,
+            incomplete: false,
+            streamed_bytes: None,
+            wire: None,
         };
         let p = events::ModelCall {
             schema: events::SCHEMA,

@@ -74,6 +74,11 @@ pub struct RunStarted {
     pub max_infra_attempts: u32,
     pub slots: Vec<SlotRecord>,
     pub started_at: String,
+    /// The preconditions met when this session was admitted, each with the registry `report`
+    /// entry that met it (absent in ledgers from before preconditions were pinned, and when the
+    /// protocol has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preconditions: Vec<eval_protocols::Met>,
 }
 
 /// `attempt_started`.
@@ -204,6 +209,21 @@ pub struct HarnessAccount {
     pub total_tokens: u64,
 }
 
+/// The agent's 2xx calls that are not model turns: answers that did not end as the API defines an
+/// end (cut, stalled, reset, closed before `[DONE]`) or carried no usage. A harness counts none
+/// of them (the DeepSeek Harness writes a usage chunk only at `[DONE]`), so the meter's turns and
+/// tokens leave them out and they are recorded here, at what the budget held for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncompleteCalls {
+    pub calls: u64,
+    /// Their reservations (input estimate + bounded max output), what the budget counted.
+    pub reserved_tokens: u64,
+    /// Upstream bytes they streamed before they broke off.
+    pub streamed_bytes: u64,
+    /// Usage they showed before they broke off (input + output), if any.
+    pub seen_tokens: u64,
+}
+
 /// `attempt_outcome`: the attempt's receipt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AttemptOutcome {
@@ -223,6 +243,9 @@ pub struct AttemptOutcome {
     pub model_calls: Vec<u64>,
     pub model_turns: u64,
     pub tokens: TokenCounts,
+    /// Calls that are not turns (see [`IncompleteCalls`]); absent when there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<IncompleteCalls>,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
@@ -248,6 +271,12 @@ pub struct AttemptOutcome {
     pub upstream: String,
     /// True when written by resume or Ctrl-C rather than by the attempt itself.
     pub closed_by_controller: bool,
+    /// The attempt failed while it was being prepared (image, host, proxy), before any
+    /// container of it existed: the agent never ran, so the fault is retried without using one
+    /// of the slot's reruns (see `replay::MAX_PREPARATION_FAILURES`). Absent (false) in ledgers
+    /// written before this field existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_container: bool,
     pub finished_at: String,
 }
 

@@ -91,6 +91,8 @@ pub struct AttemptReport {
     pub attestation: Option<String>,
     pub model_turns: u64,
     pub tokens: TokenCounts,
+    /// See [`events::IncompleteCalls`]; `None` when there were none.
+    pub incomplete: Option<events::IncompleteCalls>,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
@@ -111,6 +113,8 @@ pub struct AttemptReport {
     /// an artifact) could not be recorded: the evidence is incomplete, so the run must stop with
     /// an integrity error (exit 3) instead of writing this attempt's outcome as if it were whole.
     pub recording_failure: Option<String>,
+    /// See [`AttemptOutcome::before_container`].
+    pub before_container: bool,
 }
 
 impl AttemptReport {
@@ -171,6 +175,7 @@ impl AttemptReport {
             model_calls: Vec::new(),
             model_turns: self.model_turns,
             tokens: self.tokens,
+            incomplete: self.incomplete,
             oracle_calls: self.oracle_calls,
             clarification_questions: self.clarification_questions,
             harness: self.harness,
@@ -182,6 +187,9 @@ impl AttemptReport {
             container_seconds: self.container_seconds,
             upstream: upstream.to_owned(),
             closed_by_controller: false,
+            before_container: self.before_container
+                && outcome == Outcome::InfraFault
+                && self.model_turns == 0,
             finished_at: events::now_rfc3339(),
         }
     }

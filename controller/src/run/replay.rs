@@ -269,7 +269,32 @@ impl RunState {
                 number: last.number,
             };
         };
-        let reruns_left = (list.len() as u32) <= rules.max_reruns;
+        // Attempts that failed before any container of theirs existed are retried apart: the
+        // agent never ran, so they cannot be a redraw it chose, and they use none of the reruns.
+        let unprepared = list.iter().filter(|a| is_unprepared(a)).count() as u32;
+        if is_unprepared(last) {
+            if unprepared < MAX_PREPARATION_FAILURES {
+                return SlotStatus::NeedsRerun {
+                    next: last.number + 1,
+                    code: out
+                        .infra_fault
+                        .map_or(out.outcome.as_str(), FaultCode::as_str)
+                        .to_owned(),
+                };
+            }
+            // Out of preparation retries: the slot ends on this fault, whatever its phase.
+            return match slot.phase {
+                Phase::Infrastructure => SlotStatus::Failed {
+                    number: last.number,
+                },
+                Phase::Statistical => SlotStatus::Final {
+                    number: last.number,
+                    outcome: out.outcome,
+                },
+            };
+        }
+        let counted = list.len() as u32 - unprepared;
+        let reruns_left = counted <= rules.max_reruns;
         match slot.phase {
             Phase::Infrastructure => {
                 if out.outcome == Outcome::Completed {
@@ -277,7 +302,7 @@ impl RunState {
                         number: last.number,
                         outcome: out.outcome,
                     }
-                } else if (list.len() as u32) < rules.max_infra_attempts {
+                } else if counted < rules.max_infra_attempts {
                     SlotStatus::NeedsRerun {
                         next: last.number + 1,
                         code: out
@@ -411,6 +436,21 @@ impl RunState {
         sum.complete = !self.slots.is_empty() && sum.infra_complete && sum.resolved == sum.total;
         sum
     }
+}
+
+pub use eval_core::fault::MAX_PREPARATION_FAILURES;
+
+/// An attempt that ended in an infra fault before any container of it existed, of a code
+/// [`FaultCode::retried_before_container`] retries.
+fn is_unprepared(a: &AttemptState) -> bool {
+    a.outcome.as_ref().is_some_and(|o| {
+        o.before_container
+            && o.outcome == Outcome::InfraFault
+            && !o.closed_by_controller
+            && !a.may_have_spent()
+            && o.infra_fault
+                .is_some_and(FaultCode::retried_before_container)
+    })
 }
 
 /// `interrupted_before_model_call` is rerun by rule (nothing was spent and the agent never got
@@ -548,6 +588,7 @@ mod tests {
             max_infra_attempts: max_reruns + 1,
             slots: slots(),
             started_at: now_rfc3339(),
+            preconditions: vec![],
         }
     }
 
@@ -586,6 +627,7 @@ mod tests {
             attestation: None,
             model_calls: vec![],
             model_turns: 0,
+            incomplete: None,
             tokens: TokenCounts {
                 input: 10,
                 output: 5,
@@ -603,6 +645,7 @@ mod tests {
             container_seconds: 0.5,
             upstream: "fixture".into(),
             closed_by_controller: false,
+            before_container: false,
             finished_at: now_rfc3339(),
         }
     }

@@ -231,6 +231,12 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             accounting: o.as_ref().and_then(|o| o.accounting.clone()),
             metrics_declared: declared.get(a.arm.as_str()).copied(),
             spend_usd: spend.get(&a.attempt).copied().unwrap_or(0.0),
+            before_container: o.as_ref().is_some_and(|o| o.before_container),
+            incomplete_calls: o.as_ref().and_then(|o| o.incomplete).map_or(0, |i| i.calls),
+            incomplete_reserved_tokens: o
+                .as_ref()
+                .and_then(|o| o.incomplete)
+                .map_or(0, |i| i.reserved_tokens),
         });
     }
     Ok(RunData {
@@ -248,6 +254,17 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         freeze_drift: drift,
         identity_retired: retired,
         fixture_upstream: started.fixture_evidence,
+        preconditions: started
+            .preconditions
+            .iter()
+            .map(|m| rd::PreconditionEvidence {
+                protocol: m.protocol.clone(),
+                identity: m.identity.to_string(),
+                report_seq: m.report_seq,
+                report_entry_hash: m.report_entry_hash.to_string(),
+                report_digest: m.report_digest.clone(),
+            })
+            .collect(),
         signed_evidence,
         artifacts_verified: Some(artifacts_verified),
         plan: StatPlan {

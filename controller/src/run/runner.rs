@@ -244,7 +244,18 @@ async fn run_slot(
         // never a `rerun` whose attempt resume would announce a second time.
         let mut batch = Vec::with_capacity(2);
         if let Some((of, code)) = &rerun_of {
-            let reason = if slot.phase == Phase::Infrastructure {
+            let unprepared = rec
+                .state()
+                .attempts
+                .get(&slot.id)
+                .and_then(|v| v.last())
+                .and_then(|a| a.outcome.as_ref())
+                .is_some_and(|o| o.before_container);
+            let reason = if unprepared {
+                format!(
+                    "infra fault {code} happened before any container existed (the agent never ran); a preparation retry, not one of the slot's reruns"
+                )
+            } else if slot.phase == Phase::Infrastructure {
                 "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
             } else {
                 format!("infra fault {code} is rerunnable")

@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 enum Script {
     Outcome(Outcome, u64),
     Fault(&'static str),
+    /// An infra fault before any container existed (the image did not load, say).
+    Unprepared(&'static str),
     WaitForCancel(u64),
     /// One model call is recorded, a second cannot be (the executor only logs that, as the
     /// proxy's record sink does), then the attempt "completes".
@@ -154,6 +156,10 @@ impl AttemptExecutor for Scripted {
                     r
                 }
                 Script::Fault(code) => AttemptReport::infra(code.parse().unwrap(), "scripted"),
+                Script::Unprepared(code) => AttemptReport {
+                    before_container: true,
+                    ..AttemptReport::infra(code.parse().unwrap(), "scripted")
+                },
                 Script::RecordFails => {
                     model_call(&rec, &spec.attempt, 1).await;
                     // An entry kind the ledger refuses stands in for a full disk or a broken
@@ -247,6 +253,7 @@ fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
         max_infra_attempts: max_reruns + 1,
         slots: slots(),
         started_at: now_rfc3339(),
+        preconditions: vec![],
     }
 }
 
@@ -453,6 +460,70 @@ async fn an_infra_slot_is_rerun_after_a_task_failure_and_blocks_when_it_never_co
     );
     let (st, _) = replayed(&path);
     assert_eq!(st.attempts["infra-s-t1-cand-r0"].len(), 3);
+}
+
+/// An image that fails to load for the first attempt of an arm, then loads: the fault came
+/// before any container, so the slot is retried without using a rerun — with no reruns allowed
+/// and no listed codes, statistical and infrastructure slots alike still complete. A failure
+/// that never goes away ends the slot after `MAX_PREPARATION_FAILURES`.
+#[tokio::test]
+async fn a_failure_before_any_container_is_retried_without_using_a_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let exec = Scripted::new(|spec| match (spec.slot.id.as_str(), spec.number) {
+        ("infra-s-t1-base-r0" | "stat-s-t1-base-r1", 1) => Script::Unprepared("image_missing"),
+        ("stat-s-t2-cand-r1", _) => Script::Unprepared("image_missing"),
+        // A real attempt's fault after the retry still has its rerun budget (none here).
+        ("stat-s-t1-base-r2", 1) => Script::Unprepared("container_runtime_failure"),
+        ("stat-s-t1-base-r2", 2) => Script::Fault("container_runtime_failure"),
+        _ => Script::Outcome(Outcome::Completed, 1),
+    });
+    let end = session(&path, started(1, &[], 0), exec, CancellationToken::new()).await;
+    assert!(end.complete, "{end:?}");
+    let (st, entries) = replayed(&path);
+    let status = |slot: &str| {
+        st.statuses()
+            .into_iter()
+            .find(|(s, _)| s.id == slot)
+            .map(|(_, x)| x)
+            .unwrap()
+    };
+    let done = |number| SlotStatus::Final {
+        number,
+        outcome: Outcome::Completed,
+    };
+    assert_eq!(status("infra-s-t1-base-r0"), done(2));
+    assert_eq!(status("stat-s-t1-base-r1"), done(2));
+    assert_eq!(
+        status("stat-s-t1-base-r2"),
+        SlotStatus::Final {
+            number: 2,
+            outcome: Outcome::InfraFault
+        }
+    );
+    assert_eq!(
+        status("stat-s-t2-cand-r1"),
+        SlotStatus::Final {
+            number: replay::MAX_PREPARATION_FAILURES,
+            outcome: Outcome::InfraFault
+        }
+    );
+    let outcome = kinds_of(&entries, ATTEMPT_OUTCOME)
+        .into_iter()
+        .find(|o| o["attempt"] == "stat-s-t1-base-r1#1")
+        .unwrap();
+    assert_eq!(outcome["before_container"], true);
+    let rerun = kinds_of(&entries, RERUN)
+        .into_iter()
+        .find(|r| r["attempt"] == "stat-s-t1-base-r1#2")
+        .unwrap();
+    assert!(
+        rerun["reason"]
+            .as_str()
+            .unwrap()
+            .contains("before any container"),
+        "{rerun}"
+    );
 }
 
 #[tokio::test]

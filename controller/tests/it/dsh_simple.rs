@@ -3,8 +3,10 @@
 //! of different languages (`simple-js-clamp`, `simple-python-whitespace`), v0.4's grader runtime,
 //! the three real arms `native`, `v0.3-always` (Plan Lattice 0.3.0) and `v0.4-auto` (0.4.0-rc.3)
 //! on the DeepSeek Harness base —, then `eval freeze`, `eval run` against the scripted
-//! DeepSeek-compatible upstream of `dsh_support` (which writes a correct solution with the
-//! Harness's real tools), and `eval report`. Asserted: every attempt completed and graded by v0.4's
+//! DeepSeek-compatible upstream of `support/dsh.rs` (DeepSeek's wire: thinking mode, token-sized
+//! deltas, tool-call argument fragments, keep-alive comments, events split across writes, usage
+//! on the finish chunk and a trailing `choices: []` chunk, a prefix cache shared across attempts;
+//! it writes a correct solution with the Harness's real tools), and `eval report`. Asserted: every attempt completed and graded by v0.4's
 //! grader at 100 (5 of 5 assertions); the arms differ on the wire (`lattice_route` only in
 //! `v0.4-auto`'s requests); every attempt's transcript usage == the proxy's meter == the
 //! upstream's tally; the key nowhere. Prints one wire summary line per arm. Needs
@@ -201,9 +203,52 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
             (Some(100.0), Some(5.0), Some(5.0)),
             "{arm} {slot}: v0.4's grader on the scripted solution: {o}"
         );
-        let (session, own) = transcript_usage(&artifact(&dir, NAME, o, "transcript"));
+        let transcript = artifact(&dir, NAME, o, "transcript");
+        let (session, own) = transcript_usage(&transcript);
+        let (_, dsh_calls) = transcript_calls(&transcript);
         let mut metered: Vec<&Value> = by_attempt.get(id).cloned().unwrap_or_default();
         metered.sort_by_key(|c| c["seq"].as_u64());
+        // The Harness's disjoint counts against DeepSeek's: cache hits and reasoning, call by call.
+        let theirs_full: Vec<&Served> = served.iter().filter(|s| s.session() == session).collect();
+        assert_eq!(
+            dsh_calls
+                .iter()
+                .map(|u| (u.cache_read, u.reasoning))
+                .collect::<Vec<_>>(),
+            theirs_full
+                .iter()
+                .map(|s| (s.hit_tokens, s.reasoning_tokens))
+                .collect::<Vec<_>>(),
+            "{arm} {slot}: the transcript's cacheReadTokens/reasoningTokens vs the upstream's"
+        );
+        assert_eq!(
+            metered
+                .iter()
+                .map(|c| (
+                    c["tokens"]["cached"].as_u64(),
+                    c["tokens"]["reasoning"].as_u64()
+                ))
+                .collect::<Vec<_>>(),
+            theirs_full
+                .iter()
+                .map(|s| (Some(s.hit_tokens), Some(s.reasoning_tokens)))
+                .collect::<Vec<_>>(),
+            "{arm} {slot}: the ledger's cached/reasoning vs the upstream's"
+        );
+        // The attempt's meter is what the upstream billed, cache hits included, and the
+        // transcript's total is the same number.
+        let billed: u64 = theirs_full
+            .iter()
+            .map(|s| s.prompt_tokens + s.completion_tokens)
+            .sum();
+        let meter =
+            o["tokens"]["input"].as_u64().unwrap() + o["tokens"]["output"].as_u64().unwrap();
+        assert_eq!(meter, billed, "{arm} {slot}: meter vs upstream billed");
+        assert_eq!(
+            o["harness"]["total_tokens"].as_u64(),
+            Some(billed),
+            "{arm} {slot}: transcript total vs upstream billed"
+        );
         let metered: Vec<(u64, u64)> = metered
             .iter()
             .map(|c| {
@@ -250,6 +295,39 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
     upstream_usage.sort_unstable();
     assert_eq!(ledger_usage, upstream_usage, "ledger vs upstream");
 
+    // The wire was DeepSeek's: every answer complete, thinking, keep-alives, events split over
+    // writes; tool calls in fragments; the cache hit nearly everywhere, across attempts too
+    // (the first call of every attempt after the first of its arm shares the schemas' prefix).
+    for s in &served {
+        assert!(s.complete && s.fault.is_none(), "{s:?}");
+        assert!(s.reasoning_tokens > 0, "no thinking: {:?}", s.kind);
+        assert!(
+            s.comments >= 2 && s.writes > s.events,
+            "{:?}",
+            (s.comments, s.writes, s.events)
+        );
+        assert!(s.completion_tokens > s.reasoning_tokens);
+        assert!(s.hit_tokens <= s.prompt_tokens && s.hit_tokens % 64 == 0);
+    }
+    let hits = served.iter().filter(|s| s.hit_tokens > 0).count();
+    assert!(
+        hits * 10 >= served.len() * 8,
+        "{hits} of {} calls hit the cache",
+        served.len()
+    );
+    let mut first_calls: BTreeMap<String, &Served> = BTreeMap::new();
+    for s in &served {
+        first_calls.entry(s.session()).or_insert(s);
+    }
+    assert!(
+        first_calls.values().filter(|s| s.hit_tokens > 0).count() >= first_calls.len() - ARMS.len(),
+        "first calls of later attempts should hit the shared prefix: {:?}",
+        first_calls
+            .values()
+            .map(|s| s.hit_tokens)
+            .collect::<Vec<_>>()
+    );
+
     // The arms on the wire.
     let wire = |arm: &str| -> Vec<&Served> {
         served
@@ -285,6 +363,36 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
             "{} | all {n} attempts: {} calls, usage in={i} out={o}",
             wire_summary(&format!("{arm} (simple-js-clamp)"), &attempt),
             all.len()
+        );
+        // The closing note's figures: the upstream's bill, the ledger's meter and the
+        // transcript's total for this one attempt.
+        let outcome = outcomes
+            .iter()
+            .find(|o| {
+                let t = artifact(&dir, NAME, o, "transcript");
+                transcript_usage(&t).0 == one
+            })
+            .unwrap();
+        let (p, h, c, r) = attempt.iter().fold((0, 0, 0, 0), |(p, h, c, r), s| {
+            (
+                p + s.prompt_tokens,
+                h + s.hit_tokens,
+                c + s.completion_tokens,
+                r + s.reasoning_tokens,
+            )
+        });
+        eprintln!(
+            "billing {arm}: upstream billed prompt={p} (cache hits {h}) completion={c} \
+             (reasoning {r}) total={} | ledger meter input={} output={} cached={} reasoning={} \
+             | transcript total={} turns={} | accounting={}",
+            p + c,
+            outcome["tokens"]["input"],
+            outcome["tokens"]["output"],
+            outcome["tokens"]["cached"],
+            outcome["tokens"]["reasoning"],
+            outcome["harness"]["total_tokens"],
+            outcome["harness"]["model_turns"],
+            outcome["accounting"],
         );
     }
     assert!(

@@ -612,6 +612,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
                 ));
             }
             let allowed = match (&prev.outcome, a.phase) {
+                _ if prev.unprepared() => true,
                 (Some(Outcome::InfraFault), Phase::Statistical) => prev
                     .infra_fault
                     .is_some_and(|c| run.rerunnable_fault_codes.contains(&c)),
@@ -637,24 +638,32 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
                 problems.push(format!("{slot} #{}: follows a final outcome", a.attempt));
             }
         }
+        // Preparation retries use no rerun (the agent never ran), up to their own bound.
+        let unprepared = atts.iter().filter(|a| a.unprepared()).count() as u32;
+        if unprepared > eval_core::fault::MAX_PREPARATION_FAILURES {
+            problems.push(format!(
+                "{slot}: {unprepared} preparation failures, at most {} are retried",
+                eval_core::fault::MAX_PREPARATION_FAILURES
+            ));
+        }
+        let counted = atts.len() as u32 - unprepared.min(atts.len() as u32);
         let infra = atts
             .first()
             .is_some_and(|a| a.phase == Phase::Infrastructure);
         if infra {
             if let Some(max) = run.max_infra_attempts
-                && atts.len() as u32 > max
+                && counted > max
             {
                 problems.push(format!(
-                    "{slot}: {} attempts, the protocol allows {max} per infrastructure slot",
-                    atts.len()
+                    "{slot}: {counted} attempts, the protocol allows {max} per infrastructure slot"
                 ));
             }
         } else if let Some(max) = run.max_reruns_per_slot
-            && atts.len() as u32 > max + 1
+            && counted > max + 1
         {
             problems.push(format!(
                 "{slot}: {} reruns, the protocol allows {max}",
-                atts.len() - 1
+                counted - 1
             ));
         }
     }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::run_data::{LedgerHeadRef, RUN_DATA_VERSION, RunData, StatPlan};
+use super::run_data::{LedgerHeadRef, PreconditionEvidence, RUN_DATA_VERSION, RunData, StatPlan};
 use crate::gates::pairs::{SuiteView, final_attempts, metric_value};
 use crate::gates::{GateResult, Statistic, Verdict, evaluate_gates};
 use crate::stats::PairedTasks;
@@ -72,6 +72,9 @@ pub struct Report {
     /// What was verified about the evidence before anything was computed.
     #[serde(default)]
     pub evidence: Option<EvidenceCheck>,
+    /// The other protocols' evidence that unlocked this run (its met preconditions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlocked_by: Vec<PreconditionEvidence>,
     /// The ledger does not verify, the freeze drifted or the identity is retired (exit 3).
     pub integrity_failure: bool,
     /// The individual checks behind `release_allowed`.
@@ -234,6 +237,13 @@ pub struct ArmAccounting {
     /// Attempts whose accounting was not cross-checked with the harness's metrics file.
     #[serde(default)]
     pub accounting_unchecked: usize,
+    /// Calls without a complete answer (cut, stalled, reset, no usage), not in the turns or
+    /// tokens above.
+    #[serde(default)]
+    pub incomplete_calls: u64,
+    /// Their reserved tokens (what the budget counted them at).
+    #[serde(default)]
+    pub incomplete_reserved_tokens: u64,
     /// What a reader should look at for this arm (zero-turn attempts, unchecked accounting, …).
     #[serde(default)]
     pub anomalies: Vec<String>,
@@ -373,6 +383,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             covered_entries: run.signed_evidence.as_ref().map_or(0, |e| e.covered),
             artifacts_verified: run.artifacts_verified,
         }),
+        unlocked_by: run.preconditions.clone(),
         integrity_failure: integrity_failure(run),
         checks: Checks {
             all_gates_passed,
@@ -702,6 +713,8 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
                     spend_usd: 0.0,
                     zero_turn_attempts: 0,
                     accounting_unchecked: 0,
+                    incomplete_calls: 0,
+                    incomplete_reserved_tokens: 0,
                     anomalies: Vec::new(),
                 });
                 out.len() - 1
@@ -717,6 +730,8 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         x.oracle_calls += u64::from(a.oracle_calls);
         x.duration_seconds += a.duration_seconds;
         x.spend_usd += a.spend_usd;
+        x.incomplete_calls += a.incomplete_calls;
+        x.incomplete_reserved_tokens += a.incomplete_reserved_tokens;
         *x.outcomes
             .entry(a.outcome.map_or("open", Outcome::as_str).to_string())
             .or_default() += 1;
@@ -730,6 +745,13 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
     for x in &mut out {
         let n = x.attempts;
         let count = |o: &str| x.outcomes.get(o).copied().unwrap_or(0);
+        if x.incomplete_calls > 0 {
+            x.anomalies.push(format!(
+                "{} call(s) without a complete answer (cut, stalled, reset or no usage), not in \
+                 the turns or tokens; {} tokens reserved for them",
+                x.incomplete_calls, x.incomplete_reserved_tokens
+            ));
+        }
         if x.zero_turn_attempts > 0 {
             x.anomalies.push(format!(
                 "{} of {n} attempts made no model call",

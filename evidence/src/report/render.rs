@@ -104,6 +104,20 @@ fn text(r: &Report) -> String {
     if r.checks.fixture_upstream {
         let _ = writeln!(o, "FIXTURE EVIDENCE: this run used the fixture upstream");
     }
+    for p in &r.unlocked_by {
+        let _ = writeln!(
+            o,
+            "unlocked by precondition {} identity {} (registry report entry {}:{}{})",
+            p.protocol,
+            p.identity,
+            p.report_seq,
+            p.report_entry_hash,
+            p.report_digest
+                .as_ref()
+                .map(|d| format!(", report {d}"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(o, "\nGates");
     for g in &r.gates {
         let _ = writeln!(
@@ -241,6 +255,16 @@ fn markdown(r: &Report) -> String {
         r.ledger_head.hash,
         r.checks.fixture_upstream
     );
+    for p in &r.unlocked_by {
+        let _ = writeln!(
+            o,
+            "| unlocked by | precondition `{}` identity `{}`, registry report entry `{}:{}` |",
+            md_escape(&p.protocol),
+            p.identity,
+            p.report_seq,
+            p.report_entry_hash
+        );
+    }
     let _ = writeln!(
         o,
         "\n## Gates\n\n| gate | rule | statistic | value | condition | verdict | reason |\n|---|---|---|---|---|---|---|"
@@ -395,6 +419,16 @@ fn html(r: &Report) -> String {
         let _ = writeln!(
             o,
             "<p class=\"fixture\">Fixture evidence: this run used the embedded fixture upstream.</p>"
+        );
+    }
+    for p in &r.unlocked_by {
+        let _ = writeln!(
+            o,
+            "<p class=\"unlocked\">Unlocked by precondition {} identity <code>{}</code> (registry report entry {}:<code>{}</code>)</p>",
+            esc(&p.protocol),
+            esc(&p.identity),
+            p.report_seq,
+            esc(&p.report_entry_hash)
         );
     }
     let _ = writeln!(

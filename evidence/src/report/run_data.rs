@@ -46,6 +46,10 @@ pub struct RunData {
     pub identity_retired: bool,
     /// The run used the embedded fixture upstream (never release evidence).
     pub fixture_upstream: bool,
+    /// The preconditions that were met when the run was admitted, each with the evidence that
+    /// met it (empty when the protocol has none, or the data predates pinned preconditions).
+    #[serde(default)]
+    pub preconditions: Vec<PreconditionEvidence>,
     /// What the preregistered public key verified before this was built; `None` when the
     /// protocol preregisters no key (the evidence is unsigned, and the report says so).
     #[serde(default)]
@@ -73,6 +77,24 @@ pub struct RunData {
     /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts
     /// included).
     pub attempts: Vec<AttemptData>,
+}
+
+/// One met precondition: the other protocol's pinned identity and the registry `report` entry
+/// (a passed report) that met it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreconditionEvidence {
+    /// The precondition's protocol name (e.g. `router`).
+    pub protocol: String,
+    /// Its pinned, frozen identity.
+    pub identity: String,
+    /// The seq of the passed `report` entry in the identity registry.
+    pub report_seq: u64,
+    /// That entry's chain hash.
+    pub report_entry_hash: String,
+    /// The report's digest, when the entry names one.
+    #[serde(default)]
+    pub report_digest: Option<String>,
 }
 
 /// The signed evidence a report rests on: every checkpoint verified with the preregistered key.
@@ -240,9 +262,30 @@ pub struct AttemptData {
     /// Spend in USD of this attempt's model calls, as the proxy priced them.
     #[serde(default)]
     pub spend_usd: f64,
+    /// The attempt failed before any container of it existed (the agent never ran): the next
+    /// attempt is a preparation retry, not one of the slot's reruns.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_container: bool,
+    /// 2xx calls without a complete answer (cut, stalled, reset, no usage): in neither
+    /// `model_turns` nor `tokens`, counted apart at their reservation.
+    #[serde(default)]
+    pub incomplete_calls: u64,
+    /// The incomplete calls' reserved tokens (what the budget counted them at).
+    #[serde(default)]
+    pub incomplete_reserved_tokens: u64,
 }
 
 impl AttemptData {
+    /// An infra fault before any container existed, of a code retried without a rerun.
+    pub fn unprepared(&self) -> bool {
+        self.before_container
+            && self.outcome == Some(Outcome::InfraFault)
+            && self.model_turns == 0
+            && self
+                .infra_fault
+                .is_some_and(FaultCode::retried_before_container)
+    }
+
     /// The attempt ran an agent whose accounting can be cross-checked: it ended by itself with a
     /// non-infrastructure outcome (an infra fault or an attempt closed by the controller never
     /// reached the cross-check).

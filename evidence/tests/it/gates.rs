@@ -339,6 +339,65 @@ fn release_reason_fixture_upstream() {
     assert!(reasons.iter().any(|r| r.contains("fixture")));
 }
 
+/// A fault before any container existed (`before_container`) is retried without a rerun: the
+/// retry is authorized whatever the protocol lists and counts against no rerun limit — but only
+/// up to `MAX_PREPARATION_FAILURES`, and never for a code a retry would only repeat.
+#[test]
+fn preparation_retries_are_authorized_without_using_reruns() {
+    let base = run_data(UPLIFT);
+    let slot = base.slots[3].clone();
+    let rerun_rule = || Gate {
+        id: "i".into(),
+        suite: None,
+        description: None,
+        rules: vec![rule(
+            "r",
+            Statistic::RerunsAuthorized,
+            None,
+            Op::IsTrue,
+            None,
+        )],
+    };
+    let unprepared = |run: &mut RunData, i: usize, code| {
+        run.attempts[i].outcome = Some(Outcome::InfraFault);
+        run.attempts[i].infra_fault = Some(code);
+        run.attempts[i].model_turns = 0;
+        run.attempts[i].before_container = true;
+    };
+    let mut run = base.clone();
+    run.max_reruns_per_slot = Some(0);
+    unprepared(&mut run, 3, FaultCode::ImageMissing);
+    run.attempts
+        .push(attempt(&slot, 2, Some(Outcome::Completed), 1.0));
+    let r = evaluate_gate(&run, &rerun_rule()).rules.remove(0);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.reason);
+    // The same rerun without the mark is a rerun of an unlisted code.
+    run.attempts[3].before_container = false;
+    let r = evaluate_gate(&run, &rerun_rule()).rules.remove(0);
+    assert_eq!(r.verdict, Verdict::Fail);
+    // An attestation mismatch is not retried, mark or not.
+    unprepared(&mut run, 3, FaultCode::AttestationMismatch);
+    let r = evaluate_gate(&run, &rerun_rule()).rules.remove(0);
+    assert_eq!(r.verdict, Verdict::Fail);
+    // One preparation retry too many.
+    let mut run = base;
+    run.attempts[3].rerun_of = None;
+    let n = eval_core::fault::MAX_PREPARATION_FAILURES + 1;
+    unprepared(&mut run, 3, FaultCode::ImageMissing);
+    for k in 2..=n {
+        let mut a = attempt(&slot, k, Some(Outcome::InfraFault), 0.0);
+        a.infra_fault = Some(FaultCode::ImageMissing);
+        a.model_turns = 0;
+        a.before_container = true;
+        run.attempts.push(a);
+    }
+    run.attempts
+        .push(attempt(&slot, n + 1, Some(Outcome::Completed), 1.0));
+    let r = evaluate_gate(&run, &rerun_rule()).rules.remove(0);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert!(r.reason.unwrap().contains("preparation failures"));
+}
+
 #[test]
 fn integrity_rules_catch_each_problem() {
     let base = run_data(UPLIFT);
@@ -742,4 +801,37 @@ fn a_gate_on_each_built_in_metric_is_evaluated_from_the_accounting() {
         assert_eq!(res.verdict, Verdict::Pass, "{m}: {:?}", res.reason);
         assert_eq!(res.value, Some(expected(m)), "{m}");
     }
+}
+
+#[test]
+fn the_report_names_the_evidence_that_unlocked_the_run() {
+    let mut run = run_data(UPLIFT);
+    let report = build_report(&run).unwrap();
+    assert!(report.unlocked_by.is_empty());
+    // Without preconditions the JSON has no `unlocked_by` member (older reports keep their form).
+    assert!(
+        !render(&report, Format::Json)
+            .unwrap()
+            .contains("unlocked_by")
+    );
+    let pre = PreconditionEvidence {
+        protocol: "router".into(),
+        identity: "sha256:1111111111111111111111111111111111111111111111111111111111111111".into(),
+        report_seq: 7,
+        report_entry_hash:
+            "sha256:2222222222222222222222222222222222222222222222222222222222222222".into(),
+        report_digest: None,
+    };
+    run.preconditions = vec![pre.clone()];
+    let report = build_report(&run).unwrap();
+    assert_eq!(report.unlocked_by, vec![pre.clone()]);
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let s = render(&report, f).unwrap();
+        assert!(s.contains(&pre.identity), "{f:?}: {s}");
+        assert!(s.contains(&pre.report_entry_hash), "{f:?}: {s}");
+    }
+    // It is part of what the report's digest covers.
+    let a = report_entry_payload(&build_report(&run_data(UPLIFT)).unwrap()).unwrap();
+    let b = report_entry_payload(&report).unwrap();
+    assert_ne!(a["report_digest"], b["report_digest"]);
 }

@@ -54,6 +54,11 @@ struct Pump {
     hasher: Sha256,
     transcript: Option<Vec<u8>>,
     hid: bool,
+    /// Upstream body bytes so far.
+    streamed: u64,
+    /// When the upstream last made progress (a field line; comments do not count): the idle
+    /// timer runs from here, so keep-alives alone cannot hold a call open.
+    last_progress: tokio::time::Instant,
     cut: CancellationToken,
     /// Held until the record is delivered, so closing the attempt waits for it.
     _tracked: Option<TaskTrackerToken>,
@@ -70,7 +75,7 @@ impl Pump {
     async fn next_chunk(&mut self) -> Step {
         let idle = self.call.shared.timeouts.idle;
         let next = tokio::select! {
-            n = tokio::time::timeout(idle, self.upstream.next()) => n,
+            n = tokio::time::timeout_at(self.last_progress + idle, self.upstream.next()) => n,
             _ = self.cut.cancelled() => return Step::Cut,
         };
         match next {
@@ -80,7 +85,11 @@ impl Pump {
                 "the upstream stream broke off: {}",
                 error_chain(&e)
             )),
-            Err(_) => Step::Fail("the upstream stream stalled (idle timeout)".into()),
+            Err(_) => Step::Fail(
+                "the upstream stream stalled (no data for the idle timeout; keep-alive comments \
+                 are not progress)"
+                    .into(),
+            ),
         }
     }
 
@@ -95,21 +104,29 @@ impl Pump {
         if self.call.record.ttfb_ms.is_none() {
             self.call.record.ttfb_ms = Some(self.sent_at.elapsed().as_secs_f64() * 1e3);
         }
+        self.streamed += chunk.len() as u64;
         let Some(to_record) = self.to_record.as_mut() else {
             let meter = &mut self.meter;
             self.scanner.push(&chunk, |d| {
                 meter.observe_bytes(d);
             });
+            if self.scanner.progressed() {
+                self.last_progress = tokio::time::Instant::now();
+            }
             let out = self.to_client.push_bytes(chunk);
             self.record_bytes(&out);
             return out;
         };
         let rec = to_record.push(&chunk);
         self.record_bytes(&rec);
+        let events = self.parser.push(&chunk);
+        if self.parser.progressed() {
+            self.last_progress = tokio::time::Instant::now();
+        }
         // Hiding the usage chunk: whole events are forwarded as they complete, so the usage-only
         // one can be left out.
         let mut out = BytesMut::new();
-        for ev in self.parser.push(&chunk) {
+        for ev in events {
             if let Some(d) = &ev.data
                 && self.meter.observe(d)
             {
@@ -184,11 +201,13 @@ impl Pump {
                 .push(Change::RedactedKey { count: redactions });
         }
         call.record.upstream_model = self.meter.model.clone();
+        call.record.streamed_bytes = Some(self.streamed);
+        let complete = matches!(end, End::Done) && self.meter.ended;
         let usage = self.meter.into_usage();
         let cut = matches!(end, End::Cut);
         let settled = if cut { None } else { usage.as_ref() };
         let spend = settle(&call, self.reservation, settled, self.price.as_ref(), true);
-        meter_success(&mut call, usage, spend);
+        meter_success(&mut call, usage, spend, complete);
         match end {
             End::Fail(msg) => {
                 call.record.outcome = CallOutcome::UpstreamError;
@@ -202,6 +221,9 @@ impl Pump {
             }
             End::Done if call.record.outcome == CallOutcome::Unmetered => {
                 call.record.detail = Some("the stream ended without usage".into());
+            }
+            End::Done if call.record.incomplete => {
+                call.record.detail = Some("the stream ended without the API's end marker".into());
             }
             End::Done => {}
         }
@@ -281,6 +303,8 @@ pub(super) fn stream_back(
         hasher: Sha256::new(),
         transcript: shared.transcript_dir.as_ref().map(|_| Vec::new()),
         hid: false,
+        streamed: 0,
+        last_progress: tokio::time::Instant::now(),
         cut,
         _tracked: tracked,
     };

@@ -1063,6 +1063,79 @@ async fn sockets_are_usable_by_other_users_and_models_are_listed() {
     proxy.shutdown(Duration::from_secs(5)).await;
 }
 
+/// The rule for calls without usage: a 2xx answer is a model turn only when it ended as the API
+/// defines an end and carried usage. A stream whose usage arrived but whose `[DONE]` never did is
+/// incomplete (the DeepSeek Harness discards its usage), counted apart at its reservation with
+/// what it streamed; a stream that only ever sends keep-alive comments stalls at the idle
+/// timeout (comments are not progress) instead of holding the call open.
+#[tokio::test]
+async fn incomplete_streams_are_not_turns_and_keep_alives_do_not_hold_a_call() {
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.timeouts.idle = Duration::from_millis(300);
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("inc.sock");
+    proxy
+        .register_attempt(spec(
+            "inc",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let r = post(&sock, "openai-stream", &chat("usage:30:5", true)).await;
+    assert_eq!(r.status, 200);
+    let r = post(&sock, "usage-then-eof", &chat("usage:40:9", true)).await;
+    assert_eq!(r.status, 200);
+    let recs = settle_records(&sink, 2).await;
+    assert!(!recs[0].incomplete, "{:?}", recs[0]);
+    assert!(recs[1].incomplete, "{:?}", recs[1]);
+    assert_eq!(recs[1].usage.as_ref().map(|u| u.total_tokens()), Some(49));
+    assert!(recs[1].streamed_bytes.unwrap() > 0);
+    assert!(
+        recs[1].detail.as_deref().unwrap().contains("end marker"),
+        "{:?}",
+        recs[1].detail
+    );
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "keepalive-forever")],
+        chat("usage:3:3", true).to_string(),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    // Without the rule this never ends: the upstream sends a comment every 20 ms forever.
+    assert!(resp.into_body().collect().await.is_err());
+    let recs = settle_records(&sink, 3).await;
+    assert_eq!(recs[2].outcome, CallOutcome::UpstreamError);
+    assert!(recs[2].incomplete);
+    assert!(
+        recs[2].detail.as_deref().unwrap().contains("keep-alive"),
+        "{:?}",
+        recs[2].detail
+    );
+    let m = proxy.close_attempt("inc").unwrap();
+    let a = &m.roles[&Role::Agent];
+    assert_eq!(a.turns, 1, "only the complete call is a turn");
+    assert_eq!(a.input_tokens + a.output_tokens, 35);
+    assert_eq!(a.incomplete_calls, 2);
+    assert_eq!(
+        a.incomplete_reserved_tokens,
+        recs[1].reserved_tokens + recs[2].reserved_tokens
+    );
+    assert_eq!(a.incomplete_seen_tokens, 49);
+    assert_eq!(
+        a.incomplete_streamed_bytes,
+        recs[1].streamed_bytes.unwrap() + recs[2].streamed_bytes.unwrap()
+    );
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_stalled_stream_and_a_spent_wall_clock_are_refused_and_recorded() {
     let up = upstream().await;
@@ -1239,4 +1312,72 @@ async fn a_call_is_forwarded_only_after_its_start_is_recorded() {
     let recs = settle_records(&sink.inner, 2).await;
     assert_eq!(recs.last().unwrap().outcome, CallOutcome::NotRecorded);
     assert!(!r.text().contains(KEY));
+}
+
+/// The record names the tools a forwarded request offered and digests its system sections (the
+/// bodies never).
+#[tokio::test]
+async fn the_record_names_the_tools_and_digests_the_system_sections() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("p.sock");
+    proxy
+        .register_attempt(spec(
+            "wire",
+            Listen::Unix(sock.clone()),
+            allowing(Contract::model_only(MODEL), &["tools"]),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let control = "## Plan Lattice contract control\n\nBefore protected work.\n\nDo not ask the user. Record reasonable, reversible assumptions explicitly.";
+    let system = format!("You are a coding agent. SECRET-PERSONA-BODY\n\n{control}");
+    let body = json!({
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "fix it"},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "read", "parameters": {}}},
+            {"type": "function", "function": {"name": "lattice_intake", "parameters": {}}},
+        ],
+    })
+    .to_string();
+    let r = unix_call(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "openai-json")],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let recs = settle_records(&sink, 1).await;
+    let wire = recs[0].wire.clone().expect("a wire shape");
+    assert_eq!(
+        wire.tools,
+        Some(vec!["read".to_owned(), "lattice_intake".to_owned()])
+    );
+    assert_eq!(wire.system.len(), 2);
+    assert_eq!(wire.system[1].heading, "## Plan Lattice contract control");
+    assert_eq!(
+        wire.system[1].digest,
+        eval_proxy::wire::text_digest(control)
+    );
+    assert!(
+        wire.system[1]
+            .paragraphs
+            .contains(&eval_proxy::wire::text_digest(
+                "Do not ask the user. Record reasonable, reversible assumptions explicitly."
+            ))
+    );
+    let json = serde_json::to_string(&recs[0]).unwrap();
+    assert!(!json.contains("SECRET-PERSONA-BODY"), "{json}");
+    assert!(!json.contains("Before protected work"), "{json}");
+    proxy.shutdown(Duration::from_secs(5)).await;
 }

@@ -121,11 +121,16 @@ fn eval_json_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
 }
 
 /// The DeepSeek Harness transcript: every `assistant/chunk` record whose chunk is a usage chunk
-/// is one model call of the agent loop (`data.chunk.usage.inputTokens` + `outputTokens`). The
-/// session-title call is not in the transcript, which is why the runtime turns it off. Other
-/// records are the Harness's business and are skipped, but every line must be a JSON object and
-/// every usage chunk must carry both counts: a transcript the agent tampered into another shape
-/// is unreadable, never read as "no calls".
+/// is one model call of the agent loop. Its tokens are the Harness's billed total: its counts are
+/// disjoint (dsh `TokenUsage`: `inputTokens` = prompt − cache hits), so billed input is
+/// `inputTokens + cacheReadTokens + cacheWriteTokens`, and `reasoningTokens` is already inside
+/// `outputTokens` (never added) — the same total as the proxy's `prompt_tokens +
+/// completion_tokens`. The Harness writes a usage chunk only when a stream reached `[DONE]`, which
+/// is the proxy's rule for a turn too (a cut call is counted apart on both sides). Packed chunk
+/// rows (`text-chunks`, …; `packChunks: true`) are deltas, never usage, and are skipped like
+/// every other record, but every line must be a JSON object and every usage chunk must carry
+/// both counts (the optional ones, when present, must be counts): a transcript the agent
+/// tampered into another shape is unreadable, never read as "no calls".
 fn dsh_transcript_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
     let mut turns: u64 = 0;
     let mut total: u64 = 0;
@@ -148,11 +153,20 @@ fn dsh_transcript_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
                 .as_u64()
                 .ok_or_else(|| format!("line {n}: the usage chunk's {field} is not a count"))
         };
+        let optional = |field: &str| match &usage[field] {
+            Value::Null => Ok(0),
+            v => v
+                .as_u64()
+                .ok_or_else(|| format!("line {n}: the usage chunk's {field} is not a count")),
+        };
         let (input, output) = (count("inputTokens")?, count("outputTokens")?);
+        let (read, write) = (optional("cacheReadTokens")?, optional("cacheWriteTokens")?);
+        // Checked like the others, never added: it is a part of `outputTokens`.
+        optional("reasoningTokens")?;
         turns += 1;
-        total = input
-            .checked_add(output)
-            .and_then(|t| total.checked_add(t))
+        total = [input, read, write, output]
+            .into_iter()
+            .try_fold(total, u64::checked_add)
             .ok_or_else(|| format!("line {n}: token counts overflow"))?;
     }
     Ok((turns, total))
@@ -258,6 +272,155 @@ mod tests {
             account(d, Ok(Vec::new()), (1, 10)).0,
             Accounting::Mismatch(_)
         ));
+    }
+
+    /// A usage chunk as dsh's `mapUsage` (llm-deepseek/src/translate.ts) writes DeepSeek's usage
+    /// object: `inputTokens` = prompt − hits, the hits as `cacheReadTokens`, `reasoningTokens`
+    /// a part of `outputTokens`.
+    fn dsh_usage_line(seq: u64, prompt: u64, hits: u64, completion: u64, reasoning: u64) -> String {
+        format!(
+            r#"{{"type":"assistant/chunk","seq":{seq},"time":1,"data":{{"turn":1,"step":{seq},"chunk":{{"type":"usage","usage":{{"inputTokens":{},"outputTokens":{completion},"cacheReadTokens":{hits},"reasoningTokens":{reasoning}}}}}}}}}"#,
+            prompt - hits
+        )
+    }
+
+    /// The proxy meters DeepSeek's `prompt_tokens` (hits included) + `completion_tokens`
+    /// (reasoning included); the Harness's disjoint counts add up to the same billed total.
+    #[test]
+    fn cache_hits_and_reasoning_count_as_the_harness_bills_them() {
+        let d = MetricsFormat::DshSessionJsonl;
+        // DEEPSEEK-WIRE.md's documented usage object, then a call hitting almost all of it.
+        let t = [
+            dsh_usage_line(1, 283, 256, 69, 24),
+            dsh_usage_line(2, 420, 384, 51, 0),
+        ]
+        .join("\n");
+        let billed = 283 + 69 + 420 + 51;
+        let (a, h) = account(d, Ok(t.clone().into_bytes()), (2, billed));
+        assert_eq!(a, Accounting::Matched, "{a:?}");
+        assert_eq!(h.map(|h| h.total_tokens), Some(billed));
+        // Counting the disjoint input alone (hits left out) or adding reasoning again: mismatch.
+        let (a, _) = account(d, Ok(t.clone().into_bytes()), (2, billed - 256 - 384));
+        assert!(matches!(a, Accounting::Mismatch(_)), "{a:?}");
+        let (a, _) = account(d, Ok(t.into_bytes()), (2, billed + 24));
+        assert!(matches!(a, Accounting::Mismatch(_)), "{a:?}");
+        // Cache writes (Anthropic-style providers) are billed input too.
+        let w = r#"{"type":"assistant/chunk","data":{"chunk":{"type":"usage","usage":{"inputTokens":10,"outputTokens":5,"cacheWriteTokens":7}}}}"#;
+        assert_eq!(
+            account(d, Ok(w.as_bytes().to_vec()), (1, 22)).0,
+            Accounting::Matched
+        );
+        // An optional count that is not a count is tampering.
+        let bad = r#"{"type":"assistant/chunk","data":{"chunk":{"type":"usage","usage":{"inputTokens":10,"outputTokens":5,"cacheReadTokens":"7"}}}}"#;
+        let (a, _) = account(d, Ok(bad.as_bytes().to_vec()), (1, 22));
+        assert!(
+            matches!(&a, Accounting::MetricsUnreadable(m) if m.contains("cacheReadTokens")),
+            "{a:?}"
+        );
+    }
+
+    /// A transcript of a real-sized attempt as dsh writes it with `packChunks: true`
+    /// (core/session/src/chunk-rows.ts): per call a user/tool record, one packed reasoning row
+    /// and one packed text row (one entry per token delta, `dt` gaps), the usage and finish
+    /// chunks one per line, and the `assistant/message` repeating the whole text.
+    fn real_sized_transcript(calls: u64, tokens_per_call: u64, packed: bool) -> (Vec<u8>, u64) {
+        use std::fmt::Write as _;
+        let mut out = String::from(
+            r#"{"type":"session","version":1,"id":"0f6c0d3e-5a1b-4c2e-9d7f-1a2b3c4d5e6f","cwd":"/workspace"}"#,
+        );
+        out.push('\n');
+        let mut seq = 1;
+        let mut billed = 0;
+        let tool_result = "x".repeat(2000);
+        for call in 0..calls {
+            let _ = writeln!(
+                out,
+                r#"{{"type":"tool/result","seq":{seq},"time":1767225600000,"data":{{"turn":1,"step":{call},"content":"{tool_result}"}}}}"#
+            );
+            seq += 1;
+            let reasoning = tokens_per_call * 3 / 4;
+            let text = tokens_per_call - reasoning;
+            for (kind, delta, n, index) in [
+                ("reasoning", "reasoning-delta", reasoning, 0),
+                ("text", "text-delta", text, 1),
+            ] {
+                if packed {
+                    let texts = vec![r#""tok ""#; n as usize].join(",");
+                    let dt = vec!["12"; n as usize - 1].join(",");
+                    let _ = writeln!(
+                        out,
+                        r#"{{"type":"{kind}-chunks","seq0":{seq},"time0":1767225600000,"data":{{"turn":1,"step":{call},"index":{index},"dt":[{dt}],"texts":[{texts}]}}}}"#
+                    );
+                } else {
+                    for k in 0..n {
+                        let _ = writeln!(
+                            out,
+                            r#"{{"type":"assistant/chunk","seq":{},"time":1767225600000,"data":{{"turn":1,"step":{call},"chunk":{{"type":"{delta}","index":{index},"text":"tok "}}}}}}"#,
+                            seq + k
+                        );
+                    }
+                }
+                seq += n;
+            }
+            let prompt = 30_000 + 500 * call;
+            let hits = prompt - 400;
+            out.push_str(&dsh_usage_line(
+                seq,
+                prompt,
+                hits,
+                tokens_per_call,
+                reasoning,
+            ));
+            out.push('\n');
+            billed += prompt + tokens_per_call;
+            let _ = writeln!(
+                out,
+                r#"{{"type":"assistant/chunk","seq":{},"time":1767225600000,"data":{{"turn":1,"step":{call},"chunk":{{"type":"finish","reason":{{"kind":"tool-calls"}}}}}}}}"#,
+                seq + 1
+            );
+            let whole = "tok ".repeat(text as usize);
+            let _ = writeln!(
+                out,
+                r#"{{"type":"assistant/message","seq":{},"time":1767225600000,"data":{{"message":{{"role":"assistant","content":[{{"type":"reasoning","text":"{}"}},{{"type":"text","text":"{whole}"}}]}}}}}}"#,
+                seq + 2,
+                "tok ".repeat(reasoning as usize)
+            );
+            seq += 3;
+        }
+        (out.into_bytes(), billed)
+    }
+
+    /// Hundreds of calls and 240k output tokens (reasoning included) fit under the cap with
+    /// packed rows and are counted right; the same attempt one delta per line would not fit,
+    /// which is why the runtime's profile writes packed rows.
+    #[test]
+    fn a_real_sized_packed_transcript_stays_under_the_cap() {
+        let (calls, per_call) = (400, 600);
+        let (packed, billed) = real_sized_transcript(calls, per_call, true);
+        assert!(
+            (packed.len() as u64) < MAX_TRANSCRIPT_BYTES / 2,
+            "{} bytes for {} output tokens",
+            packed.len(),
+            calls * per_call
+        );
+        let d = MetricsFormat::DshSessionJsonl;
+        let (a, h) = account(d, Ok(packed), (calls, billed));
+        assert_eq!(a, Accounting::Matched, "{a:?}");
+        assert_eq!(h.map(|h| h.model_turns), Some(calls));
+        let (unpacked, _) = real_sized_transcript(calls, per_call, false);
+        assert!(
+            unpacked.len() as u64 > MAX_TRANSCRIPT_BYTES,
+            "one delta per line: {} bytes",
+            unpacked.len()
+        );
+    }
+
+    /// The runtime's profile patch writes packed rows (dsh's default), never one delta per line.
+    #[test]
+    fn the_dsh_profile_packs_chunk_rows() {
+        let patch = include_str!("../../../../runtimes/dsh/profile.patch.yml");
+        assert!(patch.contains("packChunks: true"), "{patch}");
+        assert!(!patch.contains("packChunks: false"), "{patch}");
     }
 
     #[test]

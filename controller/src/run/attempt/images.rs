@@ -19,7 +19,9 @@ pub(super) struct ArmImage {
     /// The image id the freeze recorded (`None`: the freeze could not resolve it).
     pub(super) frozen_image: Option<ImageId>,
     pub(super) expected: BTreeMap<String, Option<String>>,
-    pub(super) id: OnceCell<Result<ImageId, (FaultCode, String)>>,
+    /// Set once the image is ready; a failure is never kept, so the next attempt (or grading)
+    /// tries again instead of failing at once for the rest of the session.
+    pub(super) id: OnceCell<ImageId>,
 }
 
 /// An arm as admitted: the image id its freeze recorded and the digests its shim must report.
@@ -168,17 +170,29 @@ pub(super) fn grader_images(
     Ok(graders)
 }
 
+/// The image in `cell`, or `load`'s: only a success is kept (a transient engine failure is
+/// that one attempt's, not the session's).
+async fn ready_image<F, Fut>(
+    cell: &OnceCell<ImageId>,
+    load: F,
+) -> Result<ImageId, (FaultCode, String)>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<ImageId, (FaultCode, String)>>,
+{
+    cell.get_or_try_init(load).await.cloned()
+}
+
 impl DockerExecutor {
-    /// The arm's image, built or pulled once per session.
+    /// The arm's image, built or pulled once per session (once it succeeded).
     pub(super) async fn image(&self, a: &ArmImage) -> Result<ImageId, (FaultCode, String)> {
-        a.id.get_or_init(|| async {
+        ready_image(&a.id, || async {
             self.rt
                 .ensure_image(&a.spec)
                 .await
                 .map_err(|e| (e.fault().unwrap_or(FaultCode::ImageMissing), e.to_string()))
         })
         .await
-        .clone()
     }
 
     /// The arm's image, checked against the frozen one: its files must still make the frozen
@@ -262,5 +276,35 @@ impl DockerExecutor {
             }
         }
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A first load that fails (the engine was restarting, say) is that attempt's failure; the
+    /// next attempt loads again and succeeds, and only then is the id kept.
+    #[tokio::test]
+    async fn a_failed_image_load_is_not_kept_and_the_next_load_succeeds() {
+        let cell = OnceCell::new();
+        let loads = std::sync::atomic::AtomicU32::new(0);
+        let load = || async {
+            match loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => Err((
+                    FaultCode::ImageMissing,
+                    "the engine is restarting".to_owned(),
+                )),
+                _ => Ok(ImageId("sha256:ab".into())),
+            }
+        };
+        let first = ready_image(&cell, load).await;
+        assert_eq!(first.unwrap_err().0, FaultCode::ImageMissing);
+        let second = ready_image(&cell, load).await.unwrap();
+        assert_eq!(second, ImageId("sha256:ab".into()));
+        // Kept from now on: no third load.
+        assert_eq!(ready_image(&cell, load).await.unwrap(), second);
+        assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }

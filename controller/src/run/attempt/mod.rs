@@ -23,7 +23,7 @@ use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
 use prepare::SocketRoot;
 
-use super::events::{self, AttemptNote};
+use super::events::{self, AttemptNote, IncompleteCalls};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
 use classify::{Attested, Classification, EngineFault, Observations, Oracle, Upstream, classify};
 use contract::agent_budget;
@@ -272,9 +272,11 @@ impl DockerExecutor {
         let t0 = std::time::Instant::now();
         let mut report = self.attempt_in(spec, cancel, t0).await;
         if report.duration_seconds.is_none() {
-            // No container started: everything the attempt did was preparation.
+            // No container started (none was even created): everything the attempt did was
+            // preparation, and a fault here is retried without using a rerun.
             report.duration_seconds = Some(0.0);
             report.prepare_seconds = t0.elapsed().as_secs_f64();
+            report.before_container = true;
         }
         report
     }
@@ -537,8 +539,16 @@ fn observe_meter(
     };
     report.model_turns = agent.turns;
     report.tokens = agent.tokens();
+    report.incomplete = (agent.incomplete_calls > 0).then_some(IncompleteCalls {
+        calls: agent.incomplete_calls,
+        reserved_tokens: agent.incomplete_reserved_tokens,
+        streamed_bytes: agent.incomplete_streamed_bytes,
+        seen_tokens: agent.incomplete_seen_tokens,
+    });
     seen.obs.upstream = Upstream {
-        turns: agent.turns,
+        // An incomplete call still showed the agent model output: for the "never answered" rule
+        // it counts as answered.
+        turns: agent.turns + agent.incomplete_calls,
         contract_violations: agent.contract_violations,
         budget_exhaustions: agent.budget_exhaustions,
         client_errors: agent.upstream_client_errors,

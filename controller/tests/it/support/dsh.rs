@@ -1,14 +1,27 @@
 //! Support of the DeepSeek Harness tests: a scripted DeepSeek-compatible upstream that drives
-//! `dsh --profile headless` through a task with the Harness's real tools (SSE
-//! `chat.completion.chunk`s as the DeepSeek API streams them), writes a correct solution for the
-//! task it recognises in the prompt, routes with Plan Lattice's `lattice_route` first when the
-//! request offers it, and records every request it answered (path, headers, body, usage).
+//! `dsh --profile headless` through a task with the Harness's real tools, writes a correct
+//! solution for the task it recognises in the prompt, routes with Plan Lattice's `lattice_route`
+//! first when the request offers it, and records every request it answered (path, headers, body,
+//! what it billed).
+//!
+//! Its wire is DeepSeek's as `../shared/DEEPSEEK-WIRE.md` documents it (the API docs and the
+//! Harness's own parser, `llm-deepseek/src/{sse,translate}.ts`), not what `eval` sends:
+//! thinking mode (first delta `reasoning_content: ""`, then one event per reasoning token, then
+//! per content token), tool-call arguments in fragments (id, type and name only on the first),
+//! `"usage": null` on every delta, the usage object on the finish chunk and again on a trailing
+//! `choices: []` chunk, `: keep-alive` comments, events split anywhere across writes; the
+//! documented usage object (hits + misses = `prompt_tokens`, `cached_tokens` repeating the hits,
+//! reasoning inside `completion_tokens`) from a prefix cache shared by every request of the
+//! upstream (no `user_id`, so all attempts of one account share it), the 400 DeepSeek gives a
+//! thinking-mode tool-call turn sent back without its `reasoning_content`, and scheduled faults
+//! ([`Fault`]) with DeepSeek's error bodies.
 #![allow(dead_code)]
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt as _;
@@ -92,6 +105,28 @@ pub enum Kind {
     Title,
 }
 
+/// A fault the upstream plays instead of (or in the middle of) an answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// An error status with DeepSeek's error body (`{"error":{message,type,param,code}}`) and,
+    /// when given, a `retry-after` header (seconds).
+    Status {
+        status: u16,
+        message: &'static str,
+        retry_after: Option<u64>,
+    },
+    /// The answer's stream breaks off (the connection is aborted) after this many data events.
+    CutAfter(usize),
+    /// The stream stops after this many data events and the connection stays open, sending
+    /// `: keep-alive` comments only (as the API does under load) until the client leaves.
+    StallAfter(usize),
+    /// `: keep-alive` comments only, then the connection is closed without data or `[DONE]`.
+    KeepAliveOnly,
+    /// The answer streams whole but ends with this `finish_reason` (e.g.
+    /// `insufficient_system_resource`) and no content.
+    Finish(&'static str),
+}
+
 /// One chat completion the upstream answered.
 #[derive(Clone, Debug)]
 pub struct Served {
@@ -102,8 +137,22 @@ pub struct Served {
     pub kind: Kind,
     /// The task's solution path (`None` when the prompt named no known task).
     pub task: Option<&'static str>,
+    /// What the usage object said (hits included).
     pub prompt_tokens: u64,
+    /// `prompt_cache_hit_tokens` (= `prompt_tokens_details.cached_tokens`).
+    pub hit_tokens: u64,
+    /// Completion tokens, reasoning included.
     pub completion_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// The fault played on this request, if any.
+    pub fault: Option<Fault>,
+    /// The usage object reached the client and `[DONE]` followed: the call is billed and
+    /// complete on every side.
+    pub complete: bool,
+    /// SSE data events (`[DONE]` included) and comments written, and the writes they took.
+    pub events: usize,
+    pub comments: usize,
+    pub writes: usize,
 }
 
 impl Served {
@@ -133,12 +182,17 @@ struct Tally {
     served: Vec<Served>,
     unauthorized: u64,
     unexpected: Vec<String>,
+    /// Chat requests seen so far (faults are scheduled by this number, 1-based).
+    requests: usize,
 }
 
 struct Shared {
     key: String,
     marker: String,
     tally: Mutex<Tally>,
+    /// The prefix cache: hashes of every message-boundary prefix any request sent.
+    cache: Mutex<std::collections::HashSet<u64>>,
+    faults: Mutex<BTreeMap<usize, Fault>>,
 }
 
 /// The upstream, on 127.0.0.1 in the test process. Stateless per conversation: each reply is
@@ -163,6 +217,8 @@ impl DeepSeekUpstream {
             key: key.to_owned(),
             marker: marker.to_owned(),
             tally: Mutex::new(Tally::default()),
+            cache: Mutex::new(Default::default()),
+            faults: Mutex::new(BTreeMap::new()),
         });
         let listener = rt
             .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
@@ -196,6 +252,12 @@ impl DeepSeekUpstream {
     pub fn unexpected(&self) -> Vec<String> {
         self.shared.tally.lock().unwrap().unexpected.clone()
     }
+
+    /// Plays `fault` on the `n`-th chat request (1-based, counting every request that arrives,
+    /// faulted ones and retries included).
+    pub fn schedule(&self, n: usize, fault: Fault) {
+        self.shared.faults.lock().unwrap().insert(n, fault);
+    }
 }
 
 /// The file content the upstream writes for `s`: the marker comment, then the solution.
@@ -216,11 +278,96 @@ pub fn recognise(request: &Value) -> Option<&'static Solution> {
     SOLUTIONS.iter().find(|s| text.contains(s.recognise))
 }
 
-/// Distinct numbers per step and conversation length, so a dropped, repeated or swapped call
-/// shows in any comparison of sums.
-pub fn usage_for(step: usize, n_messages: usize) -> (u64, u64) {
-    let step = step as u64;
-    (1000 + 37 * step + n_messages as u64, 20 + 7 * step)
+/// DeepSeek's tokens of a piece of the prompt: a deterministic stand-in (4 bytes a token).
+pub fn tokens_of(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// The prompt as the cache sees it: the model and tool schemas first (shared by every attempt
+/// of an arm), then each message. Returns (hash of each prefix, tokens up to its end).
+fn prefixes(req: &Value) -> Vec<(u64, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut out = Vec::new();
+    let mut tokens = 0;
+    let head = format!("{}{}", req["model"], req["tools"]);
+    let messages = req["messages"].as_array().cloned().unwrap_or_default();
+    for part in std::iter::once(head).chain(messages.iter().map(Value::to_string)) {
+        part.hash(&mut h);
+        tokens += tokens_of(&part);
+        out.push((h.finish(), tokens));
+    }
+    out
+}
+
+/// DeepSeek's context cache (api-docs "KV cache"): the longest prefix an earlier request sent is
+/// a hit, in 64-token units; the rest is a miss. Every prefix of this request is then stored
+/// (units persist at the end of each request). Returns (prompt_tokens, hits).
+fn cache_lookup(cache: &Mutex<std::collections::HashSet<u64>>, req: &Value) -> (u64, u64) {
+    let pre = prefixes(req);
+    let prompt = pre.last().map_or(0, |p| p.1);
+    let mut cache = cache.lock().unwrap();
+    let hit = pre
+        .iter()
+        .filter(|(h, _)| cache.contains(h))
+        .map(|p| p.1)
+        .max()
+        .unwrap_or(0);
+    cache.extend(pre.iter().map(|p| p.0));
+    (prompt, hit / 64 * 64)
+}
+
+/// Token-sized pieces of `text` (a word and its trailing space; long words in 6-byte pieces),
+/// as the API streams them: one SSE event each.
+pub fn token_pieces(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in text.chars() {
+        cur.push(c);
+        if c == ' ' || c == '\n' || cur.len() >= 6 {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// `s` cut into fragments of 1–9 bytes at char boundaries, wherever they fall (inside JSON
+/// strings and escapes too), as DeepSeek streams tool-call arguments.
+pub fn fragments(s: &str, seed: usize) -> Vec<String> {
+    let sizes = [3usize, 1, 7, 2, 9, 5, 4, 8, 6];
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut k = seed;
+    for c in s.chars() {
+        cur.push(c);
+        if cur.len() >= sizes[k % sizes.len()] {
+            out.push(std::mem::take(&mut cur));
+            k += 1;
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// The stream's bytes cut into writes of varying size, so event (and line, and UTF-8)
+/// boundaries fall anywhere.
+fn writes(bytes: &[u8], seed: usize) -> Vec<Bytes> {
+    let sizes = [17usize, 5, 131, 1, 64, 29, 256, 3, 90];
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut k = seed;
+    while at < bytes.len() {
+        let n = sizes[k % sizes.len()].min(bytes.len() - at);
+        out.push(Bytes::copy_from_slice(&bytes[at..at + n]));
+        at += n;
+        k += 1;
+    }
+    out
 }
 
 /// The arguments of a `lattice_route` call valid for the schema the request offers: every
@@ -254,16 +401,6 @@ pub fn route_arguments(tool: &Value) -> Value {
         args.insert(name, v);
     }
     Value::Object(args)
-}
-
-fn error(status: StatusCode, msg: &str) -> Response {
-    (
-        status,
-        axum::Json(
-            json!({"error": {"message": msg, "type": "invalid_request_error", "code": null}}),
-        ),
-    )
-        .into_response()
 }
 
 /// The names of the tool calls the conversation's assistant messages already made.
@@ -369,6 +506,153 @@ fn lattice_step(
     ))
 }
 
+/// DeepSeek's error body (api-docs "error codes"): `{"error":{message,type,param,code}}`.
+pub fn deepseek_error(status: u16, message: &str) -> Value {
+    let (kind, code) = match status {
+        400 => ("invalid_request_error", "invalid_request_error"),
+        401 => ("authentication_error", "invalid_api_key"),
+        402 => ("unknown_error", "insufficient_balance"),
+        422 => ("invalid_request_error", "invalid_parameters"),
+        429 => ("rate_limit_error", "rate_limit_exceeded"),
+        503 => ("service_unavailable_error", "server_overloaded"),
+        _ => ("api_error", "server_error"),
+    };
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+fn error(status: StatusCode, msg: &str) -> Response {
+    (status, axum::Json(deepseek_error(status.as_u16(), msg))).into_response()
+}
+
+/// What the model answers: text, or one tool call.
+enum Reply {
+    Text(String),
+    Call(String, Value),
+}
+
+/// The chain of thought streamed before `reply`.
+fn reasoning_text(reply: &Reply) -> String {
+    match reply {
+        Reply::Text(_) => "The work is done; I will say so briefly.".to_owned(),
+        Reply::Call(name, _) => {
+            format!("The next step is the {name} tool, with the task's exact file and values.")
+        }
+    }
+}
+
+/// One answer's SSE bytes as DeepSeek streams them, cut short by `fault` when it says so.
+/// Returns (bytes, data events, comments, usage object delivered with `[DONE]` after it).
+fn stream_bytes(
+    id: &str,
+    model: &str,
+    thinking: bool,
+    step: usize,
+    reply: &Reply,
+    usage: &Value,
+    fault: Option<&Fault>,
+) -> (Vec<u8>, usize, usize, bool) {
+    let chunk = |delta: Value, finish: Value, usage: &Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": 1767225600, "model": model,
+               "system_fingerprint": "fp_scripted",
+               "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+               "usage": usage})
+    };
+    let mut events: Vec<Value> = Vec::new();
+    let first = if thinking {
+        json!({"role": "assistant", "content": null, "reasoning_content": ""})
+    } else {
+        json!({"role": "assistant", "content": ""})
+    };
+    events.push(chunk(first, Value::Null, &Value::Null));
+    let finish_reason = match fault {
+        Some(Fault::Finish(r)) => *r,
+        _ => match reply {
+            Reply::Text(_) => "stop",
+            Reply::Call(..) => "tool_calls",
+        },
+    };
+    if thinking {
+        for p in token_pieces(&reasoning_text(reply)) {
+            events.push(chunk(
+                json!({"content": null, "reasoning_content": p}),
+                Value::Null,
+                &Value::Null,
+            ));
+        }
+    }
+    if !matches!(fault, Some(Fault::Finish(_))) {
+        match reply {
+            Reply::Text(t) => {
+                for p in token_pieces(t) {
+                    events.push(chunk(
+                        json!({"content": p, "reasoning_content": null}),
+                        Value::Null,
+                        &Value::Null,
+                    ));
+                }
+            }
+            Reply::Call(name, args) => {
+                let call_id = format!("call_{name}_{step}");
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                           "function": {"name": name, "arguments": ""}}]}),
+                    Value::Null,
+                    &Value::Null,
+                ));
+                for f in fragments(&args.to_string(), step) {
+                    events.push(chunk(
+                        json!({"tool_calls": [{"index": 0, "function": {"arguments": f}}]}),
+                        Value::Null,
+                        &Value::Null,
+                    ));
+                }
+            }
+        }
+    }
+    // The finish chunk carries the usage (third-party capture) and `include_usage` repeats it on
+    // a trailing `choices: []` chunk (api-docs); every other chunk says `"usage": null`.
+    events.push(chunk(
+        json!({"content": "", "reasoning_content": null}),
+        json!(finish_reason),
+        usage,
+    ));
+    let mut trailing = chunk(json!({}), Value::Null, usage);
+    trailing["choices"] = json!([]);
+    events.push(trailing);
+
+    let mut out = Vec::new();
+    let mut comments = 0;
+    let mut keep_alive = |out: &mut Vec<u8>| {
+        out.extend_from_slice(b": keep-alive\n\n");
+        comments += 1;
+    };
+    // Under load the API holds the connection with comments before inference starts.
+    keep_alive(&mut out);
+    if let Some(Fault::KeepAliveOnly) = fault {
+        keep_alive(&mut out);
+        keep_alive(&mut out);
+        return (out, 0, comments, false);
+    }
+    let stop_at = match fault {
+        Some(Fault::CutAfter(n) | Fault::StallAfter(n)) => Some(*n),
+        _ => None,
+    };
+    let total = events.len();
+    let mut sent = 0;
+    for (i, e) in events.iter().enumerate() {
+        if stop_at == Some(i) {
+            return (out, sent, comments, false);
+        }
+        out.extend_from_slice(format!("data: {e}\n\n").as_bytes());
+        sent += 1;
+        if i == total / 2 {
+            keep_alive(&mut out);
+        }
+    }
+    out.extend_from_slice(b"data: [DONE]\n\n");
+    (out, sent + 1, comments, true)
+}
+
 async fn handle(
     State(s): State<Arc<Shared>>,
     uri: Uri,
@@ -381,7 +665,10 @@ async fn handle(
         .is_some_and(|v| v == format!("Bearer {}", s.key));
     if !authorized {
         s.tally.lock().unwrap().unauthorized += 1;
-        return error(StatusCode::UNAUTHORIZED, "bad key");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "Authentication Fails, Your api key: ****key is invalid",
+        );
     }
     let unexpected = |what: String| {
         s.tally.lock().unwrap().unexpected.push(what.clone());
@@ -399,6 +686,19 @@ async fn handle(
     }
     let messages = req["messages"].as_array().cloned().unwrap_or_default();
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
+    let thinking = req["thinking"]["type"] != "disabled";
+    // The API's own rule in thinking mode: an earlier tool-call turn must carry its reasoning back.
+    if thinking
+        && messages.iter().any(|m| {
+            m["role"] == "assistant"
+                && m["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+                && !m["reasoning_content"].is_string()
+        })
+    {
+        return unexpected(
+            "The `reasoning_content` in the thinking mode must be passed back to the API.".into(),
+        );
+    }
     let step = messages.iter().filter(|m| m["role"] == "assistant").count();
     let done = called(&messages);
     let task = recognise(&req);
@@ -410,96 +710,42 @@ async fn handle(
         .as_str()
         .unwrap_or("deepseek-v4-flash")
         .to_owned();
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let tool_call = |name: &str, args: &Value| {
-        json!({"role": "assistant", "content": "", "tool_calls": [{
-            "index": 0, "id": format!("call_{name}_{step}"), "type": "function",
-            "function": {"name": name, "arguments": args.to_string()}}]})
-    };
-    let (kind, chunks) = if tools.is_empty() {
-        (
-            Kind::Title,
-            vec![chunk(
-                json!({"role": "assistant", "content": "Scripted task"}),
-                json!("stop"),
-            )],
-        )
+    let (kind, reply) = if tools.is_empty() {
+        (Kind::Title, Reply::Text("Scripted task".into()))
     } else if let Some(route) = route.filter(|_| !done.iter().any(|n| n == "lattice_route")) {
         (
             Kind::Route,
-            vec![
-                chunk(
-                    tool_call("lattice_route", &route_arguments(route)),
-                    Value::Null,
-                ),
-                chunk(json!({}), json!("tool_calls")),
-            ],
+            Reply::Call("lattice_route".into(), route_arguments(route)),
         )
     } else if let Some(sol) = task.filter(|_| !done.iter().any(|n| n == "read")) {
         let args = json!({"file_path": format!("/workspace/{}", sol.path)});
-        (
-            Kind::Read,
-            vec![
-                chunk(tool_call("read", &args), Value::Null),
-                chunk(json!({}), json!("tool_calls")),
-            ],
-        )
+        (Kind::Read, Reply::Call("read".into(), args))
     } else if let Some(lattice) = task
         .filter(|_| offered(&tools, "lattice_checkout") && !has(&done, "lattice_checkout"))
         .map(|sol| lattice_step(sol, &messages, &done))
     {
         match lattice {
-            Ok((kind, name, args)) => (
-                kind,
-                vec![
-                    chunk(tool_call(name, &args), Value::Null),
-                    chunk(json!({}), json!("tool_calls")),
-                ],
-            ),
-            Err(why) => (
-                Kind::Answer,
-                vec![chunk(
-                    json!({"role": "assistant", "content": format!("Stuck: {why}")}),
-                    json!("stop"),
-                )],
-            ),
+            Ok((kind, name, args)) => (kind, Reply::Call(name.into(), args)),
+            Err(why) => (Kind::Answer, Reply::Text(format!("Stuck: {why}"))),
         }
     } else if let Some(sol) = task.filter(|_| !done.iter().any(|n| n == "write")) {
         let args = json!({"file_path": format!("/workspace/{}", sol.path),
                           "content": solution_text(sol, &s.marker)});
-        (
-            Kind::Write,
-            vec![
-                chunk(tool_call("write", &args), Value::Null),
-                chunk(json!({}), json!("tool_calls")),
-            ],
-        )
+        (Kind::Write, Reply::Call("write".into(), args))
     } else {
         let text = match task {
             Some(sol) => format!("Implemented {}.", sol.path),
             None => "I do not know this task.".to_owned(),
         };
-        (
-            Kind::Answer,
-            vec![chunk(
-                json!({"role": "assistant", "content": text}),
-                json!("stop"),
-            )],
-        )
+        (Kind::Answer, Reply::Text(text))
     };
-    let (prompt, completion) = usage_for(step, messages.len());
-    let mut sse = String::new();
-    for c in &chunks {
-        sse.push_str(&format!("data: {c}\n\n"));
-    }
-    let usage = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
-        "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                 "total_tokens": prompt + completion}});
-    sse.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
-    let kept = headers
+    let n = {
+        let mut t = s.tally.lock().unwrap();
+        t.requests += 1;
+        t.requests
+    };
+    let fault = s.faults.lock().unwrap().remove(&n);
+    let kept: BTreeMap<String, String> = headers
         .iter()
         .filter(|(k, _)| k.as_str() != "authorization")
         .map(|(k, v)| {
@@ -509,21 +755,93 @@ async fn handle(
             )
         })
         .collect();
-    s.tally.lock().unwrap().served.push(Served {
+    let mut served = Served {
         path: uri.path().to_owned(),
         headers: kept,
-        request: req,
+        request: req.clone(),
         kind,
         task: task.map(|t| t.path),
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-    });
+        prompt_tokens: 0,
+        hit_tokens: 0,
+        completion_tokens: 0,
+        reasoning_tokens: 0,
+        fault: fault.clone(),
+        complete: false,
+        events: 0,
+        comments: 0,
+        writes: 0,
+    };
+    if let Some(Fault::Status {
+        status,
+        message,
+        retry_after,
+    }) = &fault
+    {
+        s.tally.lock().unwrap().served.push(served);
+        let code = StatusCode::from_u16(*status).unwrap();
+        let mut r = (code, axum::Json(deepseek_error(*status, message))).into_response();
+        if let Some(secs) = retry_after {
+            r.headers_mut()
+                .insert("retry-after", secs.to_string().parse().unwrap());
+        }
+        return r;
+    }
+    // Billing: the prompt against the shared prefix cache; the completion is every token
+    // streamed, reasoning included.
+    let (prompt, hits) = cache_lookup(&s.cache, &req);
+    let reasoning = if thinking {
+        token_pieces(&reasoning_text(&reply)).len() as u64
+    } else {
+        0
+    };
+    let answer = match (&fault, &reply) {
+        (Some(Fault::Finish(_)), _) => 0,
+        (_, Reply::Text(t)) => token_pieces(t).len() as u64,
+        (_, Reply::Call(_, args)) => 1 + fragments(&args.to_string(), step).len() as u64,
+    };
+    let completion = reasoning + answer;
+    let usage = json!({"prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": hits},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+        "prompt_cache_hit_tokens": hits, "prompt_cache_miss_tokens": prompt - hits});
+    let (bytes, events, comments, complete) =
+        stream_bytes(&id, &model, thinking, step, &reply, &usage, fault.as_ref());
+    let chunks = writes(&bytes, n);
+    served.prompt_tokens = prompt;
+    served.hit_tokens = hits;
+    served.completion_tokens = completion;
+    served.reasoning_tokens = reasoning;
+    served.complete = complete;
+    served.events = events;
+    served.comments = comments;
+    served.writes = chunks.len();
+    s.tally.lock().unwrap().served.push(served);
+    let body = futures_util::stream::iter(chunks.into_iter().map(Ok::<Bytes, std::io::Error>))
+        .then(|c| async move {
+            // A write per poll: the server sends each as its own chunk.
+            tokio::task::yield_now().await;
+            c
+        })
+        .chain(futures_util::stream::unfold(fault, |f| async move {
+            match f {
+                // The connection is aborted mid-body (no terminating chunk).
+                Some(Fault::CutAfter(_)) => Some((Err(std::io::Error::other("reset")), None)),
+                // The connection stays open with comments only until the client leaves (the
+                // pace is the fake's behaviour, not a synchronisation).
+                Some(Fault::StallAfter(_)) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    Some((Ok(Bytes::from_static(b": keep-alive\n\n")), f))
+                }
+                _ => None,
+            }
+        }));
     (
         [
-            ("content-type", "text/event-stream"),
+            ("content-type", "text/event-stream; charset=utf-8"),
             ("cache-control", "no-cache"),
         ],
-        sse,
+        axum::body::Body::from_stream(body),
     )
         .into_response()
 }
@@ -606,8 +924,27 @@ pub fn artifact(dir: &Path, matrix: &str, outcome: &Value, name: &str) -> Vec<u8
     .unwrap_or_else(|e| panic!("artifact {d}: {e}"))
 }
 
-/// The transcript's session id and its usage chunks, (inputTokens, outputTokens) in order.
-pub fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
+/// One usage chunk of a dsh transcript, in the Harness's disjoint counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DshUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub reasoning: u64,
+}
+
+impl DshUsage {
+    /// Billed input in the Harness's convention: `inputTokens + cacheReadTokens +
+    /// cacheWriteTokens` (DeepSeek's `prompt_tokens`, hits included).
+    pub fn billed_input(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+}
+
+/// The transcript's first session id and every usage chunk, in order (packed delta rows and the
+/// other records skipped).
+pub fn transcript_calls(bytes: &[u8]) -> (String, Vec<DshUsage>) {
     let mut session = String::new();
     let mut usage = Vec::new();
     for line in String::from_utf8_lossy(bytes).lines() {
@@ -615,16 +952,32 @@ pub fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
             continue;
         }
         let r: Value = serde_json::from_str(line).unwrap();
-        if r["type"] == "session" {
+        if r["type"] == "session" && session.is_empty() {
             session = r["id"].as_str().unwrap_or_default().to_owned();
         }
         let c = &r["data"]["chunk"];
         if r["type"] == "assistant/chunk" && c["type"] == "usage" {
-            usage.push((
-                c["usage"]["inputTokens"].as_u64().unwrap(),
-                c["usage"]["outputTokens"].as_u64().unwrap(),
-            ));
+            let u = &c["usage"];
+            let n = |f: &str| u[f].as_u64().unwrap_or(0);
+            usage.push(DshUsage {
+                input: u["inputTokens"].as_u64().unwrap(),
+                output: u["outputTokens"].as_u64().unwrap(),
+                cache_read: n("cacheReadTokens"),
+                cache_write: n("cacheWriteTokens"),
+                reasoning: n("reasoningTokens"),
+            });
         }
     }
     (session, usage)
+}
+
+/// The transcript's session id and its usage chunks as billed (prompt incl. cache hits,
+/// completion incl. reasoning), in order: directly comparable with the proxy's meter and the
+/// upstream's usage objects.
+pub fn transcript_usage(bytes: &[u8]) -> (String, Vec<(u64, u64)>) {
+    let (session, calls) = transcript_calls(bytes);
+    (
+        session,
+        calls.iter().map(|u| (u.billed_input(), u.output)).collect(),
+    )
 }

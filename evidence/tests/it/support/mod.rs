@@ -43,6 +43,9 @@ pub fn attempt(slot: &SlotData, n: u32, outcome: Option<Outcome>, score: f64) ->
         accounting: Some("matched".into()),
         metrics_declared: Some(true),
         spend_usd: 0.01,
+        before_container: false,
+        incomplete_calls: 0,
+        incomplete_reserved_tokens: 0,
     }
 }
 
@@ -98,6 +101,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         ledger_problems: vec![],
         freeze_drift: vec![],
         identity_retired: false,
+        preconditions: vec![],
         fixture_upstream: false,
         signed_evidence: Some(SignedEvidence {
             key: "eval+00000000+AQ==".into(),

@@ -238,6 +238,34 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
                 )))
                 .unwrap()
         }
+        "usage-then-eof" => {
+            // DeepSeek's finish chunk carries the usage; the connection then closes cleanly
+            // without the trailing chunk or `[DONE]` (a cut the DeepSeek Harness reports as
+            // STREAM_CLOSED and writes no usage for).
+            let ev = json!({"id":"c","object":"chat.completion.chunk","model":MODEL,
+                "choices":[{"index":0,"delta":{"content":"done"},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}});
+            sse_response(vec![(0, format!("data: {ev}\n\n"))], state)
+        }
+        "keepalive-forever" => {
+            // One delta, then only `: keep-alive` comments, with the connection open (as the
+            // API does under load); the pace is the fake's, never a synchronisation.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+            tokio::spawn(async move {
+                let ev = json!({"choices":[{"index":0,"delta":{"content":"thinking"}}]});
+                let mut next = Bytes::from(format!(": keep-alive\n\ndata: {ev}\n\n"));
+                while tx.send(Ok(next)).await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    next = Bytes::from_static(b": keep-alive\n\n");
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(futures_util::stream::poll_fn(
+                    move |cx| rx.poll_recv(cx),
+                )))
+                .unwrap()
+        }
         "stream-no-usage" => sse_response(
             vec![(
                 0,
