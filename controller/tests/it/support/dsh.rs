@@ -90,7 +90,17 @@ pub enum Kind {
     Answer,
     /// A request without tools (the Harness's session-title call).
     Title,
+    /// The Harness's `bash` tool with a hostile command (a prompt holding [`HOSTILE_HANG`] or
+    /// [`HOSTILE_DELETE`]).
+    Bash,
 }
+
+/// In a prompt: every reply is a `bash` call that sleeps far beyond any test task's time limit,
+/// so the attempt can only end by the controller killing it at that limit.
+pub const HOSTILE_HANG: &str = "EVAL-TEST-HANG";
+/// In a prompt: a harmless `bash` call, then one that deletes the Harness's transcript wherever
+/// it is (`/eval-state`, and where it used to be, `/workspace/.dsh-transcript`), then an answer.
+pub const HOSTILE_DELETE: &str = "EVAL-TEST-DELETE";
 
 /// One chat completion the upstream answered.
 #[derive(Clone, Debug)]
@@ -419,7 +429,40 @@ async fn handle(
             "index": 0, "id": format!("call_{name}_{step}"), "type": "function",
             "function": {"name": name, "arguments": args.to_string()}}]})
     };
-    let (kind, chunks) = if tools.is_empty() {
+    let prompt: String = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    let bash = |command: String| {
+        vec![
+            chunk(
+                tool_call(
+                    "bash",
+                    &json!({"command": command, "description": "scripted"}),
+                ),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("tool_calls")),
+        ]
+    };
+    let (kind, chunks) = if !tools.is_empty() && prompt.contains(HOSTILE_HANG) {
+        (Kind::Bash, bash("sleep 3600".to_owned()))
+    } else if !tools.is_empty()
+        && prompt.contains(HOSTILE_DELETE)
+        && done.iter().filter(|n| *n == "bash").count() < 2
+    {
+        // dsh makes a step's records durable once the step's tools have finished, so the
+        // transcript exists only from the second step on: a harmless call first, then the
+        // deletion (waiting on the file, bounded, never on a clock alone).
+        let command = if has(&done, "bash") {
+            "i=0; while [ $i -lt 300 ] && ! ls /eval-state/*/*/session.jsonl /workspace/.dsh-transcript/*/*/session.jsonl >/dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done; \
+             rm -rf /eval-state/* /workspace/.dsh-transcript; echo removed"
+        } else {
+            "echo ready"
+        };
+        (Kind::Bash, bash(command.to_owned()))
+    } else if tools.is_empty() {
         (
             Kind::Title,
             vec![chunk(
