@@ -155,6 +155,15 @@ pub struct ModelContract {
     /// `anthropic-messages`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_headers: Option<Vec<String>>,
+    /// Content-part types (`messages[].content[].type`, Anthropic `system` and `tool_result`
+    /// blocks too) a request may send; any other is refused as a contract violation. A request's
+    /// reservation bounds its input by body bytes, which an image, audio, file or document part
+    /// does not respect (and a URL part makes the provider fetch what the agent names), so such
+    /// parts pass only when a protocol lists them here, knowingly. Absent: the text-only types —
+    /// `text`, `refusal` for `openai-chat`; `text`, `tool_use`, `tool_result`, `thinking`,
+    /// `redacted_thinking` for `anthropic-messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_content_parts: Option<Vec<String>>,
 }
 
 /// A bound on one request parameter. `required`: a request without it is refused.
