@@ -13,6 +13,7 @@ mod support;
 mod controls;
 mod gates;
 mod ledger;
+mod power;
 mod report_html;
 mod signing;
 mod stats;
