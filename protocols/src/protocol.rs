@@ -53,6 +53,21 @@ pub struct Protocol {
     pub preconditions: Vec<Precondition>,
     /// The release gates; the report passes only if all of them pass.
     pub gates: Vec<Gate>,
+    /// Per gate id: the effect the design hopes to detect and the task-level spread, for the
+    /// power `eval freeze` prints for its interval rules (`[power.<gate>]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub power: BTreeMap<String, PowerSpec>,
+}
+
+/// `[power.<gate id>]`: the declared effect and task-level standard deviation, in the units of the
+/// gate's interval rules (the mean task-level difference, or contrast).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerSpec {
+    /// The effect hoped for (metric units).
+    pub effect: f64,
+    /// The standard deviation of task-level differences (metric units, positive).
+    pub sd: f64,
 }
 
 impl Protocol {
