@@ -27,7 +27,7 @@ mod server;
 pub mod sse;
 mod usage;
 
-pub use budget::RoleMeter;
+pub use budget::{ProviderFault, RoleMeter};
 pub use config::{
     ApiKind, AttemptSpec, Budget, Contract, Listen, ListenerLimits, ParamRule, Price, PriceTable,
     ProxyConfig, Role, RoleSpec, RunBudget, RunSeed, Timeouts,
