@@ -418,4 +418,13 @@ pub struct ImportV04SimpleArgs {
     /// Image id of the grader base (the last line runtimes/images/v04-grader/build.sh prints)
     #[arg(long, value_name = "sha256:…")]
     pub grader_image: String,
+    /// Keep v0.4's router precondition, pinned to this frozen identity of a router evaluation
+    /// (no other identity meets it); without it the protocol has no precondition
+    #[arg(long, value_name = "sha256:…")]
+    pub router_identity: Option<String>,
+    /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
+    /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
+    /// `grader_valid` integrity rule
+    #[arg(long, value_name = "DIR")]
+    pub solutions: Option<PathBuf>,
 }

@@ -26,6 +26,6 @@ pub use freeze::{
 };
 pub use project::{Loaded, Project};
 pub use protocol::{Protocol, Signing};
-pub use registry::{Registry, Unmet, record_report, unmet_preconditions};
+pub use registry::{Met, Registry, Unmet, check_preconditions, record_report, unmet_preconditions};
 pub use task::{TaskBundle, TaskSpec};
 pub use tree::{Manifest, TreeError, hash_paths, hash_tree};

@@ -147,13 +147,7 @@ impl Registry {
 
     /// True when a `report` entry says release is allowed for `identity`.
     pub fn has_passed(&self, identity: &Digest) -> bool {
-        let want = identity.to_string();
-        self.entries.iter().filter(|e| e.kind == "report").any(|e| {
-            e.payload_json().is_ok_and(|v| {
-                v.get("identity").and_then(|i| i.as_str()) == Some(want.as_str())
-                    && v.get("release_allowed").and_then(|b| b.as_bool()) == Some(true)
-            })
-        })
+        self.passed_report(identity).is_some()
     }
 
     fn append(&mut self, entry: NewEntry) -> Result<(), ProtocolError> {
@@ -223,49 +217,132 @@ pub fn record_report(state: &Path, payload: &serde_json::Value) -> Result<(), Pr
 pub struct Unmet {
     /// The precondition's protocol name.
     pub protocol: String,
-    /// Why it is not met (not frozen, retired, no passing report, a bad pinned identity).
+    /// Why it is not met (no pinned identity, not frozen, frozen under another name, retired, no
+    /// passing report).
     pub reason: String,
 }
 
-/// Checks a protocol's preconditions against the registry: each named protocol must be frozen
-/// (with the pinned identity, if one is given), not retired, and have a passed report.
+/// One met precondition: the evidence that unlocked it (recorded in `run_started`, shown in the
+/// report).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Met {
+    /// The precondition's protocol name.
+    pub protocol: String,
+    /// The pinned identity, frozen under that name.
+    pub identity: Digest,
+    /// The registry entry (seq) of the passed `report` that satisfied it.
+    pub report_seq: u64,
+    /// That entry's chain hash.
+    pub report_entry_hash: Digest,
+    /// The report's own digest, when the entry names one (`report_digest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_digest: Option<String>,
+}
+
+impl Registry {
+    /// The first `report` entry saying release is allowed for `identity`.
+    pub fn passed_report(&self, identity: &Digest) -> Option<&Entry> {
+        let want = identity.to_string();
+        self.entries
+            .iter()
+            .filter(|e| e.kind == "report")
+            .find(|e| {
+                e.payload_json().is_ok_and(|v| {
+                    v.get("identity").and_then(|i| i.as_str()) == Some(want.as_str())
+                        && v.get("release_allowed").and_then(|b| b.as_bool()) == Some(true)
+                })
+            })
+    }
+
+    /// The freeze record of an identity, whatever its name.
+    pub fn freeze_of(&self, identity: &Digest) -> Option<FreezeRecord> {
+        self.payloads::<FreezeRecord>("freeze")
+            .into_iter()
+            .map(|(_, r)| r)
+            .find(|r| r.identity == *identity)
+    }
+}
+
+/// Checks a protocol's preconditions against the registry. A precondition is met only by its
+/// *pinned* identity (`identity = "sha256:…"`): that identity must be frozen in this registry under
+/// the precondition's protocol name, not retired, and have a passed report. A name alone unlocks
+/// nothing: any protocol can be frozen under any name (a renamed demo would otherwise do).
 pub fn unmet_preconditions(reg: &Registry, protocol: &crate::protocol::Protocol) -> Vec<Unmet> {
+    check_preconditions(reg, protocol).1
+}
+
+/// [`unmet_preconditions`], also returning the evidence of every met one.
+pub fn check_preconditions(
+    reg: &Registry,
+    protocol: &crate::protocol::Protocol,
+) -> (Vec<Met>, Vec<Unmet>) {
+    let mut met = Vec::new();
     let mut out = Vec::new();
     for pre in &protocol.preconditions {
         let unmet = |reason: String| Unmet {
             protocol: pre.protocol.clone(),
             reason,
         };
-        let identity = match (&pre.identity, reg.frozen_identity(&pre.protocol)) {
-            (Some(pinned), _) => match Digest::parse(pinned) {
-                Some(d) => d,
-                None => {
-                    out.push(unmet(format!("pinned identity {pinned:?} is not a digest")));
-                    continue;
-                }
-            },
-            (None, Some(d)) => d,
-            (None, None) => {
+        let Some(pinned) = &pre.identity else {
+            let hint = match reg.frozen_identity(&pre.protocol) {
+                Some(d) => format!(
+                    "; protocol {} is frozen here as {d}, which you may pin if it is the evaluation you mean",
+                    pre.protocol
+                ),
+                None => String::new(),
+            };
+            out.push(unmet(format!(
+                "the precondition pins no identity: a name alone unlocks nothing; set `identity = \"sha256:…\"` to the frozen identity of the {} evaluation ({}){hint}",
+                pre.protocol, pre.reason
+            )));
+            continue;
+        };
+        let Some(identity) = Digest::parse(pinned) else {
+            out.push(unmet(format!("pinned identity {pinned:?} is not a digest")));
+            continue;
+        };
+        match reg.freeze_of(&identity) {
+            None => {
                 out.push(unmet(format!(
-                    "protocol {} is not frozen in this state directory ({})",
-                    pre.protocol, pre.reason
+                    "pinned identity {identity} is not frozen in this state directory ({})",
+                    pre.reason
                 )));
                 continue;
             }
-        };
+            Some(f) if f.name != pre.protocol => {
+                out.push(unmet(format!(
+                    "pinned identity {identity} is frozen as protocol {:?}, not {:?}",
+                    f.name, pre.protocol
+                )));
+                continue;
+            }
+            Some(_) => {}
+        }
         if let Some(r) = reg.retirement(&identity) {
             out.push(unmet(format!(
                 "identity {identity} is retired: {}",
                 r.reason
             )));
-        } else if !reg.has_passed(&identity) {
+        } else if let Some(e) = reg.passed_report(&identity) {
+            met.push(Met {
+                protocol: pre.protocol.clone(),
+                identity,
+                report_seq: e.seq,
+                report_entry_hash: e.hash,
+                report_digest: e.payload_json().ok().and_then(|v| {
+                    v.get("report_digest")
+                        .and_then(|d| d.as_str())
+                        .map(str::to_owned)
+                }),
+            });
+        } else {
             out.push(unmet(format!(
                 "identity {identity} has no passed report (release allowed) in the registry ({})",
                 pre.reason
             )));
         }
     }
-    out
+    (met, out)
 }
 
 /// Reads every entry of the registry file; a line that is not an entry is an integrity failure

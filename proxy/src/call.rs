@@ -140,6 +140,7 @@ impl Call {
             client_disconnected: false,
             incomplete: false,
             streamed_bytes: None,
+            wire: None,
         };
         Self {
             shared,

@@ -26,6 +26,7 @@ mod secret;
 mod server;
 pub mod sse;
 mod usage;
+pub mod wire;
 
 pub use budget::{ProviderFault, RoleMeter};
 pub use config::{

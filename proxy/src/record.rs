@@ -120,6 +120,11 @@ pub struct CallRecord {
     /// what was streamed before it broke off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streamed_bytes: Option<u64>,
+    /// The tool names and system-prompt section digests the request carried (bounded; never the
+    /// bodies). `None` when the body was not parsed (refused before that), and in records from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::wire::WireShape>,
 }
 
 #[derive(Debug, thiserror::Error)]

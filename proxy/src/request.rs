@@ -89,6 +89,13 @@ impl ParsedRequest {
             .as_ref()
     }
 
+    /// The raw JSON text of top-level member `key`, exactly as sent.
+    pub fn raw(&self, key: &str) -> Option<&str> {
+        let (_, range) = self.members.iter().find(|(k, _)| k == key)?;
+        // `parse` checked that the whole body is UTF-8 and the range is a value's exact text.
+        std::str::from_utf8(&self.body[range.clone()]).ok()
+    }
+
     /// The top-level member names, in the order sent.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.members.iter().map(|(k, _)| k.as_str())

@@ -6,6 +6,8 @@
 //! project, never into this repository. Nothing is written unless every input checks out and no
 //! target exists.
 
+mod solutions;
+
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
 use crate::exit::{CmdResult, Status};
 use serde::Deserialize;
@@ -48,11 +50,19 @@ const GRADER_SCRATCH: &str = "/var/cache/grader";
 /// `exit::import_status`. The messages name the file, field or flag at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// A reference solution of `--solutions DIR` that is missing, unreadable or not plain files.
+    #[error("{path}: {why}")]
+    Solution { path: PathBuf, why: String },
     #[error("--protocol {0:?}: a protocol name is letters, digits, `-`, `_` and `.` (not first)")]
     ProtocolName(String),
     /// `--dsh-image` or `--grader-image` is not `sha256:<64 hex>`.
     #[error("{flag} {id:?}: not an image id (sha256:<64 hex>, as the image's build.sh prints it)")]
     ImageId { flag: &'static str, id: String },
+    /// `--router-identity` is not `sha256:<64 hex>`.
+    #[error(
+        "--router-identity {0:?}: not a frozen identity (sha256:<64 hex>, as `eval freeze` prints it)"
+    )]
+    RouterIdentity(String),
     /// A file of `--from DIR` that cannot be read.
     #[error("{path}: {source}")]
     Read {
@@ -317,6 +327,12 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             });
         }
     }
+    let router = match &args.router_identity {
+        Some(id) => Some(
+            eval_core::Digest::parse(id).ok_or_else(|| ImportError::RouterIdentity(id.clone()))?,
+        ),
+        None => None,
+    };
     let from = &args.from;
     let read = |file: &str| read_input(from, file);
     let packages = checked_packages(from)?;
@@ -334,10 +350,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         tasks: hex::encode(Sha256::digest(&tasks_bytes)),
         grader: hex::encode(Sha256::digest(&grader)),
     };
-    put(
-        format!("{pdir}/protocol.toml"),
-        protocol_toml(name, chosen.len(), &sources, &packages).into_bytes(),
-    );
+    let mut protocol = protocol_toml(name, chosen.len(), &sources, &packages, router.as_ref());
+    if args.solutions.is_some() {
+        protocol = solutions::with_controls(&protocol);
+    }
+    put(format!("{pdir}/protocol.toml"), protocol.into_bytes());
     put(
         format!("matrix/{name}.toml"),
         matrix_toml(name, &chosen).into_bytes(),
@@ -374,6 +391,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             task_toml(t, &sources).into_bytes(),
         );
         put(format!("{tdir}/prompt.md"), prompt_md(&t.spec.prompt));
+        if let Some(dir) = &args.solutions {
+            for (rel, bytes) in solutions::read(dir, &t.spec.id)? {
+                put(format!("{tdir}/solution/{rel}"), bytes);
+            }
+        }
         for (rel, content) in &t.spec.initial_files {
             put(
                 format!("{tdir}/workspace/{rel}"),
@@ -736,11 +758,30 @@ arm = {cand}
     )
 }
 
+/// v0.4's router precondition, pinned to the identity `--router-identity` names, or (without
+/// one) a comment saying how to keep it: a precondition is met only by the identity it pins.
+fn preconditions_toml(router: Option<&eval_core::Digest>) -> String {
+    match router {
+        Some(id) => format!(
+            "# v0.4 binds a separately preregistered router evaluation as a precondition of paid runs,\n\
+             # pinned to its frozen identity (--router-identity): no other identity meets it.\n\
+             [[preconditions]]\nprotocol = \"router\"\nidentity = {}\n\
+             reason = \"v0.4 binds a separately preregistered router evaluation; paid runs stay locked until that identity passes its release gate.\"\n",
+            q(&id.to_string())
+        ),
+        None => "# v0.4 also binds a separately preregistered router evaluation as a precondition of paid runs;\n\
+                 # it is left out here. To keep it, import with --router-identity sha256:… (the frozen\n\
+                 # identity of your router evaluation, see `eval import v04-router`).\n"
+            .to_owned(),
+    }
+}
+
 fn protocol_toml(
     name: &str,
     n_tasks: usize,
     src: &Sources,
     packages: &BTreeMap<&str, Vec<u8>>,
+    router: Option<&eval_core::Digest>,
 ) -> String {
     let pairs = n_tasks * REPETITIONS;
     let mut arms = String::new();
@@ -785,6 +826,7 @@ fn protocol_toml(
             ("@REPETITIONS@", REPETITIONS.to_string()),
             ("@PAIRS@", pairs.to_string()),
             ("@ARMS@", arms),
+            ("@PRECONDITIONS@", preconditions_toml(router)),
         ],
     )
 }

@@ -16,6 +16,8 @@ use std::path::Path;
 pub struct Admitted {
     pub loaded: Loaded,
     pub identity: String,
+    /// The preconditions met, with the evidence that met each (recorded in `run_started`).
+    pub preconditions_met: Vec<eval_protocols::Met>,
     pub facts: AdmissionFacts,
     /// Each arm's frozen image id and expected attestation, fixed when verify found no drift
     /// (empty otherwise: admission refuses then).
@@ -101,6 +103,7 @@ pub fn gather(
     }
     let running_driver = crate::driver::driver_digest().to_string();
     let reg = Registry::open(state).map_err(AdmissionError::Registry)?;
+    let (preconditions_met, unmet) = eval_protocols::check_preconditions(&reg, &loaded.protocol);
     let mut facts = AdmissionFacts {
         protocol: name.clone(),
         identity: None,
@@ -109,7 +112,7 @@ pub fn gather(
         frozen_driver: None,
         running_driver,
         ledger: ledger_check(&crate::run::ledger_path(state, matrix)),
-        preconditions: eval_protocols::unmet_preconditions(&reg, &loaded.protocol)
+        preconditions: unmet
             .into_iter()
             .map(|u| PreconditionState {
                 name: u.protocol,
@@ -155,27 +158,31 @@ pub fn gather(
     Ok(Admitted {
         loaded,
         identity,
+        preconditions_met,
         facts,
         arms,
     })
 }
 
-/// The schedule as recorded in `run_started`.
+/// The schedule as recorded in `run_started`: the protocol's control slots, then the matrix's.
 pub fn slot_records(loaded: &Loaded) -> Vec<SlotRecord> {
-    loaded
-        .matrix
-        .schedule()
-        .slots
-        .into_iter()
-        .map(|s| SlotRecord {
-            id: s.id,
-            phase: s.phase,
-            suite: s.suite,
-            task: s.task,
-            arm: s.arm,
-            rep: s.rep,
-        })
-        .collect()
+    let mut slots = crate::run::controls::control_slots(loaded);
+    slots.extend(
+        loaded
+            .matrix
+            .schedule()
+            .slots
+            .into_iter()
+            .map(|s| SlotRecord {
+                id: s.id,
+                phase: s.phase,
+                suite: s.suite,
+                task: s.task,
+                arm: s.arm,
+                rep: s.rep,
+            }),
+    );
+    slots
 }
 
 /// The `run_started` payload for this session (the runner fills in `session`).
@@ -196,6 +203,7 @@ pub fn run_started(a: &Admitted, concurrency: usize, upstream: UpstreamRecord) -
         max_infra_attempts: p.reruns.max_infra_attempts.max(1),
         slots: slot_records(&a.loaded),
         started_at: events::now_rfc3339(),
+        preconditions: a.preconditions_met.clone(),
     }
 }
 
@@ -496,18 +504,24 @@ fn open_recorder(
         source,
     })?;
     let ledger_path = crate::run::ledger_path(state, matrix);
-    let entries = if ledger_path.exists() {
-        LedgerReader::open(&ledger_path)?.entries()?
-    } else {
-        Vec::new()
-    };
     let writer = eval_evidence::ledger::LedgerWriter::open(&ledger_path)?;
-    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, upstream_kind)?;
-    if let Some(key) = signing {
-        use eval_evidence::signing::{Checkpointer, origin_for_identity};
-        let origin = origin_for_identity(&admitted.identity)?;
-        let c = Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
-            .map_err(SessionError::Checkpointer)?;
+    // The signer attaches first and reads the writer's own file: it refuses every evidence entry
+    // no checkpoint covers (appended between sessions without the key). The session then replays
+    // exactly the entries the writer holds and signs — never the path re-read.
+    let checkpointer = match signing {
+        Some(key) => {
+            use eval_evidence::signing::{Checkpointer, origin_for_identity};
+            let origin = origin_for_identity(&admitted.identity)?;
+            Some(
+                Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
+                    .map_err(SessionError::Checkpointer)?,
+            )
+        }
+        None => None,
+    };
+    let entries = writer.entries_blocking()?;
+    let mut rec = crate::run::Recorder::new(writer, &entries, upstream_kind)?;
+    if let Some(c) = checkpointer {
         rec = rec.with_checkpointer(c);
     }
     Ok((rec, entries))
@@ -921,6 +935,7 @@ mod tests {
             client_disconnected: false,
             incomplete: false,
             streamed_bytes: None,
+            wire: None,
         };
         let p = events::ModelCall {
             schema: events::SCHEMA,

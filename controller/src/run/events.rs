@@ -74,6 +74,11 @@ pub struct RunStarted {
     pub max_infra_attempts: u32,
     pub slots: Vec<SlotRecord>,
     pub started_at: String,
+    /// The preconditions met when this session was admitted, each with the registry `report`
+    /// entry that met it (absent in ledgers from before preconditions were pinned, and when the
+    /// protocol has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preconditions: Vec<eval_protocols::Met>,
 }
 
 /// `attempt_started`.

@@ -164,6 +164,16 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
                 .map(|x| x.metrics.clone())
                 .unwrap_or_default(),
             max_oracle_calls: p.suites.get(&s.id).map_or(0, |x| x.max_oracle_calls),
+            controls: p
+                .suites
+                .get(&s.id)
+                .and_then(|x| x.controls.as_ref())
+                .map(|c| eval_evidence::report::ControlsData {
+                    arms: c.arms.clone(),
+                    metric: c.metric.clone(),
+                    pass_at_least: c.pass_at_least,
+                    also_report: c.also_report.clone(),
+                }),
         })
         .collect();
     let slots = st
@@ -254,6 +264,17 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         freeze_drift: drift,
         identity_retired: retired,
         fixture_upstream: started.fixture_evidence,
+        preconditions: started
+            .preconditions
+            .iter()
+            .map(|m| rd::PreconditionEvidence {
+                protocol: m.protocol.clone(),
+                identity: m.identity.to_string(),
+                report_seq: m.report_seq,
+                report_entry_hash: m.report_entry_hash.to_string(),
+                report_digest: m.report_digest.clone(),
+            })
+            .collect(),
         signed_evidence,
         artifacts_verified: Some(artifacts_verified),
         plan: StatPlan {

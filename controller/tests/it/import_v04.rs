@@ -636,3 +636,28 @@ fn the_imported_grader_grades_through_eval_run() {
     }
     assert_eq!(tasks_seen.len(), 3, "{tasks_seen:?}");
 }
+
+/// `--router-identity` keeps v0.4's router precondition, pinned to that identity (a name alone
+/// would unlock nothing); a malformed identity exits 2 naming the flag and writes nothing.
+#[test]
+fn the_router_precondition_is_pinned_to_the_identity_given() {
+    let (_t, proj) = project();
+    let o = import(&proj, &upstream(), &["--router-identity", "router"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--router-identity"), "{}", text(&o));
+    assert!(tree(&proj).is_empty());
+    let id = format!("sha256:{}", "ab".repeat(32));
+    let o = import(&proj, &upstream(), &["--router-identity", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let loaded = eval_protocols::Project::open(&proj).load(NAME).unwrap();
+    let pre = &loaded.protocol.preconditions;
+    assert_eq!(pre.len(), 1);
+    assert_eq!(pre[0].protocol, "router");
+    assert_eq!(pre[0].identity.as_deref(), Some(id.as_str()));
+    // Without the flag there is no precondition at all.
+    let (_t2, proj2) = project();
+    let o = import(&proj2, &upstream(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let loaded = eval_protocols::Project::open(&proj2).load(NAME).unwrap();
+    assert!(loaded.protocol.preconditions.is_empty());
+}

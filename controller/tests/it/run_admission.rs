@@ -140,3 +140,67 @@ fn a_paid_v04_run_refuses_because_the_router_gate_has_not_passed() {
     assert!(!t.contains("sk-test-never-used"), "the key leaked: {t}");
     assert!(!state.path().join("v0.4/ledger.sqlite").exists());
 }
+
+/// The loophole the pinned precondition closes: a renamed demo, frozen as `router` and with a
+/// passed report in the same state directory, met v0.4's name-only precondition. Now a name
+/// unlocks nothing; the refusal says so and names the identity one could pin.
+#[test]
+fn a_renamed_demo_no_longer_unlocks_v04() {
+    let (_tmp, dir) = demo_project();
+    let state = tempfile::tempdir().unwrap();
+    let s = state.path().to_str().unwrap();
+    let demo = dir.join("protocols/demo");
+    let router = dir.join("protocols/router");
+    let o = std::process::Command::new("cp")
+        .args(["-a", demo.to_str().unwrap(), router.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let rp = router.join("protocol.toml");
+    let rt = std::fs::read_to_string(&rp)
+        .unwrap()
+        .replacen("name = \"demo\"", "name = \"router\"", 1)
+        .replacen("matrix = \"demo\"", "matrix = \"router\"", 1);
+    std::fs::write(&rp, rt).unwrap();
+    let mt = std::fs::read_to_string(dir.join("matrix/demo.toml"))
+        .unwrap()
+        .replacen("name = \"demo\"", "name = \"router\"", 1)
+        .replacen("protocol = \"demo\"", "protocol = \"router\"", 1);
+    std::fs::write(dir.join("matrix/router.toml"), mt).unwrap();
+    let o = eval(&dir, &["freeze", "--protocol", "router", "--state", s]);
+    assert!(o.status.success(), "{}", text(&o));
+    let reg = eval_protocols::Registry::open(state.path()).unwrap();
+    let renamed = reg.frozen_identity("router").unwrap();
+    eval_protocols::record_report(
+        state.path(),
+        &serde_json::json!({"identity": renamed.to_string(), "release_allowed": true}),
+    )
+    .unwrap();
+
+    let root = repo_root();
+    let o = eval(&root, &["freeze", "--protocol", "v0.4", "--state", s]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = std::process::Command::new(eval_bin())
+        .args([
+            "run",
+            "--matrix",
+            "v0.4",
+            "--state",
+            s,
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--api-key-env",
+            "EVAL_TEST_PAID_KEY",
+        ])
+        .env("EVAL_TEST_PAID_KEY", "sk-test-never-used")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("precondition \"router\""), "{t}");
+    assert!(t.contains("pins no identity"), "{t}");
+    assert!(t.contains(&renamed.to_string()), "{t}");
+    assert!(!t.contains("sk-test-never-used"), "the key leaked: {t}");
+    assert!(!state.path().join("v0.4/ledger.sqlite").exists());
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::run_data::{LedgerHeadRef, RUN_DATA_VERSION, RunData, StatPlan};
+use super::run_data::{LedgerHeadRef, PreconditionEvidence, RUN_DATA_VERSION, RunData, StatPlan};
 use crate::gates::pairs::{SuiteView, final_attempts, metric_value};
 use crate::gates::{GateResult, Statistic, Verdict, evaluate_gates};
 use crate::stats::PairedTasks;
@@ -72,6 +72,9 @@ pub struct Report {
     /// What was verified about the evidence before anything was computed.
     #[serde(default)]
     pub evidence: Option<EvidenceCheck>,
+    /// The other protocols' evidence that unlocked this run (its met preconditions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlocked_by: Vec<PreconditionEvidence>,
     /// The ledger does not verify, the freeze drifted or the identity is retired (exit 3).
     pub integrity_failure: bool,
     /// The individual checks behind `release_allowed`.
@@ -90,6 +93,10 @@ pub struct Report {
     pub reruns: Vec<RerunRow>,
     /// The statistical plan the numbers were computed with.
     pub plan: StatPlan,
+    /// The grader-validity table: every task under every control arm, with its score and
+    /// whether it met its expectation (empty when no suite declares control arms).
+    #[serde(default)]
+    pub grader_validity: Vec<crate::gates::controls::ControlCell>,
 }
 
 /// How the evidence was checked before the report was computed.
@@ -380,6 +387,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             covered_entries: run.signed_evidence.as_ref().map_or(0, |e| e.covered),
             artifacts_verified: run.artifacts_verified,
         }),
+        unlocked_by: run.preconditions.clone(),
         integrity_failure: integrity_failure(run),
         checks: Checks {
             all_gates_passed,
@@ -420,6 +428,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             })
             .collect(),
         plan: run.plan.clone(),
+        grader_validity: crate::gates::controls::grader_validity(run),
     })
 }
 
@@ -520,6 +529,14 @@ fn completeness(run: &RunData) -> Completeness {
                 c.statistical_total += 1;
                 if finals.contains_key(s.id.as_str()) {
                     c.statistical_resolved += 1;
+                } else {
+                    c.missing.push(s.id.clone());
+                }
+            }
+            Phase::Control => {
+                c.infrastructure_total += 1;
+                if finals.contains_key(s.id.as_str()) {
+                    c.infrastructure_completed += 1;
                 } else {
                     c.missing.push(s.id.clone());
                 }
@@ -687,7 +704,8 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
 
 fn accounting(run: &RunData) -> Vec<ArmAccounting> {
     let mut out: Vec<ArmAccounting> = Vec::new();
-    for a in &run.attempts {
+    // Control attempts run no agent and make no model call: they are the grader-validity table's.
+    for a in run.attempts.iter().filter(|a| a.phase != Phase::Control) {
         let i = match out
             .iter()
             .position(|x| x.suite == a.suite && x.arm == a.arm)

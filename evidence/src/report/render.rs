@@ -104,6 +104,20 @@ fn text(r: &Report) -> String {
     if r.checks.fixture_upstream {
         let _ = writeln!(o, "FIXTURE EVIDENCE: this run used the fixture upstream");
     }
+    for p in &r.unlocked_by {
+        let _ = writeln!(
+            o,
+            "unlocked by precondition {} identity {} (registry report entry {}:{}{})",
+            p.protocol,
+            p.identity,
+            p.report_seq,
+            p.report_entry_hash,
+            p.report_digest
+                .as_ref()
+                .map(|d| format!(", report {d}"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(o, "\nGates");
     for g in &r.gates {
         let _ = writeln!(
@@ -199,6 +213,27 @@ fn text(r: &Report) -> String {
             let _ = writeln!(o, "      ! {x}");
         }
     }
+    if !r.grader_validity.is_empty() {
+        let _ = writeln!(o, "\nGrader validity (task × control arm → score):");
+        for c in &r.grader_validity {
+            let _ = writeln!(
+                o,
+                "  {}/{} {} [{}]: {} (expected {}) {}{}",
+                c.suite,
+                c.task,
+                c.arm,
+                c.grading,
+                cell_score(c),
+                c.expected,
+                if c.ok { "ok" } else { "INVALID" },
+                if c.problem.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — {}", c.problem)
+                }
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "\nInfra faults: {}  reruns: {}",
@@ -241,6 +276,16 @@ fn markdown(r: &Report) -> String {
         r.ledger_head.hash,
         r.checks.fixture_upstream
     );
+    for p in &r.unlocked_by {
+        let _ = writeln!(
+            o,
+            "| unlocked by | precondition `{}` identity `{}`, registry report entry `{}:{}` |",
+            md_escape(&p.protocol),
+            p.identity,
+            p.report_seq,
+            p.report_entry_hash
+        );
+    }
     let _ = writeln!(
         o,
         "\n## Gates\n\n| gate | rule | statistic | value | condition | verdict | reason |\n|---|---|---|---|---|---|---|"
@@ -318,6 +363,26 @@ fn markdown(r: &Report) -> String {
             md_escape(&a.anomalies.join("; "))
         );
     }
+    if !r.grader_validity.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Grader validity\n\n| suite | task | control arm | grading | score | expected | valid | problem |\n|---|---|---|---|---|---|---|---|"
+        );
+        for c in &r.grader_validity {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.suite,
+                c.task,
+                md_escape(&c.arm),
+                c.grading,
+                cell_score(c),
+                md_escape(&c.expected),
+                if c.ok { "yes" } else { "**no**" },
+                md_escape(&c.problem)
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "\n## Infra faults and reruns\n\n{} faults, {} reruns.",
@@ -325,6 +390,11 @@ fn markdown(r: &Report) -> String {
         r.reruns.len()
     );
     o
+}
+
+/// A control cell's score as the tables show it.
+fn cell_score(c: &crate::gates::controls::ControlCell) -> String {
+    c.score.map_or_else(|| "—".to_owned(), num)
 }
 
 fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
@@ -397,6 +467,16 @@ fn html(r: &Report) -> String {
             "<p class=\"fixture\">Fixture evidence: this run used the embedded fixture upstream.</p>"
         );
     }
+    for p in &r.unlocked_by {
+        let _ = writeln!(
+            o,
+            "<p class=\"unlocked\">Unlocked by precondition {} identity <code>{}</code> (registry report entry {}:<code>{}</code>)</p>",
+            esc(&p.protocol),
+            esc(&p.identity),
+            p.report_seq,
+            esc(&p.report_entry_hash)
+        );
+    }
     let _ = writeln!(
         o,
         "<table><tr><th>matrix</th><td><code>{}</code></td></tr><tr><th>protocol</th><td><code>{}</code></td></tr><tr><th>identity</th><td><code>{}</code></td></tr><tr><th>driver</th><td><code>{}</code></td></tr><tr><th>ledger head</th><td><code>{}:{}</code></td></tr><tr><th>complete</th><td>{} / {} statistical, {} / {} infrastructure</td></tr></table>",
@@ -439,7 +519,29 @@ fn html(r: &Report) -> String {
             esc(&a.anomalies.join("; "))
         );
     }
-    let _ = writeln!(o, "</table><h2>Infrastructure faults and reruns</h2>");
+    let _ = writeln!(o, "</table>");
+    if !r.grader_validity.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h2>Grader validity</h2><table><tr><th>suite</th><th>task</th><th>control arm</th><th>grading</th><th>score</th><th>expected</th><th>valid</th><th>problem</th></tr>"
+        );
+        for c in &r.grader_validity {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.suite),
+                esc(&c.task),
+                esc(&c.arm),
+                esc(&c.grading),
+                esc(&cell_score(c)),
+                esc(&c.expected),
+                if c.ok { "yes" } else { "<strong>no</strong>" },
+                esc(&c.problem)
+            );
+        }
+        let _ = writeln!(o, "</table>");
+    }
+    let _ = writeln!(o, "<h2>Infrastructure faults and reruns</h2>");
     if r.infra_faults.is_empty() && r.reruns.is_empty() {
         let _ = writeln!(o, "<p>None.</p>");
     } else {

@@ -46,6 +46,10 @@ pub struct RunData {
     pub identity_retired: bool,
     /// The run used the embedded fixture upstream (never release evidence).
     pub fixture_upstream: bool,
+    /// The preconditions that were met when the run was admitted, each with the evidence that
+    /// met it (empty when the protocol has none, or the data predates pinned preconditions).
+    #[serde(default)]
+    pub preconditions: Vec<PreconditionEvidence>,
     /// What the preregistered public key verified before this was built; `None` when the
     /// protocol preregisters no key (the evidence is unsigned, and the report says so).
     #[serde(default)]
@@ -73,6 +77,24 @@ pub struct RunData {
     /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts
     /// included).
     pub attempts: Vec<AttemptData>,
+}
+
+/// One met precondition: the other protocol's pinned identity and the registry `report` entry
+/// (a passed report) that met it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreconditionEvidence {
+    /// The precondition's protocol name (e.g. `router`).
+    pub protocol: String,
+    /// Its pinned, frozen identity.
+    pub identity: String,
+    /// The seq of the passed `report` entry in the identity registry.
+    pub report_seq: u64,
+    /// That entry's chain hash.
+    pub report_entry_hash: String,
+    /// The report's digest, when the entry names one.
+    #[serde(default)]
+    pub report_digest: Option<String>,
 }
 
 /// The signed evidence a report rests on: every checkpoint verified with the preregistered key.
@@ -162,6 +184,24 @@ pub struct SuiteData {
     /// Oracle (clarifying-question) calls allowed per attempt (0 = no oracle).
     #[serde(default)]
     pub max_oracle_calls: u32,
+    /// The suite's control arms and their pass mark; `None`: the suite declares none.
+    #[serde(default)]
+    pub controls: Option<ControlsData>,
+}
+
+/// A suite's declared control arms (the protocol's `[suites.<id>.controls]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlsData {
+    /// `oracle`, `nop`, `exploit:<name>`, in declared order.
+    pub arms: Vec<String>,
+    /// The metric `grader_valid` judges by.
+    pub metric: String,
+    /// A score at least this passes.
+    pub pass_at_least: f64,
+    /// Other gradings shown beside the gating one (never gating).
+    #[serde(default)]
+    pub also_report: Vec<String>,
 }
 
 /// One scheduled unit of work: an arm on a task, one repetition, in one phase.
@@ -268,17 +308,19 @@ impl AttemptData {
     /// non-infrastructure outcome (an infra fault or an attempt closed by the controller never
     /// reached the cross-check).
     pub fn cross_checkable(&self) -> bool {
-        matches!(
-            self.outcome,
-            Some(
-                Outcome::Completed
-                    | Outcome::AgentError
-                    | Outcome::Timeout
-                    | Outcome::BudgetExhausted
-                    | Outcome::ContractViolation
-                    | Outcome::AccountingMismatch
+        // A control attempt runs no agent: there is no harness to cross-check.
+        self.phase != Phase::Control
+            && matches!(
+                self.outcome,
+                Some(
+                    Outcome::Completed
+                        | Outcome::AgentError
+                        | Outcome::Timeout
+                        | Outcome::BudgetExhausted
+                        | Outcome::ContractViolation
+                        | Outcome::AccountingMismatch
+                )
             )
-        )
     }
 }
 

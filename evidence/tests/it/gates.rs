@@ -802,3 +802,36 @@ fn a_gate_on_each_built_in_metric_is_evaluated_from_the_accounting() {
         assert_eq!(res.value, Some(expected(m)), "{m}");
     }
 }
+
+#[test]
+fn the_report_names_the_evidence_that_unlocked_the_run() {
+    let mut run = run_data(UPLIFT);
+    let report = build_report(&run).unwrap();
+    assert!(report.unlocked_by.is_empty());
+    // Without preconditions the JSON has no `unlocked_by` member (older reports keep their form).
+    assert!(
+        !render(&report, Format::Json)
+            .unwrap()
+            .contains("unlocked_by")
+    );
+    let pre = PreconditionEvidence {
+        protocol: "router".into(),
+        identity: "sha256:1111111111111111111111111111111111111111111111111111111111111111".into(),
+        report_seq: 7,
+        report_entry_hash:
+            "sha256:2222222222222222222222222222222222222222222222222222222222222222".into(),
+        report_digest: None,
+    };
+    run.preconditions = vec![pre.clone()];
+    let report = build_report(&run).unwrap();
+    assert_eq!(report.unlocked_by, vec![pre.clone()]);
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let s = render(&report, f).unwrap();
+        assert!(s.contains(&pre.identity), "{f:?}: {s}");
+        assert!(s.contains(&pre.report_entry_hash), "{f:?}: {s}");
+    }
+    // It is part of what the report's digest covers.
+    let a = report_entry_payload(&build_report(&run_data(UPLIFT)).unwrap()).unwrap();
+    let b = report_entry_payload(&report).unwrap();
+    assert_ne!(a["report_digest"], b["report_digest"]);
+}

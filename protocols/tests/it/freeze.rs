@@ -3,8 +3,8 @@
 
 use eval_core::Digest;
 use eval_protocols::{
-    FreezeOutcome, Project, ProtocolError, Registry, RetireOutcome, freeze, record_report, retire,
-    unmet_preconditions, verify,
+    FreezeOutcome, Project, ProtocolError, Registry, RetireOutcome, check_preconditions, freeze,
+    record_report, retire, unmet_preconditions, verify,
 };
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -222,26 +222,25 @@ fn retired_identities_are_refused_and_stay_retired() {
 }
 
 #[test]
-fn preconditions_need_a_passed_report_of_the_named_identity() {
+fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     let f = fixture();
-    // Make `demo` depend on a `router` protocol: a second copy of the demo named router.
+    // Make `demo` depend on a `router` protocol, by name only first.
     let p = f.root.join("protocols/demo/protocol.toml");
     let text = fs::read_to_string(&p).unwrap();
-    fs::write(
-        &p,
+    let with_pre = |identity: &str| {
         text.replacen(
             "# Release gates: all must pass.",
-            "[[preconditions]]\nprotocol = \"router\"\nreason = \"router gate\"\n\n# Release gates: all must pass.",
+            &format!("[[preconditions]]\nprotocol = \"router\"\n{identity}reason = \"router gate\"\n\n# Release gates: all must pass."),
             1,
-        ),
-    )
-    .unwrap();
+        )
+    };
+    fs::write(&p, with_pre("")).unwrap();
     let proj = Project::open(&f.root);
     let demo = proj.load("demo").unwrap();
     let reg = Registry::open(&f.state).unwrap();
     let unmet = unmet_preconditions(&reg, &demo.protocol);
     assert_eq!(unmet.len(), 1);
-    assert!(unmet[0].reason.contains("not frozen"), "{:?}", unmet);
+    assert!(unmet[0].reason.contains("pins no identity"), "{:?}", unmet);
 
     // Freeze a `router` protocol (a renamed copy of the demo with its own matrix).
     copy_dir(
@@ -267,23 +266,53 @@ fn preconditions_need_a_passed_report_of_the_named_identity() {
         FreezeOutcome::Frozen { identity, .. } => identity,
         o => panic!("{o:?}"),
     };
+    let report = |allowed: bool| serde_json::json!({"identity": router.to_string(), "release_allowed": allowed, "report_digest": Digest::of(b"r").to_string()});
+    record_report(&f.state, &report(true)).unwrap();
+    // The renamed demo is frozen as `router` and passed, yet the name-only precondition stays
+    // unmet: a name unlocks nothing.
     let reg = Registry::open(&f.state).unwrap();
+    let (met, unmet) = check_preconditions(&reg, &demo.protocol);
+    assert!(met.is_empty(), "{met:?}");
+    assert!(unmet[0].reason.contains("pins no identity"), "{unmet:?}");
+    assert!(unmet[0].reason.contains(&router.to_string()), "{unmet:?}");
+
+    // Pinned to another identity (the one the team preregistered), the renamed demo does not
+    // count either.
+    let other = Digest::of(b"the preregistered router evaluation");
+    fs::write(&p, with_pre(&format!("identity = \"{other}\"\n"))).unwrap();
+    let demo = proj.load("demo").unwrap();
+    let unmet = unmet_preconditions(&reg, &demo.protocol);
+    assert!(unmet[0].reason.contains("not frozen"), "{unmet:?}");
+
+    // Pinned to an identity frozen under another name: refused.
+    let demo_id = match freeze(&proj, "demo", &f.state, DRIVER, &images).unwrap() {
+        FreezeOutcome::Frozen { identity, .. } => identity,
+        o => panic!("{o:?}"),
+    };
+    fs::write(&p, with_pre(&format!("identity = \"{demo_id}\"\n"))).unwrap();
+    let reg = Registry::open(&f.state).unwrap();
+    let unmet = unmet_preconditions(&reg, &proj.load("demo").unwrap().protocol);
     assert!(
-        unmet_preconditions(&reg, &demo.protocol)[0]
-            .reason
-            .contains("no passed report")
+        unmet[0].reason.contains("frozen as protocol \"demo\""),
+        "{unmet:?}"
     );
 
-    // A failed report does not satisfy it; a passed one does.
-    let report = |allowed: bool| serde_json::json!({"identity": router.to_string(), "release_allowed": allowed, "report_digest": Digest::of(b"r").to_string()});
-    record_report(&f.state, &report(false)).unwrap();
+    // Pinned to the router's identity: met once a passed report exists, with its evidence.
+    fs::write(&p, with_pre(&format!("identity = \"{router}\"\n"))).unwrap();
+    let demo = proj.load("demo").unwrap();
     let reg = Registry::open(&f.state).unwrap();
-    assert!(!reg.has_passed(&router));
-    assert_eq!(unmet_preconditions(&reg, &demo.protocol).len(), 1);
-    record_report(&f.state, &report(true)).unwrap();
-    let reg = Registry::open(&f.state).unwrap();
-    assert!(reg.has_passed(&router));
-    assert!(unmet_preconditions(&reg, &demo.protocol).is_empty());
+    let (met, unmet) = check_preconditions(&reg, &demo.protocol);
+    assert!(unmet.is_empty(), "{unmet:?}");
+    assert_eq!(met.len(), 1);
+    assert_eq!(met[0].identity, router);
+    assert_eq!(met[0].report_digest, Some(Digest::of(b"r").to_string()));
+    let entry = reg
+        .entries
+        .iter()
+        .find(|e| e.seq == met[0].report_seq)
+        .unwrap();
+    assert_eq!(entry.kind, "report");
+    assert_eq!(entry.hash, met[0].report_entry_hash);
     // Reports for unknown identities are refused.
     let bogus =
         serde_json::json!({"identity": Digest::of(b"x").to_string(), "release_allowed": true});
@@ -296,6 +325,24 @@ fn preconditions_need_a_passed_report_of_the_named_identity() {
             .reason
             .contains("retired")
     );
+}
+
+#[test]
+fn a_failed_report_does_not_meet_a_pinned_precondition() {
+    let f = fixture();
+    let proj = Project::open(&f.root);
+    let demo_id = match freeze(&proj, "demo", &f.state, DRIVER, &images).unwrap() {
+        FreezeOutcome::Frozen { identity, .. } => identity,
+        o => panic!("{o:?}"),
+    };
+    record_report(
+        &f.state,
+        &serde_json::json!({"identity": demo_id.to_string(), "release_allowed": false}),
+    )
+    .unwrap();
+    let reg = Registry::open(&f.state).unwrap();
+    assert!(!reg.has_passed(&demo_id));
+    assert!(reg.passed_report(&demo_id).is_none());
 }
 
 #[test]

@@ -140,6 +140,7 @@ async fn check_request(
             ));
         }
     };
+    call.record.wire = Some(crate::wire::shape(api, &parsed));
     call.record.model = parsed
         .get("model")
         .and_then(Value::as_str)

@@ -1390,3 +1390,71 @@ async fn a_call_is_forwarded_only_after_its_start_is_recorded() {
     assert_eq!(recs.last().unwrap().outcome, CallOutcome::NotRecorded);
     assert!(!r.text().contains(KEY));
 }
+
+/// The record names the tools a forwarded request offered and digests its system sections (the
+/// bodies never).
+#[tokio::test]
+async fn the_record_names_the_tools_and_digests_the_system_sections() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("p.sock");
+    proxy
+        .register_attempt(spec(
+            "wire",
+            Listen::Unix(sock.clone()),
+            allowing(Contract::model_only(MODEL), &["tools"]),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let control = "## Plan Lattice contract control\n\nBefore protected work.\n\nDo not ask the user. Record reasonable, reversible assumptions explicitly.";
+    let system = format!("You are a coding agent. SECRET-PERSONA-BODY\n\n{control}");
+    let body = json!({
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "fix it"},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "read", "parameters": {}}},
+            {"type": "function", "function": {"name": "lattice_intake", "parameters": {}}},
+        ],
+    })
+    .to_string();
+    let r = unix_call(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "openai-json")],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let recs = settle_records(&sink, 1).await;
+    let wire = recs[0].wire.clone().expect("a wire shape");
+    assert_eq!(
+        wire.tools,
+        Some(vec!["read".to_owned(), "lattice_intake".to_owned()])
+    );
+    assert_eq!(wire.system.len(), 2);
+    assert_eq!(wire.system[1].heading, "## Plan Lattice contract control");
+    assert_eq!(
+        wire.system[1].digest,
+        eval_proxy::wire::text_digest(control)
+    );
+    assert!(
+        wire.system[1]
+            .paragraphs
+            .contains(&eval_proxy::wire::text_digest(
+                "Do not ask the user. Record reasonable, reversible assumptions explicitly."
+            ))
+    );
+    let json = serde_json::to_string(&recs[0]).unwrap();
+    assert!(!json.contains("SECRET-PERSONA-BODY"), "{json}");
+    assert!(!json.contains("Before protected work"), "{json}");
+    proxy.shutdown(Duration::from_secs(5)).await;
+}

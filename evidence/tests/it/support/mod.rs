@@ -101,6 +101,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         ledger_problems: vec![],
         freeze_drift: vec![],
         identity_retired: false,
+        preconditions: vec![],
         fixture_upstream: false,
         signed_evidence: Some(SignedEvidence {
             key: "eval+00000000+AQ==".into(),
@@ -145,6 +146,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             repetitions: 2,
             metrics: vec!["score".into()],
             max_oracle_calls: 0,
+            controls: None,
         }],
         slots,
         attempts,
