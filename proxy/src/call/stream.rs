@@ -119,6 +119,7 @@ impl Pump {
             });
             if self.scanner.progressed() {
                 self.last_progress = tokio::time::Instant::now();
+                self.progressed = true;
             }
             let out = self.to_client.push_bytes(chunk);
             self.record_bytes(&out);
