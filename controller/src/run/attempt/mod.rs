@@ -26,7 +26,9 @@ use prepare::SocketRoot;
 
 use super::events::{self, AttemptNote, IncompleteCalls};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
-use classify::{Attested, Classification, EngineFault, Observations, Oracle, Upstream, classify};
+use classify::{
+    Attested, Classification, EngineFault, Observations, Oracle, Provider, Upstream, classify,
+};
 use contract::agent_budget;
 use control::{AttemptControl, AttestState};
 use eval_evidence::artifacts::ArtifactStore;
@@ -618,6 +620,19 @@ fn observe_meter(
         streamed_bytes: agent.incomplete_streamed_bytes,
         seen_tokens: agent.incomplete_seen_tokens,
     });
+    seen.obs.provider = Provider {
+        account_refused: (agent.upstream_account_refusals > 0).then(|| {
+            match &agent.last_provider_fault {
+                Some(f) if f.kind == "account" => format!(
+                    "{} (upstream status {})",
+                    f.detail,
+                    f.status.map_or("none".to_owned(), |s| s.to_string())
+                ),
+                _ => "the upstream refused the API key or the account".to_owned(),
+            }
+        }),
+        last_fault: agent.last_provider_fault.clone(),
+    };
     seen.obs.upstream = Upstream {
         // An incomplete call still showed the agent model output: for the "never answered" rule
         // it counts as answered.
