@@ -427,4 +427,8 @@ pub struct ImportV04SimpleArgs {
     /// `grader_valid` integrity rule
     #[arg(long, value_name = "DIR")]
     pub solutions: Option<PathBuf>,
+    /// Accept inputs whose SHA-256 is not the one of v0.4 (Plan Lattice 0414dfa) built into eval
+    /// (the two packages, simple-tasks.json, simple-grader.mjs); the protocol then records them
+    #[arg(long)]
+    pub allow_unpinned: bool,
 }
