@@ -14,6 +14,7 @@ pub mod admission;
 pub mod attempt;
 pub mod controls;
 pub mod events;
+pub mod inputs;
 pub mod replay;
 pub mod report_data;
 pub mod runner;

@@ -23,6 +23,7 @@ pub use control::Control;
 use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
 use prepare::SocketRoot;
+pub use prepare::copy_tree;
 
 use super::events::{self, AttemptNote, IncompleteCalls};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
@@ -117,6 +118,9 @@ pub struct DockerExecutor {
     bridge: Bridge,
     store: ArtifactStore,
     root: PathBuf,
+    /// The verified copies of the task bundles (`run::inputs`): the only place attempts read
+    /// task files from.
+    inputs: crate::run::inputs::TaskInputs,
     work: PathBuf,
     protocol: String,
     identity: String,
@@ -150,6 +154,8 @@ pub struct ExecutorConfig {
     pub extra_labels: BTreeMap<String, String>,
     /// Each arm's frozen image id and expected attestation, fixed at admission.
     pub frozen: BTreeMap<String, FrozenArm>,
+    /// The task bundles' verified copies, staged at admission.
+    pub inputs: crate::run::inputs::TaskInputs,
 }
 
 fn abs(p: &Path) -> PathBuf {
@@ -190,6 +196,7 @@ impl DockerExecutor {
             bridge,
             store: cfg.store,
             root,
+            inputs: cfg.inputs,
             work,
             protocol: p.name.clone(),
             identity: cfg.identity,
