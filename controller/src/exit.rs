@@ -203,7 +203,11 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
         | E::DriverDigest(_)
         | E::LedgerChanged { .. } => Status::Integrity,
         E::Data(
-            D::NoRun { .. } | D::NoRunStarted { .. } | D::Protocol(_) | D::RuntimeDef { .. },
+            D::NoRun { .. }
+            | D::NoRunStarted { .. }
+            | D::Protocol(_)
+            | D::RuntimeDef { .. }
+            | D::NamedKeyNotPreregistered { .. },
         )
         | E::Build(_)
         | E::Serialise(_)
@@ -231,7 +235,8 @@ pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
         | E::NoRun { .. }
         | E::ExpectHead(_)
         | E::EmptyNote
-        | E::VerifyNeedsKey => Status::Usage,
+        | E::VerifyNeedsKey
+        | E::AttestedReportMissing(_) => Status::Usage,
         E::LedgerDoesNotVerify { .. }
         | E::Replay { .. }
         | E::LedgerBroken { .. }
