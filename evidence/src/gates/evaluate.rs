@@ -516,6 +516,7 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
             }
         }
         Statistic::RerunsAuthorized => reasons = rerun_problems(run),
+        Statistic::GraderValid => reasons = super::controls::grader_problems(run),
         Statistic::SingleEndpoint => {
             let mut eps: Vec<&str> = run.attempts.iter().map(|a| a.upstream.as_str()).collect();
             eps.sort_unstable();
@@ -530,6 +531,24 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
         }
         Statistic::AccountingComplete => {
             for a in &run.attempts {
+                let limit = run
+                    .suites
+                    .iter()
+                    .find(|s| s.id == a.suite)
+                    .map_or(0, |s| s.max_oracle_calls);
+                if a.oracle_calls > limit {
+                    reasons.push(format!(
+                        "{} #{}: {} oracle calls, the suite allows {limit}",
+                        a.slot, a.attempt, a.oracle_calls
+                    ));
+                }
+                // The attempt's own file missing or unreadable (its agent deleted or mangled
+                // it, or its time limit cut the harness off) is that attempt's gap: counted and
+                // shown in the report (`accounting_unchecked`), never a veto one attempt of
+                // either arm could cast on the whole run. The proxy's meter stands for it.
+                if crate::report::attempt_accounting_gap(a) {
+                    continue;
+                }
                 if let Some(why) = crate::report::accounting_gap(a) {
                     reasons.push(format!("{} #{}: {why}", a.slot, a.attempt));
                 }
@@ -552,17 +571,6 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
                         a.slot,
                         a.attempt,
                         a.tokens.total()
-                    ));
-                }
-                let limit = run
-                    .suites
-                    .iter()
-                    .find(|s| s.id == a.suite)
-                    .map_or(0, |s| s.max_oracle_calls);
-                if a.oracle_calls > limit {
-                    reasons.push(format!(
-                        "{} #{}: {} oracle calls, the suite allows {limit}",
-                        a.slot, a.attempt, a.oracle_calls
                     ));
                 }
             }
@@ -618,6 +626,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
                     .is_some_and(|c| run.rerunnable_fault_codes.contains(&c)),
                 (Some(Outcome::Completed), Phase::Infrastructure) => false,
                 (Some(_), Phase::Infrastructure) => true,
+                (Some(Outcome::InfraFault), Phase::Control) => true,
                 _ => false,
             };
             if !allowed {
@@ -647,9 +656,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
             ));
         }
         let counted = atts.len() as u32 - unprepared.min(atts.len() as u32);
-        let infra = atts
-            .first()
-            .is_some_and(|a| a.phase == Phase::Infrastructure);
+        let infra = atts.first().is_some_and(|a| a.phase != Phase::Statistical);
         if infra {
             if let Some(max) = run.max_infra_attempts
                 && counted > max

@@ -184,6 +184,24 @@ pub struct SuiteData {
     /// Oracle (clarifying-question) calls allowed per attempt (0 = no oracle).
     #[serde(default)]
     pub max_oracle_calls: u32,
+    /// The suite's control arms and their pass mark; `None`: the suite declares none.
+    #[serde(default)]
+    pub controls: Option<ControlsData>,
+}
+
+/// A suite's declared control arms (the protocol's `[suites.<id>.controls]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlsData {
+    /// `oracle`, `nop`, `exploit:<name>`, in declared order.
+    pub arms: Vec<String>,
+    /// The metric `grader_valid` judges by.
+    pub metric: String,
+    /// A score at least this passes.
+    pub pass_at_least: f64,
+    /// Other gradings shown beside the gating one (never gating).
+    #[serde(default)]
+    pub also_report: Vec<String>,
 }
 
 /// One scheduled unit of work: an arm on a task, one repetition, in one phase.
@@ -290,17 +308,45 @@ impl AttemptData {
     /// non-infrastructure outcome (an infra fault or an attempt closed by the controller never
     /// reached the cross-check).
     pub fn cross_checkable(&self) -> bool {
-        matches!(
-            self.outcome,
-            Some(
-                Outcome::Completed
-                    | Outcome::AgentError
-                    | Outcome::Timeout
-                    | Outcome::BudgetExhausted
-                    | Outcome::ContractViolation
-                    | Outcome::AccountingMismatch
+        // A control attempt runs no agent: there is no harness to cross-check.
+        self.phase != Phase::Control
+            && matches!(
+                self.outcome,
+                Some(
+                    Outcome::Completed
+                        | Outcome::AgentError
+                        | Outcome::Timeout
+                        | Outcome::BudgetExhausted
+                        | Outcome::ContractViolation
+                        | Outcome::AccountingMismatch
+                )
             )
-        )
+    }
+}
+
+/// The attempt's accounting gap is its own: its declared file was missing or unreadable, or it
+/// accounts for less than the proxy metered — all of which the agent can do to its own file (and
+/// a time limit does to the harness). Counted in the report; not a veto of the run's
+/// `accounting_complete`, unlike a runtime that declares no file or a file that accounts for
+/// more than the meter saw.
+pub fn attempt_accounting_gap(a: &AttemptData) -> bool {
+    a.cross_checkable()
+        && match a.accounting.as_deref() {
+            Some("metrics_missing" | "metrics_unreadable") => true,
+            Some("mismatch") => short_of_the_meter(a),
+            _ => false,
+        }
+}
+
+/// The harness accounts for no more than the proxy metered, and for less of at least one of
+/// calls or tokens: what deleting or truncating its own file, or a time limit cutting the
+/// harness off, gives. (More than the meter would be calls the proxy did not see.)
+fn short_of_the_meter(a: &AttemptData) -> bool {
+    match (a.harness_turns, a.harness_tokens) {
+        (Some(t), Some(k)) => t <= a.model_turns && k <= a.tokens.total(),
+        (Some(t), None) => t <= a.model_turns,
+        (None, Some(k)) => k <= a.tokens.total(),
+        (None, None) => false,
     }
 }
 
@@ -313,6 +359,10 @@ pub fn accounting_gap(a: &AttemptData) -> Option<String> {
         return None;
     }
     match a.accounting.as_deref() {
+        Some("mismatch") if short_of_the_meter(a) => Some(
+            "the harness's account is short of the proxy's meter (truncated, or cut off at the time limit)"
+                .into(),
+        ),
         Some("matched") | Some("mismatch") => None,
         Some("metrics_missing") => Some("the declared harness metrics file is missing".into()),
         Some("metrics_unreadable") => {

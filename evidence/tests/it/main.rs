@@ -10,8 +10,11 @@
 
 mod support;
 
+mod controls;
+mod custody;
 mod gates;
 mod ledger;
+mod power;
 mod report_html;
 mod signing;
 mod stats;
