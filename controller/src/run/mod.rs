@@ -16,6 +16,7 @@ pub mod events;
 pub mod replay;
 pub mod report_data;
 pub mod runner;
+pub mod wire_metrics;
 
 use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
