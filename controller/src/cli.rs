@@ -422,4 +422,9 @@ pub struct ImportV04SimpleArgs {
     /// (no other identity meets it); without it the protocol has no precondition
     #[arg(long, value_name = "sha256:…")]
     pub router_identity: Option<String>,
+    /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
+    /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
+    /// `grader_valid` integrity rule
+    #[arg(long, value_name = "DIR")]
+    pub solutions: Option<PathBuf>,
 }

@@ -375,7 +375,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::EncodeTask { .. }
         | E::Exists(_)
         | E::Target { .. }
-        | E::Write { .. } => Status::Usage,
+        | E::Write { .. }
+        | E::Solution { .. } => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

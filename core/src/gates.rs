@@ -166,6 +166,9 @@ pub enum Statistic {
     /// Every attempt's model turns, tokens and oracle calls are accounted for and within the
     /// suite's limits.
     AccountingComplete,
+    /// Every declared control arm was graded: every oracle passes, every nop fails, and no
+    /// exploit scores above its task's nop (see `eval_core::controls`).
+    GraderValid,
 }
 
 impl Statistic {
@@ -181,6 +184,7 @@ impl Statistic {
                 | Statistic::RerunsAuthorized
                 | Statistic::SingleEndpoint
                 | Statistic::AccountingComplete
+                | Statistic::GraderValid
         )
     }
 
@@ -206,6 +210,7 @@ impl Statistic {
                 | Statistic::RerunsAuthorized
                 | Statistic::SingleEndpoint
                 | Statistic::AccountingComplete
+                | Statistic::GraderValid
         )
     }
 

@@ -13,6 +13,7 @@ pub mod budget;
 pub mod canonical;
 pub mod chain;
 pub mod contract;
+pub mod controls;
 pub mod digest;
 pub mod gates;
 pub mod keys;

@@ -12,6 +12,9 @@ use crate::name::UnknownName;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Control arms (oracle, nop, exploits) graded before anything else: no agent, no model
+    /// call, excluded from statistics; they test the grader, not an arm.
+    Control,
     /// Run first, in the declared order, excluded from statistics.
     Infrastructure,
     /// The preregistered, seeded-order slots the statistics are computed from.
@@ -20,11 +23,12 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in schedule order.
-    pub const ALL: [Phase; 2] = [Phase::Infrastructure, Phase::Statistical];
+    pub const ALL: [Phase; 3] = [Phase::Control, Phase::Infrastructure, Phase::Statistical];
 
     /// The name the ledger and the plan write.
     pub fn as_str(self) -> &'static str {
         match self {
+            Phase::Control => "control",
             Phase::Infrastructure => "infrastructure",
             Phase::Statistical => "statistical",
         }

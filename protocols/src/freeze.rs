@@ -233,6 +233,11 @@ fn roots(l: &Loaded) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
             format!("grader:{}/{}", t.suite, t.id),
         );
     }
+    for (sid, spec) in &l.protocol.suites {
+        for (name, dir) in spec.controls.iter().flat_map(|c| c.exploits.iter()) {
+            add("exploits", dir.clone(), format!("exploit:{sid}/{name}"));
+        }
+    }
     for a in &l.protocol.arms {
         let who = format!("arm:{}", a.id);
         add("runtimes", runtime_dir(&a.runtime), who.clone());

@@ -239,6 +239,40 @@ pub struct SuiteSpec {
     /// Clarifying questions an attempt may ask the oracle (0 = no oracle).
     #[serde(default)]
     pub max_oracle_calls: u32,
+    /// Control arms graded before any statistical slot (`[suites.<id>.controls]`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controls: Option<Controls>,
+}
+
+/// `[suites.<id>.controls]`: the control arms every task of the suite is graded under, and what
+/// counts as passing. See `eval_core::controls`.
+///
+/// ```toml
+/// [suites.simple.controls]
+/// arms = ["oracle", "nop", "exploit:print-result", "exploit:go-testmain-exit", "exploit:mine"]
+/// metric = "score"          # the grader metric that decides
+/// pass_at_least = 100       # a score >= this passes
+/// [suites.simple.controls.exploits]
+/// mine = "protocols/NAME/exploits/mine"   # a directory of files laid over the workspace
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Controls {
+    /// `oracle`, `nop`, `exploit:<name>`; each at most once. An oracle needs every task of the
+    /// suite to have a `solution/` directory; any exploit needs a `nop` to be compared with.
+    pub arms: Vec<String>,
+    /// The grader metric a control's result is judged by.
+    pub metric: String,
+    /// A control passes when its `metric` is at least this.
+    pub pass_at_least: f64,
+    /// Other metrics of the same grader shown beside `metric` in the grader-validity table
+    /// (e.g. a hardened grading of the same assertions); they never gate.
+    #[serde(default)]
+    pub also_report: Vec<String>,
+    /// The protocol's own exploits: name → a directory (project-relative, inside the protocol's
+    /// directory; frozen with the protocol) whose files are laid over the starting workspace.
+    #[serde(default)]
+    pub exploits: BTreeMap<String, String>,
 }
 
 /// `[statistics]`: how paired results become the intervals and p-values gates read.

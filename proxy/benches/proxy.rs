@@ -9,10 +9,15 @@
 //!
 //! The proxy and the scripted upstream each run as a child process (this binary re-executed with
 //! `EVAL_PROXY_BENCH_CHILD` / `EVAL_PROXY_BENCH_UPSTREAM`), so the direct path crosses a process
-//! boundary like the proxied one, and the proxy's peak RSS is its own. Run with
-//! `cargo bench -p eval-proxy --bench proxy`.
+//! boundary like the proxied one, and the proxy's RSS and allocations are its own. The proxy runs
+//! with its production listener limits (`ListenerLimits::default()`: 32 open connections per
+//! listener); the load generator stays within them (at most 16 connections per target), and one
+//! phase of its own exceeds them on purpose to show what such a client gets. Every figure is
+//! printed beside its yardstick from the same run: the same load sent straight to the upstream.
+//! Run with `cargo bench -p eval-proxy --bench proxy`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -22,10 +27,58 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 const MODEL: &str = "bench-model";
+/// Events per token-sized stream (one per token, as DeepSeek sends them).
+const TOKEN_EVENTS: usize = 1000;
+/// Open streams held at once in the memory phase, spread over Unix-socket attempts so that no
+/// listener exceeds its production cap.
+const OPEN_STREAMS: usize = 1000;
+const STREAMS_PER_SOCKET: usize = 25;
+/// The production cap of open connections per listener (`ListenerLimits::default()`).
+const CAP: usize = 32;
+
+/// Counts the allocations of this process (each of the three processes has its own count).
+/// The only `unsafe` in the workspace, in a benchmark binary (no library): an allocator that
+/// forwards to the system allocator and counts.
+#[allow(
+    unsafe_code,
+    reason = "a GlobalAlloc impl is unsafe by definition; it only forwards"
+)]
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct Counting;
+    pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
+    pub static ALLOC_BYTES: AtomicU64 = AtomicU64::new(0);
+
+    // SAFETY: every call is forwarded unchanged to `System`, which upholds the contract.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            ALLOC_BYTES.fetch_add(l.size() as u64, Ordering::Relaxed);
+            // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: `p` came from `System` with this layout.
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+            ALLOC_BYTES.fetch_add(n as u64, Ordering::Relaxed);
+            // SAFETY: `p` came from `System` with layout `l`.
+            unsafe { System.realloc(p, l, n) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+}
+use counting::{ALLOC_BYTES, ALLOCS};
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -42,15 +95,8 @@ fn main() {
     }
 }
 
-/// The proxy under test, alone in its process.
-async fn child(upstream: String) {
+fn attempt_spec(id: String, listen: eval_proxy::Listen) -> eval_proxy::AttemptSpec {
     use eval_proxy::*;
-    let key = SecretKey::from_env("EVAL_PROXY_BENCH_KEY").unwrap();
-    let meter = std::env::temp_dir().join(format!("eval-proxy-bench-{}.jsonl", std::process::id()));
-    let sink = Arc::new(JsonlSink::open(&meter).unwrap());
-    let mut cfg = ProxyConfig::new(&upstream, ApiKind::OpenAiChat, key, sink);
-    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
-    let proxy = Proxy::start(cfg).await.unwrap();
     let mut roles = std::collections::BTreeMap::new();
     roles.insert(
         Role::Agent,
@@ -59,31 +105,70 @@ async fn child(upstream: String) {
             budget: Budget::default(),
         },
     );
+    AttemptSpec {
+        attempt_id: id.clone(),
+        arm: "bench".into(),
+        session_id: id,
+        listen,
+        roles,
+    }
+}
+
+/// The proxy under test, alone in its process, with the production listener limits. Prints its
+/// TCP address, the token attempt's token and the socket directory; then answers `stats` lines
+/// on stdin with its allocation counters, and shuts down when stdin closes.
+async fn child(upstream: String) {
+    use eval_proxy::*;
+    let key = SecretKey::from_env("EVAL_PROXY_BENCH_KEY").unwrap();
+    let meter = std::env::temp_dir().join(format!("eval-proxy-bench-{}.jsonl", std::process::id()));
+    let sink = Arc::new(JsonlSink::open(&meter).unwrap());
+    let mut cfg = ProxyConfig::new(&upstream, ApiKind::OpenAiChat, key, sink);
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    assert_eq!(cfg.listener.max_connections, CAP, "the production cap");
+    let proxy = Proxy::start(cfg).await.unwrap();
     let reg = proxy
-        .register_attempt(AttemptSpec {
-            attempt_id: "bench".into(),
-            arm: "bench".into(),
-            session_id: "bench".into(),
-            listen: Listen::Token,
-            roles,
-        })
+        .register_attempt(attempt_spec("bench".into(), Listen::Token))
         .await
         .unwrap();
-    println!("{} {}", reg.tcp_addr.unwrap(), reg.token.unwrap());
-    // Serve until the parent closes our stdin.
-    let mut line = String::new();
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..OPEN_STREAMS.div_ceil(STREAMS_PER_SOCKET) {
+        proxy
+            .register_attempt(attempt_spec(
+                format!("hold-{i}"),
+                Listen::Unix(dir.path().join(format!("{i}.sock"))),
+            ))
+            .await
+            .unwrap();
+    }
+    println!(
+        "{} {} {}",
+        reg.tcp_addr.unwrap(),
+        reg.token.unwrap(),
+        dir.path().display()
+    );
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let _ = stdin.read_line(&mut line).await;
+    loop {
+        let mut line = String::new();
+        match stdin.read_line(&mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => println!(
+                "{} {}",
+                ALLOCS.load(Ordering::Relaxed),
+                ALLOC_BYTES.load(Ordering::Relaxed)
+            ),
+        }
+    }
     proxy.shutdown(Duration::from_secs(2)).await;
     let _ = std::fs::remove_file(meter);
 }
 
-/// The scripted upstream, in its own process like a real one: prints its address, releases
-/// held streams when a line arrives on stdin, exits when stdin closes.
+/// The scripted upstream, in its own process like a real one: prints its address; each line on
+/// stdin releases the streams held so far; exits when stdin closes.
 async fn upstream_process() {
-    let (release_tx, release_rx) = watch::channel(false);
+    let (release_tx, release_rx) = watch::channel(0u64);
     let up = Arc::new(Up {
         release: release_rx,
+        token_stream: token_stream_events(),
     });
     let app = Router::new().fallback(upstream_handler).with_state(up);
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -96,19 +181,22 @@ async fn upstream_process() {
         axum::serve(l, app).await.unwrap()
     });
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut generation = 0;
     loop {
         let mut line = String::new();
         match stdin.read_line(&mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
-                let _ = release_tx.send(true);
+                generation += 1;
+                let _ = release_tx.send(generation);
             }
         }
     }
 }
 
 struct Up {
-    release: watch::Receiver<bool>,
+    release: watch::Receiver<u64>,
+    token_stream: Vec<Bytes>,
 }
 
 fn completion_json() -> String {
@@ -119,41 +207,114 @@ fn completion_json() -> String {
     .to_string()
 }
 
+/// A DeepSeek thinking-mode stream as the real API sends it (../shared/DEEPSEEK-WIRE.md): a
+/// keep-alive comment, the role chunk with an empty `reasoning_content`, one event per token of
+/// `reasoning_content` then of `content` (every chunk with `"usage":null`), the finish chunk
+/// carrying the usage, the trailing usage-only chunk, `[DONE]`. Each event is its own write.
+fn token_stream_events() -> Vec<Bytes> {
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value, usage: serde_json::Value| {
+        let ev = serde_json::json!({"id":"6f0c2a8e-bench","object":"chat.completion.chunk",
+            "created":1733011200,"model":"deepseek-reasoner","system_fingerprint":"fp_bench_prod0820",
+            "choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish}],"usage":usage});
+        Bytes::from(format!("data: {ev}\n\n"))
+    };
+    let null = serde_json::Value::Null;
+    let words = [
+        "The", " answer", " is", " 42", ",", " because", " of", " this", ".",
+    ];
+    let mut v = vec![Bytes::from_static(b": keep-alive\n\n")];
+    v.push(chunk(
+        serde_json::json!({"role":"assistant","content":null,"reasoning_content":""}),
+        null.clone(),
+        null.clone(),
+    ));
+    let reasoning = TOKEN_EVENTS * 6 / 10;
+    let content = TOKEN_EVENTS - reasoning - 4;
+    for i in 0..reasoning {
+        let w = words[i % words.len()];
+        v.push(chunk(
+            serde_json::json!({"content":null,"reasoning_content":w}),
+            null.clone(),
+            null.clone(),
+        ));
+    }
+    for i in 0..content {
+        let w = words[i % words.len()];
+        v.push(chunk(
+            serde_json::json!({"content":w,"reasoning_content":null}),
+            null.clone(),
+            null.clone(),
+        ));
+    }
+    let usage = serde_json::json!({"prompt_tokens":283,"completion_tokens":TOKEN_EVENTS,
+        "total_tokens":283 + TOKEN_EVENTS,"prompt_tokens_details":{"cached_tokens":256},
+        "completion_tokens_details":{"reasoning_tokens":reasoning},
+        "prompt_cache_hit_tokens":256,"prompt_cache_miss_tokens":27});
+    v.push(chunk(
+        serde_json::json!({"content":"","reasoning_content":null}),
+        "stop".into(),
+        usage.clone(),
+    ));
+    let trailing = serde_json::json!({"id":"6f0c2a8e-bench","object":"chat.completion.chunk",
+        "created":1733011200,"model":"deepseek-reasoner","system_fingerprint":"fp_bench_prod0820",
+        "choices":[],"usage":usage});
+    v.push(Bytes::from(format!("data: {trailing}\n\n")));
+    v.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    assert_eq!(
+        v.len(),
+        TOKEN_EVENTS + 1,
+        "a comment and {TOKEN_EVENTS} events"
+    );
+    v
+}
+
+/// The 22-event stream of the latency phases (20 content events, usage, `[DONE]`).
+fn small_stream_events(model: &str) -> Vec<Bytes> {
+    let mut v = vec![];
+    for i in 0..20 {
+        let ev = serde_json::json!({"id":"c","object":"chat.completion.chunk","model":model,
+            "choices":[{"index":0,"delta":{"content":format!("token{i} ")},"finish_reason":null}]});
+        v.push(Bytes::from(format!("data: {ev}\n\n")));
+    }
+    let u = serde_json::json!({"id":"c","object":"chat.completion.chunk","model":model,"choices":[],
+        "usage":{"prompt_tokens":120,"completion_tokens":20,"total_tokens":140}});
+    v.push(Bytes::from(format!("data: {u}\n\ndata: [DONE]\n\n")));
+    v
+}
+
 async fn upstream_handler(State(up): State<Arc<Up>>, req: Request) -> Response {
-    let hold = req.headers().contains_key("x-bench-hold");
     let body = req.into_body().collect().await.unwrap().to_bytes();
-    let stream = body.windows(13).any(|w| w == b"\"stream\":true");
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    let stream = has(b"\"stream\":true");
     if !stream {
         return Response::builder()
             .header("content-type", "application/json")
             .body(Body::from(completion_json()))
             .unwrap();
     }
+    // The user message says which stream to send (headers outside the allow-list never reach
+    // the upstream, the message always does).
+    let hold = has(b"HOLD-STREAM");
+    let events = if has(b"TOKEN-STREAM") {
+        up.token_stream.clone()
+    } else {
+        small_stream_events(MODEL)
+    };
     let mut release = up.release.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(32);
+    let seen = *release.borrow_and_update();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     tokio::spawn(async move {
-        for i in 0..20 {
-            let ev = serde_json::json!({"id":"c","object":"chat.completion.chunk","model":MODEL,
-                "choices":[{"index":0,"delta":{"content":format!("token{i} ")},"finish_reason":null}]});
-            if tx
-                .send(Ok(Bytes::from(format!("data: {ev}\n\n"))))
-                .await
-                .is_err()
-            {
+        for (i, ev) in events.into_iter().enumerate() {
+            if tx.send(Ok(ev)).await.is_err() {
                 return;
             }
             if i == 0 && hold {
-                let _ = release.wait_for(|r| *r).await;
+                let _ = release.wait_for(|g| *g > seen).await;
             }
         }
-        let u = serde_json::json!({"id":"c","object":"chat.completion.chunk","model":MODEL,"choices":[],
-            "usage":{"prompt_tokens":120,"completion_tokens":20,"total_tokens":140}});
-        let _ = tx
-            .send(Ok(Bytes::from(format!("data: {u}\n\ndata: [DONE]\n\n"))))
-            .await;
     });
     Response::builder()
-        .header("content-type", "text/event-stream")
+        .header("content-type", "text/event-stream; charset=utf-8")
         .body(Body::from_stream(futures_util::stream::poll_fn(
             move |cx| rx.poll_recv(cx),
         )))
@@ -166,31 +327,46 @@ struct Target {
     token: Option<String>,
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Whole,
+    Stream,
+    Tokens,
+}
+
+impl Kind {
+    fn body(self) -> String {
+        let (content, stream) = match self {
+            Kind::Whole => ("hello there, a short prompt", false),
+            Kind::Stream => ("hello there, a short prompt", true),
+            Kind::Tokens => ("TOKEN-STREAM please", true),
+        };
+        if stream {
+            // As the Harness sends it: usage asked for, so the proxy hides nothing.
+            format!(
+                "{{\"model\":\"{MODEL}\",\"messages\":[{{\"role\":\"user\",\"content\":\"{content}\"}}],\"stream\":true,\"stream_options\":{{\"include_usage\":true}}}}"
+            )
+        } else {
+            format!(
+                "{{\"model\":\"{MODEL}\",\"messages\":[{{\"role\":\"user\",\"content\":\"{content}\"}}]}}"
+            )
+        }
+    }
+}
+
 struct Sample {
     total: Duration,
     ttfb: Duration,
 }
 
-async fn one(client: &reqwest::Client, t: &Target, stream: bool, hold: bool) -> Sample {
-    let body = if stream {
-        format!(
-            "{{\"model\":\"{MODEL}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello there, a short prompt\"}}],\"stream\":true}}"
-        )
-    } else {
-        format!(
-            "{{\"model\":\"{MODEL}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello there, a short prompt\"}}]}}"
-        )
-    };
+async fn one(client: &reqwest::Client, t: &Target, kind: Kind) -> Sample {
     let start = Instant::now();
     let mut rb = client
         .post(&t.url)
         .header("content-type", "application/json")
-        .body(body);
+        .body(kind.body());
     if let Some(tok) = &t.token {
         rb = rb.bearer_auth(tok);
-    }
-    if hold {
-        rb = rb.header("x-bench-hold", "1");
     }
     let resp = rb.send().await.unwrap();
     assert!(resp.status().is_success(), "status {}", resp.status());
@@ -211,10 +387,14 @@ async fn one(client: &reqwest::Client, t: &Target, stream: bool, hold: bool) -> 
 async fn load(
     client: &reqwest::Client,
     t: &Target,
-    stream: bool,
+    kind: Kind,
     concurrency: usize,
     n: usize,
 ) -> (Vec<Sample>, Duration) {
+    assert!(
+        concurrency <= CAP / 2,
+        "the load generator stays within the cap"
+    );
     let start = Instant::now();
     let per = n / concurrency;
     let mut tasks = vec![];
@@ -224,7 +404,7 @@ async fn load(
         tasks.push(tokio::spawn(async move {
             let mut v = Vec::with_capacity(per);
             for _ in 0..per {
-                v.push(one(&client, &t, stream, false).await);
+                v.push(one(&client, &t, kind).await);
             }
             v
         }));
@@ -257,6 +437,92 @@ fn status_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The proxy process's allocation counters, asked over its stdin.
+struct ChildStats {
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+}
+
+impl ChildStats {
+    async fn allocs(&mut self) -> (u64, u64) {
+        self.stdin.write_all(b"stats\n").await.unwrap();
+        self.stdin.flush().await.unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).await.unwrap();
+        let mut p = line.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+        (p.next().unwrap(), p.next().unwrap())
+    }
+}
+
+/// Samples the proxy's RSS every 20 ms while a phase runs; returns the largest value in KiB.
+fn rss_sampler(pid: u32) -> (Arc<AtomicBool>, tokio::task::JoinHandle<u64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let h = tokio::spawn(async move {
+        let mut max = 0;
+        while !s.load(Ordering::Relaxed) {
+            max = max.max(status_kb(pid, "VmRSS:"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        max.max(status_kb(pid, "VmRSS:"))
+    });
+    (stop, h)
+}
+
+/// One raw HTTP/1.1 request with `connection: close`; returns the status line's code (0 when
+/// the connection broke before a status line: a reset or an unanswered close) and the whole
+/// answer. `after_head` runs once the first bytes arrived.
+async fn raw_request<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut s: S,
+    token: Option<&str>,
+    content: &str,
+    first: Option<tokio::sync::mpsc::Sender<u16>>,
+) -> (u16, Result<Vec<u8>, std::io::Error>) {
+    let body = format!(
+        "{{\"model\":\"{MODEL}\",\"messages\":[{{\"role\":\"user\",\"content\":\"{content}\"}}],\"stream\":true,\"stream_options\":{{\"include_usage\":true}}}}"
+    );
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if let Err(e) = s.write_all(head.as_bytes()).await {
+        return (0, Err(e));
+    }
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut status = 0;
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) => return (status, Ok(out)),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if status == 0 && out.len() >= 12 {
+                    status = std::str::from_utf8(&out[9..12])
+                        .ok()
+                        .and_then(|c| c.parse().ok())
+                        .unwrap_or(0);
+                    if let Some(tx) = &first {
+                        tx.send(status).await.unwrap();
+                    }
+                }
+            }
+            Err(e) => return (status, Err(e)),
+        }
+    }
+}
+
+struct Row {
+    phase: String,
+    direct: String,
+    proxy: String,
+    added: String,
+    goal: String,
+    ok: Option<bool>,
+}
+
 async fn parent() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let exe = std::env::current_exe().unwrap();
@@ -287,6 +553,11 @@ async fn parent() {
     let mut parts = line.split_whitespace();
     let proxy_addr = parts.next().unwrap().to_owned();
     let token = parts.next().unwrap().to_owned();
+    let sock_dir = std::path::PathBuf::from(parts.next().unwrap());
+    let mut stats = ChildStats {
+        stdin: child.stdin.take().unwrap(),
+        stdout: out,
+    };
 
     let direct = Target {
         url: format!("http://{up_addr}/v1/chat/completions"),
@@ -294,26 +565,33 @@ async fn parent() {
     };
     let through = Target {
         url: format!("http://{proxy_addr}/v1/chat/completions"),
-        token: Some(token),
+        token: Some(token.clone()),
     };
+    // At most 16 requests in flight per target and as many idle connections kept: within the
+    // proxy's cap of 32 even while the previous phase's connections are still closing.
     let client = reqwest::Client::builder()
         .no_proxy()
-        .pool_max_idle_per_host(2000)
+        .pool_max_idle_per_host(CAP / 2)
         .build()
         .unwrap();
+    let mut rows: Vec<Row> = vec![];
 
     // Warm up both paths (connections, allocator, page cache).
-    load(&client, &direct, false, 4, 400).await;
-    load(&client, &through, false, 4, 400).await;
+    load(&client, &direct, Kind::Whole, 4, 400).await;
+    load(&client, &through, Kind::Whole, 4, 400).await;
+    load(&client, &through, Kind::Tokens, 4, 8).await;
 
     println!(
-        "eval-proxy benchmark: load generator, upstream and proxy each in their own process (2 worker threads each), loopback TCP"
+        "eval-proxy benchmark: load generator, upstream and proxy each in their own process (2 worker threads each), loopback TCP, production listener cap {CAP}"
     );
-    for (label, stream, n, conc) in [
-        ("non-streaming", false, 2000, 1),
-        ("non-streaming", false, 4000, 4),
-        ("streaming (22 events)", true, 1000, 1),
-        ("streaming (22 events)", true, 2000, 4),
+    println!(
+        "every figure beside its yardstick from this run: the same load sent straight to the upstream"
+    );
+    for (label, kind, n, conc) in [
+        ("non-stream", Kind::Whole, 2000, 1),
+        ("non-stream", Kind::Whole, 4000, 4),
+        ("stream (22 events)", Kind::Stream, 1000, 1),
+        ("stream (22 events)", Kind::Stream, 2000, 4),
     ] {
         let mut d_total = vec![];
         let mut t_total = vec![];
@@ -321,8 +599,8 @@ async fn parent() {
         let mut t_ttfb = vec![];
         // Alternate rounds so drift hits both sides alike.
         for _ in 0..4 {
-            let (d, _) = load(&client, &direct, stream, conc, n / 4).await;
-            let (t, _) = load(&client, &through, stream, conc, n / 4).await;
+            let (d, _) = load(&client, &direct, kind, conc, n / 4).await;
+            let (t, _) = load(&client, &through, kind, conc, n / 4).await;
             d_total.extend(d.iter().map(|s| ms(s.total)));
             d_ttfb.extend(d.iter().map(|s| ms(s.ttfb)));
             t_total.extend(t.iter().map(|s| ms(s.total)));
@@ -330,78 +608,268 @@ async fn parent() {
         }
         let (d50, d99) = (pct(&mut d_total, 0.5), pct(&mut d_total, 0.99));
         let (t50, t99) = (pct(&mut t_total, 0.5), pct(&mut t_total, 0.99));
-        println!("\n[{label}] concurrency {conc}, {n} requests per side");
+        println!("\n[{label}] {conc} connection(s), {n} requests per side");
         println!("  latency  direct p50 {d50:.3} ms  p99 {d99:.3} ms");
         println!("  latency  proxy  p50 {t50:.3} ms  p99 {t99:.3} ms");
         println!(
-            "  ADDED    p50 {:.3} ms  p99 {:.3} ms   (targets: < 0.3 / < 1 ms)",
+            "  ADDED    p50 {:.3} ms  p99 {:.3} ms   (goals: < 0.3 / < 1 ms)",
             t50 - d50,
             t99 - d99
         );
-        if stream {
+        if kind == Kind::Stream {
             let (a, b) = (pct(&mut d_ttfb, 0.5), pct(&mut t_ttfb, 0.5));
             println!(
                 "  TTFB     direct p50 {a:.3} ms  proxy p50 {b:.3} ms  ADDED {:.3} ms",
                 b - a
             );
         }
+        rows.push(Row {
+            phase: format!("{label}, {conc} conn"),
+            direct: format!("{d50:.3} / {d99:.3} ms"),
+            proxy: format!("{t50:.3} / {t99:.3} ms"),
+            added: format!("{:.3} / {:.3} ms", t50 - d50, t99 - d99),
+            goal: "added < 0.3 / < 1 ms".into(),
+            ok: Some(t50 - d50 < 0.3 && t99 - d99 < 1.0),
+        });
     }
 
-    for (label, stream) in [("non-streaming", false), ("streaming", true)] {
-        let n = 6000;
-        let (_, d) = load(&client, &direct, stream, 32, n).await;
-        let (_, t) = load(&client, &through, stream, 32, n).await;
-        let (dr, tr) = (n as f64 / d.as_secs_f64(), n as f64 / t.as_secs_f64());
-        println!("\n[throughput, {label}] concurrency 32, {n} requests");
+    // Per-event cost: streams of token-sized events, one connection, alternating rounds.
+    {
+        let n = 40;
+        let mut d_total = vec![];
+        let mut t_total = vec![];
+        for _ in 0..4 {
+            let (d, _) = load(&client, &direct, Kind::Tokens, 1, n / 4).await;
+            let (t, _) = load(&client, &through, Kind::Tokens, 1, n / 4).await;
+            d_total.extend(d.iter().map(|s| ms(s.total)));
+            t_total.extend(t.iter().map(|s| ms(s.total)));
+        }
+        let (d50, d99) = (pct(&mut d_total, 0.5), pct(&mut d_total, 0.99));
+        let (t50, t99) = (pct(&mut t_total, 0.5), pct(&mut t_total, 0.99));
+        let per_event_us = (t50 - d50) * 1e3 / TOKEN_EVENTS as f64;
         println!(
-            "  direct {dr:.0} req/s, proxy {tr:.0} req/s, ratio {:.2} (target >= 0.50)",
-            tr / dr
+            "\n[per event] streams of {TOKEN_EVENTS} token-sized events (reasoning_content then content, DeepSeek's chunk shape), 1 connection, {n} streams per side"
         );
+        println!("  stream   direct p50 {d50:.3} ms  p99 {d99:.3} ms");
+        println!("  stream   proxy  p50 {t50:.3} ms  p99 {t99:.3} ms");
+        println!("  PER-EVENT proxy cost (added p50 / {TOKEN_EVENTS}) {per_event_us:.2} µs");
+        rows.push(Row {
+            phase: format!("{TOKEN_EVENTS}-event stream, 1 conn"),
+            direct: format!("{d50:.3} / {d99:.3} ms"),
+            proxy: format!("{t50:.3} / {t99:.3} ms"),
+            added: format!("{per_event_us:.2} µs per event"),
+            goal: "reported".into(),
+            ok: None,
+        });
     }
 
+    // Allocations in the proxy: the marginal allocations of one more event, from the difference
+    // between 1,000-event and 22-event streams (per-call allocations cancel out).
+    {
+        let calls = 50u64;
+        let (a0, _) = stats.allocs().await;
+        load(&client, &through, Kind::Stream, 1, calls as usize).await;
+        let (a1, _) = stats.allocs().await;
+        load(&client, &through, Kind::Tokens, 1, calls as usize).await;
+        let (a2, _) = stats.allocs().await;
+        let small = (a1 - a0) as f64 / calls as f64;
+        let big = (a2 - a1) as f64 / calls as f64;
+        let per_event = (big - small) / (TOKEN_EVENTS - 22) as f64;
+        println!("\n[allocations] proxy process, counting global allocator, {calls} calls each");
+        println!(
+            "  per 22-event stream call {small:.0}, per {TOKEN_EVENTS}-event stream call {big:.0}, per event (marginal) {per_event:.2}"
+        );
+        rows.push(Row {
+            phase: "allocations in the proxy".into(),
+            direct: "-".into(),
+            proxy: format!("{small:.0} per call, {big:.0} per {TOKEN_EVENTS}-event call"),
+            added: format!("{per_event:.2} per event"),
+            goal: "no per-event allocation (< 0.05)".into(),
+            ok: Some(per_event < 0.05),
+        });
+    }
+
+    // Throughput at 16 connections (half the cap), with the proxy's RSS sampled under load.
+    let mut rss_load_max = 0;
+    for (label, kind, n) in [
+        ("non-stream", Kind::Whole, 6000),
+        ("stream (22 events)", Kind::Stream, 3000),
+        ("token stream (1,000 events)", Kind::Tokens, 160),
+    ] {
+        let conc = 16;
+        let (_, d) = load(&client, &direct, kind, conc, n).await;
+        let (stop, sampler) = rss_sampler(pid);
+        let (_, t) = load(&client, &through, kind, conc, n).await;
+        stop.store(true, Ordering::Relaxed);
+        let rss = sampler.await.unwrap();
+        rss_load_max = rss_load_max.max(rss);
+        let (dr, tr) = (n as f64 / d.as_secs_f64(), n as f64 / t.as_secs_f64());
+        let ratio = tr / dr;
+        println!("\n[throughput, {label}] {conc} connections, {n} requests per side");
+        println!(
+            "  direct {dr:.0} req/s, proxy {tr:.0} req/s, ratio {ratio:.2}; proxy RSS max {:.1} MB",
+            rss as f64 / 1024.0
+        );
+        let (goal, ok) = if kind == Kind::Tokens {
+            ("ratio >= 0.6".to_owned(), Some(ratio >= 0.6))
+        } else {
+            ("reported".to_owned(), None)
+        };
+        let unit = if kind == Kind::Tokens {
+            format!(
+                " ({:.0} / {:.0} events/s)",
+                dr * TOKEN_EVENTS as f64,
+                tr * TOKEN_EVENTS as f64
+            )
+        } else {
+            String::new()
+        };
+        rows.push(Row {
+            phase: format!("throughput {label}, {conc} conns"),
+            direct: format!("{dr:.0} req/s"),
+            proxy: format!("{tr:.0} req/s{unit}"),
+            added: format!("ratio {ratio:.2}"),
+            goal,
+            ok,
+        });
+    }
+    println!(
+        "\n[memory under load] proxy RSS max over the throughput phases {:.1} MB (goal < 30 MB)",
+        rss_load_max as f64 / 1024.0
+    );
+    rows.push(Row {
+        phase: "proxy RSS under load (16 conns)".into(),
+        direct: "-".into(),
+        proxy: format!("{:.1} MB", rss_load_max as f64 / 1024.0),
+        added: "-".into(),
+        goal: "< 30 MB".into(),
+        ok: Some(rss_load_max < 30 * 1024),
+    });
+    drop(client);
+
+    // 1,000 open streams, 25 per attempt socket (each socket has the production cap).
     let rss_before = status_kb(pid, "VmRSS:");
-    let open = 1000;
-    let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<()>(open);
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<u16>(OPEN_STREAMS);
     let mut tasks = vec![];
-    for _ in 0..open {
-        let client = client.clone();
-        let t = through.clone();
+    for i in 0..OPEN_STREAMS {
+        let path = sock_dir.join(format!("{}.sock", i / STREAMS_PER_SOCKET));
         let first_tx = first_tx.clone();
         tasks.push(tokio::spawn(async move {
-            let mut rb = client.post(&t.url).header("content-type", "application/json").header("x-bench-hold", "1");
-            rb = rb.bearer_auth(t.token.as_ref().unwrap());
-            let body = format!("{{\"model\":\"{MODEL}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hold\"}}],\"stream\":true}}");
-            let resp = rb.body(body).send().await.unwrap();
-            let mut s = resp.bytes_stream();
-            let _ = s.next().await;
-            first_tx.send(()).await.unwrap();
-            while let Some(c) = s.next().await {
-                c.unwrap();
-            }
+            let s = tokio::net::UnixStream::connect(&path).await.unwrap();
+            raw_request(s, None, "HOLD-STREAM", Some(first_tx)).await
         }));
     }
-    for _ in 0..open {
-        first_rx.recv().await.unwrap();
+    for _ in 0..OPEN_STREAMS {
+        assert_eq!(
+            first_rx.recv().await.unwrap(),
+            200,
+            "a held stream was refused"
+        );
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss_open = status_kb(pid, "VmRSS:");
-    {
-        use tokio::io::AsyncWriteExt;
-        up_stdin.write_all(b"release\n").await.unwrap();
-        up_stdin.flush().await.unwrap();
-    }
+    up_stdin.write_all(b"release\n").await.unwrap();
+    up_stdin.flush().await.unwrap();
     for t in tasks {
-        t.await.unwrap();
+        let (status, body) = t.await.unwrap();
+        assert_eq!(status, 200);
+        let body = body.unwrap();
+        assert!(
+            body.windows(12).any(|w| w == b"data: [DONE]"),
+            "a held stream did not end"
+        );
     }
-    let hwm = status_kb(pid, "VmHWM:");
-    println!("\n[memory] proxy process with {open} concurrent open streams");
+    println!("\n[memory, {OPEN_STREAMS} open streams] {STREAMS_PER_SOCKET} per attempt socket");
     println!(
-        "  RSS idle after load {:.1} MB, with {open} open streams {:.1} MB, peak (VmHWM over the whole run) {:.1} MB (target < 150 MB)",
+        "  proxy RSS idle before {:.1} MB, with {OPEN_STREAMS} open streams {:.1} MB (goal < 150 MB)",
         rss_before as f64 / 1024.0,
-        rss_open as f64 / 1024.0,
+        rss_open as f64 / 1024.0
+    );
+    rows.push(Row {
+        phase: format!("proxy RSS, {OPEN_STREAMS} open streams"),
+        direct: "-".into(),
+        proxy: format!("{:.1} MB", rss_open as f64 / 1024.0),
+        added: format!("idle before {:.1} MB", rss_before as f64 / 1024.0),
+        goal: "< 150 MB".into(),
+        ok: Some(rss_open < 150 * 1024),
+    });
+
+    // A client over the cap: it holds every slot of the token listener with open streams, then
+    // opens more connections. Each extra one must get a refusal it can read.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let extra = 16;
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<u16>(CAP + extra);
+    let mut holders = vec![];
+    for _ in 0..CAP {
+        let tok = token.clone();
+        let addr = proxy_addr.clone();
+        let first_tx = first_tx.clone();
+        holders.push(tokio::spawn(async move {
+            let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            raw_request(s, Some(&tok), "HOLD-STREAM", Some(first_tx)).await
+        }));
+    }
+    let mut held_ok = 0;
+    for _ in 0..CAP {
+        if first_rx.recv().await.unwrap() == 200 {
+            held_ok += 1;
+        }
+    }
+    let mut over = vec![];
+    for _ in 0..extra {
+        let tok = token.clone();
+        let addr = proxy_addr.clone();
+        over.push(tokio::spawn(async move {
+            let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            raw_request(s, Some(&tok), "over the cap", None).await
+        }));
+    }
+    let (mut readable, mut broken) = (0, 0);
+    for t in over {
+        match t.await.unwrap() {
+            (503, Ok(b)) if b.windows(20).any(|w| w == b"too_many_connections") => readable += 1,
+            _ => broken += 1,
+        }
+    }
+    up_stdin.write_all(b"release\n").await.unwrap();
+    up_stdin.flush().await.unwrap();
+    for t in holders {
+        let _ = t.await.unwrap();
+    }
+    println!(
+        "\n[over the cap] {CAP} streams hold the token listener's slots ({held_ok} served), then {extra} more connections"
+    );
+    println!(
+        "  {readable} of {extra} got a readable 503 too_many_connections, {broken} a reset or no answer"
+    );
+    rows.push(Row {
+        phase: format!("over the cap: {extra} connections past {CAP}"),
+        direct: "-".into(),
+        proxy: format!("{readable} readable 503, {broken} reset/none"),
+        added: "-".into(),
+        goal: "all readable, none reset".into(),
+        ok: Some(readable == extra && broken == 0),
+    });
+
+    let hwm = status_kb(pid, "VmHWM:");
+    println!(
+        "\n## summary (one run; proxy peak RSS over the whole run {:.1} MB)\n",
         hwm as f64 / 1024.0
     );
-    drop(child.stdin.take());
+    println!("| phase | direct | through the proxy | added / ratio | goal | met |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for r in &rows {
+        let met = match r.ok {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {met} |",
+            r.phase, r.direct, r.proxy, r.added, r.goal
+        );
+    }
+    drop(stats);
     drop(up_stdin);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), upstream_child.wait()).await;

@@ -100,6 +100,9 @@ struct Needles {
     /// The key's base64 forms: per alphabet and per byte alignment (0, 1, 2) of the key inside
     /// the encoded data, the characters that depend only on the key's bytes.
     encoded: Vec<Vec<u8>>,
+    /// A searcher per encoded form, built once: building one costs more than searching a
+    /// token-sized chunk with it.
+    finders: Vec<memchr::memmem::Finder<'static>>,
     /// The longest encoded form of the key this redactor matches (every byte as `\u00XX`).
     longest: usize,
 }
@@ -147,6 +150,10 @@ impl Needles {
         Self {
             longest: key.len() * 6,
             key: key.to_vec(),
+            finders: encoded
+                .iter()
+                .map(|n| memchr::memmem::Finder::new(n).into_owned())
+                .collect(),
             encoded,
         }
     }
@@ -154,11 +161,11 @@ impl Needles {
     /// The first complete occurrence in `hay`, as a byte range.
     fn find(&self, hay: &[u8]) -> Option<(usize, usize)> {
         let mut best: Option<(usize, usize)> = None;
-        for n in &self.encoded {
-            if let Some(i) = memchr::memmem::find(hay, n)
+        for f in &self.finders {
+            if let Some(i) = f.find(hay)
                 && best.is_none_or(|(b, _)| i < b)
             {
-                best = Some((i, i + n.len()));
+                best = Some((i, i + f.needle().len()));
             }
         }
         let limit = best.map_or(hay.len(), |(b, _)| b);
@@ -185,7 +192,13 @@ impl Needles {
         for n in &self.encoded {
             hold = hold.max(partial_suffix(hay, n));
         }
-        for p in from..hay.len() {
+        // Only a byte that is the key's first, or starts an escape (`\\u00XX`, `\\/`, `%XX`), can
+        // begin a flexible match: the other positions are skipped without looking at them.
+        let Some(&first) = self.key.first() else {
+            return hold;
+        };
+        for off in memchr::memchr3_iter(first, b'\\', b'%', &hay[from..]) {
+            let p = from + off;
             if hay.len() - p <= hold {
                 break;
             }
@@ -316,6 +329,19 @@ pub struct StreamRedactor {
 }
 
 impl StreamRedactor {
+    /// Feeds one chunk; returns what may be released now. The common case — nothing held from
+    /// the previous chunk, no occurrence in this one — returns a slice of `chunk` itself, without
+    /// copying or allocating.
+    pub fn push_bytes(&mut self, chunk: Bytes) -> Bytes {
+        if self.pending.is_empty() && self.needles.find(&chunk).is_none() {
+            let hold = self.needles.held_suffix(&chunk);
+            let release = chunk.len() - hold;
+            self.pending.extend_from_slice(&chunk[release..]);
+            return chunk.slice(..release);
+        }
+        self.push(&chunk)
+    }
+
     /// Feeds one chunk; returns what may be released now.
     pub fn push(&mut self, chunk: &[u8]) -> Bytes {
         let mut joined = std::mem::take(&mut self.pending);
@@ -362,6 +388,12 @@ fn replace_all(input: &[u8], needles: &Needles, out: &mut BytesMut) -> usize {
 /// Length of the longest suffix of `buf` that is a proper prefix of `needle`.
 fn partial_suffix(buf: &[u8], needle: &[u8]) -> usize {
     let max = needle.len().saturating_sub(1).min(buf.len());
+    // Such a suffix ends with one of the needle's bytes; most chunks end with `\n`, which no
+    // needle (base64 characters only) contains.
+    match buf.last() {
+        Some(&b) if needle[..max].contains(&b) => {}
+        _ => return 0,
+    }
     (1..=max)
         .rev()
         .find(|&k| buf[buf.len() - k..] == needle[..k])
@@ -398,6 +430,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `push_bytes` (the zero-copy path) releases exactly what `push` does, split anywhere.
+    #[test]
+    fn push_bytes_releases_what_push_does() {
+        let key = "sk-live_9f/Kx+Q";
+        let r = SecretKey::from_value_for_tests(key).unwrap().redactor();
+        for enc in encodings(key) {
+            let text = format!("data: {{\"x\":\"{enc}\"}}\n\ndata: s%5\\u00 plain\n\n{enc}");
+            for split in 0..=text.len() {
+                let (a, b) = text.as_bytes().split_at(split);
+                let mut by_slice = r.stream();
+                let mut by_bytes = r.stream();
+                let mut x = by_slice.push(a).to_vec();
+                x.extend_from_slice(&by_slice.push(b));
+                x.extend_from_slice(&by_slice.finish());
+                let mut y = by_bytes.push_bytes(Bytes::copy_from_slice(a)).to_vec();
+                y.extend_from_slice(&by_bytes.push_bytes(Bytes::copy_from_slice(b)));
+                y.extend_from_slice(&by_bytes.finish());
+                assert_eq!(x, y, "{enc} split at {split}");
+                assert_eq!(by_slice.redactions(), by_bytes.redactions());
+                assert!(!String::from_utf8_lossy(&y).contains(key));
+            }
+        }
+        // The common case hands the chunk on without a copy.
+        let mut s = r.stream();
+        let chunk = Bytes::from_static(b"data: {\"content\":\"tok\"}\n\n");
+        let out = s.push_bytes(chunk.clone());
+        assert_eq!(out.as_ptr(), chunk.as_ptr());
+        assert_eq!(out.len(), chunk.len());
     }
 
     #[test]

@@ -280,6 +280,7 @@ async fn tcp_entry(shared: Arc<Shared>, req: Request) -> Response {
 async fn serve_token_listener(l: tokio::net::TcpListener, shared: Arc<Shared>) {
     let limits = shared.listener;
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let refusals = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let stop = shared.cancel.clone();
     loop {
         let stream = tokio::select! {
@@ -296,7 +297,8 @@ async fn serve_token_listener(l: tokio::net::TcpListener, shared: Arc<Shared>) {
         };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             shared.token_conns.refused.fetch_add(1, Ordering::SeqCst);
-            drop(stream);
+            let _ = stream.set_nodelay(true);
+            refuse_over_limit(stream, &shared, &refusals, stop.clone());
             continue;
         };
         shared.token_conns.accepted.fetch_add(1, Ordering::SeqCst);
@@ -349,6 +351,7 @@ async fn serve_attempt_socket(
 ) {
     let limits = shared.listener;
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let refusals = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let stop = attempt.stop.clone();
     let id: Arc<str> = Arc::from(attempt.id.as_str());
     loop {
@@ -367,7 +370,7 @@ async fn serve_attempt_socket(
         };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             attempt.conns.refused.fetch_add(1, Ordering::SeqCst);
-            drop(stream);
+            refuse_over_limit(stream, &shared, &refusals, attempt.cut.clone());
             continue;
         };
         attempt.conns.accepted.fetch_add(1, Ordering::SeqCst);
@@ -413,6 +416,67 @@ async fn serve_attempt_socket(
             }
         });
     }
+}
+
+/// Answers one request on a connection over the cap with a 503 the client can read
+/// (`too_many_connections`, `retry-after: 1`, `connection: close`) instead of a reset: an SDK
+/// retries it like any overloaded server. The request is read (its body discarded, within the
+/// listener's timeouts) before the answer, so closing never drops unread bytes and turns into a
+/// reset. At most `max_connections` refusals run at once per listener; past that a connection is
+/// closed on accept as the last resort, so a flood still costs a bounded amount.
+fn refuse_over_limit<S>(
+    stream: S,
+    shared: &Arc<Shared>,
+    refusals: &Arc<tokio::sync::Semaphore>,
+    stop: CancellationToken,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(permit) = refusals.clone().try_acquire_owned() else {
+        drop(stream);
+        return;
+    };
+    let api = shared.api;
+    let limits = shared.listener;
+    let max_body = shared.max_body;
+    shared.tracker.spawn(async move {
+        let _permit = permit;
+        let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            async move {
+                // Discarded frame by frame: a refused body is never buffered.
+                let mut body = http_body_util::Limited::new(req.into_body(), max_body);
+                let drained = tokio::time::timeout(limits.body_read_timeout, async {
+                    while let Some(frame) = body.frame().await {
+                        if frame.is_err() {
+                            break;
+                        }
+                    }
+                })
+                .await;
+                let _ = drained;
+                let mut resp = crate::errors::api_error(
+                    api,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_connections",
+                    "this listener already has its maximum of open connections; retry after closing one",
+                );
+                resp.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from_static("1"),
+                );
+                Ok::<_, std::convert::Infallible>(resp)
+            }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .keep_alive(false)
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        tokio::select! {
+            _ = conn => {}
+            _ = stop.cancelled() => {}
+        }
+    });
 }
 
 fn presented_token(h: &HeaderMap) -> Option<String> {

@@ -139,9 +139,161 @@ impl SseParser {
     }
 }
 
+/// The same framing as [`SseParser`] for a caller that only reads each event's data (a meter):
+/// nothing is allocated per event or per line once its buffers have grown to the largest event
+/// seen, and an event contained in one chunk is read in place.
+#[derive(Default)]
+pub struct SseScanner {
+    /// The current line, when it started in an earlier chunk.
+    line: Vec<u8>,
+    /// The current event's `data:` lines joined with `\n`.
+    data: Vec<u8>,
+    has_data: bool,
+    after_cr: bool,
+    /// As [`SseParser`]'s: a field line arrived since the last [`SseScanner::progressed`].
+    progress: bool,
+}
+
+impl SseScanner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes; calls `on_data` with the data of every event they complete that has a data
+    /// line (its bytes exactly as [`SseParser`] would have joined them, before any lossy UTF-8
+    /// conversion).
+    pub fn push(&mut self, chunk: &[u8], mut on_data: impl FnMut(&[u8])) {
+        let mut rest = chunk;
+        if self.after_cr && !rest.is_empty() {
+            self.after_cr = false;
+            if rest[0] == b'\n' {
+                rest = &rest[1..];
+            }
+        }
+        while let Some(i) = memchr::memchr2(b'\n', b'\r', rest) {
+            let term_len = if rest[i] == b'\r' {
+                match rest.get(i + 1) {
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                    None => {
+                        self.after_cr = true;
+                        1
+                    }
+                }
+            } else {
+                1
+            };
+            if self.line.is_empty() {
+                let line = &rest[..i];
+                self.progress |= line.first().is_some_and(|&b| b != b':');
+                self.line_done(line, &mut on_data);
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(&rest[..i]);
+                self.progress |= line.first().is_some_and(|&b| b != b':');
+                self.line_done(&line, &mut on_data);
+                // Keep the buffer's capacity for the next split line.
+                line.clear();
+                self.line = line;
+            }
+            rest = &rest[i + term_len..];
+        }
+        self.line.extend_from_slice(rest);
+        self.progress |= !rest.is_empty() && self.line.first().is_some_and(|&b| b != b':');
+    }
+
+    /// Whether a field line arrived since the last call (comments and blank lines do not
+    /// count), exactly as [`SseParser::progressed`].
+    pub fn progressed(&mut self) -> bool {
+        std::mem::take(&mut self.progress)
+    }
+
+    /// Ends the stream: an unterminated last event still counts (as in [`SseParser::finish`]).
+    pub fn finish(&mut self, mut on_data: impl FnMut(&[u8])) {
+        let line = std::mem::take(&mut self.line);
+        if !line.is_empty() {
+            self.field(&line);
+        }
+        if self.has_data {
+            self.has_data = false;
+            on_data(&self.data);
+            self.data.clear();
+        }
+    }
+
+    fn line_done(&mut self, line: &[u8], on_data: &mut impl FnMut(&[u8])) {
+        if line.is_empty() {
+            if self.has_data {
+                self.has_data = false;
+                on_data(&self.data);
+                self.data.clear();
+            }
+            return;
+        }
+        self.field(line);
+    }
+
+    fn field(&mut self, line: &[u8]) {
+        if line.first() == Some(&b':') {
+            return; // comment
+        }
+        let (name, value) = match memchr::memchr(b':', line) {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        if name == b"data" {
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.has_data = true;
+            self.data.extend_from_slice(value);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scanner reports the same data as the parser, wherever the stream is split.
+    #[test]
+    fn the_scanner_sees_the_parsers_data_at_every_split() {
+        let bytes = STREAM.as_bytes();
+        for a in 0..=bytes.len() {
+            for b in a..=bytes.len() {
+                let mut p = SseParser::new();
+                let mut want: Vec<Vec<u8>> = Vec::new();
+                for part in [&bytes[..a], &bytes[a..b], &bytes[b..]] {
+                    want.extend(
+                        p.push(part)
+                            .into_iter()
+                            .filter_map(|e| e.data)
+                            .map(String::into_bytes),
+                    );
+                }
+                want.extend(p.finish().and_then(|e| e.data).map(String::into_bytes));
+                let mut sc = SseScanner::new();
+                let mut got: Vec<Vec<u8>> = Vec::new();
+                let mut p2 = SseParser::new();
+                for part in [&bytes[..a], &bytes[a..b], &bytes[b..]] {
+                    sc.push(part, |d| got.push(d.to_vec()));
+                    let _ = p2.push(part);
+                    assert_eq!(sc.progressed(), p2.progressed(), "progress at {a},{b}");
+                }
+                sc.finish(|d| got.push(d.to_vec()));
+                assert_eq!(got, want, "split at {a},{b}");
+            }
+        }
+        // An unterminated last event with data is reported at the end.
+        let mut sc = SseScanner::new();
+        let mut got = Vec::new();
+        sc.push(b"data: a\n\ndata: tail", |d| got.push(d.to_vec()));
+        sc.finish(|d| got.push(d.to_vec()));
+        assert_eq!(got, vec![b"a".to_vec(), b"tail".to_vec()]);
+    }
 
     const STREAM: &str = ": keep-alive\r\n\r\nevent: message_start\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\ndata: x\n\ndata:y\r\rdata: [DONE]\n\n";
 

@@ -131,6 +131,40 @@ impl StreamUsage {
         }
     }
 
+    /// Looks at one event's data as the stream's bytes (what [`crate::sse::SseScanner`] hands
+    /// on): the same answer as [`StreamUsage::observe`] on its UTF-8 reading, without building
+    /// anything for the events that cannot carry the model or usage.
+    pub fn observe_bytes(&mut self, data: &[u8]) -> bool {
+        if data != b"[DONE]" && !self.interesting(data) {
+            return false;
+        }
+        match std::str::from_utf8(data) {
+            Ok(s) => self.observe(s),
+            Err(_) => self.observe(&String::from_utf8_lossy(data)),
+        }
+    }
+
+    /// Whether an event's data (other than `[DONE]`) can change the meter. Most events are
+    /// content deltas: decoding only the ones that can carry the model, usage or a finish reason
+    /// keeps the meter cheap on long streams. DeepSeek writes `"usage":null` in every chunk and a
+    /// token delta carries `"finish_reason":null`, so an OpenAI event is decoded only when some
+    /// `"usage"` or `"finish_reason"` in it is followed by something other than `null` (a
+    /// superset of the events where either is set; decoding decides the rest).
+    fn interesting(&self, data: &[u8]) -> bool {
+        match self.api {
+            ApiKind::OpenAiChat => {
+                self.model.is_none()
+                    || has_non_null(data, b"\"usage\"")
+                    || has_non_null(data, b"\"finish_reason\"")
+            }
+            ApiKind::AnthropicMessages => {
+                memchr::memmem::find(data, b"\"message_start\"").is_some()
+                    || memchr::memmem::find(data, b"\"message_delta\"").is_some()
+                    || memchr::memmem::find(data, b"\"message_stop\"").is_some()
+            }
+        }
+    }
+
     /// Looks at one event's data. Returns true when the event is an OpenAI usage-only chunk
     /// (no choices, only usage) — the chunk a client that did not ask for usage must not see.
     pub fn observe(&mut self, data: &str) -> bool {
@@ -138,24 +172,7 @@ impl StreamUsage {
             self.ended |= self.api == ApiKind::OpenAiChat;
             return false;
         }
-        // Most events are content deltas; decoding only the ones that can carry the model,
-        // usage, a finish reason or the end keeps the meter cheap on long streams (a token
-        // delta carries `"finish_reason":null`, which is not a reason).
-        let interesting = match self.api {
-            ApiKind::OpenAiChat => {
-                self.model.is_none()
-                    // DeepSeek says `"usage":null` on every delta: not worth decoding.
-                    || (data.contains("\"usage\"") && !data.contains("\"usage\":null"))
-                    || (data.contains("\"finish_reason\"")
-                        && !data.contains("\"finish_reason\":null"))
-            }
-            ApiKind::AnthropicMessages => {
-                data.contains("\"message_start\"")
-                    || data.contains("\"message_delta\"")
-                    || data.contains("\"message_stop\"")
-            }
-        };
-        if !interesting {
+        if !self.interesting(data.as_bytes()) {
             return false;
         }
         let Ok(v) = serde_json::from_str::<Value>(data) else {
@@ -230,6 +247,30 @@ impl StreamUsage {
     }
 }
 
+/// Whether some `key` (quoted) in `data` is followed (after optional JSON whitespace and the
+/// colon) by anything but `null`.
+fn has_non_null(data: &[u8], key: &[u8]) -> bool {
+    let skip_ws = |mut i: usize| {
+        while data
+            .get(i)
+            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            i += 1;
+        }
+        i
+    };
+    memchr::memmem::find_iter(data, key).any(|at| {
+        let i = skip_ws(at + key.len());
+        if data.get(i) != Some(&b':') {
+            // Not a key (a string value "usage"): a decoder would find no usage here either,
+            // but deciding that is the decoder's job.
+            return true;
+        }
+        let i = skip_ws(i + 1);
+        data.get(i..i + 4) != Some(&b"null"[..])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +292,35 @@ mod tests {
             ),
             (17, 9, 5, 2)
         );
+    }
+
+    /// DeepSeek's per-token chunks (`"usage":null`) are skipped undecoded; the finish chunk and
+    /// the trailing usage-only chunk are read; the result is the same as decoding every event.
+    #[test]
+    fn null_usage_chunks_are_skipped_and_real_usage_is_read() {
+        let model = json!({"id":"x","model":"deepseek-reasoner","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":""}}],"usage":null}).to_string();
+        let token = json!({"id":"x","model":"deepseek-reasoner","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"tok"}}],"usage":null}).to_string();
+        let spaced =
+            "{\"choices\":[{\"delta\":{\"content\":\"no usage\"}}], \"usage\" :\n null}".to_owned();
+        let finish = json!({"id":"x","model":"deepseek-reasoner","choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}).to_string();
+        let trailing = json!({"id":"x","model":"deepseek-reasoner","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":4,"total_tokens":14}}).to_string();
+        let mut s = StreamUsage::new(ApiKind::OpenAiChat);
+        assert!(!s.observe_bytes(model.as_bytes()));
+        assert_eq!(s.model.as_deref(), Some("deepseek-reasoner"));
+        for d in [&token, &spaced] {
+            assert!(!has_non_null(d.as_bytes(), b"\"usage\""), "{d}");
+            assert!(!s.observe_bytes(d.as_bytes()));
+        }
+        assert!(s.usage().is_none());
+        assert!(has_non_null(finish.as_bytes(), b"\"usage\""));
+        assert!(
+            !s.observe_bytes(finish.as_bytes()),
+            "the finish chunk has choices"
+        );
+        assert_eq!(s.usage().unwrap().output_tokens, 3);
+        assert!(s.observe_bytes(trailing.as_bytes()), "usage-only");
+        assert_eq!(s.usage().unwrap().output_tokens, 4);
+        assert!(!s.observe_bytes(b"[DONE]"));
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! project, never into this repository. Nothing is written unless every input checks out and no
 //! target exists.
 
+mod solutions;
+
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
 use crate::exit::{CmdResult, Status};
 use serde::Deserialize;
@@ -48,6 +50,9 @@ const GRADER_SCRATCH: &str = "/var/cache/grader";
 /// `exit::import_status`. The messages name the file, field or flag at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// A reference solution of `--solutions DIR` that is missing, unreadable or not plain files.
+    #[error("{path}: {why}")]
+    Solution { path: PathBuf, why: String },
     #[error("--protocol {0:?}: a protocol name is letters, digits, `-`, `_` and `.` (not first)")]
     ProtocolName(String),
     /// `--dsh-image` or `--grader-image` is not `sha256:<64 hex>`.
@@ -345,10 +350,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         tasks: hex::encode(Sha256::digest(&tasks_bytes)),
         grader: hex::encode(Sha256::digest(&grader)),
     };
-    put(
-        format!("{pdir}/protocol.toml"),
-        protocol_toml(name, chosen.len(), &sources, &packages, router.as_ref()).into_bytes(),
-    );
+    let mut protocol = protocol_toml(name, chosen.len(), &sources, &packages, router.as_ref());
+    if args.solutions.is_some() {
+        protocol = solutions::with_controls(&protocol);
+    }
+    put(format!("{pdir}/protocol.toml"), protocol.into_bytes());
     put(
         format!("matrix/{name}.toml"),
         matrix_toml(name, &chosen).into_bytes(),
@@ -385,6 +391,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             task_toml(t, &sources).into_bytes(),
         );
         put(format!("{tdir}/prompt.md"), prompt_md(&t.spec.prompt));
+        if let Some(dir) = &args.solutions {
+            for (rel, bytes) in solutions::read(dir, &t.spec.id)? {
+                put(format!("{tdir}/solution/{rel}"), bytes);
+            }
+        }
         for (rel, content) in &t.spec.initial_files {
             put(
                 format!("{tdir}/workspace/{rel}"),

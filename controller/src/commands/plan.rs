@@ -54,6 +54,9 @@ pub fn run(args: PlanArgs) -> CmdResult {
         if phase != Some(s.phase) {
             phase = Some(s.phase);
             out.push_str(match s.phase {
+                Phase::Control => {
+                    "\ncontrol arms (graded first, no agent, excluded from statistics):\n"
+                }
                 Phase::Infrastructure => {
                     "\ninfrastructure (run first, excluded from statistics):\n"
                 }

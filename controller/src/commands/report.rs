@@ -87,6 +87,22 @@ pub fn publish(
     let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;
     let ledger_path = crate::run::ledger_path(state, &data.matrix);
     let writer = LedgerWriter::open(&ledger_path)?;
+    // With a key, the signer attaches to this writer and reads the writer's own file (never the
+    // path again); the head compared below is the writer's, and the `report` entry is signed in
+    // the transaction that records it, so a file renamed over the path after this point is
+    // refused by the writer instead of being signed.
+    let key = key.map(std::sync::Arc::new);
+    let _checkpointer = match &key {
+        Some(key) => {
+            let origin = eval_evidence::signing::origin_for_identity(&data.identity)?;
+            Some(eval_evidence::signing::Checkpointer::open(
+                key.clone(),
+                &origin,
+                &writer,
+            )?)
+        }
+        None => None,
+    };
     // The report entry must extend the ledger the report verified, not a file put in its place
     // since (a broken chain's report exits 3 anyway and says so; its head is the verified prefix).
     if data.ledger_verified {
@@ -100,21 +116,23 @@ pub fn publish(
             .into());
         }
     }
+    swap_point_before_sign(&ledger_path);
+    // The entry first: a writer that refuses (its file was replaced) leaves no report.json.
+    let entry = NewEntry::new("report", &payload).map_err(LedgerError::from)?;
+    let (_, checkpoint) = if key.is_some() {
+        writer.append_signed_blocking(vec![entry])?
+    } else {
+        (vec![writer.append_blocking(entry)?], None)
+    };
     let json_path = run_dir.join("report.json");
     std::fs::write(&json_path, &json).map_err(|source| ReportCmdError::Write {
         path: json_path.clone(),
         source,
     })?;
-    writer.append_blocking(NewEntry::new("report", &payload).map_err(LedgerError::from)?)?;
     if !data.fixture_upstream {
         eval_protocols::record_report(state, &payload)?;
     }
-    if let Some(key) = key {
-        use eval_evidence::signing::{Checkpointer, origin_for_identity};
-        let origin = origin_for_identity(&data.identity)?;
-        let key = std::sync::Arc::new(key);
-        let mut checkpointer = Checkpointer::open(key.clone(), &origin, &writer)?;
-        let checkpoint = checkpointer.checkpoint_blocking(&writer)?;
+    if let (Some(key), Some(checkpoint)) = (key, checkpoint) {
         let driver = Digest::parse(&data.driver_digest)
             .ok_or_else(|| ReportCmdError::DriverDigest(data.driver_digest.clone()))?;
         let verdict = serde_json::json!({
@@ -136,6 +154,23 @@ pub fn publish(
     }
     writer.close();
     Ok(report)
+}
+
+/// A swap point for the custody tests: `EVAL_TEST_SWAP_BEFORE_SIGN=<file>` renames `<file>` over
+/// the ledger (moving its `-wal`/`-shm` aside) after the head check and right before the `report`
+/// entry is appended and signed — the window an operator without the key would use. Only debug
+/// builds read the variable.
+fn swap_point_before_sign(ledger: &Path) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    if let Some(from) = std::env::var_os("EVAL_TEST_SWAP_BEFORE_SIGN") {
+        for suffix in ["-wal", "-shm"] {
+            let side = format!("{}{suffix}", ledger.display());
+            let _ = std::fs::rename(&side, format!("{side}.aside"));
+        }
+        let _ = std::fs::rename(from, ledger);
+    }
 }
 
 /// Renders `report` to `out` (or standard output) and returns the exit status.

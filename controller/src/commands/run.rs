@@ -164,22 +164,25 @@ pub fn gather(
     })
 }
 
-/// The schedule as recorded in `run_started`.
+/// The schedule as recorded in `run_started`: the protocol's control slots, then the matrix's.
 pub fn slot_records(loaded: &Loaded) -> Vec<SlotRecord> {
-    loaded
-        .matrix
-        .schedule()
-        .slots
-        .into_iter()
-        .map(|s| SlotRecord {
-            id: s.id,
-            phase: s.phase,
-            suite: s.suite,
-            task: s.task,
-            arm: s.arm,
-            rep: s.rep,
-        })
-        .collect()
+    let mut slots = crate::run::controls::control_slots(loaded);
+    slots.extend(
+        loaded
+            .matrix
+            .schedule()
+            .slots
+            .into_iter()
+            .map(|s| SlotRecord {
+                id: s.id,
+                phase: s.phase,
+                suite: s.suite,
+                task: s.task,
+                arm: s.arm,
+                rep: s.rep,
+            }),
+    );
+    slots
 }
 
 /// The `run_started` payload for this session (the runner fills in `session`).
@@ -501,18 +504,24 @@ fn open_recorder(
         source,
     })?;
     let ledger_path = crate::run::ledger_path(state, matrix);
-    let entries = if ledger_path.exists() {
-        LedgerReader::open(&ledger_path)?.entries()?
-    } else {
-        Vec::new()
-    };
     let writer = eval_evidence::ledger::LedgerWriter::open(&ledger_path)?;
-    let mut rec = crate::run::Recorder::new(writer.clone(), &entries, upstream_kind)?;
-    if let Some(key) = signing {
-        use eval_evidence::signing::{Checkpointer, origin_for_identity};
-        let origin = origin_for_identity(&admitted.identity)?;
-        let c = Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
-            .map_err(SessionError::Checkpointer)?;
+    // The signer attaches first and reads the writer's own file: it refuses every evidence entry
+    // no checkpoint covers (appended between sessions without the key). The session then replays
+    // exactly the entries the writer holds and signs — never the path re-read.
+    let checkpointer = match signing {
+        Some(key) => {
+            use eval_evidence::signing::{Checkpointer, origin_for_identity};
+            let origin = origin_for_identity(&admitted.identity)?;
+            Some(
+                Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
+                    .map_err(SessionError::Checkpointer)?,
+            )
+        }
+        None => None,
+    };
+    let entries = writer.entries_blocking()?;
+    let mut rec = crate::run::Recorder::new(writer, &entries, upstream_kind)?;
+    if let Some(c) = checkpointer {
         rec = rec.with_checkpointer(c);
     }
     Ok((rec, entries))

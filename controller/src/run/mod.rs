@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod attempt;
+pub mod controls;
 pub mod events;
 pub mod replay;
 pub mod report_data;
@@ -247,8 +248,10 @@ pub struct Recorder {
     ledger: LedgerWriter,
     inner: Arc<Mutex<RecorderInner>>,
     upstream_kind: Arc<str>,
-    /// Signs a checkpoint after every attempt outcome and at the end of a session.
-    checkpointer: Option<Arc<tokio::sync::Mutex<eval_evidence::signing::Checkpointer>>>,
+    /// Present when the run signs: every append is then signed by the writer in the transaction
+    /// that records it (`LedgerWriter::append_signed`), so no committed entry of a signing run is
+    /// ever outside a checkpoint, and a resumed session can refuse every entry that is.
+    checkpointer: Option<Arc<eval_evidence::signing::Checkpointer>>,
     /// The first recording failure, sticky: once set, the runner records no further outcome
     /// and ends the session with [`RunError::Record`].
     fatal: Arc<Mutex<Option<String>>>,
@@ -282,9 +285,9 @@ impl Recorder {
         })
     }
 
-    /// Signs checkpoints with `c` from now on.
+    /// Signs every append from now on; `c` must be attached to this recorder's writer.
     pub fn with_checkpointer(mut self, c: eval_evidence::signing::Checkpointer) -> Self {
-        self.checkpointer = Some(Arc::new(tokio::sync::Mutex::new(c)));
+        self.checkpointer = Some(Arc::new(c));
         self
     }
 
@@ -334,11 +337,12 @@ impl Recorder {
         if let Some(c) = &self.crash_at {
             c.check("before", &copies);
         }
-        let appended = self
-            .ledger
-            .append_batch(entries)
-            .await
-            .map_err(|e| self.failed(&what, e.into()))?;
+        let appended = if self.checkpointer.is_some() {
+            self.ledger.append_signed(entries).await.map(|(a, _)| a)
+        } else {
+            self.ledger.append_batch(entries).await
+        }
+        .map_err(|e| self.failed(&what, e.into()))?;
         if appended.len() != copies.len() {
             return Err(self.failed(
                 &what,
@@ -374,18 +378,6 @@ impl Recorder {
         }
         if let Some(c) = &self.crash_at {
             c.check("after", &copies);
-        }
-        // `fixture_upstream` follows `run_finished`: signing after it too keeps a finished
-        // run signed to its end (a report refuses one with an unsigned tail).
-        if kinds.iter().any(|k| {
-            k == events::ATTEMPT_OUTCOME || k == events::RUN_FINISHED || k == "fixture_upstream"
-        }) && let Some(c) = &self.checkpointer
-        {
-            c.lock()
-                .await
-                .checkpoint(&self.ledger)
-                .await
-                .map_err(|e| self.failed("checkpoint", e.into()))?;
         }
         Ok(appended.iter().map(|a| a.seq).collect())
     }

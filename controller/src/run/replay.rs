@@ -284,7 +284,7 @@ impl RunState {
             }
             // Out of preparation retries: the slot ends on this fault, whatever its phase.
             return match slot.phase {
-                Phase::Infrastructure => SlotStatus::Failed {
+                Phase::Control | Phase::Infrastructure => SlotStatus::Failed {
                     number: last.number,
                 },
                 Phase::Statistical => SlotStatus::Final {
@@ -298,6 +298,29 @@ impl RunState {
         match slot.phase {
             Phase::Infrastructure => {
                 if out.outcome == Outcome::Completed {
+                    SlotStatus::Final {
+                        number: last.number,
+                        outcome: out.outcome,
+                    }
+                } else if counted < rules.max_infra_attempts {
+                    SlotStatus::NeedsRerun {
+                        next: last.number + 1,
+                        code: out
+                            .infra_fault
+                            .map_or(out.outcome.as_str(), FaultCode::as_str)
+                            .to_owned(),
+                    }
+                } else {
+                    SlotStatus::Failed {
+                        number: last.number,
+                    }
+                }
+            }
+            // A control attempt's score is final whatever it is (a failing grade is the finding);
+            // only an infrastructure fault (the grader never ran) is rerun, up to the
+            // infrastructure limit.
+            Phase::Control => {
+                if out.outcome != Outcome::InfraFault {
                     SlotStatus::Final {
                         number: last.number,
                         outcome: out.outcome,
@@ -363,7 +386,8 @@ impl RunState {
         for slot in &self.slots {
             let status = self.status_of(slot, &rules);
             match slot.phase {
-                Phase::Infrastructure => {
+                // Control slots are counted with the infrastructure phase they belong to.
+                Phase::Control | Phase::Infrastructure => {
                     sum.infra_total += 1;
                     match status {
                         SlotStatus::Final { .. } => sum.infra_completed += 1,
@@ -413,7 +437,7 @@ impl RunState {
                         // Infrastructure attempts are not part of any statistical group; their
                         // tokens are kept apart so the groups and `tokens` add up to the
                         // statistical attempts alone.
-                        if slot.is_none_or(|s| s.phase == Phase::Infrastructure) {
+                        if slot.is_none_or(|s| s.phase != Phase::Statistical) {
                             sum.infra_tokens.add(&o.tokens);
                             continue;
                         }

@@ -164,6 +164,16 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
                 .map(|x| x.metrics.clone())
                 .unwrap_or_default(),
             max_oracle_calls: p.suites.get(&s.id).map_or(0, |x| x.max_oracle_calls),
+            controls: p
+                .suites
+                .get(&s.id)
+                .and_then(|x| x.controls.as_ref())
+                .map(|c| eval_evidence::report::ControlsData {
+                    arms: c.arms.clone(),
+                    metric: c.metric.clone(),
+                    pass_at_least: c.pass_at_least,
+                    also_report: c.also_report.clone(),
+                }),
         })
         .collect();
     let slots = st

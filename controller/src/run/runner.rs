@@ -99,7 +99,7 @@ pub async fn run_session(
     let tracker = TaskTracker::new();
     let mut stopped: Option<String> = None;
 
-    for phase in [Phase::Infrastructure, Phase::Statistical] {
+    for phase in Phase::ALL {
         let todo: Vec<SlotRecord> = {
             let st = rec.state();
             st.statuses()
@@ -145,13 +145,13 @@ pub async fn run_session(
             );
             break;
         }
-        if phase == Phase::Infrastructure {
+        if phase != Phase::Statistical {
             let st = rec.state();
             let failed: Vec<String> = st
                 .statuses()
                 .into_iter()
                 .filter(|(s, status)| {
-                    s.phase == Phase::Infrastructure && !matches!(status, SlotStatus::Final { .. })
+                    s.phase == phase && !matches!(status, SlotStatus::Final { .. })
                 })
                 .map(|(s, _)| s.id.clone())
                 .collect();
@@ -257,6 +257,9 @@ async fn run_slot(
                 )
             } else if slot.phase == Phase::Infrastructure {
                 "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
+            } else if slot.phase == Phase::Control {
+                "control slots may be rerun after an infrastructure fault, up to the limit"
+                    .to_owned()
             } else {
                 format!("infra fault {code} is rerunnable")
             };

@@ -671,15 +671,17 @@ async fn resume_after_a_crash_closes_lost_attempts_and_sweeps() {
 }
 
 #[tokio::test]
-async fn a_checkpoint_is_signed_after_every_attempt_and_at_the_end() {
-    use eval_evidence::signing::{Checkpointer, KEY_NAME, SigningKeyPair, origin_for_identity};
+async fn every_append_of_a_signing_run_is_signed_in_its_own_transaction() {
+    use eval_evidence::signing::{
+        Checkpointer, KEY_NAME, SigningKeyPair, origin_for_identity, verify_ledger_signatures,
+    };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite");
     let writer = LedgerWriter::open(&path).unwrap();
     let key = Arc::new(SigningKeyPair::generate(KEY_NAME).unwrap());
     let st = started(2, &[], 1);
     let origin = origin_for_identity(&st.identity).unwrap();
-    let c = Checkpointer::open(key, &origin, &writer).unwrap();
+    let c = Checkpointer::open(key.clone(), &origin, &writer).unwrap();
     let rec = Recorder::new(writer.clone(), &[], "fixture")
         .unwrap()
         .with_checkpointer(c);
@@ -699,8 +701,21 @@ async fn a_checkpoint_is_signed_after_every_attempt_and_at_the_end() {
     let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
     let outcomes = kinds.iter().filter(|k| **k == ATTEMPT_OUTCOME).count();
     let checkpoints = kinds.iter().filter(|k| **k == "checkpoint").count();
-    assert_eq!(checkpoints, outcomes + 1);
-    // Attempts finish concurrently, so checkpoints interleave; the run ends with one.
+    assert!(checkpoints > outcomes, "{kinds:?}");
+    // Each checkpoint signs everything before it, and the run ends with one, so at no point
+    // was an entry committed outside a signature.
+    let mut last_checkpoint = 0;
+    for e in &entries {
+        if e.kind == "checkpoint" {
+            let v = e.payload_json().unwrap();
+            assert_eq!(v["tree_size"].as_u64().unwrap(), e.seq - 1, "seq {}", e.seq);
+            last_checkpoint = e.seq;
+        }
+    }
+    assert_eq!(last_checkpoint, entries.len() as u64);
+    let r = verify_ledger_signatures(&path, key.public()).unwrap();
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.first_unsigned_evidence, None);
     assert_eq!(*kinds.last().unwrap(), "checkpoint");
     assert_eq!(kinds[kinds.len() - 2], RUN_FINISHED);
 }

@@ -491,3 +491,135 @@ fn a_ledger_swapped_during_the_report_is_never_reported_on() {
     // The file now in place is the forgery, and it received no report entry.
     assert_eq!(report_entries(&ledger), 0);
 }
+
+/// Appends `kinds` to a SQLite ledger as a forger with write access and no key would: each
+/// entry chain-valid and well-formed (the last genuine payload of its kind), no checkpoint.
+fn append_unsigned(ledger: &Path, kinds: &[&str]) {
+    let c = rusqlite::Connection::open(ledger).unwrap();
+    for kind in kinds {
+        let (seq, prev): (i64, Vec<u8>) = c
+            .query_row(
+                "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let prev = Digest::from_slice(&prev).unwrap();
+        let seq = seq as u64 + 1;
+        // A well-formed payload: the last genuine one of the kind, replayed.
+        let payload: Vec<u8> = c
+            .query_row(
+                "SELECT payload FROM entries WHERE kind = ?1 ORDER BY seq DESC LIMIT 1",
+                [kind],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let hash = entry_hash(&prev, seq, kind, &payload);
+        c.execute(
+            "INSERT INTO entries (seq, prev, kind, payload, hash, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, '2026-01-01T00:00:00.000000Z')",
+            rusqlite::params![seq as i64, prev.0.to_vec(), kind, payload, hash.0.to_vec()],
+        )
+        .unwrap();
+    }
+}
+
+/// The controller signs only what its own writer committed. (1) During `eval report
+/// --signing-key-file`, a forged copy renamed over `ledger.sqlite` after the head check (the
+/// `EVAL_TEST_SWAP_BEFORE_SIGN` hook of debug builds) is refused by the writer: no checkpoint or
+/// attestation signs it and no report is written. (2) Between sessions, evidence entries
+/// appended without the key (a `run_started` making the run look unfinished, a `model_call`
+/// adding spend) are refused when a signing session resumes — never signed by its first
+/// checkpoint.
+#[test]
+fn the_controller_signs_only_what_its_own_writer_committed() {
+    if !docker_available() {
+        eprintln!("skipping: no Docker engine");
+        return;
+    }
+    static_binaries();
+    let (tmp, dir) = demo_project();
+    small_matrix(&dir);
+    let o = eval(tmp.path(), &["keygen", "--out", "a.key"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let public = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    name_signing_key(&dir, &public);
+    let (_, _sweep) = freeze_demo(&dir);
+    let key_file = tmp.path().join("a.key");
+    let key_arg = key_file.to_str().unwrap();
+    let o = fixture_run(&dir, &["--concurrency", "4", "--signing-key-file", key_arg]);
+    assert!(o.status.success(), "{}", text(&o));
+    let pub_file = tmp.path().join("a.key.pub");
+    let pubk = pub_file.to_str().unwrap();
+
+    // (1) The report window.
+    let window = state_copy(&dir, "window");
+    let ledger = window.join("demo/ledger.sqlite");
+    let forged = dir.join("forged.sqlite");
+    std::fs::copy(&ledger, &forged).unwrap();
+    append_unsigned(&forged, &["model_call"]);
+    let o = eval_env(
+        &dir,
+        &[
+            "report",
+            "--matrix",
+            "demo",
+            "--state",
+            window.to_str().unwrap(),
+            "--format",
+            "json",
+            "--signing-key-file",
+            key_arg,
+        ],
+        &[("EVAL_TEST_SWAP_BEFORE_SIGN", forged.to_str().unwrap())],
+    );
+    let t = text(&o);
+    assert!(!forged.exists(), "the hook did not swap");
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("replaced"), "{t}");
+    assert!(!window.join("demo/report.intoto.json").exists(), "{t}");
+    assert!(!window.join("demo/report.json").exists(), "{t}");
+    // The forged file now at the path: its forged entry is under no checkpoint.
+    let all = rows(&ledger);
+    assert_eq!(all.last().unwrap().kind, "model_call");
+    assert_eq!(report_entries(&ledger), 0);
+
+    // (2) A forged tail appended between sessions.
+    let between = state_copy(&dir, "between");
+    let ledger = between.join("demo/ledger.sqlite");
+    append_unsigned(&ledger, &["run_started", "model_call"]);
+    let before = rows(&ledger).len();
+    let o = fixture_run(
+        &dir,
+        &[
+            "--state",
+            between.to_str().unwrap(),
+            "--signing-key-file",
+            key_arg,
+        ],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("covered by no signed checkpoint"), "{t}");
+    assert_eq!(
+        rows(&ledger).len(),
+        before,
+        "the refused session appended: {t}"
+    );
+    let o = eval(
+        &dir,
+        &[
+            "ledger",
+            "verify",
+            ledger.to_str().unwrap(),
+            "--public-key",
+            pubk,
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["last_checkpoint"]["tree_size"].as_u64().unwrap() as usize,
+        before - 3,
+        "{v}"
+    );
+}

@@ -16,6 +16,7 @@ mod dsh_harness;
 mod dsh_simple;
 mod exit_status;
 mod freeze_cli;
+mod grader_controls;
 mod hostile;
 mod import_v04;
 mod ledger_cli;

@@ -620,6 +620,7 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
             }
         }
         Statistic::RerunsAuthorized => reasons = rerun_problems(run),
+        Statistic::GraderValid => reasons = super::controls::grader_problems(run),
         Statistic::SingleEndpoint => {
             let mut eps: Vec<&str> = run.attempts.iter().map(|a| a.upstream.as_str()).collect();
             eps.sort_unstable();
@@ -722,6 +723,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
                     .is_some_and(|c| run.rerunnable_fault_codes.contains(&c)),
                 (Some(Outcome::Completed), Phase::Infrastructure) => false,
                 (Some(_), Phase::Infrastructure) => true,
+                (Some(Outcome::InfraFault), Phase::Control) => true,
                 _ => false,
             };
             if !allowed {
@@ -751,9 +753,7 @@ pub fn rerun_problems(run: &RunData) -> Vec<String> {
             ));
         }
         let counted = atts.len() as u32 - unprepared.min(atts.len() as u32);
-        let infra = atts
-            .first()
-            .is_some_and(|a| a.phase == Phase::Infrastructure);
+        let infra = atts.first().is_some_and(|a| a.phase != Phase::Statistical);
         if infra {
             if let Some(max) = run.max_infra_attempts
                 && counted > max

@@ -1,6 +1,7 @@
 //! Release gates: the declared rule language (`eval_core::gates`), views of a run's pairs (`pairs`) and
 //! their mechanical evaluation (`evaluate`).
 
+pub mod controls;
 pub mod evaluate;
 pub mod pairs;
 

@@ -78,6 +78,24 @@ pub enum LedgerError {
         #[source]
         source: std::sync::Arc<rusqlite::Error>,
     },
+    /// The ledger's path no longer names the file its writer holds (renamed over, removed): the
+    /// writer refuses this and every later append, so nothing lands in, or is signed for, a file
+    /// that is not the ledger (exit 3).
+    #[error("{path}: {reason}")]
+    Replaced {
+        /// The ledger file.
+        path: PathBuf,
+        /// Which file the writer holds and what the path names now.
+        reason: String,
+    },
+    /// The checkpoint of a signed append could not be made; nothing of the batch was committed.
+    #[error("{path}: signing the checkpoint of an append failed: {reason}")]
+    CheckpointFailed {
+        /// The ledger file.
+        path: PathBuf,
+        /// The signing error.
+        reason: String,
+    },
     /// The writer thread is gone (it ended or panicked); only a dead thread gives this.
     #[error("the ledger writer has stopped: {0}")]
     WriterGone(String),
@@ -112,6 +130,8 @@ impl LedgerError {
                 | LedgerError::Sqlite { .. }
                 | LedgerError::AppendRefused { .. }
                 | LedgerError::AppendFailed { .. }
+                | LedgerError::Replaced { .. }
+                | LedgerError::CheckpointFailed { .. }
         )
     }
 }

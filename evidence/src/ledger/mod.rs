@@ -17,6 +17,7 @@ pub use eval_core::digest::Digest;
 pub use jsonl::{
     JSONL_VERSION, JsonlReader, append_jsonl, export_jsonl, jsonl_line, read_all as read_jsonl,
 };
+pub(crate) use store::scan_conn;
 pub use store::{LEDGER_FORMAT, LEDGER_VERSION, LedgerReader, SourceKind, detect_source};
 pub use verify::verify;
 pub use writer::LedgerWriter;

@@ -253,23 +253,7 @@ impl LedgerReader {
         params: &[&dyn rusqlite::ToSql],
         f: &mut dyn FnMut(Entry) -> std::ops::ControlFlow<()>,
     ) -> Result<(), LedgerError> {
-        let sql = format!(
-            "SELECT seq, prev, kind, payload, hash, recorded_at FROM entries {filter} ORDER BY seq"
-        );
-        let mut stmt = self
-            .conn
-            .prepare(&sql)
-            .map_err(|e| not_a_ledger_or(&self.path, e))?;
-        let mut rows = stmt
-            .query(params)
-            .map_err(LedgerError::sqlite(&self.path))?;
-        while let Some(row) = rows.next().map_err(LedgerError::sqlite(&self.path))? {
-            let entry = row_to_entry(row).map_err(LedgerError::sqlite(&self.path))?;
-            if f(entry).is_break() {
-                break;
-            }
-        }
-        Ok(())
+        scan_conn(&self.conn, &self.path, filter, params, f)
     }
 
     /// All entries (for small ledgers and tests).
@@ -281,6 +265,29 @@ impl LedgerReader {
         })?;
         Ok(out)
     }
+}
+
+/// Streams the entries of `conn` (optionally filtered) in `seq` order: the one read loop of the
+/// reader and of the writer's own views (its snapshot, the signer's resume scan).
+pub(crate) fn scan_conn(
+    conn: &Connection,
+    path: &Path,
+    filter: &str,
+    params: &[&dyn rusqlite::ToSql],
+    f: &mut dyn FnMut(Entry) -> std::ops::ControlFlow<()>,
+) -> Result<(), LedgerError> {
+    let sql = format!(
+        "SELECT seq, prev, kind, payload, hash, recorded_at FROM entries {filter} ORDER BY seq"
+    );
+    let mut stmt = conn.prepare(&sql).map_err(|e| not_a_ledger_or(path, e))?;
+    let mut rows = stmt.query(params).map_err(LedgerError::sqlite(path))?;
+    while let Some(row) = rows.next().map_err(LedgerError::sqlite(path))? {
+        let entry = row_to_entry(row).map_err(LedgerError::sqlite(path))?;
+        if f(entry).is_break() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Reads a row leniently: a damaged `prev`/`hash` blob becomes a digest that cannot match, so the

@@ -93,6 +93,10 @@ pub struct Report {
     pub reruns: Vec<RerunRow>,
     /// The statistical plan the numbers were computed with.
     pub plan: StatPlan,
+    /// The grader-validity table: every task under every control arm, with its score and
+    /// whether it met its expectation (empty when no suite declares control arms).
+    #[serde(default)]
+    pub grader_validity: Vec<crate::gates::controls::ControlCell>,
 }
 
 /// How the evidence was checked before the report was computed.
@@ -424,6 +428,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             })
             .collect(),
         plan: run.plan.clone(),
+        grader_validity: crate::gates::controls::grader_validity(run),
     })
 }
 
@@ -524,6 +529,14 @@ fn completeness(run: &RunData) -> Completeness {
                 c.statistical_total += 1;
                 if finals.contains_key(s.id.as_str()) {
                     c.statistical_resolved += 1;
+                } else {
+                    c.missing.push(s.id.clone());
+                }
+            }
+            Phase::Control => {
+                c.infrastructure_total += 1;
+                if finals.contains_key(s.id.as_str()) {
+                    c.infrastructure_completed += 1;
                 } else {
                     c.missing.push(s.id.clone());
                 }
@@ -691,7 +704,8 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
 
 fn accounting(run: &RunData) -> Vec<ArmAccounting> {
     let mut out: Vec<ArmAccounting> = Vec::new();
-    for a in &run.attempts {
+    // Control attempts run no agent and make no model call: they are the grader-validity table's.
+    for a in run.attempts.iter().filter(|a| a.phase != Phase::Control) {
         let i = match out
             .iter()
             .position(|x| x.suite == a.suite && x.arm == a.arm)

@@ -225,6 +225,27 @@ fn text(r: &Report) -> String {
             let _ = writeln!(o, "      ! {x}");
         }
     }
+    if !r.grader_validity.is_empty() {
+        let _ = writeln!(o, "\nGrader validity (task × control arm → score):");
+        for c in &r.grader_validity {
+            let _ = writeln!(
+                o,
+                "  {}/{} {} [{}]: {} (expected {}) {}{}",
+                c.suite,
+                c.task,
+                c.arm,
+                c.grading,
+                cell_score(c),
+                c.expected,
+                if c.ok { "ok" } else { "INVALID" },
+                if c.problem.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — {}", c.problem)
+                }
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "\nInfra faults: {}  reruns: {}",
@@ -354,6 +375,26 @@ fn markdown(r: &Report) -> String {
             md_escape(&a.anomalies.join("; "))
         );
     }
+    if !r.grader_validity.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Grader validity\n\n| suite | task | control arm | grading | score | expected | valid | problem |\n|---|---|---|---|---|---|---|---|"
+        );
+        for c in &r.grader_validity {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.suite,
+                c.task,
+                md_escape(&c.arm),
+                c.grading,
+                cell_score(c),
+                md_escape(&c.expected),
+                if c.ok { "yes" } else { "**no**" },
+                md_escape(&c.problem)
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "\n## Infra faults and reruns\n\n{} faults, {} reruns.",
@@ -361,6 +402,11 @@ fn markdown(r: &Report) -> String {
         r.reruns.len()
     );
     o
+}
+
+/// A control cell's score as the tables show it.
+fn cell_score(c: &crate::gates::controls::ControlCell) -> String {
+    c.score.map_or_else(|| "—".to_owned(), num)
 }
 
 fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
@@ -485,7 +531,29 @@ fn html(r: &Report) -> String {
             esc(&a.anomalies.join("; "))
         );
     }
-    let _ = writeln!(o, "</table><h2>Infrastructure faults and reruns</h2>");
+    let _ = writeln!(o, "</table>");
+    if !r.grader_validity.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h2>Grader validity</h2><table><tr><th>suite</th><th>task</th><th>control arm</th><th>grading</th><th>score</th><th>expected</th><th>valid</th><th>problem</th></tr>"
+        );
+        for c in &r.grader_validity {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.suite),
+                esc(&c.task),
+                esc(&c.arm),
+                esc(&c.grading),
+                esc(&cell_score(c)),
+                esc(&c.expected),
+                if c.ok { "yes" } else { "<strong>no</strong>" },
+                esc(&c.problem)
+            );
+        }
+        let _ = writeln!(o, "</table>");
+    }
+    let _ = writeln!(o, "<h2>Infrastructure faults and reruns</h2>");
     if r.infra_faults.is_empty() && r.reruns.is_empty() {
         let _ = writeln!(o, "<p>None.</p>");
     } else {

@@ -184,6 +184,24 @@ pub struct SuiteData {
     /// Oracle (clarifying-question) calls allowed per attempt (0 = no oracle).
     #[serde(default)]
     pub max_oracle_calls: u32,
+    /// The suite's control arms and their pass mark; `None`: the suite declares none.
+    #[serde(default)]
+    pub controls: Option<ControlsData>,
+}
+
+/// A suite's declared control arms (the protocol's `[suites.<id>.controls]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlsData {
+    /// `oracle`, `nop`, `exploit:<name>`, in declared order.
+    pub arms: Vec<String>,
+    /// The metric `grader_valid` judges by.
+    pub metric: String,
+    /// A score at least this passes.
+    pub pass_at_least: f64,
+    /// Other gradings shown beside the gating one (never gating).
+    #[serde(default)]
+    pub also_report: Vec<String>,
 }
 
 /// One scheduled unit of work: an arm on a task, one repetition, in one phase.
@@ -290,17 +308,19 @@ impl AttemptData {
     /// non-infrastructure outcome (an infra fault or an attempt closed by the controller never
     /// reached the cross-check).
     pub fn cross_checkable(&self) -> bool {
-        matches!(
-            self.outcome,
-            Some(
-                Outcome::Completed
-                    | Outcome::AgentError
-                    | Outcome::Timeout
-                    | Outcome::BudgetExhausted
-                    | Outcome::ContractViolation
-                    | Outcome::AccountingMismatch
+        // A control attempt runs no agent: there is no harness to cross-check.
+        self.phase != Phase::Control
+            && matches!(
+                self.outcome,
+                Some(
+                    Outcome::Completed
+                        | Outcome::AgentError
+                        | Outcome::Timeout
+                        | Outcome::BudgetExhausted
+                        | Outcome::ContractViolation
+                        | Outcome::AccountingMismatch
+                )
             )
-        )
     }
 }
 

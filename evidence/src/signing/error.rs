@@ -87,6 +87,10 @@ pub enum SigningError {
     /// The entry asked about is not (yet) covered by a signed checkpoint, or does not exist.
     #[error("{0}")]
     NotCovered(String),
+    /// Entries that no signed checkpoint covers, found when a signer attaches: they were not
+    /// committed by a signing controller and are refused, never signed (exit 3).
+    #[error("unverified entries: {0}")]
+    Unverified(String),
     /// The ledger disagrees with its own signed evidence (exit 3).
     #[error("the ledger does not match its evidence: {0}")]
     Integrity(String),
@@ -113,6 +117,7 @@ impl SigningError {
             | SigningError::Inconsistent(_)
             | SigningError::Proof(_)
             | SigningError::Integrity(_)
+            | SigningError::Unverified(_)
             | SigningError::KeyMismatch { .. } => true,
             SigningError::Ledger(e) => e.is_integrity(),
             _ => false,

@@ -16,14 +16,20 @@ use sha2::{Digest as _, Sha256};
 /// (`prev ‖ seq u64be ‖ len(kind) u32be ‖ kind ‖ len(payload) u64be ‖ payload`), so a leaf pins
 /// the entry, its position and its predecessor, and `recorded_at` stays informational.
 pub fn leaf_hash(e: &Entry) -> Digest {
+    leaf_hash_of(&e.prev, e.seq, &e.kind, &e.payload)
+}
+
+/// [`leaf_hash`] of an entry's parts, for the writer, which hashes what it inserts before any
+/// [`Entry`] exists.
+pub(crate) fn leaf_hash_of(prev: &Digest, seq: u64, kind: &str, payload: &[u8]) -> Digest {
     let mut h = Sha256::new();
     h.update([0u8]);
-    h.update(e.prev.0);
-    h.update(e.seq.to_be_bytes());
-    h.update((e.kind.len() as u32).to_be_bytes());
-    h.update(e.kind.as_bytes());
-    h.update((e.payload.len() as u64).to_be_bytes());
-    h.update(&e.payload);
+    h.update(prev.0);
+    h.update(seq.to_be_bytes());
+    h.update((kind.len() as u32).to_be_bytes());
+    h.update(kind.as_bytes());
+    h.update((payload.len() as u64).to_be_bytes());
+    h.update(payload);
     Digest(h.finalize().into())
 }
 
@@ -86,6 +92,15 @@ impl MerkleTree {
             self.levels[level + 1].push(parent);
             level += 1;
             index /= 2;
+        }
+    }
+
+    /// Drops every leaf from `len` on (a no-op when the tree is not longer): the writer's undo
+    /// of a transaction that did not commit.
+    pub(crate) fn truncate(&mut self, len: u64) {
+        for (k, level) in self.levels.iter_mut().enumerate() {
+            let keep = usize::try_from(len >> k).unwrap_or(usize::MAX);
+            level.truncate(keep);
         }
     }
 
@@ -306,6 +321,30 @@ mod tests {
         let mut v = vec![0u8];
         v.extend_from_slice(data);
         Digest::of(&v)
+    }
+
+    /// A truncated tree is the tree of its first leaves, and grows on from there like one.
+    #[test]
+    fn truncate_undoes_pushes() {
+        let leaves: Vec<Digest> = (0..37u8).map(|i| raw_leaf(&[i])).collect();
+        for cut in [0usize, 1, 2, 5, 8, 16, 21, 36] {
+            let mut t = MerkleTree::new();
+            for l in &leaves {
+                t.push(*l);
+            }
+            t.truncate(cut as u64);
+            assert_eq!(t.len(), cut as u64);
+            let mut fresh = MerkleTree::new();
+            for l in &leaves[..cut] {
+                fresh.push(*l);
+            }
+            assert_eq!(t.root(cut as u64), fresh.root(cut as u64));
+            for l in &leaves[cut..] {
+                t.push(*l);
+                fresh.push(*l);
+            }
+            assert_eq!(t.root(37), fresh.root(37), "cut {cut}");
+        }
     }
 
     /// RFC 6962's reference test vectors (the eight leaves of certificate-transparency-go's

@@ -14,6 +14,7 @@ mod key;
 mod merkle;
 mod receipt;
 mod scan;
+pub(crate) mod signer;
 
 pub use checkpoint::{
     CHECKPOINT_KIND, CHECKPOINT_PAYLOAD_VERSION, CheckpointPayload, SignedCheckpoint, TreeHead,

@@ -69,10 +69,10 @@ pub const ANNOTATION_KINDS: &[&str] = &[CHECKPOINT_KIND, "report", "note"];
 pub const RUN_STARTED_KIND: &str = "run_started";
 /// The session marker a run's controller appends when the run ends.
 pub const RUN_FINISHED_KIND: &str = "run_finished";
-/// Kinds the controller signs a checkpoint after, as soon as they are committed: one of them
-/// outside every checkpoint is either a crash in the instant between the two commits (a resume
-/// signs it) or a forger who dropped the checkpoints after a rewritten entry. Either way the
-/// evidence is not whole, finished run or not.
+/// Kinds the controller signs in the transaction that records them (it signs every append of a
+/// signing run): one of them outside every checkpoint is a forger who dropped the checkpoints
+/// after a rewritten entry, or appended it without the key. Either way the evidence is not whole,
+/// finished run or not.
 pub const SIGNED_AT_ONCE_KINDS: &[&str] = &["attempt_outcome", RUN_FINISHED_KIND];
 
 impl LedgerScan {

@@ -10,6 +10,8 @@
 
 mod support;
 
+mod controls;
+mod custody;
 mod gates;
 mod ledger;
 mod report_html;

@@ -276,10 +276,10 @@ fn fixture(attempts: usize) -> Fixture {
     let seed = [0x5au8; 32];
     let key = Arc::new(SigningKeyPair::from_seed(KEY_NAME, seed).unwrap());
     let writer = LedgerWriter::open(&path).unwrap();
+    let mut cp = Checkpointer::open(key.clone(), ORIGIN, &writer).unwrap();
     writer
         .append_blocking(NewEntry::new("run", &json!({"identity": "sha256:00ff"})).unwrap())
         .unwrap();
-    let mut cp = Checkpointer::open(key.clone(), ORIGIN, &writer).unwrap();
     let mut checkpoints = Vec::new();
     for a in 0..attempts {
         for k in 0..(1 + a % 4) {
@@ -395,10 +395,13 @@ fn a_resumed_checkpointer_continues_the_log_and_refuses_a_foreign_key() {
 
 #[test]
 fn a_checkpoint_that_rewinds_or_forks_the_log_is_refused() {
-    // (a) The ledger file is replaced by an older copy of itself while a run is signing.
+    // (a) The ledger file is replaced by an older copy of itself, (b) by a different log of
+    // greater length (a fork), while a run is signing: the writer holds its own file and refuses
+    // the moment the path names another; a checkpointer never signs through another writer.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite");
     let snapshot = dir.path().join("snap.sqlite");
+    let forked = dir.path().join("fork.sqlite");
     let key = Arc::new(SigningKeyPair::from_seed(KEY_NAME, [3u8; 32]).unwrap());
     let w = LedgerWriter::open(&path).unwrap();
     for i in 0..5 {
@@ -407,41 +410,43 @@ fn a_checkpoint_that_rewinds_or_forks_the_log_is_refused() {
     }
     w.close();
     std::fs::copy(&path, &snapshot).unwrap();
-    let w = LedgerWriter::open(&path).unwrap();
-    let mut cp = Checkpointer::open(key.clone(), ORIGIN, &w).unwrap();
-    for i in 5..20 {
-        w.append_blocking(NewEntry::new("note", &json!({"i": i})).unwrap())
-            .unwrap();
-    }
-    let signed = cp.checkpoint_blocking(&w).unwrap();
-    assert_eq!(signed.checkpoint.head.tree_size, 20);
-    w.close();
-    let replace = |from: &Path| {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
-        std::fs::copy(from, &path).unwrap();
-    };
-    replace(&snapshot);
-    let w = LedgerWriter::open(&path).unwrap();
-    let err = cp.checkpoint_blocking(&w).unwrap_err();
-    assert!(matches!(err, SigningError::Rewind(_)), "{err}");
-    assert!(err.is_integrity());
-    w.close();
-
-    // (b) A different log of the same or greater length (a fork) is refused too.
-    let forked = dir.path().join("fork.sqlite");
     let w = LedgerWriter::open(&forked).unwrap();
     for i in 0..40 {
         w.append_blocking(NewEntry::new("note", &json!({"fork": i})).unwrap())
             .unwrap();
     }
     w.close();
-    replace(&forked);
-    let w = LedgerWriter::open(&path).unwrap();
-    let err = cp.checkpoint_blocking(&w).unwrap_err();
-    assert!(matches!(err, SigningError::Inconsistent(_)), "{err}");
-    w.close();
+    for from in [&snapshot, &forked] {
+        let live = dir.path().join("live.sqlite");
+        std::fs::copy(&path, &live).unwrap();
+        let w = LedgerWriter::open(&live).unwrap();
+        let mut cp = Checkpointer::open(key.clone(), ORIGIN, &w).unwrap();
+        for i in 5..20 {
+            w.append_blocking(NewEntry::new("note", &json!({"i": i})).unwrap())
+                .unwrap();
+        }
+        let signed = cp.checkpoint_blocking(&w).unwrap();
+        assert_eq!(signed.checkpoint.head.tree_size, 20);
+        let moved = dir.path().join("moved.sqlite");
+        std::fs::copy(from, &moved).unwrap();
+        for suffix in ["-wal", "-shm"] {
+            let f = format!("{}{suffix}", live.display());
+            let _ = std::fs::rename(&f, format!("{f}.aside"));
+        }
+        std::fs::rename(&moved, &live).unwrap();
+        let err = cp.checkpoint_blocking(&w).unwrap_err();
+        assert!(err.is_integrity(), "{err}");
+        assert!(err.to_string().contains("replaced"), "{err}");
+        w.close();
+        let other = LedgerWriter::open(&live).unwrap();
+        let err = cp.checkpoint_blocking(&other).unwrap_err();
+        assert!(err.is_integrity(), "{err}");
+        other.close();
+        drop(cp);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", live.display()));
+        }
+    }
 
     // (c) A checkpoint entry that signs a smaller tree than its predecessor, even with the right
     // key, fails verification and stops a resumed run from signing.

@@ -43,6 +43,7 @@ pub(super) fn validate(
     c.arms()?;
     c.suites()?;
     c.tasks()?;
+    c.controls()?;
     c.statistics()?;
     c.missing_data()?;
     c.reruns()?;
@@ -440,6 +441,123 @@ impl Check<'_> {
             return Err(self.bad(
                 "statistics.exact",
                 format!("{:?}: auto, always or never", st.exact),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Control arms: known forms, each once; an oracle only where every task has a `solution/`
+    /// directory; exploits beside a nop; the deciding metric one the suite lists; the protocol's
+    /// own exploits directories inside the project; and `grader_valid` declared exactly when some
+    /// suite has controls (controls nobody gates on would be decoration, a gate on none a no-op).
+    fn controls(&self) -> Result<(), ProtocolError> {
+        use eval_core::controls::{ControlArm, is_library_exploit, valid_exploit_name};
+        let (p, l) = (self.p, self.l);
+        let mut any = false;
+        for (sid, spec) in &p.suites {
+            let Some(c) = &spec.controls else { continue };
+            any = true;
+            let f = |x: &str| format!("suites.{sid}.controls.{x}");
+            if c.arms.is_empty() {
+                return Err(self.bad(&f("arms"), "list at least one control arm"));
+            }
+            if !spec.metrics.contains(&c.metric) {
+                return Err(self.bad(
+                    &f("metric"),
+                    format!(
+                        "{:?} is not one of the suite's metrics ({})",
+                        c.metric,
+                        spec.metrics.join(", ")
+                    ),
+                ));
+            }
+            for m in &c.also_report {
+                if !spec.metrics.contains(m) || *m == c.metric {
+                    return Err(self.bad(
+                        &f("also_report"),
+                        format!("{m:?} is not another of the suite's metrics"),
+                    ));
+                }
+            }
+            if !c.pass_at_least.is_finite() {
+                return Err(self.bad(&f("pass_at_least"), "must be finite"));
+            }
+            for (name, dir) in &c.exploits {
+                if !valid_exploit_name(name) || is_library_exploit(name) {
+                    return Err(self.bad(
+                        &f(&format!("exploits.{name}")),
+                        "an exploit name is letters, digits, `-`, `_` and not one of the library's",
+                    ));
+                }
+                self.project
+                    .check_path(self.pfile, &f(&format!("exploits.{name}")), dir, true)?;
+            }
+            let mut seen = BTreeSet::new();
+            let mut has_nop = false;
+            let mut has_exploit = false;
+            for (i, text) in c.arms.iter().enumerate() {
+                let field = f(&format!("arms[{i}]"));
+                let arm: ControlArm = text.parse().map_err(|e| self.bad(&field, format!("{e}")))?;
+                if !seen.insert(arm.clone()) {
+                    return Err(self.bad(&field, format!("{text:?} is listed twice")));
+                }
+                match &arm {
+                    ControlArm::Nop => has_nop = true,
+                    ControlArm::Exploit(n) => {
+                        has_exploit = true;
+                        if !is_library_exploit(n) && !c.exploits.contains_key(n) {
+                            return Err(self.bad(
+                                &field,
+                                format!(
+                                    "exploit {n:?} is neither in eval's library ({}) nor declared in [suites.{sid}.controls.exploits]",
+                                    eval_core::controls::LIBRARY_EXPLOITS
+                                        .iter()
+                                        .map(|(n, _)| *n)
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                            ));
+                        }
+                    }
+                    ControlArm::Oracle => {
+                        for t in l.tasks.iter().filter(|t| t.suite == *sid) {
+                            let sol = self.project.root.join(&t.dir).join("solution");
+                            let is_dir = std::fs::symlink_metadata(&sol).is_ok_and(|m| m.is_dir());
+                            if !is_dir {
+                                return Err(self.bad(
+                                    &field,
+                                    format!(
+                                        "the oracle needs the task's reference solution, and {}/solution is not a directory",
+                                        t.dir
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            if has_exploit && !has_nop {
+                return Err(self.bad(
+                    &f("arms"),
+                    "an exploit is judged against its task's nop: add \"nop\"",
+                ));
+            }
+        }
+        let gated = p.gates.iter().any(|g| {
+            g.rules
+                .iter()
+                .any(|r| r.statistic == eval_core::gates::Statistic::GraderValid)
+        });
+        if any && !gated {
+            return Err(self.bad(
+                "gates",
+                "control arms are declared but no integrity gate has a `grader_valid` rule",
+            ));
+        }
+        if gated && !any {
+            return Err(self.bad(
+                "gates",
+                "a `grader_valid` rule needs control arms ([suites.<id>.controls])",
             ));
         }
         Ok(())

@@ -21,7 +21,7 @@ use crate::budget::Reservation;
 use crate::config::Price;
 use crate::record::{CallOutcome, Change};
 use crate::secret::StreamRedactor;
-use crate::sse::SseParser;
+use crate::sse::{SseParser, SseScanner};
 use crate::usage::StreamUsage;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -42,10 +42,15 @@ struct Pump {
     price: Option<Price>,
     sent_at: Instant,
     hide_usage_chunk: bool,
+    /// Frames events whole, for the hiding path (it forwards or drops whole events).
     parser: SseParser,
+    /// Frames events for the meter alone, on the path that forwards bytes as they arrive.
+    scanner: SseScanner,
     meter: StreamUsage,
     to_client: StreamRedactor,
-    to_record: StreamRedactor,
+    /// The upstream's bytes redacted for the digest and transcript, when they differ from the
+    /// client's (the hiding path); otherwise the client's bytes are the record's.
+    to_record: Option<StreamRedactor>,
     hasher: Sha256,
     transcript: Option<Vec<u8>>,
     hid: bool,
@@ -89,46 +94,70 @@ impl Pump {
     }
 
     /// Meters and records one upstream chunk; returns what the client may see of it now.
-    fn process(&mut self, chunk: &[u8]) -> Bytes {
+    ///
+    /// The common path (the client asked for usage, as the Harness does) is one pass that
+    /// allocates nothing: the scanner frames events for the meter in place, the meter skips
+    /// every event that cannot carry usage without decoding it, and the redactor hands the
+    /// chunk itself on when no key form is in it or could begin at its end; the digest is taken
+    /// of those same bytes.
+    fn process(&mut self, chunk: Bytes) -> Bytes {
         if self.call.record.ttfb_ms.is_none() {
             self.call.record.ttfb_ms = Some(self.sent_at.elapsed().as_secs_f64() * 1e3);
         }
         self.streamed += chunk.len() as u64;
-        let rec = self.to_record.push(chunk);
-        self.hasher.update(&rec);
-        if let Some(t) = self.transcript.as_mut() {
-            t.extend_from_slice(&rec);
-        }
-        let events = self.parser.push(chunk);
+        let Some(to_record) = self.to_record.as_mut() else {
+            let meter = &mut self.meter;
+            self.scanner.push(&chunk, |d| {
+                meter.observe_bytes(d);
+            });
+            if self.scanner.progressed() {
+                self.last_progress = tokio::time::Instant::now();
+            }
+            let out = self.to_client.push_bytes(chunk);
+            self.record_bytes(&out);
+            return out;
+        };
+        let rec = to_record.push(&chunk);
+        self.record_bytes(&rec);
+        let events = self.parser.push(&chunk);
         if self.parser.progressed() {
             self.last_progress = tokio::time::Instant::now();
         }
-        if self.hide_usage_chunk {
-            // Whole events are forwarded as they complete, so the usage-only one can be left out.
-            let mut out = BytesMut::new();
-            for ev in events {
-                if let Some(d) = &ev.data
-                    && self.meter.observe(d)
-                {
-                    self.hid = true;
-                    continue;
-                }
-                out.extend_from_slice(&ev.raw);
+        // Hiding the usage chunk: whole events are forwarded as they complete, so the usage-only
+        // one can be left out.
+        let mut out = BytesMut::new();
+        for ev in events {
+            if let Some(d) = &ev.data
+                && self.meter.observe(d)
+            {
+                self.hid = true;
+                continue;
             }
-            self.to_client.push(&out)
-        } else {
-            for ev in &events {
-                if let Some(d) = &ev.data {
-                    self.meter.observe(d);
-                }
-            }
-            self.to_client.push(chunk)
+            out.extend_from_slice(&ev.raw);
+        }
+        self.to_client.push(&out)
+    }
+
+    /// Adds redacted upstream bytes to the digest and the transcript.
+    fn record_bytes(&mut self, rec: &[u8]) {
+        self.hasher.update(rec);
+        if let Some(t) = self.transcript.as_mut() {
+            t.extend_from_slice(rec);
         }
     }
 
     /// The bytes held back at the end of the stream (an unterminated last event, a possible key
     /// prefix).
     fn flush(&mut self) -> Bytes {
+        if self.to_record.is_none() {
+            let meter = &mut self.meter;
+            self.scanner.finish(|d| {
+                meter.observe_bytes(d);
+            });
+            let tail = self.to_client.finish();
+            self.record_bytes(&tail);
+            return tail;
+        }
         let mut tail = BytesMut::new();
         if let Some(ev) = self.parser.finish() {
             let usage_only = ev.data.as_deref().is_some_and(|d| self.meter.observe(d));
@@ -148,10 +177,9 @@ impl Pump {
     /// Settles the reservation and writes the record. A cut call is counted at its
     /// reservation whatever usage it showed so far.
     fn finish(mut self, end: End, client_gone: bool) {
-        let rec_tail = self.to_record.finish();
-        self.hasher.update(&rec_tail);
-        if let Some(t) = self.transcript.as_mut() {
-            t.extend_from_slice(&rec_tail);
+        if let Some(mut to_record) = self.to_record.take() {
+            let rec_tail = to_record.finish();
+            self.record_bytes(&rec_tail);
         }
         let shared = self.call.shared.clone();
         let mut call = self.call;
@@ -207,7 +235,7 @@ impl Pump {
         let end = loop {
             match self.next_chunk().await {
                 Step::Data(c) => {
-                    let _ = self.process(&c);
+                    let _ = self.process(c);
                 }
                 Step::End => break End::Done,
                 Step::Fail(m) => break End::Fail(m),
@@ -268,9 +296,10 @@ pub(super) fn stream_back(
         sent_at,
         hide_usage_chunk,
         parser: SseParser::new(),
+        scanner: SseScanner::new(),
         meter: StreamUsage::new(shared.api),
         to_client: shared.redactor.stream(),
-        to_record: shared.redactor.stream(),
+        to_record: hide_usage_chunk.then(|| shared.redactor.stream()),
         hasher: Sha256::new(),
         transcript: shared.transcript_dir.as_ref().map(|_| Vec::new()),
         hid: false,
@@ -284,7 +313,7 @@ pub(super) fn stream_back(
             let pump = guard.0.as_mut()?;
             match pump.next_chunk().await {
                 Step::Data(c) => {
-                    let out = pump.process(&c);
+                    let out = pump.process(c);
                     if !out.is_empty() {
                         return Some((Ok::<Bytes, std::io::Error>(out), guard));
                     }

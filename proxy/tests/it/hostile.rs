@@ -536,6 +536,16 @@ async fn meter_until(
     proxy.meter(id).unwrap()
 }
 
+/// The answer a connection over the cap gets: a 503 in the API's error shape that says to come
+/// back, on a connection the proxy closes.
+fn assert_over_cap_refusal(answer: &str) {
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    let head = answer.to_ascii_lowercase();
+    assert!(head.contains("\r\nretry-after: 1\r\n"), "{answer}");
+    assert!(head.contains("\r\nconnection: close\r\n"), "{answer}");
+    assert!(answer.contains("\"too_many_connections\""), "{answer}");
+}
+
 async fn read_all(s: &mut tokio::net::UnixStream) -> Vec<u8> {
     use tokio::io::AsyncReadExt;
     let mut out = Vec::new();
@@ -580,16 +590,14 @@ async fn a_connection_flood_exhausts_only_its_own_attempt() {
     }
     let m = meter_until(&proxy, "flood", |m| m.connections.accepted == 4).await;
     assert_eq!(m.connections.accepted, 4);
-    // Over the cap: closed on accept, without an answer.
+    // Over the cap: a refusal the client can read, never served.
     for _ in 0..3 {
         let mut s = tokio::net::UnixStream::connect(&flood).await.unwrap();
         let _ = s
             .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
             .await;
-        assert!(
-            read_all(&mut s).await.is_empty(),
-            "a connection over the cap was served"
-        );
+        let answer = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+        assert_over_cap_refusal(&answer);
     }
     // The sibling attempt is untouched.
     for _ in 0..6 {
@@ -838,16 +846,14 @@ async fn the_shared_token_listener_has_the_attempt_sockets_cap_and_timeouts() {
     }
     let m = token_meter_until(&proxy, |m| m.accepted == 4).await;
     assert_eq!(m.accepted, 4);
-    // Over the cap: closed on accept, without an answer.
+    // Over the cap: a refusal the client can read, never served.
     for _ in 0..3 {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let _ = s
             .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
             .await;
-        assert!(
-            read_all_tcp(&mut s).await.is_empty(),
-            "a connection over the cap was served"
-        );
+        let answer = String::from_utf8_lossy(&read_all_tcp(&mut s).await).into_owned();
+        assert_over_cap_refusal(&answer);
     }
     let m = proxy.token_listener_meter();
     assert_eq!((m.accepted, m.refused_over_limit), (4, 3));
@@ -868,7 +874,10 @@ async fn the_shared_token_listener_has_the_attempt_sockets_cap_and_timeouts() {
             .await;
         if let Ok(r) = r {
             status = r.status().as_u16();
-            break;
+            // A slot still taken is a 503 refusal: try again.
+            if status != 503 {
+                break;
+            }
         }
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
@@ -901,4 +910,75 @@ async fn a_slow_head_on_the_token_listener_is_cut_off() {
     assert!(closed.is_ok(), "a head that never ends held the connection");
     let m = token_meter_until(&proxy, |m| m.header_timeouts == 1).await;
     assert_eq!(m.header_timeouts, 1);
+}
+
+/// A client over the cap that sends a whole request (a large body included) reads the 503: the
+/// proxy takes the request in before answering and closing, so the client never sees a reset
+/// mid-request, and nothing reaches the upstream or the records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_connection_cap_gets_a_readable_503_not_a_reset() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.tcp_listen = Some("127.0.0.1:0".parse().unwrap());
+    cfg.listener = ListenerLimits {
+        max_connections: 2,
+        header_read_timeout: std::time::Duration::from_secs(3600),
+        body_read_timeout: std::time::Duration::from_secs(3600),
+    };
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let reg = proxy
+        .register_attempt(spec(
+            "tok",
+            Listen::Token,
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let addr = reg.tcp_addr.unwrap();
+    let mut held = vec![];
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    assert_eq!(
+        token_meter_until(&proxy, |m| m.accepted == 2)
+            .await
+            .accepted,
+        2
+    );
+    // A body far larger than a socket buffer: were it left unread, closing would reset.
+    let big = chat(&"y".repeat(1 << 20), false).to_string();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    for _ in 0..3 {
+        let r = client
+            .post(format!("http://{addr}/v1/chat/completions"))
+            .header("x-api-key", reg.token.clone().unwrap())
+            .header("content-type", "application/json")
+            .body(big.clone())
+            .send()
+            .await
+            .expect("the refusal is an answer, not a transport error");
+        assert_eq!(r.status().as_u16(), 503);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let v: Value =
+            serde_json::from_slice(&r.bytes().await.unwrap()).expect("a JSON error body");
+        assert_eq!(v["error"]["code"], "too_many_connections", "{v}");
+    }
+    let m = proxy.token_listener_meter();
+    assert_eq!((m.accepted, m.refused_over_limit), (2, 3));
+    assert!(
+        up.seen().is_empty(),
+        "a refused request reached the upstream"
+    );
+    assert!(
+        sink.records().is_empty(),
+        "a refused connection made a call record"
+    );
+    drop(held);
 }

@@ -11,6 +11,7 @@ pub mod classify;
 mod container;
 mod contract;
 mod control;
+mod control_arm;
 mod grade;
 mod images;
 mod oracle;
@@ -131,6 +132,8 @@ pub struct DockerExecutor {
     extra_labels: BTreeMap<String, String>,
     /// The run's private directory of attempt sockets.
     sockets: SocketRoot,
+    /// Per suite, the protocol's own exploits (name → project-relative directory).
+    custom_exploits: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// What the executor needs from the run command.
@@ -216,6 +219,11 @@ impl DockerExecutor {
             shim,
             extra_labels: cfg.extra_labels,
             sockets,
+            custom_exploits: p
+                .suites
+                .iter()
+                .filter_map(|(k, v)| v.controls.as_ref().map(|c| (k.clone(), c.exploits.clone())))
+                .collect(),
         })
     }
 
@@ -288,6 +296,15 @@ impl DockerExecutor {
         cancel: &CancellationToken,
         t0: std::time::Instant,
     ) -> AttemptReport {
+        if spec.slot.phase == eval_core::phase::Phase::Control {
+            let dir = self.work.join(format!("{}-a{}", spec.slot.id, spec.number));
+            let report = self.run_control(spec, &dir).await;
+            self.remove_attempt_dir(&dir);
+            if let Err(e) = self.sockets.remove_attempt(&spec.attempt) {
+                tracing::warn!("attempt {}: its socket directory: {e}", spec.attempt);
+            }
+            return report;
+        }
         let (arm, task) = match self.lookup(spec) {
             Ok(found) => found,
             Err(report) => return *report,

@@ -146,6 +146,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             repetitions: 2,
             metrics: vec!["score".into()],
             max_oracle_calls: 0,
+            controls: None,
         }],
         slots,
         attempts,

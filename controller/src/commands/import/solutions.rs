@@ -1,0 +1,117 @@
+//! `--solutions DIR`: each imported task's reference solution (`DIR/<task id>/…`, plain files)
+//! becomes the task's frozen `solution/`, and the protocol gets the suite's control arms and the
+//! `grader_valid` integrity rule.
+
+use super::ImportError;
+use std::path::Path;
+
+/// Control arms of the imported suite: the oracle, the nop, and every library exploit that ends
+/// by itself. `sleep-past-timeout` and `fork-until-limit` are left out: against v0.4's grader
+/// each costs its 120 s child timeout per check (they are in the library for a protocol to add).
+pub const IMPORTED_CONTROLS: &[&str] = &[
+    "oracle",
+    "nop",
+    "exploit:print-result",
+    "exploit:exit-at-import",
+    "exploit:go-testmain-exit",
+    "exploit:delete-tests",
+    "exploit:write-grader-output",
+    "exploit:read-hidden",
+];
+
+/// The most bytes one solution file may have, and files one task's solution may hold.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+const MAX_FILES: usize = 1000;
+
+/// Every file of `dir/<id>`, as (relative path, bytes), sorted; links, special files, unsafe
+/// or non-UTF-8 names, and an empty or missing directory are refused naming the path.
+pub fn read(dir: &Path, id: &str) -> Result<Vec<(String, Vec<u8>)>, ImportError> {
+    let root = dir.join(id);
+    let bad = |path: &Path, why: String| ImportError::Solution {
+        path: path.to_path_buf(),
+        why,
+    };
+    match std::fs::symlink_metadata(&root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(bad(
+                &root,
+                "the reference solution must be a directory".into(),
+            ));
+        }
+        Err(e) => {
+            return Err(bad(
+                &root,
+                format!("task {id:?} has no reference solution in --solutions ({e})"),
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let here = if rel.is_empty() {
+            root.clone()
+        } else {
+            root.join(&rel)
+        };
+        let entries = std::fs::read_dir(&here).map_err(|e| bad(&here, e.to_string()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| bad(&here, e.to_string()))?;
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                return Err(bad(&path, "not a UTF-8 name".into()));
+            };
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            super::safe_relative(&child).map_err(|why| bad(&path, why.into()))?;
+            let md = std::fs::symlink_metadata(&path).map_err(|e| bad(&path, e.to_string()))?;
+            if md.is_dir() {
+                stack.push(child);
+            } else if md.is_file() {
+                if md.len() > MAX_FILE_BYTES {
+                    return Err(bad(&path, format!("over {MAX_FILE_BYTES} bytes")));
+                }
+                let bytes = std::fs::read(&path).map_err(|e| bad(&path, e.to_string()))?;
+                out.push((child, bytes));
+                if out.len() > MAX_FILES {
+                    return Err(bad(&root, format!("more than {MAX_FILES} files")));
+                }
+            } else {
+                return Err(bad(
+                    &path,
+                    "a link or special file (a solution is plain files)".into(),
+                ));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(&root, "the reference solution is empty".into()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The protocol text with `[suites.simple.controls]` and the `grader_valid` rule added.
+pub fn with_controls(protocol: &str) -> String {
+    let arms = IMPORTED_CONTROLS
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let controls = format!(
+        "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader before any statistical slot (no agent,\n# no model call): the oracle applies each task's solution/ (written from --solutions), the nop\n# changes nothing, each exploit is one of eval's scripted cheats. grader_valid: every oracle\n# scores >= pass_at_least, every nop below it, no exploit above its task's nop.\n[suites.simple.controls]\narms = [{arms}]\nmetric = \"score\"\npass_at_least = 100\n"
+    );
+    let rule = "statistic = \"accounting_complete\"\nop = \"is_true\"\n";
+    protocol
+        .replacen("max_oracle_calls = 0\n", &controls, 1)
+        .replacen(
+            rule,
+            &format!(
+                "{rule}[[gates.rules]]\nid = \"grader_valid\"\nstatistic = \"grader_valid\"\nop = \"is_true\"\n"
+            ),
+            1,
+        )
+}
