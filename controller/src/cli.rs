@@ -427,4 +427,17 @@ pub struct ImportV04SimpleArgs {
     /// `grader_valid` integrity rule
     #[arg(long, value_name = "DIR")]
     pub solutions: Option<PathBuf>,
+    /// Which grading of the same assertions the gates read: `v04` (v0.4's grader, `score`) or
+    /// `hardened` (eval's, each case in its own child process, `hardened_score`); both always run
+    #[arg(long, value_enum, default_value = "v04")]
+    pub grading: Grading,
+}
+
+/// `eval import v04-simple --grading`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Grading {
+    /// v0.4's own grader (`score`): fidelity to v0.4.
+    V04,
+    /// eval's hardened grading of the same assertions (`hardened_score`).
+    Hardened,
 }

@@ -297,6 +297,64 @@ impl Beneath {
         }
     }
 
+    /// The one file `pattern` names, whole, at most `max` bytes. Each component of `pattern` is a
+    /// name, or a prefix followed by `*` that must match exactly one entry of its directory (an
+    /// entry of any kind; a link or non-directory on the way fails the open as everywhere here).
+    /// A directory is listed only as far as `max_entries` entries, so an agent-made directory of
+    /// millions of entries costs a bounded read. No match is `NotFound`; two are `BadPath`.
+    pub fn read_found(
+        &self,
+        pattern: &str,
+        max_entries: usize,
+        max: u64,
+    ) -> Result<Vec<u8>, LeftoverError> {
+        let pat = split(pattern)?;
+        let mut found: Vec<Vec<u8>> = Vec::with_capacity(pat.len());
+        for seg in pat {
+            let Some(prefix) = seg.strip_suffix(b"*") else {
+                found.push(seg.to_vec());
+                continue;
+            };
+            let comps: Vec<&[u8]> = found.iter().map(Vec::as_slice).collect();
+            let shown = show(&comps);
+            let mut dir = self.open_dir(&comps)?;
+            let (mut hit, mut listed) = (None, 0usize);
+            while let Some(entry) = dir.read() {
+                let entry = entry.map_err(|e| from_errno(&shown, e))?;
+                let name = entry.file_name().to_bytes();
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                listed += 1;
+                if listed > max_entries {
+                    return Err(LeftoverError::BadPath {
+                        path: pattern.into(),
+                        reason: "a directory on its way holds more entries than are listed",
+                    });
+                }
+                if name.starts_with(prefix) {
+                    if hit.is_some() {
+                        return Err(LeftoverError::BadPath {
+                            path: pattern.into(),
+                            reason: "more than one entry matches a `*` component",
+                        });
+                    }
+                    hit = Some(name.to_vec());
+                }
+            }
+            match hit {
+                Some(name) => found.push(name),
+                None => {
+                    return Err(LeftoverError::NotFound {
+                        path: pattern.into(),
+                    });
+                }
+            }
+        }
+        let comps: Vec<&[u8]> = found.iter().map(Vec::as_slice).collect();
+        self.read_comps(&comps, &show(&comps), max, None)
+    }
+
     fn read_capped(
         &self,
         rel: &str,
@@ -304,7 +362,17 @@ impl Beneath {
         budget: Option<&Budget>,
     ) -> Result<Vec<u8>, LeftoverError> {
         let comps = split(rel)?;
-        let (file, size) = self.open_regular(&comps)?;
+        self.read_comps(&comps, rel, max, budget)
+    }
+
+    fn read_comps(
+        &self,
+        comps: &[&[u8]],
+        rel: &str,
+        max: u64,
+        budget: Option<&Budget>,
+    ) -> Result<Vec<u8>, LeftoverError> {
+        let (file, size) = self.open_regular(comps)?;
         let limit = budget.map_or(max, |b| max.min(b.remaining()));
         let too_large = || LeftoverError::TooLarge {
             path: rel.into(),
@@ -575,6 +643,44 @@ mod tests {
             b.read_file("absent", 100),
             Err(LeftoverError::NotFound { .. })
         ));
+    }
+
+    /// The harness's transcript found at a fixed depth: one match per `*` component, never a
+    /// link, bounded listing; none is missing, two (or a flood) are refused, not picked from.
+    #[test]
+    fn a_pattern_finds_exactly_one_file_at_its_fixed_depth() {
+        let (tmp, b) = root();
+        let pat = "*/session-*/session.jsonl";
+        assert!(matches!(
+            b.read_found(pat, 8, 100),
+            Err(LeftoverError::NotFound { .. })
+        ));
+        let s1 = tmp.path().join("ws/--workspace--/session-1");
+        fs::create_dir_all(&s1).unwrap();
+        fs::create_dir_all(tmp.path().join("ws/--workspace--/other")).unwrap();
+        fs::write(s1.join("session.jsonl"), b"{}\n").unwrap();
+        assert_eq!(b.read_found(pat, 8, 100).unwrap(), b"{}\n");
+        // A second session: refused, never one of them picked.
+        fs::create_dir_all(tmp.path().join("ws/--workspace--/session-2")).unwrap();
+        let two = b.read_found(pat, 8, 100).unwrap_err();
+        assert!(two.to_string().contains("more than one"), "{two}");
+        fs::remove_dir(tmp.path().join("ws/--workspace--/session-2")).unwrap();
+        // A flood of entries is listed only up to the bound.
+        for i in 0..20 {
+            fs::create_dir(tmp.path().join(format!("ws/--workspace--/x{i}"))).unwrap();
+        }
+        let flood = b.read_found(pat, 8, 100).unwrap_err();
+        assert!(flood.to_string().contains("more entries"), "{flood}");
+        assert_eq!(b.read_found(pat, 64, 100).unwrap(), b"{}\n");
+        // A link where the file (or a directory on the way) should be is never followed.
+        fs::remove_file(s1.join("session.jsonl")).unwrap();
+        symlink("/etc/passwd", s1.join("session.jsonl")).unwrap();
+        assert!(b.read_found(pat, 64, 100_000).is_err());
+        fs::remove_dir_all(tmp.path().join("ws/--workspace--")).unwrap();
+        fs::create_dir_all(tmp.path().join("elsewhere/session-9")).unwrap();
+        fs::write(tmp.path().join("elsewhere/session-9/session.jsonl"), b"x").unwrap();
+        symlink(tmp.path().join("elsewhere"), tmp.path().join("ws/--link--")).unwrap();
+        assert!(b.read_found(pat, 64, 100).is_err());
     }
 
     #[test]

@@ -53,6 +53,21 @@ pub struct Protocol {
     pub preconditions: Vec<Precondition>,
     /// The release gates; the report passes only if all of them pass.
     pub gates: Vec<Gate>,
+    /// Per gate id: the effect the design hopes to detect and the task-level spread, for the
+    /// power `eval freeze` prints for its interval rules (`[power.<gate>]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub power: BTreeMap<String, PowerSpec>,
+}
+
+/// `[power.<gate id>]`: the declared effect and task-level standard deviation, in the units of the
+/// gate's interval rules (the mean task-level difference, or contrast).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerSpec {
+    /// The effect hoped for (metric units).
+    pub effect: f64,
+    /// The standard deviation of task-level differences (metric units, positive).
+    pub sd: f64,
 }
 
 impl Protocol {
@@ -155,6 +170,15 @@ pub struct ModelContract {
     /// `anthropic-messages`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_headers: Option<Vec<String>>,
+    /// Content-part types (`messages[].content[].type`, Anthropic `system` and `tool_result`
+    /// blocks too) a request may send; any other is refused as a contract violation. A request's
+    /// reservation bounds its input by body bytes, which an image, audio, file or document part
+    /// does not respect (and a URL part makes the provider fetch what the agent names), so such
+    /// parts pass only when a protocol lists them here, knowingly. Absent: the text-only types —
+    /// `text`, `refusal` for `openai-chat`; `text`, `tool_use`, `tool_result`, `thinking`,
+    /// `redacted_thinking` for `anthropic-messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_content_parts: Option<Vec<String>>,
 }
 
 /// A bound on one request parameter. `required`: a request without it is refused.

@@ -79,6 +79,13 @@ pub struct Contract {
     /// ([`Contract::default_allowed_headers`]).
     #[serde(default)]
     pub allowed_headers: Option<BTreeSet<String>>,
+    /// Content-part types a message (or Anthropic `system` / `tool_result` block list) may hold;
+    /// any other is a contract violation. Body bytes bound a reservation's input only for text:
+    /// an image, audio, file or document part costs the provider's own count, and a URL part
+    /// makes it fetch what the agent chose. `None`: the API's text-only defaults
+    /// ([`Contract::default_content_parts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_content_parts: Option<BTreeSet<String>>,
 }
 
 impl Contract {
@@ -91,6 +98,30 @@ impl Contract {
             default_max_output_tokens: 32_768,
             allowed_params: None,
             allowed_headers: None,
+            allowed_content_parts: None,
+        }
+    }
+
+    /// Content-part types allowed when a contract lists none: text, and the blocks a
+    /// text-only tool loop needs.
+    pub fn default_content_parts(api: ApiKind) -> &'static [&'static str] {
+        match api {
+            ApiKind::OpenAiChat => &["text", "refusal"],
+            ApiKind::AnthropicMessages => &[
+                "text",
+                "tool_use",
+                "tool_result",
+                "thinking",
+                "redacted_thinking",
+            ],
+        }
+    }
+
+    /// Whether a request may send a content part of this type.
+    pub fn allows_content_part(&self, api: ApiKind, kind: &str) -> bool {
+        match &self.allowed_content_parts {
+            Some(list) => list.contains(kind),
+            None => Self::default_content_parts(api).contains(&kind),
         }
     }
 

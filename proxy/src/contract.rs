@@ -90,6 +90,7 @@ pub fn check(
             }
         }
     }
+    content_parts(contract, api, req)?;
     for name in MULTIPLIER_PARAMS {
         if let Some(v) = req.get(name)
             && whole(v).is_none_or(|n| n < 1)
@@ -111,6 +112,55 @@ pub fn check(
             }
             (None, _) => return Err(format!("header {h} is required")),
         }
+    }
+    Ok(())
+}
+
+/// Every content part of the request's messages (and Anthropic's `system` blocks and the blocks
+/// inside a `tool_result`) must be of a type the contract allows: a part's cost is bounded by its
+/// bytes only for text. A string content is text. A part without a string `type` is refused too:
+/// the upstream would read it some way the proxy did not check.
+fn content_parts(contract: &Contract, api: ApiKind, req: &ParsedRequest) -> Result<(), String> {
+    let allowed = || match &contract.allowed_content_parts {
+        Some(l) => l.iter().cloned().collect::<Vec<_>>().join(", "),
+        None => Contract::default_content_parts(api).join(", "),
+    };
+    let check_list = |parts: &[Value], at: &str| -> Result<(), String> {
+        for (j, part) in parts.iter().enumerate() {
+            let Some(kind) = part.get("type").and_then(Value::as_str) else {
+                return Err(format!(
+                    "{at}[{j}] is a content part without a type; this attempt's contract allows only: {}",
+                    allowed()
+                ));
+            };
+            if !contract.allows_content_part(api, kind) {
+                return Err(format!(
+                    "content part type {kind:?} ({at}[{j}]) is not allowed by this attempt's contract; allowed: {}",
+                    allowed()
+                ));
+            }
+        }
+        Ok(())
+    };
+    let nested = |parts: &[Value], at: &str| -> Result<(), String> {
+        check_list(parts, at)?;
+        // Anthropic: a tool result may itself hold blocks (an image among them).
+        for (j, part) in parts.iter().enumerate() {
+            if let Some(inner) = part.get("content").and_then(Value::as_array) {
+                check_list(inner, &format!("{at}[{j}].content"))?;
+            }
+        }
+        Ok(())
+    };
+    if let Some(messages) = req.get("messages").and_then(Value::as_array) {
+        for (i, m) in messages.iter().enumerate() {
+            if let Some(parts) = m.get("content").and_then(Value::as_array) {
+                nested(parts, &format!("messages[{i}].content"))?;
+            }
+        }
+    }
+    if let Some(parts) = req.get("system").and_then(Value::as_array) {
+        nested(parts, "system")?;
     }
     Ok(())
 }

@@ -25,6 +25,10 @@ pub mod paths {
     /// The grader's output directory (it writes `score.json` there); the only writable mount of a
     /// grader.
     pub const OUT: &str = "/out";
+    /// The harness's own bookkeeping (its transcript), outside the workspace: a fresh, writable,
+    /// attempt-private directory, mounted only when the definition says
+    /// `metrics_root = "state"`. Never seen by the grader, never archived as the workspace.
+    pub const STATE: &str = "/eval-state";
 }
 
 /// A parsed `runtime.toml`: everything about an arm's containers that is not the policy's fixed
@@ -83,6 +87,31 @@ pub struct RuntimeDef {
     /// frozen form of every definition written before the field existed stays byte for byte.
     #[serde(default, skip_serializing_if = "MetricsFormat::is_default")]
     pub metrics_format: MetricsFormat,
+    /// What `metrics_path` is relative to: the workspace (default), or the attempt's state
+    /// directory at [`paths::STATE`], outside the model's working tree. Under `state`, a
+    /// component of `metrics_path` may be a prefix followed by `*` that must match exactly one
+    /// entry (the controller finds the file at that fixed depth itself). Serialised only when not
+    /// the default, like `metrics_format`.
+    #[serde(default, skip_serializing_if = "MetricsRoot::is_default")]
+    pub metrics_root: MetricsRoot,
+}
+
+/// Where the harness's metrics file lives (`metrics_root`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetricsRoot {
+    /// Relative to the workspace (removed from it before grading and archiving).
+    #[default]
+    Workspace,
+    /// Relative to the attempt's state directory, mounted at [`paths::STATE`].
+    State,
+}
+
+impl MetricsRoot {
+    /// True for the default (then the field is not serialised).
+    pub fn is_default(&self) -> bool {
+        *self == MetricsRoot::Workspace
+    }
 }
 
 /// The format of the harness's own account at `metrics_path`.
@@ -460,12 +489,29 @@ impl RuntimeDef {
             absolute(w).map_err(|why| ("workdir".to_owned(), format!("{w:?} {why}")))?;
         }
         if let Some(m) = &self.metrics_path {
+            let base = match self.metrics_root {
+                MetricsRoot::Workspace => "the workspace",
+                MetricsRoot::State => "the state directory",
+            };
             relative(m).map_err(|why| {
                 (
                     "metrics_path".to_owned(),
-                    format!("{m:?} {why} (it is relative to the workspace)"),
+                    format!("{m:?} {why} (it is relative to {base})"),
                 )
             })?;
+            if self.metrics_root == MetricsRoot::State
+                && m.split('/').any(|c| c.trim_end_matches('*').contains('*'))
+            {
+                return Err((
+                    "metrics_path".to_owned(),
+                    format!("{m:?}: a `*` may only end a component (a prefix match)"),
+                ));
+            }
+        } else if self.metrics_root != MetricsRoot::Workspace {
+            return Err((
+                "metrics_root".to_owned(),
+                "\"state\" needs metrics_path (the file it holds)".to_owned(),
+            ));
         } else if !self.metrics_format.is_default() {
             // A format without a file would silently skip the cross-check it asks for.
             return Err((
@@ -588,8 +634,9 @@ impl RuntimeDef {
 
 /// What the container policy mounts (or the kernel provides) at fixed places: an image path or
 /// tmpfs that overlaps one of these would hide it or be hidden by it.
-const FIXED_MOUNTS: [&str; 10] = [
+const FIXED_MOUNTS: [&str; 11] = [
     paths::WORKSPACE,
+    paths::STATE,
     paths::PROMPT,
     paths::SHIM,
     paths::SOCKET_DIR,
@@ -775,6 +822,38 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         )
         .unwrap_err();
         assert!(e.to_string().contains("zstd"), "{e}");
+    }
+
+    #[test]
+    fn metrics_root_state_takes_prefix_patterns_and_needs_a_path() {
+        let d = RuntimeDef::parse(MIN, "t.toml").unwrap();
+        assert_eq!(d.metrics_root, MetricsRoot::Workspace);
+        assert!(!toml::to_string(&d).unwrap().contains("metrics_root"));
+        let d = RuntimeDef::parse(
+            &format!(
+                "metrics_root = \"state\"\nmetrics_path = \"*/session-*/session.jsonl\"\n{MIN}"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(d.metrics_root, MetricsRoot::State);
+        assert!(
+            toml::to_string(&d)
+                .unwrap()
+                .contains("metrics_root = \"state\"")
+        );
+        let (field, detail) = refused(
+            "metrics_root = \"state\"\nmetrics_path = \"a*b/session.jsonl\"",
+            "",
+        );
+        assert_eq!(field, "metrics_path");
+        assert!(detail.contains("only end a component"), "{detail}");
+        let (field, _) = refused("metrics_root = \"state\"", "");
+        assert_eq!(field, "metrics_root");
+        // The state directory is a fixed mount: no tmpfs may hide it.
+        let (field, detail) = refused(r#"tmpfs = ["/eval-state"]"#, "");
+        assert_eq!(field, "tmpfs[0]");
+        assert!(detail.contains("fixed container mount"), "{detail}");
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
+    ContainerCreateBody, ContainerInspectResponse, HostConfig, HostConfigLogConfig, Mount,
+    MountType,
 };
 
 use crate::definition::{DEFAULT_USER, PROMPT_TEXT, RuntimeDef, parse_user, paths};
@@ -78,6 +79,26 @@ pub struct AttemptFacts {
     pub extra_labels: BTreeMap<String, String>,
 }
 
+/// The engine's log of every container: `json-file`, one file of at most [`LOG_MAX_SIZE`]. The
+/// engine's default has no bound, so an agent that prints without end would fill the host's disk
+/// (the engine's, not the attempt's) and turn its own failure into a rerunnable
+/// `filesystem_capacity`. The controller keeps at most 256 KiB of it anyway.
+pub const LOG_DRIVER: &str = "json-file";
+/// See [`LOG_DRIVER`].
+pub const LOG_MAX_SIZE: &str = "8m";
+/// See [`LOG_DRIVER`]: the file is cut at the limit, never multiplied by rotation.
+pub const LOG_MAX_FILE: &str = "1";
+
+fn log_config() -> HostConfigLogConfig {
+    HostConfigLogConfig {
+        typ: Some(LOG_DRIVER.to_owned()),
+        config: Some(HashMap::from([
+            ("max-size".to_owned(), LOG_MAX_SIZE.to_owned()),
+            ("max-file".to_owned(), LOG_MAX_FILE.to_owned()),
+        ])),
+    }
+}
+
 /// Host paths a container of each role gets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RoleMounts {
@@ -91,6 +112,10 @@ pub enum RoleMounts {
         socket: PathBuf,
         /// The static `eval-shim` binary.
         shim: PathBuf,
+        /// The attempt's state directory (the harness's transcript), mounted read-write at
+        /// `paths::STATE` — outside the workspace; `None` when the definition keeps its metrics
+        /// in the workspace.
+        state: Option<PathBuf>,
     },
     /// A grader container's host paths.
     Grader {
@@ -360,6 +385,7 @@ pub fn container_spec(
             prompt,
             socket,
             shim,
+            state,
         } => {
             let socket_dir = socket.parent().ok_or_else(|| {
                 RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
@@ -391,12 +417,15 @@ pub fn container_spec(
                     ));
                 }
             }
-            let binds = vec![
+            let mut binds = vec![
                 bind(workspace, paths::WORKSPACE, false)?,
                 bind(prompt, paths::PROMPT, true)?,
                 bind(shim, paths::SHIM, true)?,
                 bind(socket_dir, paths::SOCKET_DIR, true)?,
             ];
+            if let Some(state) = state {
+                binds.push(bind(state, paths::STATE, false)?);
+            }
             let mut cmd = vec![
                 "--socket".to_owned(),
                 format!("{}/{socket_name}", paths::SOCKET_DIR),
@@ -452,6 +481,7 @@ pub fn container_spec(
         memory_swap: Some(memory),
         nano_cpus: Some(nano_cpus),
         pids_limit: Some(pids),
+        log_config: Some(log_config()),
         ipc_mode: Some("private".to_owned()),
         mounts: Some(
             binds
@@ -680,6 +710,26 @@ pub fn check(
             format!("{:?}, want {}", host.pids_limit, expected.pids),
         );
     }
+    // The engine may add options of its own (daemon `log-opts`); these two must be ours.
+    let log = host.log_config.clone().unwrap_or_default();
+    let opt = |k: &str| {
+        log.config
+            .as_ref()
+            .and_then(|c| c.get(k))
+            .map(String::as_str)
+    };
+    if log.typ.as_deref() != Some(LOG_DRIVER)
+        || opt("max-size") != Some(LOG_MAX_SIZE)
+        || opt("max-file") != Some(LOG_MAX_FILE)
+    {
+        return v(
+            "log_config",
+            format!(
+                "{:?} {:?}, want {LOG_DRIVER} with max-size={LOG_MAX_SIZE}, max-file={LOG_MAX_FILE}",
+                log.typ, log.config
+            ),
+        );
+    }
     if host.devices.as_ref().is_some_and(|d| !d.is_empty()) {
         return v("devices", "devices are mapped".to_owned());
     }
@@ -741,6 +791,7 @@ HOME = "/home/agent"
             prompt: "/p/prompt.md".into(),
             socket: "/s/a.sock".into(),
             shim: "/bin/shim".into(),
+            state: None,
         };
         container_spec(
             &def(),
@@ -790,6 +841,43 @@ HOME = "/home/agent"
             Err(RuntimeError::PolicyViolation { field, .. }) => field,
             other => panic!("expected a violation, got {other:?}"),
         }
+    }
+
+    /// A definition that keeps its metrics in the state directory gets exactly one more mount,
+    /// writable, at the fixed path outside the workspace; a container without it is refused.
+    #[test]
+    fn the_state_directory_is_one_more_writable_mount_outside_the_workspace() {
+        let facts = AttemptFacts {
+            protocol: "p".into(),
+            identity: "i".into(),
+            arm: "a".into(),
+            attempt: "x".into(),
+            extra_labels: BTreeMap::new(),
+        };
+        let mounts = RoleMounts::Agent {
+            workspace: "/w".into(),
+            prompt: "/p/prompt.md".into(),
+            socket: "/s/a.sock".into(),
+            shim: "/bin/shim".into(),
+            state: Some("/attempt/state".into()),
+        };
+        let s = container_spec(
+            &def(),
+            &ImageId("sha256:ab".into()),
+            &ImageConfig::default(),
+            &facts,
+            &mounts,
+        )
+        .unwrap();
+        assert_eq!(s.expected.mounts.len(), 5);
+        assert!(s.expected.mounts.contains(&BindMount {
+            source: "/attempt/state".into(),
+            target: paths::STATE.into(),
+            read_only: false,
+        }));
+        check(&obeyed(&s), &s.expected, &[]).unwrap();
+        let without = spec();
+        assert!(check(&obeyed(&without), &s.expected, &[]).is_err());
     }
 
     #[test]
@@ -884,6 +972,57 @@ HOME = "/home/agent"
         assert_eq!(field(check(&i, &s.expected, &[])), "pids");
     }
 
+    /// The engine's log of the container is bounded: asked for at create, and a container the
+    /// engine made without the bound (its default driver, another size, rotation) is refused.
+    #[test]
+    fn the_engines_log_is_bounded_and_checked() {
+        let s = spec();
+        let asked = s
+            .body
+            .host_config
+            .as_ref()
+            .unwrap()
+            .log_config
+            .clone()
+            .unwrap();
+        assert_eq!(asked.typ.as_deref(), Some("json-file"));
+        let opts = asked.config.clone().unwrap();
+        assert_eq!(opts["max-size"], LOG_MAX_SIZE);
+        assert_eq!(opts["max-file"], "1");
+        check(&obeyed(&s), &s.expected, &[]).unwrap();
+        // Options the daemon adds of its own are fine.
+        let mut i = obeyed(&s);
+        let lc = i.host_config.as_mut().unwrap().log_config.as_mut().unwrap();
+        lc.config
+            .as_mut()
+            .unwrap()
+            .insert("compress".into(), "false".into());
+        check(&i, &s.expected, &[]).unwrap();
+        for change in [
+            |l: &mut HostConfigLogConfig| l.typ = Some("local".into()),
+            |l: &mut HostConfigLogConfig| l.config = None,
+            |l: &mut HostConfigLogConfig| {
+                l.config
+                    .as_mut()
+                    .unwrap()
+                    .insert("max-size".into(), "100g".into());
+            },
+            |l: &mut HostConfigLogConfig| {
+                l.config
+                    .as_mut()
+                    .unwrap()
+                    .insert("max-file".into(), "10".into());
+            },
+        ] {
+            let mut i = obeyed(&s);
+            change(i.host_config.as_mut().unwrap().log_config.as_mut().unwrap());
+            assert_eq!(field(check(&i, &s.expected, &[])), "log_config");
+        }
+        let mut i = obeyed(&s);
+        i.host_config.as_mut().unwrap().log_config = None;
+        assert_eq!(field(check(&i, &s.expected, &[])), "log_config");
+    }
+
     #[test]
     fn a_shared_socket_directory_is_refused() {
         let dir = std::env::temp_dir().join(format!("eval-sockdir-{}", std::process::id()));
@@ -902,6 +1041,7 @@ HOME = "/home/agent"
             prompt: "/p".into(),
             socket: dir.join("a.sock"),
             shim: "/shim".into(),
+            state: None,
         };
         let e = container_spec(
             &def(),
@@ -933,6 +1073,7 @@ HOME = "/home/agent"
             prompt: "/p".into(),
             socket: "/s/a.sock".into(),
             shim: "/shim".into(),
+            state: None,
         };
         assert!(
             container_spec(
@@ -962,6 +1103,7 @@ HOME = "/home/agent"
             prompt: prompt.to_path_buf(),
             socket: "/nonexistent-eval-socket-dir/a.sock".into(),
             shim: "/bin/shim".into(),
+            state: None,
         }
     }
 

@@ -208,7 +208,54 @@ fn print_calibration(loaded: &eval_protocols::Loaded) -> Result<(), crate::exit:
                     }
                 );
             }
+            print_power(loaded, gate, rule, (&method, &simulated), n)?;
         }
     }
+    Ok(())
+}
+
+/// Replicates of the power simulation: a standard error of at most 1.1 points on a power.
+const POWER_REPS: u64 = 2_000;
+
+/// The rule's power at the declared effect (`[power.<gate>]`) and its minimum detectable effect
+/// at 80 % power, from one simulation of the gate's own interval at n tasks (see
+/// `eval_evidence::stats::power`). Without a declaration the effect is in task-level sd units.
+fn print_power(
+    loaded: &eval_protocols::Loaded,
+    gate: &eval_core::gates::Gate,
+    rule: &eval_core::gates::Rule,
+    (method, simulated): (&str, &str),
+    n: usize,
+) -> Result<(), crate::exit::Failure> {
+    use eval_evidence::stats::power::{null_lower_bounds, power};
+    let plan = &loaded.protocol.statistics;
+    let lower = null_lower_bounds(n, simulated, plan.confidence, POWER_REPS, plan.seed, 1_000)?;
+    let threshold = rule.threshold.unwrap_or(0.0);
+    let spec = loaded.protocol.power.get(&gate.id);
+    let (sd, unit) = match spec {
+        Some(s) => (s.sd, String::new()),
+        None => (1.0, " sd".to_owned()),
+    };
+    let p = power(&lower, n, spec.map(|s| s.effect), sd, threshold);
+    let at = match (p.effect, p.power, p.power_se) {
+        (Some(e), Some(pw), Some(se)) => format!(
+            "power at the declared effect {e} (sd {sd}): {:.1}% ± {:.1}; ",
+            100.0 * pw,
+            100.0 * se
+        ),
+        _ => String::new(),
+    };
+    println!(
+        "power: gate {} rule {} ({method}{}, {n} tasks, threshold {threshold}, {} simulated runs): {at}minimum detectable effect at 80% power: {:.3}{unit}",
+        gate.id,
+        rule.id,
+        if method == simulated {
+            String::new()
+        } else {
+            format!(", simulated as {simulated}")
+        },
+        p.reps,
+        p.mde80
+    );
     Ok(())
 }

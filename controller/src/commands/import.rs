@@ -30,6 +30,7 @@ const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patc
 /// eval's wrapper around v0.4's grader, and the one helper of v0.4's `lib/canonical.mjs` it needs.
 const GRADE_MJS: &str = include_str!("import/grade.mjs");
 const CANONICAL_MJS: &str = include_str!("import/canonical.mjs");
+const HARDENED_MJS: &str = include_str!("import/hardened.mjs");
 /// The protocol, with `@…@` placeholders (`protocol_toml`).
 const PROTOCOL_TEMPLATE: &str = include_str!("import/protocol.toml.in");
 
@@ -38,6 +39,7 @@ const PROTOCOL_TEMPLATE: &str = include_str!("import/protocol.toml.in");
 const HIDDEN_GRADER: &str = "driver/lib/simple-grader.mjs";
 const HIDDEN_CANONICAL: &str = "lib/canonical.mjs";
 const HIDDEN_WRAPPER: &str = "grade.mjs";
+const HIDDEN_HARDENED: &str = "hardened.mjs";
 const HIDDEN_TASK: &str = "task.json";
 
 const DSH_RUNTIME_PATH: &str = "runtimes/dsh/runtime.toml";
@@ -354,6 +356,9 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
     if args.solutions.is_some() {
         protocol = solutions::with_controls(&protocol);
     }
+    if args.grading == crate::cli::Grading::Hardened {
+        protocol = solutions::hardened_gates(&protocol);
+    }
     put(format!("{pdir}/protocol.toml"), protocol.into_bytes());
     put(
         format!("matrix/{name}.toml"),
@@ -416,6 +421,10 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         put(
             format!("{tdir}/hidden/{HIDDEN_WRAPPER}"),
             GRADE_MJS.as_bytes().to_vec(),
+        );
+        put(
+            format!("{tdir}/hidden/{HIDDEN_HARDENED}"),
+            HARDENED_MJS.as_bytes().to_vec(),
         );
     }
     let ids = chosen.iter().map(|t| t.spec.id.clone()).collect();
@@ -642,12 +651,13 @@ fn task_toml(t: &Task, src: &Sources) -> String {
     format!(
         r#"# v0.4's `simple` task {id}, imported by `eval import v04-simple` from simple-tasks.json
 # (sha256 {tasks}); graded by v0.4's own simple-grader.mjs (sha256 {grader}) in hidden/, through
-# eval's wrapper hidden/grade.mjs. score = assertions passed / {n} x 100.
+# eval's wrapper hidden/grade.mjs. score = assertions passed / {n} x 100; hardened_score = the
+# same assertions graded by eval's hidden/hardened.mjs (each case in its own child process).
 id = {qid}
 suite = "simple"
 timeout_seconds = 3600
 description = {lang}
-metrics = ["score", "checks_passed", "checks_total"]
+metrics = ["score", "checks_passed", "checks_total", "hardened_score", "hardened_checks_passed"]
 
 [grader]
 runtime = {rt}

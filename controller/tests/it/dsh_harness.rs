@@ -418,7 +418,7 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
         assert_eq!(o["metrics"]["score"].as_f64(), Some(50.0), "{arm}: {o}");
         // The bookkeeping is gone before grading and archiving.
         assert!(
-            files.keys().all(|p| !p.starts_with(".dsh-transcript")),
+            files.keys().all(|p| !p.ends_with("session.jsonl")),
             "{arm}: the transcript is in the archived workspace: {:?}",
             files.keys()
         );
@@ -570,6 +570,194 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
     assert_eq!(arm_images.len(), 2, "the two arms ran one image");
 }
 
+/// Two hostile attempts in each arm, on the real Harness: one the controller kills at its time
+/// limit (every reply a `bash` call sleeping far beyond it), one whose agent deletes its own
+/// transcript with `bash`. The transcript lives outside the workspace, in the attempt's state
+/// directory, and the controller finds it there itself, so the killed attempt's transcript is
+/// read as far as dsh wrote it; a deleted one is that attempt's accounting gap — counted and
+/// shown — and `accounting_complete` holds for the run whatever either arm did.
+#[test]
+fn a_timed_out_or_transcript_deleting_attempt_is_its_own_gap_never_the_runs_veto() {
+    let Some(image) = image_id() else { return };
+    if !docker_available() {
+        return;
+    }
+    static_binaries();
+    let (tmp, dir) = demo_project();
+    let marker = format!("dsh-hostile-{}", random_hex(12));
+    let unique = format!("\n# dsh-hostile test {}\n", random_hex(8));
+    let arms_at = PROTOCOL.find("[[arms]]").unwrap();
+    let suites_at = PROTOCOL.find("[suites.real]").unwrap();
+    let protocol = format!(
+        "{}[[arms]]\nid = \"a\"\ndescription = \"dsh\"\nruntime = \"runtimes/dsh/runtime.toml\"\nprofile = \"protocols/demo/arms/a/cordis.patch.yml\"\n\n\
+         [[arms]]\nid = \"b\"\ndescription = \"dsh again\"\nruntime = \"runtimes/dsh/runtime.toml\"\nprofile = \"protocols/demo/arms/b/cordis.patch.yml\"\n\n{}{unique}",
+        &PROTOCOL[..arms_at],
+        &PROTOCOL[suites_at..]
+    );
+    std::fs::write(dir.join("protocols/demo/protocol.toml"), protocol).unwrap();
+    let matrix = MATRIX
+        .replace(
+            "tasks = [\"simple-js-clamp\"]",
+            "tasks = [\"hang\", \"delete\"]",
+        )
+        .replace("arms = [\"native\", \"v04-auto\"]", "arms = [\"a\", \"b\"]")
+        .replace("baseline = \"native\"", "baseline = \"a\"")
+        .replace("candidate = \"v04-auto\"", "candidate = \"b\"")
+        .replace("concurrency = 1", "concurrency = 2");
+    std::fs::write(dir.join("matrix/demo.toml"), matrix).unwrap();
+    std::fs::create_dir_all(dir.join("runtimes/dsh")).unwrap();
+    std::fs::write(
+        dir.join("runtimes/dsh/runtime.toml"),
+        RUNTIME_TOML.replace("@DSH_IMAGE_ID@", &image),
+    )
+    .unwrap();
+    for (arm, note) in [("a", ""), ("b", "# arm b\n")] {
+        let d = dir.join(format!("protocols/demo/arms/{arm}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cordis.patch.yml"), format!("{PROFILE_PATCH}{note}")).unwrap();
+    }
+    // The hang task's limit only has to be shorter than the `sleep 3600` it kills.
+    for (task, prompt, timeout) in [("hang", HOSTILE_HANG, 90), ("delete", HOSTILE_DELETE, 900)] {
+        let t = dir.join(format!("protocols/demo/tasks/real/{task}"));
+        std::fs::create_dir_all(t.join("workspace")).unwrap();
+        std::fs::create_dir_all(t.join("hidden")).unwrap();
+        std::fs::write(
+            t.join("task.toml"),
+            TASK_TOML.replace("simple-js-clamp", task).replace(
+                "timeout_seconds = 900",
+                &format!("timeout_seconds = {timeout}"),
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            t.join("prompt.md"),
+            format!("{prompt}: do as you are told."),
+        )
+        .unwrap();
+        std::fs::write(t.join("workspace/README.md"), "scratch\n").unwrap();
+        std::fs::write(
+            t.join("hidden/checks.toml"),
+            format!("[[check]]\nid = \"x\"\npath = \"README.md\"\ncontains = \"{marker}\"\npoints = 100\n"),
+        )
+        .unwrap();
+    }
+    let key = format!("sk-dsh-{}", random_hex(24));
+    let upstream = DeepSeekUpstream::start(&key, &marker);
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "eval freeze: {}", text(&o));
+    let identity = identity_of(&dir);
+    let _sweep = Sweep(format!("eval.identity={identity}"));
+    let mut run = Command::new(eval_bin());
+    run.args([
+        "run",
+        "--matrix",
+        "demo",
+        "--upstream",
+        &upstream.url(),
+        "--api-key-env",
+        KEY_ENV,
+    ])
+    .env(KEY_ENV, &key)
+    .env_remove("EVAL_SIGNING_KEY_FILE")
+    .current_dir(&dir);
+    let out = guarded(run, HANG_GUARD_SECS);
+    let run_text = text(&out);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "eval run exited {:?}:\n{run_text}",
+        out.status.code()
+    );
+    let es = entries(&dir.join("runs/demo/ledger.sqlite"));
+    let outcomes = payloads(&es, "attempt_outcome");
+    assert_eq!(outcomes.len(), 4, "{outcomes:?}\n{run_text}");
+    let served = upstream.served();
+    assert!(
+        served.iter().any(|s| s.kind == Kind::Bash),
+        "the upstream never sent its bash call"
+    );
+    // What the deleting `bash` call answered, as the model saw it (the next request's tool
+    // message), for the report of this test.
+    for s in served.iter().filter(|s| {
+        s.request.to_string().contains("removed") || s.request.to_string().contains("No such file")
+    }) {
+        if let Some(m) = s.request["messages"]
+            .as_array()
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        {
+            eprintln!(
+                "the deleting bash call returned: {:.400}",
+                m["content"].to_string()
+            );
+        }
+    }
+    let mut gaps = 0;
+    for o in &outcomes {
+        let slot = o["slot"].as_str().unwrap();
+        let accounting = o["accounting"].as_str().unwrap_or_default();
+        if slot.contains("-hang-") {
+            assert_eq!(o["outcome"], "timeout", "{o}\n{run_text}");
+            // Killed mid-`sleep`, no call in flight: the transcript dsh flushed after each call
+            // is where the controller looks, and it matches the meter call for call.
+            if o["model_turns"].as_u64() > Some(0) {
+                assert_eq!(accounting, "matched", "{o}\n{run_text}");
+                assert!(o["artifacts"]["transcript"].is_string(), "{o}");
+            }
+        } else {
+            assert!(slot.contains("-delete-"), "{slot}");
+            // Out of the working tree, the transcript is out of reach of dsh's sandboxed tools
+            // (it survives whole, `matched`); were it deleted, it would be this attempt's gap:
+            // gone, or (dsh writing on) short of the meter — and the attempt no completion.
+            let short = accounting == "mismatch"
+                && o["harness"]["model_turns"].as_u64() < o["model_turns"].as_u64();
+            if accounting != "matched" {
+                assert!(
+                    matches!(accounting, "metrics_missing" | "metrics_unreadable") || short,
+                    "{o}\n{run_text}"
+                );
+                assert_ne!(o["outcome"], "completed", "{o}");
+                gaps += 1;
+            }
+        }
+        // Nothing of the transcript in the archived workspace.
+        let files = tar_files(&artifact(&dir, "demo", o, "workspace"));
+        assert!(
+            files.keys().all(|p| !p.ends_with("session.jsonl")),
+            "{:?}",
+            files.keys()
+        );
+    }
+    let o = eval(&dir, &["report", "--matrix", "demo", "--format", "json"]);
+    let report: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("eval report --format json: {e}: {}", text(&o)));
+    let rule = report["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .find(|r| r["id"] == "accounting_complete")
+        .unwrap_or_else(|| panic!("no accounting_complete rule: {report}"));
+    assert_eq!(rule["verdict"], "pass", "{rule}");
+    assert_eq!(report["integrity_failure"], false, "{report}");
+    // The gaps are counted and shown, per arm.
+    let unchecked: u64 = report["accounting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["accounting_unchecked"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(unchecked >= gaps, "{}", report["accounting"]);
+    let core = key.strip_prefix("sk-dsh-").unwrap();
+    let mut files = Vec::new();
+    all_bytes(tmp.path(), &mut files);
+    for (p, b) in &files {
+        assert!(
+            !contains(b, core.as_bytes()),
+            "{} holds the key",
+            p.display()
+        );
+    }
+}
+
 /// The upstream's solutions are what v0.4's grader accepts where it can be run here: the Python
 /// ones by the grader's own checks (copied from simple-grader.mjs), when a python3 is there.
 #[test]
@@ -686,7 +874,11 @@ fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
     }
     std::fs::write(root.join("t/prompt.md"), "the task text").unwrap();
     let w = root.join("workspace");
+    // `exec` cannot run the stand-in shell function: the script calls it plainly here (its
+    // status is then the script's last, the same as exec's).
+    assert!(script.contains("exec dsh --profile"), "{script}");
     let moved = script
+        .replace("exec dsh --profile", "dsh --profile")
         .replace("/workspace", w.to_str().unwrap())
         .replace("/opt/eval/arm", root.join("arm").to_str().unwrap())
         .replace(
@@ -713,22 +905,31 @@ fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
     (o.status.code().unwrap_or(-1), tmp)
 }
 
-/// The wrapper moves the one session file to the fixed `metrics_path` and keeps dsh's exit
-/// status; with many sessions, or a link where the file should be, it moves nothing (the
-/// controller then reports the transcript missing), in bounded time; it adds the arm's plugin
-/// only when the layer has one, and installs the arm's patch after the add.
+/// The wrapper keeps dsh's exit status, adds the arm's plugin only when the layer has one and
+/// installs the arm's patch after the add; it touches no transcript (the controller finds it in
+/// the state directory itself, `Beneath::read_found`), so a session file dsh wrote stays where
+/// it is, in the state directory named by the patch and never in the workspace.
 #[test]
-fn the_wrapper_fixes_the_transcript_path_only_for_one_plain_session_file() {
-    let fixed = ".dsh-transcript/session.jsonl";
-    let one = "mkdir -p \"$W/.dsh-transcript/--workspace--/session-1\"\n\
-               printf '{}\\n' > \"$W/.dsh-transcript/--workspace--/session-1/session.jsonl\"\nreturn 3";
+fn the_wrapper_adds_the_plugin_installs_the_patch_and_keeps_dshs_status() {
+    assert!(
+        PROFILE_PATCH.contains("root: /eval-state\n"),
+        "{PROFILE_PATCH}"
+    );
+    let def: toml::Table = toml::from_str(RUNTIME_TOML).unwrap();
+    assert_eq!(def["metrics_root"].as_str(), Some("state"));
+    assert_eq!(
+        def["metrics_path"].as_str(),
+        Some("*/session-*/session.jsonl")
+    );
+    let one = "mkdir -p \"$W/s/--workspace--/session-1\"\n\
+               printf '{}\\n' > \"$W/s/--workspace--/session-1/session.jsonl\"\nreturn 3";
     let (status, tmp) = run_wrapper(one, false);
     assert_eq!(status, 3, "dsh's exit status is the harness's");
     let ws = tmp.path().join("workspace");
-    assert_eq!(std::fs::read(ws.join(fixed)).unwrap(), b"{}\n");
-    assert!(
-        !ws.join(".dsh-transcript/--workspace--/session-1/session.jsonl")
-            .exists()
+    assert_eq!(
+        std::fs::read(ws.join("s/--workspace--/session-1/session.jsonl")).unwrap(),
+        b"{}\n",
+        "the wrapper moved or removed a session file"
     );
     let calls = std::fs::read_to_string(tmp.path().join("dsh-calls.log")).unwrap();
     assert_eq!(
@@ -751,26 +952,6 @@ fn the_wrapper_fixes_the_transcript_path_only_for_one_plain_session_file() {
         calls.starts_with("plugin --profile headless add ")
             && calls.contains("plugin.tgz\n--profile headless the task text"),
         "{calls}"
-    );
-    assert!(!tmp.path().join("workspace").join(fixed).exists());
-
-    let many = "i=0; while [ $i -lt 1000 ]; do d=\"$W/.dsh-transcript/--workspace--/session-$i\"; \
-                mkdir -p \"$d\"; printf '{}\\n' > \"$d/session.jsonl\"; i=$((i + 1)); done";
-    let (status, tmp) = run_wrapper(many, false);
-    assert_eq!(status, 0);
-    assert!(
-        !tmp.path().join("workspace").join(fixed).exists(),
-        "one of 1000 sessions was picked"
-    );
-
-    let link = "mkdir -p \"$W/.dsh-transcript/--workspace--/session-1\"\n\
-                ln -s /etc/passwd \"$W/.dsh-transcript/--workspace--/session-1/session.jsonl\"";
-    let (status, tmp) = run_wrapper(link, false);
-    assert_eq!(status, 0);
-    let fixed_path = tmp.path().join("workspace").join(fixed);
-    assert!(
-        std::fs::symlink_metadata(&fixed_path).is_err(),
-        "a link was moved to the fixed path"
     );
 }
 

@@ -429,3 +429,55 @@ fn plan_refuses_an_oversized_matrix_with_exit_2_naming_the_field_and_limit() {
     assert!(out.contains("suites[0].repetitions"), "{out}");
     assert!(out.contains("3000000 is above the limit of 10000"), "{out}");
 }
+
+/// `[power.<gate>]`: freeze prints, beside each interval rule's calibration, its power at the
+/// declared effect (metric units, with its simulation error) and its minimum detectable effect
+/// at 80 % power; without a declaration the MDE is in task-level sd units. A declaration for a
+/// gate without an interval rule, or a non-positive sd, is exit 2 naming the field.
+#[test]
+fn freeze_prints_power_at_the_declared_effect_and_the_mde() {
+    let (_tmp, proj) = init();
+    let pfile = proj.join("protocols/demo/protocol.toml");
+    let original = fs::read_to_string(&pfile).unwrap();
+    fs::write(
+        &pfile,
+        format!("{original}\n[power.icae]\neffect = 15.0\nsd = 12.0\n"),
+    )
+    .unwrap();
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = text(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("power: gate icae rule hidden_score_bootstrap_lower"))
+        .unwrap_or_else(|| panic!("no power line for icae: {out}"));
+    assert!(
+        line.contains("power at the declared effect 15 (sd 12): "),
+        "{line}"
+    );
+    assert!(
+        line.contains("minimum detectable effect at 80% power: "),
+        "{line}"
+    );
+    let evo = out
+        .lines()
+        .find(|l| l.starts_with("power: gate evocode rule"))
+        .unwrap_or_else(|| panic!("no power line for evocode: {out}"));
+    assert!(evo.ends_with(" sd") && !evo.contains("declared"), "{evo}");
+
+    for (extra, field) in [
+        (
+            "[power.integrity]\neffect = 1.0\nsd = 1.0\n",
+            "power.integrity",
+        ),
+        ("[power.icae]\neffect = 1.0\nsd = 0.0\n", "power.icae.sd"),
+    ] {
+        let (_tmp, proj) = init();
+        let pfile = proj.join("protocols/demo/protocol.toml");
+        let original = fs::read_to_string(&pfile).unwrap();
+        fs::write(&pfile, format!("{original}\n{extra}")).unwrap();
+        let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(text(&o).contains(field), "{field}: {}", text(&o));
+    }
+}

@@ -201,30 +201,7 @@ fn v04_grader_passes_the_one_line_exploits_and_the_report_refuses_naming_them() 
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
-    let original = std::fs::read_to_string(&protocol).unwrap();
-    let mut swapped = original.replace(
-        "runtime = \"runtimes/dsh/runtime.toml\"",
-        "runtime = \"runtimes/fixture/runtime.toml\"",
-    );
-    for arm in ["native", "v0.3-always", "v0.4-auto"] {
-        swapped = swapped.replace(
-            &format!("protocols/{NAME}/arms/{arm}/cordis.patch.yml"),
-            &format!("protocols/demo/arms/{arm}/profile.toml"),
-        );
-    }
-    for (arm, pkg) in [("v0.3-always", PACKAGES[0]), ("v0.4-auto", PACKAGES[1])] {
-        swapped = swapped.replace(
-            &format!("protocols/{NAME}/arms/{arm}/{pkg}"),
-            &format!("protocols/demo/arms/{arm}/package"),
-        );
-    }
-    std::fs::write(&protocol, swapped).unwrap();
-    replace_in(&protocol, "equals = 256000", "equals = 32768");
-    replace_in(
-        &proj.join(format!("matrix/{NAME}.toml")),
-        "repetitions = 2",
-        "repetitions = 1",
-    );
+    swap_in_fixture_arms(&proj);
     replace_in(&protocol, "threshold = 12\n", "threshold = 6\n");
 
     let o = eval(&proj, &["freeze", "--protocol", NAME]);
@@ -245,6 +222,7 @@ fn v04_grader_passes_the_one_line_exploits_and_the_report_refuses_naming_them() 
     );
     assert_eq!(first_other, TASKS.len() * 8, "6 tasks x 8 control arms");
     let mut score: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut hardened: BTreeMap<(String, String), f64> = BTreeMap::new();
     for p in payloads(&es, "attempt_outcome") {
         let slot = p["slot"].as_str().unwrap();
         if !slot.starts_with("control-") {
@@ -253,14 +231,12 @@ fn v04_grader_passes_the_one_line_exploits_and_the_report_refuses_naming_them() 
         assert_eq!(p["model_turns"], 0, "{p}");
         assert!(p["model_calls"].as_array().unwrap().is_empty(), "{p}");
         let s = started.iter().find(|s| s["slot"] == p["slot"]).unwrap();
-        let v = p["metrics"]["score"].as_f64().unwrap_or(-1.0);
-        score.insert(
-            (
-                s["task"].as_str().unwrap().to_owned(),
-                s["arm"].as_str().unwrap().to_owned(),
-            ),
-            v,
+        let key = (
+            s["task"].as_str().unwrap().to_owned(),
+            s["arm"].as_str().unwrap().to_owned(),
         );
+        score.insert(key.clone(), p["metrics"]["score"].as_f64().unwrap_or(-1.0));
+        hardened.insert(key, p["metrics"]["hardened_score"].as_f64().unwrap_or(-1.0));
     }
     let at = |t: &str, a: &str| score[&(t.to_owned(), a.to_owned())];
     for t in TASKS {
@@ -276,6 +252,23 @@ fn v04_grader_passes_the_one_line_exploits_and_the_report_refuses_naming_them() 
         100.0,
         "{score:?}"
     );
+    // The hardened grading of the same assertions, beside it: the oracle still 100, and no
+    // exploit above its nop (every executed assertion fails; only the static file checks the
+    // unchanged workspace passes too remain).
+    let h = |t: &str, a: &str| hardened[&(t.to_owned(), a.to_owned())];
+    for t in TASKS {
+        assert_eq!(h(t, "oracle"), 100.0, "{t}: {hardened:?}");
+        for arm in [
+            "exploit:print-result",
+            "exploit:go-testmain-exit",
+            "exploit:exit-at-import",
+            "exploit:write-grader-output",
+            "exploit:read-hidden",
+            "exploit:delete-tests",
+        ] {
+            assert!(h(t, arm) <= h(t, "nop"), "{t} {arm}: {hardened:?}");
+        }
+    }
 
     let out = proj.join("report.json");
     let o = eval(
@@ -304,15 +297,147 @@ fn v04_grader_passes_the_one_line_exploits_and_the_report_refuses_naming_them() 
         "{reasons}"
     );
     let cells = report["grader_validity"].as_array().unwrap();
-    assert_eq!(cells.len(), TASKS.len() * 8);
+    // The gating grading (v0.4's `score`) and the hardened one beside it.
+    assert_eq!(cells.len(), 2 * TASKS.len() * 8);
+    assert!(
+        cells
+            .iter()
+            .filter(|c| c["grading"] == "hardened_score")
+            .all(|c| c["ok"] == true),
+        "{cells:?}"
+    );
     eprintln!("grader validity (v0.4's grader):");
     for c in cells {
         eprintln!(
-            "  {:<26} {:<28} {:>6} {}",
+            "  {:<15} {:<26} {:<28} {:>6} {}",
+            c["grading"].as_str().unwrap(),
             c["task"].as_str().unwrap(),
             c["arm"].as_str().unwrap(),
             c["score"],
             if c["ok"] == true { "ok" } else { "INVALID" }
         );
     }
+}
+
+/// `--grading hardened`: the gates read eval's hardened grading, under which v0.4's own
+/// assertions hold against every exploit, so `grader_valid` passes (the release is still refused:
+/// fixture evidence), while v0.4's `score` is shown beside it, still failing.
+#[test]
+fn with_the_hardened_grading_gating_grader_valid_holds() {
+    let Some(grader) = grader_image() else {
+        return;
+    };
+    static_binaries();
+    let (_t, proj) = demo_project();
+    let sol = solutions();
+    let tasks = "simple-js-clamp,simple-python-chunks,simple-go-dedupe";
+    let o = import(
+        &proj,
+        &fake('d'),
+        &grader,
+        &[
+            "--solutions",
+            sol.to_str().unwrap(),
+            "--grading",
+            "hardened",
+            "--tasks",
+            tasks,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
+    let p = std::fs::read_to_string(&protocol).unwrap();
+    assert!(
+        p.contains("metric = \"hardened_score\"\nalso_report = [\"score\"]"),
+        "{p}"
+    );
+    swap_in_fixture_arms(&proj);
+    replace_in(&protocol, "threshold = 6\n", "threshold = 3\n");
+    let o = eval(&proj, &["freeze", "--protocol", NAME]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = proj.join("report.json");
+    let o = eval(
+        &proj,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let rule = report["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap().iter())
+        .find(|r| r["id"] == "grader_valid")
+        .unwrap()
+        .clone();
+    assert_eq!(rule["verdict"], "pass", "{rule}");
+    let cells = report["grader_validity"].as_array().unwrap();
+    assert!(
+        cells
+            .iter()
+            .any(|c| c["grading"] == "score" && c["ok"] == false),
+        "{cells:?}"
+    );
+    let md = proj.join("report.md");
+    let o = eval(
+        &proj,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "md",
+            "--out",
+            md.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.contains("## Grader validity")
+            && md
+                .contains("| simple | simple-go-dedupe | exploit:go-testmain-exit | score | 100 |"),
+        "{md}"
+    );
+}
+
+/// The imported protocol with the fixture runtime in place of the Harness for its three arms
+/// (the statistical slots run the fixture agent; control slots run no agent at all), v0.4's
+/// agent contract, one repetition.
+fn swap_in_fixture_arms(proj: &Path) {
+    let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
+    let original = std::fs::read_to_string(&protocol).unwrap();
+    let mut swapped = original.replace(
+        "runtime = \"runtimes/dsh/runtime.toml\"",
+        "runtime = \"runtimes/fixture/runtime.toml\"",
+    );
+    for arm in ["native", "v0.3-always", "v0.4-auto"] {
+        swapped = swapped.replace(
+            &format!("protocols/{NAME}/arms/{arm}/cordis.patch.yml"),
+            &format!("protocols/demo/arms/{arm}/profile.toml"),
+        );
+    }
+    for (arm, pkg) in [("v0.3-always", PACKAGES[0]), ("v0.4-auto", PACKAGES[1])] {
+        swapped = swapped.replace(
+            &format!("protocols/{NAME}/arms/{arm}/{pkg}"),
+            &format!("protocols/demo/arms/{arm}/package"),
+        );
+    }
+    std::fs::write(&protocol, swapped).unwrap();
+    replace_in(&protocol, "equals = 256000", "equals = 32768");
+    replace_in(
+        &proj.join(format!("matrix/{NAME}.toml")),
+        "repetitions = 2",
+        "repetitions = 1",
+    );
 }

@@ -635,6 +635,24 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
         }
         Statistic::AccountingComplete => {
             for a in &run.attempts {
+                let limit = run
+                    .suites
+                    .iter()
+                    .find(|s| s.id == a.suite)
+                    .map_or(0, |s| s.max_oracle_calls);
+                if a.oracle_calls > limit {
+                    reasons.push(format!(
+                        "{} #{}: {} oracle calls, the suite allows {limit}",
+                        a.slot, a.attempt, a.oracle_calls
+                    ));
+                }
+                // The attempt's own file missing or unreadable (its agent deleted or mangled
+                // it, or its time limit cut the harness off) is that attempt's gap: counted and
+                // shown in the report (`accounting_unchecked`), never a veto one attempt of
+                // either arm could cast on the whole run. The proxy's meter stands for it.
+                if crate::report::attempt_accounting_gap(a) {
+                    continue;
+                }
                 if let Some(why) = crate::report::accounting_gap(a) {
                     reasons.push(format!("{} #{}: {why}", a.slot, a.attempt));
                 }
@@ -657,17 +675,6 @@ fn integrity(run: &RunData, s: Statistic) -> Computed {
                         a.slot,
                         a.attempt,
                         a.tokens.total()
-                    ));
-                }
-                let limit = run
-                    .suites
-                    .iter()
-                    .find(|s| s.id == a.suite)
-                    .map_or(0, |s| s.max_oracle_calls);
-                if a.oracle_calls > limit {
-                    reasons.push(format!(
-                        "{} #{}: {} oracle calls, the suite allows {limit}",
-                        a.slot, a.attempt, a.oracle_calls
                     ));
                 }
             }

@@ -324,6 +324,32 @@ impl AttemptData {
     }
 }
 
+/// The attempt's accounting gap is its own: its declared file was missing or unreadable, or it
+/// accounts for less than the proxy metered — all of which the agent can do to its own file (and
+/// a time limit does to the harness). Counted in the report; not a veto of the run's
+/// `accounting_complete`, unlike a runtime that declares no file or a file that accounts for
+/// more than the meter saw.
+pub fn attempt_accounting_gap(a: &AttemptData) -> bool {
+    a.cross_checkable()
+        && match a.accounting.as_deref() {
+            Some("metrics_missing" | "metrics_unreadable") => true,
+            Some("mismatch") => short_of_the_meter(a),
+            _ => false,
+        }
+}
+
+/// The harness accounts for no more than the proxy metered, and for less of at least one of
+/// calls or tokens: what deleting or truncating its own file, or a time limit cutting the
+/// harness off, gives. (More than the meter would be calls the proxy did not see.)
+fn short_of_the_meter(a: &AttemptData) -> bool {
+    match (a.harness_turns, a.harness_tokens) {
+        (Some(t), Some(k)) => t <= a.model_turns && k <= a.tokens.total(),
+        (Some(t), None) => t <= a.model_turns,
+        (None, Some(k)) => k <= a.tokens.total(),
+        (None, None) => false,
+    }
+}
+
 /// Why an attempt's accounting was not cross-checked with the harness's own metrics file, if it
 /// was not: the declared file was missing or unreadable, or the runtime declares none. Ledgers
 /// written before outcomes recorded `accounting` are judged from `harness` and the runtime's
@@ -333,6 +359,10 @@ pub fn accounting_gap(a: &AttemptData) -> Option<String> {
         return None;
     }
     match a.accounting.as_deref() {
+        Some("mismatch") if short_of_the_meter(a) => Some(
+            "the harness's account is short of the proxy's meter (truncated, or cut off at the time limit)"
+                .into(),
+        ),
         Some("matched") | Some("mismatch") => None,
         Some("metrics_missing") => Some("the declared harness metrics file is missing".into()),
         Some("metrics_unreadable") => {

@@ -41,6 +41,7 @@ pub mod csv_input;
 pub mod data;
 pub mod interval;
 pub mod paired;
+pub mod power;
 pub mod quantile;
 pub mod resample;
 pub mod rng;

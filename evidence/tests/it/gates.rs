@@ -560,25 +560,63 @@ fn accounting_rule(run: &RunData) -> eval_evidence::gates::RuleResult {
     evaluate_gate(run, &g).rules.remove(0)
 }
 
-/// A declared metrics file that is missing or unreadable, or a runtime that declares none, is
-/// accounting that was not cross-checked: `accounting_complete` fails and names the attempt.
+/// A runtime that declares no metrics file is accounting that was not cross-checked:
+/// `accounting_complete` fails and names the attempt. One attempt's own file missing or
+/// unreadable (its agent deleted it, its time limit cut the harness off) is that attempt's gap:
+/// counted and shown in the report, never a veto of the run — whichever arm it is in.
 #[test]
 fn accounting_complete_fails_when_the_harness_metrics_were_not_cross_checked() {
     let base = run_data(UPLIFT);
     assert_eq!(accounting_rule(&base).verdict, Verdict::Pass);
-    for (result, needle) in [
-        ("metrics_missing", "metrics file is missing"),
-        ("metrics_unreadable", "metrics file is unreadable"),
-        ("not_declared", "not cross-checked"),
-    ] {
-        let mut run = base.clone();
-        run.attempts[5].accounting = Some(result.into());
-        let r = accounting_rule(&run);
-        assert_eq!(r.verdict, Verdict::Fail, "{result}");
-        let reason = r.reason.unwrap();
-        assert!(reason.contains(needle), "{result}: {reason}");
-        assert!(reason.contains(&run.attempts[5].slot), "{reason}");
+    let mut run = base.clone();
+    run.attempts[5].accounting = Some("not_declared".into());
+    let r = accounting_rule(&run);
+    assert_eq!(r.verdict, Verdict::Fail);
+    let reason = r.reason.unwrap();
+    assert!(reason.contains("not cross-checked"), "{reason}");
+    assert!(reason.contains(&run.attempts[5].slot), "{reason}");
+    for i in [5, 6] {
+        for (result, outcome) in [
+            ("metrics_missing", Outcome::AccountingMismatch),
+            ("metrics_unreadable", Outcome::AccountingMismatch),
+            ("metrics_missing", Outcome::Timeout),
+            // A time limit (or a truncating agent) leaves the account short of the meter.
+            ("mismatch", Outcome::Timeout),
+            ("mismatch", Outcome::AccountingMismatch),
+        ] {
+            let mut run = base.clone();
+            run.attempts[i].accounting = Some(result.into());
+            run.attempts[i].outcome = Some(outcome);
+            run.attempts[i].harness_turns = (result == "mismatch").then_some(1);
+            let r = accounting_rule(&run);
+            assert_eq!(
+                r.verdict,
+                Verdict::Pass,
+                "{result} {outcome:?}: {:?}",
+                r.reason
+            );
+            let report = build_report(&run).unwrap();
+            let arm = report
+                .accounting
+                .iter()
+                .find(|x| x.arm == run.attempts[i].arm && x.suite == run.attempts[i].suite)
+                .unwrap();
+            assert_eq!(arm.accounting_unchecked, 1, "{result} {outcome:?}");
+            assert!(
+                arm.anomalies
+                    .iter()
+                    .any(|x| x.contains("not cross-checked")),
+                "{:?}",
+                arm.anomalies
+            );
+        }
     }
+    // A file that accounts for more than the meter saw (calls past the proxy?) fails the gate.
+    let mut run = base.clone();
+    run.attempts[5].accounting = Some("mismatch".into());
+    run.attempts[5].outcome = Some(Outcome::AccountingMismatch);
+    run.attempts[5].harness_turns = Some(run.attempts[5].model_turns + 1);
+    assert_eq!(accounting_rule(&run).verdict, Verdict::Fail);
     // Ledgers from before `accounting` existed: a declared file with `harness: null` is missing,
     // a runtime that declares none is not cross-checked, and a declared file read is fine.
     let mut old = base.clone();

@@ -14,6 +14,7 @@ mod controls;
 mod custody;
 mod gates;
 mod ledger;
+mod power;
 mod report_html;
 mod signing;
 mod stats;

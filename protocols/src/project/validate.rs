@@ -664,6 +664,30 @@ impl Check<'_> {
         if p.gates.is_empty() {
             return Err(self.bad("gates", "declare at least one release gate"));
         }
+        for (gate, spec) in &p.power {
+            let f = format!("power.{gate}");
+            let interval = p.gates.iter().find(|g| g.id == *gate).is_some_and(|g| {
+                g.rules.iter().any(|r| {
+                    matches!(
+                        r.statistic,
+                        eval_core::gates::Statistic::BootstrapLower
+                            | eval_core::gates::Statistic::ContrastLower
+                    )
+                })
+            });
+            if !interval {
+                return Err(self.bad(
+                    &f,
+                    format!("{gate:?} is not a gate with a bootstrap_lower or contrast_lower rule"),
+                ));
+            }
+            if !spec.effect.is_finite() {
+                return Err(self.bad(&format!("{f}.effect"), "must be finite"));
+            }
+            if !(spec.sd.is_finite() && spec.sd > 0.0) {
+                return Err(self.bad(&format!("{f}.sd"), "must be positive"));
+            }
+        }
         Ok(())
     }
 }

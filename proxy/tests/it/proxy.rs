@@ -1381,3 +1381,109 @@ async fn the_record_names_the_tools_and_digests_the_system_sections() {
     assert!(!json.contains("Before protected work"), "{json}");
     proxy.shutdown(Duration::from_secs(5)).await;
 }
+
+/// A request's reservation bounds its input by body bytes, which holds for text only: an image,
+/// audio, file or document part costs the provider's own count (and a URL part makes it fetch
+/// what the agent names). Such parts are refused by default with a 4xx naming the part and the
+/// allowed types, recorded as a contract violation and never forwarded; text parts pass, and a
+/// contract that lists a type lets it through.
+#[tokio::test]
+async fn non_text_content_parts_are_refused_unless_the_contract_lists_them() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("p.sock");
+    proxy
+        .register_attempt(spec(
+            "parts",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let with = |parts: Value| {
+        json!({"model": MODEL, "stream": false, "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": parts}]})
+    };
+    let text_parts = with(json!([{"type": "text", "text": "usage:3:2"}]));
+    let r = post(&sock, "openai-json", &text_parts).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let forwarded = up.seen().len();
+    for (parts, needle) in [
+        (
+            json!([{"type": "text", "text": "look"},
+                   {"type": "image_url", "image_url": {"url": "https://agent.example/x.png"}}]),
+            "\"image_url\" (messages[1].content[1])",
+        ),
+        (
+            json!([{"type": "file", "file": {"file_data": "JVBERi0="}}]),
+            "\"file\" (messages[1].content[0])",
+        ),
+        (
+            json!([{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]),
+            "\"input_audio\"",
+        ),
+        (json!([{"text": "no type"}]), "without a type"),
+    ] {
+        let r = post(&sock, "openai-json", &with(parts.clone())).await;
+        assert_eq!(r.status, 403, "{parts}: {}", r.text());
+        let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert_eq!(r.json()["error"]["code"], "contract_violation", "{msg}");
+        assert!(msg.contains(needle), "{msg}");
+        assert!(msg.contains("text, refusal"), "{msg}");
+    }
+    assert_eq!(
+        up.seen().len(),
+        forwarded,
+        "a refused part reached the upstream"
+    );
+    let recs = settle_records(&sink, 5).await;
+    let outcomes: Vec<CallOutcome> = recs.iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            CallOutcome::Ok,
+            CallOutcome::ContractViolation,
+            CallOutcome::ContractViolation,
+            CallOutcome::ContractViolation,
+            CallOutcome::ContractViolation
+        ]
+    );
+    assert!(
+        recs[1]
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("image_url")),
+        "{:?}",
+        recs[1].detail
+    );
+    let m = proxy.close_attempt("parts").unwrap();
+    assert_eq!(m.roles[&Role::Agent].contract_violations, 4);
+
+    // A protocol that lists image parts knowingly gets them through.
+    let sock2 = dir.path().join("p2.sock");
+    let mut images = Contract::model_only(MODEL);
+    images.allowed_content_parts = Some(["text".to_owned(), "image_url".to_owned()].into());
+    proxy
+        .register_attempt(spec(
+            "images",
+            Listen::Unix(sock2.clone()),
+            images,
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let r = post(
+        &sock2,
+        "openai-json",
+        &with(json!([{"type": "text", "text": "usage:3:2"},
+                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}])),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}

@@ -47,15 +47,27 @@ const passed = result.checks.filter((check) => check.passed === true).length
 if (result.maxScore !== result.checks.length || result.score !== passed || result.maxScore === 0) {
   throw new Error(`inconsistent grade for ${task.id}: ${JSON.stringify(result)}`)
 }
+// Beside v0.4's grading, never instead of it: eval's hardened grading of the same assertions
+// (HIDDEN/hardened.mjs; each case in its own child, compared here). Which one gates is the
+// protocol's choice of metric.
+const { gradeHardened } = await import(new URL('./hardened.mjs', import.meta.url))
+const hardened = await gradeHardened(task, workspace)
+if (hardened.length !== result.maxScore) {
+  throw new Error(`hardened grading of ${task.id}: ${hardened.length} checks, v0.4 has ${result.maxScore}`)
+}
+const hardenedPassed = hardened.filter((passed) => passed === true).length
 const score = {
   metrics: {
     // v0.4's points: score / maxScore x 100 (20 per assertion for its five).
     score: (100 * result.score) / result.maxScore,
     checks_passed: result.score,
     checks_total: result.maxScore,
+    hardened_score: (100 * hardenedPassed) / hardened.length,
+    hardened_checks_passed: hardenedPassed,
   },
   task: task.id,
   checks: result.checks,
+  hardened_checks: task.graderAssertions.map((name, index) => ({ name, passed: hardened[index] === true })),
   grader_digest: result.graderDigest,
 }
 await writeFile(out, `${JSON.stringify(score, null, 2)}\n`)

@@ -102,7 +102,7 @@ pub fn with_controls(protocol: &str) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let controls = format!(
-        "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader before any statistical slot (no agent,\n# no model call): the oracle applies each task's solution/ (written from --solutions), the nop\n# changes nothing, each exploit is one of eval's scripted cheats. grader_valid: every oracle\n# scores >= pass_at_least, every nop below it, no exploit above its task's nop.\n[suites.simple.controls]\narms = [{arms}]\nmetric = \"score\"\npass_at_least = 100\n"
+        "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader before any statistical slot (no agent,\n# no model call): the oracle applies each task's solution/ (written from --solutions), the nop\n# changes nothing, each exploit is one of eval's scripted cheats. grader_valid: every oracle\n# scores >= pass_at_least, every nop below it, no exploit above its task's nop.\n[suites.simple.controls]\narms = [{arms}]\nmetric = \"score\"\nalso_report = [\"hardened_score\"]\npass_at_least = 100\n"
     );
     let rule = "statistic = \"accounting_complete\"\nop = \"is_true\"\n";
     protocol
@@ -112,6 +112,22 @@ pub fn with_controls(protocol: &str) -> String {
             &format!(
                 "{rule}[[gates.rules]]\nid = \"grader_valid\"\nstatistic = \"grader_valid\"\nop = \"is_true\"\n"
             ),
+            1,
+        )
+}
+
+/// The protocol text with the hardened grading gating: the `simple` gate's score rule and the
+/// control arms read `hardened_score`; v0.4's `score` is still graded and reported beside it.
+pub fn hardened_gates(protocol: &str) -> String {
+    protocol
+        .replacen(
+            "id = \"score_noninferiority\"\nstatistic = \"pair_diff_mean\"\nmetric = \"score\"\n",
+            "id = \"score_noninferiority\"\nstatistic = \"pair_diff_mean\"\nmetric = \"hardened_score\"\n",
+            1,
+        )
+        .replacen(
+            "metric = \"score\"\nalso_report = [\"hardened_score\"]\n",
+            "metric = \"hardened_score\"\nalso_report = [\"score\"]\n",
             1,
         )
 }

@@ -10,13 +10,15 @@
 //! file like any other: read beneath the workspace without following links, bounded by
 //! [`MAX_TRANSCRIPT_BYTES`], and any line that is not the expected JSON makes it unreadable.
 
+use super::Seen;
+use super::archive::store_bytes;
 use super::classify::Accounting;
-use super::{DockerExecutor, Seen};
 use crate::run::AttemptReport;
 use crate::run::events::HarnessAccount;
+use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::leftovers::{Beneath, LeftoverError};
 use eval_runtimes::RuntimeDef;
-use eval_runtimes::definition::MetricsFormat;
+use eval_runtimes::definition::{MetricsFormat, MetricsRoot};
 use serde_json::Value;
 use std::path::{Component, Path};
 
@@ -28,55 +30,70 @@ pub const MAX_METRICS_BYTES: u64 = 1024 * 1024;
 /// and bounds what a hostile agent can make the controller read and store.
 pub const MAX_TRANSCRIPT_BYTES: u64 = 16 * 1024 * 1024;
 
-impl DockerExecutor {
-    /// Reads the declared metrics file from the workspace (never following a link out of it),
-    /// stores it, cross-checks it, then removes the harness's bookkeeping so neither the grader
-    /// nor the archive sees it.
-    pub(super) fn cross_check(
-        &self,
-        def: &RuntimeDef,
-        ws: &Beneath,
-        seen: &mut Seen,
-        report: &mut AttemptReport,
-    ) {
-        let Some(rel) = &def.metrics_path else {
-            seen.obs.accounting = Accounting::NotDeclared;
-            report.accounting = Some(seen.obs.accounting.as_str().to_owned());
-            return;
-        };
-        let format = def.metrics_format;
-        let cap = match format {
-            MetricsFormat::EvalJson => MAX_METRICS_BYTES,
-            MetricsFormat::DshSessionJsonl => MAX_TRANSCRIPT_BYTES,
-        };
-        let read = ws.read_file(rel, cap);
-        if let Ok(bytes) = &read {
-            match format {
-                MetricsFormat::EvalJson => {
-                    report.artifacts.agent_metrics =
-                        self.store_bytes("the harness's metrics", bytes, seen);
-                }
-                MetricsFormat::DshSessionJsonl => {
-                    report.artifacts.transcript =
-                        self.store_bytes("the harness's transcript", bytes, seen);
-                }
+/// Entries listed per directory while finding a `*` component of the metrics path in the
+/// state directory: the Harness makes one project and one session directory; an agent that fills
+/// the directory costs this many reads, then the transcript is unreadable.
+pub const MAX_STATE_ENTRIES: usize = 64;
+
+/// Reads the declared metrics file from the workspace (never following a link out of it) or
+/// the state directory, stores it, cross-checks it, then removes the harness's bookkeeping from
+/// the workspace so neither the grader nor the archive sees it. Blocking file work: called off
+/// the async runtime (`super::off_runtime`).
+pub(super) fn cross_check(
+    store: &ArtifactStore,
+    def: &RuntimeDef,
+    ws: &Beneath,
+    state: Option<&Path>,
+    seen: &mut Seen,
+    report: &mut AttemptReport,
+) {
+    let Some(rel) = &def.metrics_path else {
+        seen.obs.accounting = Accounting::NotDeclared;
+        report.accounting = Some(seen.obs.accounting.as_str().to_owned());
+        return;
+    };
+    let format = def.metrics_format;
+    let cap = match format {
+        MetricsFormat::EvalJson => MAX_METRICS_BYTES,
+        MetricsFormat::DshSessionJsonl => MAX_TRANSCRIPT_BYTES,
+    };
+    // Under `metrics_root = "state"` the file is outside the workspace, found at the
+    // definition's fixed depth by the controller itself (no wrapper moves it), so a killed
+    // container's transcript is read as far as the harness flushed it.
+    let read = match (def.metrics_root, state) {
+        (MetricsRoot::Workspace, _) => ws.read_file(rel, cap),
+        (MetricsRoot::State, Some(dir)) => {
+            Beneath::open(dir).and_then(|st| st.read_found(rel, MAX_STATE_ENTRIES, cap))
+        }
+        (MetricsRoot::State, None) => Err(LeftoverError::NotFound { path: rel.clone() }),
+    };
+    if let Ok(bytes) = &read {
+        match format {
+            MetricsFormat::EvalJson => {
+                report.artifacts.agent_metrics =
+                    store_bytes(store, "the harness's metrics", bytes, seen);
+            }
+            MetricsFormat::DshSessionJsonl => {
+                report.artifacts.transcript =
+                    store_bytes(store, "the harness's transcript", bytes, seen);
             }
         }
-        if let Err(e) = &read
-            && e.is_host_fault()
-        {
-            seen.leftover("the harness's metrics", e);
-        }
-        let proxy = (report.model_turns, report.tokens.total());
-        let (accounting, harness) = account(format, read, proxy);
-        seen.obs.accounting = accounting;
-        report.accounting = Some(seen.obs.accounting.as_str().to_owned());
-        report.harness = harness;
-        if let Some(top) = bookkeeping_root(rel)
-            && let Err(e) = ws.remove(&top)
-        {
-            seen.leftover("removing the harness's bookkeeping", &e);
-        }
+    }
+    if let Err(e) = &read
+        && e.is_host_fault()
+    {
+        seen.leftover("the harness's metrics", e);
+    }
+    let proxy = (report.model_turns, report.tokens.total());
+    let (accounting, harness) = account(format, read, proxy);
+    seen.obs.accounting = accounting;
+    report.accounting = Some(seen.obs.accounting.as_str().to_owned());
+    report.harness = harness;
+    if def.metrics_root == MetricsRoot::Workspace
+        && let Some(top) = bookkeeping_root(rel)
+        && let Err(e) = ws.remove(&top)
+    {
+        seen.leftover("removing the harness's bookkeeping", &e);
     }
 }
 

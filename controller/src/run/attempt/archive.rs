@@ -5,45 +5,61 @@
 use super::classify::HostIo;
 use super::{DockerExecutor, Seen};
 use crate::run::AttemptReport;
-use eval_evidence::artifacts::ArtifactError;
+use eval_evidence::artifacts::{ArtifactError, ArtifactStore};
 use std::path::Path;
 
 impl DockerExecutor {
     /// Stores `bytes`; `None` (with a note or a host fault in `seen`) when the store failed.
     pub(super) fn store_bytes(&self, what: &str, bytes: &[u8], seen: &mut Seen) -> Option<String> {
-        match self.store.put_bytes(bytes) {
-            Ok(d) => Some(d.to_string()),
-            Err(e) => {
-                store_failed(what, &e, seen);
-                None
-            }
+        store_bytes(&self.store, what, bytes, seen)
+    }
+}
+
+/// Stores `bytes` in `store`; `None` (with a note or a host fault in `seen`) when it failed.
+pub(super) fn store_bytes(
+    store: &ArtifactStore,
+    what: &str,
+    bytes: &[u8],
+    seen: &mut Seen,
+) -> Option<String> {
+    match store.put_bytes(bytes) {
+        Ok(d) => Some(d.to_string()),
+        Err(e) => {
+            store_failed(what, &e, seen);
+            None
         }
     }
+}
 
-    /// Archives the workspace as the agent left it (after the harness's bookkeeping is gone).
-    /// What the archive recorded other than as a plain entry (links to odd places, FIFOs,
-    /// non-UTF-8 names, entries over a cap) is noted; the archive itself holds every note.
-    pub(super) fn archive(&self, workspace: &Path, seen: &mut Seen, report: &mut AttemptReport) {
-        match self.store.put_dir(workspace) {
-            Ok(summary) => {
-                report.artifacts.workspace = Some(summary.digest.to_string());
-                let n = summary.notes.len();
-                seen.notes.extend(
-                    summary
-                        .notes
-                        .into_iter()
-                        .take(MAX_ARCHIVE_NOTES)
-                        .map(|note| format!("workspace archive: {note}")),
-                );
-                if n > MAX_ARCHIVE_NOTES {
-                    seen.notes.push(format!(
-                        "workspace archive: {} more notes (in the archive's notes header)",
-                        n - MAX_ARCHIVE_NOTES
-                    ));
-                }
+/// Archives the workspace as the agent left it (after the harness's bookkeeping is gone).
+/// What the archive recorded other than as a plain entry (links to odd places, FIFOs,
+/// non-UTF-8 names, entries over a cap) is noted; the archive itself holds every note. Reads,
+/// hashes and fsyncs up to the archive's cap: called off the async runtime.
+pub(super) fn archive(
+    store: &ArtifactStore,
+    workspace: &Path,
+    seen: &mut Seen,
+    report: &mut AttemptReport,
+) {
+    match store.put_dir(workspace) {
+        Ok(summary) => {
+            report.artifacts.workspace = Some(summary.digest.to_string());
+            let n = summary.notes.len();
+            seen.notes.extend(
+                summary
+                    .notes
+                    .into_iter()
+                    .take(MAX_ARCHIVE_NOTES)
+                    .map(|note| format!("workspace archive: {note}")),
+            );
+            if n > MAX_ARCHIVE_NOTES {
+                seen.notes.push(format!(
+                    "workspace archive: {} more notes (in the archive's notes header)",
+                    n - MAX_ARCHIVE_NOTES
+                ));
             }
-            Err(e) => store_failed("the workspace archive", &e, seen),
         }
+        Err(e) => store_failed("the workspace archive", &e, seen),
     }
 }
 

@@ -37,6 +37,7 @@ impl DockerExecutor {
             prompt: p.task_dir.join("prompt.md"),
             socket: p.socket.clone(),
             shim: self.shim.clone(),
+            state: p.state.clone(),
         };
         let forbidden: Vec<&[u8]> = if self.forbidden.is_empty() {
             vec![]

@@ -33,6 +33,10 @@ pub fn contract_of(m: &ModelContract, max_output_default: u64) -> Contract {
         .allowed_headers
         .as_ref()
         .map(|l| l.iter().map(|h| h.to_ascii_lowercase()).collect());
+    c.allowed_content_parts = m
+        .allowed_content_parts
+        .as_ref()
+        .map(|l| l.iter().cloned().collect());
     c
 }
 

@@ -55,7 +55,7 @@ impl DockerExecutor {
                 return AttemptReport::infra(f.code, f.detail);
             }
         };
-        let p = match self.prepare(spec, ids, &task, dir) {
+        let p = match self.prepare(spec, ids, &task, dir, false) {
             Ok(p) => p,
             Err(report) => return *report,
         };
@@ -79,7 +79,22 @@ impl DockerExecutor {
             seen.obs.host_io = Some(HostIo::of(format!("applying control arm {arm}"), &e));
             return self.conclude(spec, seen, report).await;
         }
-        self.archive(&p.workspace, &mut seen, &mut report);
+        // Archiving is blocking work: off the runtime, like an agent attempt's.
+        let (store, workspace) = (self.store.clone(), p.workspace.clone());
+        match super::off_runtime(move || {
+            super::archive::archive(&store, &workspace, &mut seen, &mut report);
+            (seen, report)
+        })
+        .await
+        {
+            Ok((s, r)) => (seen, report) = (s, r),
+            Err(why) => {
+                return AttemptReport {
+                    recording_failure: Some(why),
+                    ..AttemptReport::default()
+                };
+            }
+        }
         if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
             self.grade(spec, &task, &p, &mut seen, &mut report).await;
         }

@@ -299,7 +299,7 @@ impl DockerExecutor {
         if spec.slot.phase == eval_core::phase::Phase::Control {
             let dir = self.work.join(format!("{}-a{}", spec.slot.id, spec.number));
             let report = self.run_control(spec, &dir).await;
-            self.remove_attempt_dir(&dir);
+            self.remove_attempt_dir(&dir).await;
             if let Err(e) = self.sockets.remove_attempt(&spec.attempt) {
                 tracing::warn!("attempt {}: its socket directory: {e}", spec.attempt);
             }
@@ -317,7 +317,7 @@ impl DockerExecutor {
         let mut report = self
             .run_in(spec, cancel, (&arm, &task), &image, &dir, t0)
             .await;
-        self.remove_attempt_dir(&dir);
+        self.remove_attempt_dir(&dir).await;
         if let Err(e) = self.sockets.remove_attempt(&spec.attempt) {
             tracing::warn!("attempt {}: its socket directory: {e}", spec.attempt);
         }
@@ -350,7 +350,8 @@ impl DockerExecutor {
             Ok(ids) => ids,
             Err(e) => return AttemptReport::infra(FaultCode::ControllerError, e.to_string()),
         };
-        let p = match self.prepare(spec, ids, task, dir) {
+        let with_state = def.metrics_root == eval_runtimes::definition::MetricsRoot::State;
+        let p = match self.prepare(spec, ids, task, dir, with_state) {
             Ok(p) => p,
             Err(report) => return *report,
         };
@@ -418,21 +419,33 @@ impl DockerExecutor {
         seen: &mut Seen,
         report: &mut AttemptReport,
     ) {
-        let ws = match eval_evidence::leftovers::Beneath::open(&p.workspace) {
-            Ok(ws) => ws,
-            Err(e) => {
-                seen.leftover("the workspace", &e);
-                if def.metrics_path.is_some() {
-                    seen.obs.accounting =
-                        classify::Accounting::MetricsUnreadable(format!("the workspace: {e}"));
-                    report.accounting = Some(seen.obs.accounting.as_str().to_owned());
-                }
-                seen.obs.graded = classify::Graded::Unscorable(format!("the workspace: {e}"));
+        // Reading, hashing, fsyncing and removing the agent's files (up to the archive's cap)
+        // is blocking work: it runs on the blocking pool, so the runtime's workers keep serving
+        // sibling attempts' proxies meanwhile.
+        let (store, def_owned) = (self.store.clone(), def.clone());
+        let (workspace, state) = (p.workspace.clone(), p.state.clone());
+        let taken = (std::mem::take(seen), std::mem::take(report));
+        let done = off_runtime(move || {
+            let (mut seen, mut report) = taken;
+            leftovers(
+                &store,
+                &def_owned,
+                &workspace,
+                state.as_deref(),
+                &mut seen,
+                &mut report,
+            );
+            (seen, report)
+        })
+        .await;
+        match done {
+            Ok((s, r)) => (*seen, *report) = (s, r),
+            Err(why) => {
+                // The observations went with the task: this attempt's evidence is incomplete.
+                report.recording_failure = Some(why);
                 return;
             }
-        };
-        self.cross_check(def, &ws, seen, report);
-        self.archive(&p.workspace, seen, report);
+        }
         if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault {
             return;
         }
@@ -475,8 +488,9 @@ impl DockerExecutor {
     }
 
     /// Removes the attempt's directory — only ever a direct child of the executor's work
-    /// directory, whatever the slot id says.
-    fn remove_attempt_dir(&self, dir: &Path) {
+    /// directory, whatever the slot id says — on the blocking pool (an agent-made tree can be
+    /// millions of entries).
+    async fn remove_attempt_dir(&self, dir: &Path) {
         if !is_attempt_dir(&self.work, dir) {
             tracing::error!(
                 "refusing to remove {}: not an attempt directory under {}",
@@ -485,10 +499,52 @@ impl DockerExecutor {
             );
             return;
         }
-        if let Err(e) = remove_attempt_tree(dir) {
-            tracing::warn!("{}: {e}", dir.display());
+        let owned = dir.to_path_buf();
+        match off_runtime(move || remove_attempt_tree(&owned)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("{}: {e}", dir.display()),
+            Err(e) => tracing::warn!("{}: {e}", dir.display()),
         }
     }
+}
+
+/// The agent's files after its container: the accounting cross-check, then the archive.
+fn leftovers(
+    store: &ArtifactStore,
+    def: &RuntimeDef,
+    workspace: &Path,
+    state: Option<&Path>,
+    seen: &mut Seen,
+    report: &mut AttemptReport,
+) {
+    let ws = match eval_evidence::leftovers::Beneath::open(workspace) {
+        Ok(ws) => ws,
+        Err(e) => {
+            seen.leftover("the workspace", &e);
+            if def.metrics_path.is_some() {
+                seen.obs.accounting =
+                    classify::Accounting::MetricsUnreadable(format!("the workspace: {e}"));
+                report.accounting = Some(seen.obs.accounting.as_str().to_owned());
+            }
+            seen.obs.graded = classify::Graded::Unscorable(format!("the workspace: {e}"));
+            return;
+        }
+    };
+    accounting::cross_check(store, def, &ws, state, seen, report);
+    archive::archive(store, workspace, seen, report);
+}
+
+/// Runs blocking work (file trees, archives, fsync) on the blocking pool and waits for it, so
+/// the async runtime's workers — which serve every running attempt's proxy — are never held by
+/// it. `Err` only when the work itself panicked or was cancelled.
+pub(crate) async fn off_runtime<T, F>(f: F) -> Result<T, String>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("blocking work of the attempt did not finish: {e}"))
 }
 
 /// `dir` is a direct child of `work` reached by a plain name (no `..`, no absolute jump).
@@ -642,6 +698,30 @@ mod tests {
         assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"host file");
         // Already gone: nothing to do, no error.
         remove_attempt_tree(&dir).unwrap();
+    }
+
+    /// Blocking work must not hold the runtime: on a single-threaded runtime, a sibling future
+    /// (standing for another attempt's proxy) runs while the blocking work waits for it. Done on
+    /// the runtime's own thread, the work would wait forever for a sibling that never gets
+    /// polled; the bound only turns that hang into a failure and is never reached when it
+    /// works.
+    #[test]
+    fn blocking_work_leaves_the_runtime_to_its_siblings() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (work, sibling) = rt.block_on(async move {
+            tokio::join!(
+                off_runtime(move || rx.recv_timeout(std::time::Duration::from_secs(120))),
+                async move { tx.send(()).is_ok() }
+            )
+        });
+        assert!(sibling);
+        assert!(
+            work.unwrap().is_ok(),
+            "the sibling never ran during the work"
+        );
     }
 
     #[test]

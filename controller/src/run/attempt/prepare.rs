@@ -19,6 +19,9 @@ pub(super) struct Prepared {
     pub(super) task_dir: PathBuf,
     pub(super) workspace: PathBuf,
     pub(super) out: PathBuf,
+    /// The harness's state directory (`metrics_root = "state"`), beside the workspace and
+    /// never in it.
+    pub(super) state: Option<PathBuf>,
     pub(super) socket: PathBuf,
     /// The container user's ids (the socket is handed to them).
     uid: u32,
@@ -41,6 +44,37 @@ fn host_fault(what: String, e: &std::io::Error) -> AttemptReport {
     )
 }
 
+/// Free space (bytes) and inodes the attempts' filesystem must have before an attempt starts:
+/// room for one attempt's workspace, logs and archive. Below it the attempt does not start
+/// (`filesystem_capacity` before any container: retried without using a rerun), so a host that
+/// is running out fails before an agent runs, not in the middle of one.
+pub const FREE_BYTES_RESERVE: u64 = 2 << 30;
+/// See [`FREE_BYTES_RESERVE`].
+pub const FREE_INODES_RESERVE: u64 = 100_000;
+
+/// Why `(available bytes, available inodes)` is below the reserve, if it is. A filesystem that
+/// reports no inode count (0 total) is judged by bytes alone.
+pub(super) fn below_reserve(bytes: u64, inodes: u64, total_inodes: u64) -> Option<String> {
+    if bytes < FREE_BYTES_RESERVE {
+        return Some(format!(
+            "{bytes} bytes free, the reserve before an attempt is {FREE_BYTES_RESERVE}"
+        ));
+    }
+    if total_inodes > 0 && inodes < FREE_INODES_RESERVE {
+        return Some(format!(
+            "{inodes} inodes free, the reserve before an attempt is {FREE_INODES_RESERVE}"
+        ));
+    }
+    None
+}
+
+/// The free-space reserve of the filesystem holding `dir`.
+fn reserve_problem(dir: &Path) -> Result<Option<String>, std::io::Error> {
+    let st = rustix::fs::statvfs(dir).map_err(std::io::Error::from)?;
+    let bytes = st.f_bavail.saturating_mul(st.f_frsize);
+    Ok(below_reserve(bytes, st.f_favail, st.f_files))
+}
+
 impl DockerExecutor {
     /// A fresh attempt directory (workspace copy, grader out dir) owned by the container's user
     /// `(uid, gid)` (`policy::effective_user`), and the attempt's private socket directory.
@@ -50,6 +84,7 @@ impl DockerExecutor {
         (uid, gid): (u32, u32),
         task: &TaskBundle,
         dir: &Path,
+        with_state: bool,
     ) -> Result<Prepared, Box<AttemptReport>> {
         if !super::is_attempt_dir(&self.work, dir) {
             return Err(Box::new(AttemptReport::infra(
@@ -61,18 +96,41 @@ impl DockerExecutor {
                 ),
             )));
         }
+        match reserve_problem(&self.work) {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                return Err(Box::new(AttemptReport::infra(
+                    FaultCode::FilesystemCapacity,
+                    format!("{}: {why}", self.work.display()),
+                )));
+            }
+            Err(e) => {
+                return Err(Box::new(host_fault(
+                    format!("checking {}", self.work.display()),
+                    &e,
+                )));
+            }
+        }
         let task_dir = self.root.join(&task.dir);
         let workspace = dir.join("workspace");
         let out = dir.join("out");
+        let state = with_state.then(|| dir.join("state"));
         let fresh = (|| -> std::io::Result<()> {
             super::remove_attempt_tree(dir)?;
             std::fs::create_dir_all(dir)?;
             copy_tree(&task_dir.join("workspace"), &workspace)?;
+            if let Some(state) = &state {
+                std::fs::create_dir_all(state)?;
+            }
             std::fs::create_dir_all(&out)
         })();
         fresh.map_err(|e| host_fault(format!("preparing {}", dir.display()), &e))?;
         eval_runtimes::host::prepare_workspace(&workspace, (uid, gid))
             .and_then(|_| eval_runtimes::host::prepare_workspace(&out, (uid, gid)))
+            .and_then(|_| match &state {
+                Some(state) => eval_runtimes::host::prepare_workspace(state, (uid, gid)),
+                None => Ok(()),
+            })
             .map_err(|e| {
                 let f = engine_fault(&e);
                 AttemptReport::infra(f.code, f.detail)
@@ -85,6 +143,7 @@ impl DockerExecutor {
             task_dir,
             workspace,
             out,
+            state,
             socket,
             uid,
             gid,
@@ -252,6 +311,27 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod reserve_tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_needs_the_free_space_reserve() {
+        assert_eq!(
+            below_reserve(FREE_BYTES_RESERVE, FREE_INODES_RESERVE, 1 << 20),
+            None
+        );
+        let why = below_reserve(FREE_BYTES_RESERVE - 1, 1 << 30, 1 << 30).unwrap();
+        assert!(why.contains("bytes free"), "{why}");
+        let why = below_reserve(u64::MAX, FREE_INODES_RESERVE - 1, 1 << 30).unwrap();
+        assert!(why.contains("inodes free"), "{why}");
+        // No inode accounting at all (some filesystems report 0): bytes decide.
+        assert_eq!(below_reserve(u64::MAX, 0, 0), None);
+        // This machine's own work directory can be checked.
+        assert!(reserve_problem(&std::env::temp_dir()).is_ok());
+    }
 }
 
 #[cfg(test)]

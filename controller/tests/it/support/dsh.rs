@@ -103,7 +103,17 @@ pub enum Kind {
     Answer,
     /// A request without tools (the Harness's session-title call).
     Title,
+    /// The Harness's `bash` tool with a hostile command (a prompt holding [`HOSTILE_HANG`] or
+    /// [`HOSTILE_DELETE`]).
+    Bash,
 }
+
+/// In a prompt: every reply is a `bash` call that sleeps far beyond any test task's time limit,
+/// so the attempt can only end by the controller killing it at that limit.
+pub const HOSTILE_HANG: &str = "EVAL-TEST-HANG";
+/// In a prompt: a harmless `bash` call, then one that deletes the Harness's transcript wherever
+/// it is (`/eval-state`, and where it used to be, `/workspace/.dsh-transcript`), then an answer.
+pub const HOSTILE_DELETE: &str = "EVAL-TEST-DELETE";
 
 /// A fault the upstream plays instead of (or in the middle of) an answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -710,7 +720,34 @@ async fn handle(
         .as_str()
         .unwrap_or("deepseek-v4-flash")
         .to_owned();
-    let (kind, reply) = if tools.is_empty() {
+    let prompt: String = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    let bash = |command: &str| {
+        Reply::Call(
+            "bash".into(),
+            json!({"command": command, "description": "scripted"}),
+        )
+    };
+    let (kind, reply) = if !tools.is_empty() && prompt.contains(HOSTILE_HANG) {
+        (Kind::Bash, bash("sleep 3600"))
+    } else if !tools.is_empty()
+        && prompt.contains(HOSTILE_DELETE)
+        && done.iter().filter(|n| *n == "bash").count() < 2
+    {
+        // dsh makes a step's records durable once the step's tools have finished, so the
+        // transcript exists only from the second step on: a harmless call first, then the
+        // deletion (waiting on the file, bounded, never on a clock alone).
+        let command = if has(&done, "bash") {
+            "i=0; while [ $i -lt 300 ] && ! ls /eval-state/*/*/session.jsonl /workspace/.dsh-transcript/*/*/session.jsonl >/dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done; \
+             rm -rf /eval-state/* /workspace/.dsh-transcript; echo removed"
+        } else {
+            "echo ready"
+        };
+        (Kind::Bash, bash(command))
+    } else if tools.is_empty() {
         (Kind::Title, Reply::Text("Scripted task".into()))
     } else if let Some(route) = route.filter(|_| !done.iter().any(|n| n == "lattice_route")) {
         (

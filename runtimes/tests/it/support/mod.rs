@@ -231,6 +231,7 @@ pub fn agent_mounts(d: &AttemptDirs) -> RoleMounts {
         prompt: d.prompt.clone(),
         socket: d.socket.clone(),
         shim: static_bins::locate(static_bins::SHIM).unwrap(),
+        state: None,
     }
 }
 
