@@ -140,6 +140,8 @@ pub struct DockerExecutor {
     sockets: SocketRoot,
     /// Per suite, the protocol's own exploits (name → project-relative directory).
     custom_exploits: BTreeMap<String, BTreeMap<String, String>>,
+    /// What the protocol requires the agent's containers to run under.
+    isolation: eval_protocols::protocol::Isolation,
 }
 
 /// What the executor needs from the run command.
@@ -228,6 +230,7 @@ impl DockerExecutor {
             shim,
             extra_labels: cfg.extra_labels,
             sockets,
+            isolation: p.isolation,
             custom_exploits: p
                 .suites
                 .iter()
