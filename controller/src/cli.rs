@@ -427,6 +427,10 @@ pub struct ImportV04SimpleArgs {
     /// `grader_valid` integrity rule
     #[arg(long, value_name = "DIR")]
     pub solutions: Option<PathBuf>,
+    /// Accept inputs whose SHA-256 is not the one of v0.4 (Plan Lattice 0414dfa) built into eval
+    /// (the two packages, simple-tasks.json, simple-grader.mjs); the protocol then records them
+    #[arg(long)]
+    pub allow_unpinned: bool,
     /// Which grading of the same assertions the gates read: `v04` (v0.4's grader, `score`) or
     /// `hardened` (eval's, each case in its own child process, `hardened_score`); both always run
     #[arg(long, value_enum, default_value = "v04")]

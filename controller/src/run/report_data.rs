@@ -298,6 +298,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         rerunnable_fault_codes: {
             let mut c = p.reruns.codes.clone();
             c.push(FaultCode::InterruptedBeforeModelCall);
+            c.push(FaultCode::UpstreamAccountRefused);
             c
         },
         max_reruns_per_slot: Some(p.reruns.max_reruns_per_slot),

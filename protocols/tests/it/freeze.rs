@@ -735,3 +735,32 @@ fn wire_metrics_and_task_expectations_are_validated() {
     let e = proj.load("demo").unwrap_err().to_string();
     assert!(e.contains("wire.expected_clarification"), "{e}");
 }
+
+/// `isolation = "gvisor"` is read, changes the identity (the freeze records it with the
+/// protocol's bytes), and an unknown isolation is refused when the protocol loads.
+#[test]
+fn isolation_is_part_of_the_frozen_protocol() {
+    use eval_protocols::protocol::Isolation;
+    let f = fixture();
+    let plain = Project::open(&f.root).load("demo").unwrap();
+    assert_eq!(plain.protocol.isolation, Isolation::Runc);
+    let first = identity(&do_freeze(&f).unwrap());
+
+    let g = fixture();
+    let path = g.root.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&path).unwrap();
+    let at = text.find("\n[").unwrap();
+    let (head, tail) = text.split_at(at);
+    fs::write(&path, format!("{head}\nisolation = \"gvisor\"\n{tail}")).unwrap();
+    let loaded = Project::open(&g.root).load("demo").unwrap();
+    assert_eq!(loaded.protocol.isolation, Isolation::Gvisor);
+    let second = identity(&do_freeze(&g).unwrap());
+    assert_ne!(first, second);
+
+    fs::write(&path, format!("{head}\nisolation = \"chroot\"\n{tail}")).unwrap();
+    let e = Project::open(&g.root).load("demo").unwrap_err();
+    assert!(
+        e.to_string().contains("chroot") || e.to_string().contains("isolation"),
+        "{e}"
+    );
+}
