@@ -676,6 +676,66 @@ fn a_gate_on_each_built_in_metric_is_accepted() {
     assert!(msg.contains("tokens_total"), "{msg}");
 }
 
+/// Wire metrics are built in for a suite to list; `wire_route_matches` needs every task of the
+/// suite to declare what it is compared with, and a `[wire]` table names known values only.
+#[test]
+fn wire_metrics_and_task_expectations_are_validated() {
+    let f = fixture();
+    let p = f.root.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&p).unwrap();
+    fs::write(
+        &p,
+        text.replacen(
+            "metrics = [\"score\", \"model_turns\"",
+            "metrics = [\"score\", \"wire_routed\", \"wire_route_matches\", \"model_turns\"",
+            1,
+        ),
+    )
+    .unwrap();
+    let proj = Project::open(&f.root);
+    let e = proj.load("demo").unwrap_err().to_string();
+    assert!(
+        e.contains("wire_route_matches") && e.contains("[wire] expected_route"),
+        "{e}"
+    );
+    let tasks = f.root.join("protocols/demo/tasks/simple");
+    let mut dirs: Vec<_> = fs::read_dir(&tasks)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .collect();
+    dirs.sort();
+    for d in &dirs {
+        let t = d.join("task.toml");
+        let s = fs::read_to_string(&t).unwrap();
+        fs::write(&t, format!("{s}\n[wire]\nexpected_route = \"bypass\"\n")).unwrap();
+    }
+    let loaded = proj.load("demo").unwrap();
+    let t = loaded.tasks.iter().find(|t| t.suite == "simple").unwrap();
+    assert_eq!(t.spec.wire.as_ref().unwrap().expected_route, "bypass");
+    let t = dirs[0].join("task.toml");
+    let s = fs::read_to_string(&t).unwrap();
+    fs::write(
+        &t,
+        s.replace("expected_route = \"bypass\"", "expected_route = \"maybe\""),
+    )
+    .unwrap();
+    let e = proj.load("demo").unwrap_err().to_string();
+    assert!(
+        e.contains("wire.expected_route") && e.contains("maybe"),
+        "{e}"
+    );
+    fs::write(
+        &t,
+        s.replace(
+            "expected_route = \"bypass\"",
+            "expected_route = \"contract\"\nexpected_clarification = \"sometimes\"",
+        ),
+    )
+    .unwrap();
+    let e = proj.load("demo").unwrap_err().to_string();
+    assert!(e.contains("wire.expected_clarification"), "{e}");
+}
+
 /// `isolation = "gvisor"` is read, changes the identity (the freeze records it with the
 /// protocol's bytes), and an unknown isolation is refused when the protocol loads.
 #[test]
