@@ -231,7 +231,8 @@ pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
         | E::NoRun { .. }
         | E::ExpectHead(_)
         | E::EmptyNote
-        | E::VerifyNeedsKey => Status::Usage,
+        | E::VerifyNeedsKey
+        | E::Pilot { .. } => Status::Usage,
         E::LedgerDoesNotVerify { .. }
         | E::Replay { .. }
         | E::LedgerBroken { .. }
