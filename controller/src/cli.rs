@@ -78,6 +78,16 @@ pub struct PlanArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     pub json: bool,
+    /// Instead of the schedule: each interval gate's power, with the task-level sd estimated from
+    /// a pilot run's ledger (--pilot), and the tasks needed for 80 % power at [power.<gate>] effect
+    #[arg(long, requires = "pilot")]
+    pub power: bool,
+    /// A pilot run's ledger (never the evaluated run's own: its identity is refused)
+    #[arg(long, value_name = "LEDGER")]
+    pub pilot: Option<PathBuf>,
+    /// State directory (default: ./runs), where the protocol's frozen identity is looked up
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -427,6 +437,10 @@ pub struct ImportV04SimpleArgs {
     /// `grader_valid` integrity rule
     #[arg(long, value_name = "DIR")]
     pub solutions: Option<PathBuf>,
+    /// Accept inputs whose SHA-256 is not the one of v0.4 (Plan Lattice 0414dfa) built into eval
+    /// (the two packages, simple-tasks.json, simple-grader.mjs); the protocol then records them
+    #[arg(long)]
+    pub allow_unpinned: bool,
     /// Which grading of the same assertions the gates read: `v04` (v0.4's grader, `score`) or
     /// `hardened` (eval's, each case in its own child process, `hardened_score`); both always run
     #[arg(long, value_enum, default_value = "v04")]

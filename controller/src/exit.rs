@@ -139,6 +139,7 @@ pub fn session_status(e: &crate::commands::run::SessionError) -> Status {
         E::Checkpointer(_) => Status::Integrity,
         E::Engine(e) => runtime_status(e),
         E::Run(e) => run_status(e),
+        E::Inputs(e) => integrity_if(e.is_integrity()),
     }
 }
 
@@ -230,7 +231,8 @@ pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
         | E::NoRun { .. }
         | E::ExpectHead(_)
         | E::EmptyNote
-        | E::VerifyNeedsKey => Status::Usage,
+        | E::VerifyNeedsKey
+        | E::Pilot { .. } => Status::Usage,
         E::LedgerDoesNotVerify { .. }
         | E::Replay { .. }
         | E::LedgerBroken { .. }
@@ -356,6 +358,9 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::ImageId { .. }
         | E::RouterIdentity(_)
         | E::Read { .. }
+        | E::NotRegular { .. }
+        | E::TooLarge { .. }
+        | E::Unpinned { .. }
         | E::SumsNotUtf8(_)
         | E::SumsLine { .. }
         | E::NotListed { .. }

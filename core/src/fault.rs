@@ -46,6 +46,15 @@ pub enum FaultCode {
     /// now carries the engine's code, an unscorable workspace is the agent's outcome); never
     /// assigned any more, kept so that their ledgers still read.
     GraderFailure,
+    /// The upstream refused the run's API key (401/403) or its account is out of balance (402):
+    /// nothing an agent does, and nothing another attempt could change, so the run stops; the
+    /// attempts it stopped are rerun by rule once the account is fixed.
+    UpstreamAccountRefused,
+    /// The provider failed the agent's call and the harness gave up on it: 429/5xx past the
+    /// harness's retries, `finish_reason: insufficient_system_resource`, a stream of keep-alive
+    /// comments closed without data, a stall (no data for the idle timeout). Rerunnable when
+    /// the protocol lists it.
+    ProviderUnavailable,
 }
 
 /// Preparation failures (no container, no model call) a slot may have, each retried without
@@ -55,7 +64,7 @@ pub const MAX_PREPARATION_FAILURES: u32 = 3;
 
 impl FaultCode {
     /// Every code, in declaration order.
-    pub const ALL: [FaultCode; 13] = [
+    pub const ALL: [FaultCode; 15] = [
         FaultCode::ContainerRuntimeFailure,
         FaultCode::ImageMissing,
         FaultCode::FilesystemCapacity,
@@ -69,6 +78,8 @@ impl FaultCode {
         FaultCode::BenchmarkServiceUnavailable,
         FaultCode::RunnerCrashBeforeModelCall,
         FaultCode::GraderFailure,
+        FaultCode::UpstreamAccountRefused,
+        FaultCode::ProviderUnavailable,
     ];
 
     /// Whether a fault of this code that happened before any container of the attempt existed
@@ -98,6 +109,8 @@ impl FaultCode {
             FaultCode::BenchmarkServiceUnavailable => "benchmark_service_unavailable",
             FaultCode::RunnerCrashBeforeModelCall => "runner_crash_before_model_call",
             FaultCode::GraderFailure => "grader_failure",
+            FaultCode::UpstreamAccountRefused => "upstream_account_refused",
+            FaultCode::ProviderUnavailable => "provider_unavailable",
         }
     }
 }

@@ -55,6 +55,33 @@ pub struct RoleMeter {
     #[serde(default)]
     pub upstream_transport_errors: u64,
     pub spend_usd: f64,
+    /// Upstream 401/403 (the proxy's key refused) and 402 (the account out of balance): counted
+    /// here, not among the errors above' kinds — no request of an agent causes them.
+    #[serde(default)]
+    pub upstream_account_refusals: u64,
+    /// Provider faults the proxy saw (see [`ProviderFault`]), however the call ended.
+    #[serde(default)]
+    pub provider_faults: u64,
+    /// The latest provider fault, cleared by every later complete turn: when it is set at the
+    /// end of an attempt, the agent's last call failed on the provider's side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_provider_fault: Option<ProviderFault>,
+}
+
+/// A failure of the provider's that the proxy saw on the wire, with what identifies it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderFault {
+    /// `account` (401/403/402), `status` (429, 5xx), `insufficient_system_resource`,
+    /// `keep_alive_only` (a stream of comments closed without data), `stall` (no data for the
+    /// idle timeout; comments are not progress).
+    pub kind: String,
+    /// The upstream's status.
+    pub status: Option<u16>,
+    /// `sha256:<hex>` of the upstream's (redacted) response body, when one was read.
+    pub body_digest: Option<String>,
+    /// The call's seq in its attempt.
+    pub seq: u64,
+    pub detail: String,
 }
 
 impl RoleMeter {

@@ -35,11 +35,13 @@ use pipeline::run;
 pub(crate) struct RefusedByProxy(pub CallOutcome);
 
 /// Upstream response headers passed back to the client; everything else stays in the proxy.
-const RESPONSE_HEADERS: [&str; 4] = [
+const RESPONSE_HEADERS: [&str; 5] = [
     "content-type",
     "cache-control",
     "x-request-id",
     "request-id",
+    // A 429/503's pacing: the client's retry policy (the DeepSeek Harness honours it) needs it.
+    "retry-after",
 ];
 
 /// The parts of a complete response body the meter reads.
@@ -74,12 +76,17 @@ pub(crate) enum UpstreamFault {
     Server,
     /// No usable answer: connect failure, reset, timeout, a body that broke off or stalled.
     Transport,
+    /// 401/403 (the proxy's key refused) or 402 (the account out of balance): the run's
+    /// account, which no request of an agent can change.
+    Account,
 }
 
 impl UpstreamFault {
     pub(crate) fn of_status(status: StatusCode) -> Self {
         let s = status.as_u16();
-        if (400..500).contains(&s) && s != 429 && s != 401 && s != 403 {
+        if matches!(s, 401..=403) {
+            UpstreamFault::Account
+        } else if (400..500).contains(&s) && s != 429 {
             UpstreamFault::Client
         } else {
             UpstreamFault::Server
@@ -185,13 +192,47 @@ impl Call {
 
     /// Counts one upstream failure of the given kind (and in the total).
     fn count_upstream(&self, fault: UpstreamFault) {
+        let status = self.record.upstream_status;
         self.with_meter(|m| {
-            m.upstream_errors += 1;
             match fault {
                 UpstreamFault::Client => m.upstream_client_errors += 1,
                 UpstreamFault::Server => m.upstream_server_errors += 1,
                 UpstreamFault::Transport => m.upstream_transport_errors += 1,
+                UpstreamFault::Account => m.upstream_account_refusals += 1,
             }
+            if fault != UpstreamFault::Account {
+                m.upstream_errors += 1;
+            }
+        });
+        match fault {
+            UpstreamFault::Account => {
+                let why = if status == Some(402) {
+                    "the upstream account is out of balance"
+                } else {
+                    "the upstream refused the API key"
+                };
+                self.provider_fault("account", why);
+            }
+            // A status the provider answered (429, 5xx); not a body the proxy could not use.
+            UpstreamFault::Server if status.is_some_and(|s| s == 429 || s >= 500) => {
+                self.provider_fault("status", "the upstream answered an error status");
+            }
+            _ => {}
+        }
+    }
+
+    /// Records a provider fault on the role's meter, with the upstream's status and body digest.
+    fn provider_fault(&self, kind: &str, detail: &str) {
+        let f = crate::budget::ProviderFault {
+            kind: kind.to_owned(),
+            status: self.record.upstream_status,
+            body_digest: self.record.response_digest.clone(),
+            seq: self.record.seq,
+            detail: detail.to_owned(),
+        };
+        self.with_meter(|m| {
+            m.provider_faults += 1;
+            m.last_provider_fault = Some(f);
         });
     }
 
@@ -484,6 +525,7 @@ fn meter_success(call: &mut Call, usage: Option<Usage>, spend: f64, complete: bo
         match (&usage, turn) {
             (Some(u), true) => {
                 m.turns += 1;
+                m.last_provider_fault = None;
                 m.input_tokens += u.input_tokens;
                 m.output_tokens += u.output_tokens;
                 m.cached_input_tokens += u.cached_input_tokens;
@@ -715,7 +757,7 @@ async fn list_models(
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         call.record.changes.push(Change::ReplacedAuthError);
         return call.upstream_refused(
-            UpstreamFault::Server,
+            UpstreamFault::Account,
             StatusCode::BAD_GATEWAY,
             "upstream_auth_error",
             "the upstream refused the proxy's credentials",

@@ -28,7 +28,7 @@ pub mod sse;
 mod usage;
 pub mod wire;
 
-pub use budget::RoleMeter;
+pub use budget::{ProviderFault, RoleMeter};
 pub use config::{
     ApiKind, AttemptSpec, Budget, Contract, Listen, ListenerLimits, ParamRule, Price, PriceTable,
     ProxyConfig, Role, RoleSpec, RunBudget, RunSeed, Timeouts,

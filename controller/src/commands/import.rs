@@ -22,6 +22,38 @@ const SUMS_FILE: &str = "SHA256SUMS";
 const PACKAGE_V03: &str = "dsh-plan-lattice-0.3.0.tgz";
 const PACKAGE_V04: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
 
+/// v0.4's inputs as frozen at Plan Lattice `0414dfa`: the packages as its release `SHA256SUMS`
+/// lists them, the task list and grader as `eval/v0.4/checksums.sha256` does. Compiled in, because
+/// a `SHA256SUMS` read from the same directory as the packages vouches for nothing.
+const PINNED: &[(&str, &str)] = &[
+    (
+        PACKAGE_V03,
+        "a2cda7e45fdac11865b05809b49434e0809142aebe3b97ce6b17cf630060163d",
+    ),
+    (
+        PACKAGE_V04,
+        "6e429cc3664bb1f602c0563a30e749a785d7d4f2555e3d05e6d1959c8426f2fe",
+    ),
+    (
+        TASKS_FILE,
+        "9e228f210f806e7c30014b85ef741f18f93fca87f06602252651e6746e837e7c",
+    ),
+    (
+        GRADER_FILE,
+        "179540c038adea0684c29fac67adb4768efd70fe04947bdb398e4844ae10b07d",
+    ),
+];
+
+/// The most bytes the importer reads of each input (v0.4's are 4 KiB to 263 KiB): a link to
+/// `/dev/zero` or a huge file is refused, never read into memory.
+fn size_cap(file: &str) -> u64 {
+    if file.ends_with(".tgz") {
+        32 << 20
+    } else {
+        4 << 20
+    }
+}
+
 /// The dsh runtime and its shared profile rows (owned by `runtimes/dsh/`; the importer fills in the
 /// base image id and appends each arm's plugin rows).
 const DSH_RUNTIME: &str = include_str!("../../../runtimes/dsh/runtime.toml");
@@ -71,6 +103,22 @@ pub enum ImportError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    /// An input that is not a regular file (a link, a FIFO, a device, a directory): opened
+    /// without following links and without blocking, then refused.
+    #[error("{path}: not a regular file ({what}); the importer reads only regular files")]
+    NotRegular { path: PathBuf, what: String },
+    /// An input larger than the importer reads.
+    #[error("{path}: larger than {cap} bytes; not one of v0.4's inputs")]
+    TooLarge { path: PathBuf, cap: u64 },
+    /// An input whose bytes are not v0.4's, as compiled into eval.
+    #[error(
+        "{path}: sha256 {got}, but v0.4 (Plan Lattice 0414dfa) has {want}; pass --allow-unpinned to import other bytes"
+    )]
+    Unpinned {
+        path: PathBuf,
+        got: String,
+        want: &'static str,
     },
     #[error("{0}: not UTF-8")]
     SumsNotUtf8(PathBuf),
@@ -340,6 +388,13 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
     let packages = checked_packages(from)?;
     let grader = read(GRADER_FILE)?;
     let tasks_bytes = read(TASKS_FILE)?;
+    for (file, bytes) in packages
+        .iter()
+        .map(|(f, b)| (*f, b.as_slice()))
+        .chain([(GRADER_FILE, &grader[..]), (TASKS_FILE, &tasks_bytes[..])])
+    {
+        check_pinned(from, file, bytes, args.allow_unpinned)?;
+    }
     let tasks = parse_tasks(&tasks_bytes, &from.join(TASKS_FILE))?;
     let chosen = choose(&tasks, &args.tasks)?;
 
@@ -431,10 +486,84 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
     Ok((out, ids))
 }
 
-/// `file` of DIR.
+/// `file` of DIR: opened without following a link and without blocking (a FIFO neither hangs
+/// the import nor is read), accepted only as a regular file, read up to its size cap.
 fn read_input(from: &Path, file: &str) -> Result<Vec<u8>, ImportError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileTypeExt as _;
     let path = from.join(file);
-    std::fs::read(&path).map_err(|source| ImportError::Read { path, source })
+    let read_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ImportError::Read { path, source }
+    };
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        &path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            ImportError::NotRegular {
+                path: path.clone(),
+                what: "a symbolic link".into(),
+            }
+        } else {
+            ImportError::Read {
+                path: path.clone(),
+                source: e.into(),
+            }
+        }
+    })?;
+    let f = std::fs::File::from(fd);
+    let meta = f.metadata().map_err(read_err(&path))?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_dir() {
+            "a directory"
+        } else if ft.is_char_device() || ft.is_block_device() {
+            "a device"
+        } else if ft.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        return Err(ImportError::NotRegular {
+            path,
+            what: what.into(),
+        });
+    }
+    let cap = size_cap(file);
+    if meta.len() > cap {
+        return Err(ImportError::TooLarge { path, cap });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // Bounded even if the file grows while it is read.
+    f.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err(&path))?;
+    if bytes.len() as u64 > cap {
+        return Err(ImportError::TooLarge { path, cap });
+    }
+    Ok(bytes)
+}
+
+/// Refuses `bytes` of `file` unless they are v0.4's (or `allow` says any bytes may be imported).
+fn check_pinned(from: &Path, file: &str, bytes: &[u8], allow: bool) -> Result<(), ImportError> {
+    let Some((_, want)) = PINNED.iter().find(|(f, _)| *f == file) else {
+        return Ok(());
+    };
+    let got = hex::encode(Sha256::digest(bytes));
+    if allow || got == *want {
+        return Ok(());
+    }
+    Err(ImportError::Unpinned {
+        path: from.join(file),
+        got,
+        want,
+    })
 }
 
 /// The two plugin packages, each checked against DIR's `SHA256SUMS`.

@@ -22,6 +22,9 @@ pub struct Admitted {
     /// Each arm's frozen image id and expected attestation, fixed when verify found no drift
     /// (empty otherwise: admission refuses then).
     pub arms: std::collections::BTreeMap<String, crate::run::attempt::FrozenArm>,
+    /// The freeze's manifest (read when verify found no drift): what the task inputs staged for
+    /// the run are checked against.
+    pub frozen_manifest: Option<eval_protocols::Manifest>,
 }
 
 fn ledger_check(path: &Path) -> LedgerCheck {
@@ -123,6 +126,7 @@ pub fn gather(
         upstream: upstream.clone(),
     };
     let mut arms = std::collections::BTreeMap::new();
+    let mut frozen_manifest = None;
     if let Some(identity) = reg.frozen_identity(&name) {
         facts.identity = Some(identity.to_string());
         facts.retired = reg.retirement(&identity).map(|r| r.reason);
@@ -145,6 +149,7 @@ pub fn gather(
                 .frozen(&name)
                 .ok_or_else(|| AdmissionError::NotFrozen(name.clone()))?;
             let doc = eval_protocols::freeze::read_doc(state, &rec)?;
+            frozen_manifest = doc.manifest();
             match crate::run::attempt::frozen_arms(&project.root, &loaded.protocol, &doc.images) {
                 Ok(a) => arms = a,
                 Err(e) => facts.drift.push(e.to_string()),
@@ -161,6 +166,7 @@ pub fn gather(
         preconditions_met,
         facts,
         arms,
+        frozen_manifest,
     })
 }
 
@@ -364,6 +370,9 @@ pub enum SessionError {
     Setup(#[from] crate::run::attempt::SetupError),
     #[error(transparent)]
     Run(#[from] crate::run::RunError),
+    /// Staging the task inputs into the run's content-addressed copy.
+    #[error(transparent)]
+    Inputs(#[from] crate::run::inputs::InputsError),
 }
 
 /// Runs one session after admission: the upstream, the proxy, the executor, the runner. What
@@ -419,6 +428,20 @@ impl Drop for Held {
         if let Some(exec) = self.exec.take() {
             exec.cleanup();
         }
+    }
+}
+
+/// A swap point for the custody tests: `EVAL_TEST_RENAME_AFTER_STAGING=<from>:<to>` renames
+/// `<from>` over `<to>` once the task inputs are staged — an operator changing a grader file of
+/// the project mid-run. Only debug builds read the variable.
+fn swap_point_after_staging() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    if let Some(v) = std::env::var_os("EVAL_TEST_RENAME_AFTER_STAGING")
+        && let Some((from, to)) = v.to_str().and_then(|v| v.split_once(':'))
+    {
+        let _ = std::fs::rename(from, to);
     }
 }
 
@@ -595,6 +618,18 @@ async fn session(
     let docker = eval_runtimes::DockerRuntime::connect().await?;
     let store =
         eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
+    let inputs = crate::run::inputs::stage(
+        &project.root,
+        &crate::run::run_dir(state, &matrix),
+        &loaded.tasks,
+        admitted.frozen_manifest.as_ref().ok_or_else(|| {
+            crate::run::inputs::InputsError::Mismatch {
+                task: matrix.clone(),
+                detail: "the freeze holds no readable manifest".into(),
+            }
+        })?,
+    )?;
+    swap_point_after_staging();
     let exec = Arc::new(DockerExecutor::new(
         loaded,
         Arc::new(docker),
@@ -602,6 +637,7 @@ async fn session(
         control,
         bridge,
         ExecutorConfig {
+            inputs,
             root: project.root.clone(),
             work: crate::run::run_dir(state, &matrix).join("attempts"),
             store,

@@ -14,9 +14,11 @@ pub mod admission;
 pub mod attempt;
 pub mod controls;
 pub mod events;
+pub mod inputs;
 pub mod replay;
 pub mod report_data;
 pub mod runner;
+pub mod wire_metrics;
 
 use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
@@ -254,6 +256,10 @@ pub struct Recorder {
     /// The first recording failure, sticky: once set, the runner records no further outcome
     /// and ends the session with [`RunError::Record`].
     fatal: Arc<Mutex<Option<String>>>,
+    /// Why the run stops because of the upstream account (its key refused, its balance gone):
+    /// sticky; no attempt starts after it, and attempts it cancels close as
+    /// `upstream_account_refused`.
+    account_stop: Arc<Mutex<Option<String>>>,
     /// A test-only crash point (see [`crash_point`]), read once at construction.
     crash_at: Option<Arc<CrashPoint>>,
 }
@@ -280,6 +286,7 @@ impl Recorder {
             upstream_kind: upstream_kind.into(),
             checkpointer: None,
             fatal: Arc::new(Mutex::new(None)),
+            account_stop: Arc::new(Mutex::new(None)),
             crash_at: CrashPoint::from_env().map(Arc::new),
         })
     }
@@ -395,6 +402,22 @@ impl Recorder {
         if f.is_none() {
             *f = Some(what.to_owned());
         }
+    }
+
+    /// Stops the run for the upstream account's sake (the first reason stays).
+    pub fn stop_for_account(&self, why: &str) {
+        let mut f = self.account_stop.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(why.to_owned());
+        }
+    }
+
+    /// See [`Recorder::stop_for_account`].
+    pub fn account_stop(&self) -> Option<String> {
+        self.account_stop
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The first recording failure of this session, if any.

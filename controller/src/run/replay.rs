@@ -478,9 +478,14 @@ fn is_unprepared(a: &AttemptState) -> bool {
 }
 
 /// `interrupted_before_model_call` is rerun by rule (nothing was spent and the agent never got
-/// a chance to act); every other code only when the protocol lists it.
+/// a chance to act), and so is `upstream_account_refused` (the run's key or balance failed,
+/// which stopped the run; no agent can cause it); every other code only when the protocol
+/// lists it.
 pub fn is_rerunnable(code: FaultCode, rules: &RerunRules) -> bool {
-    code == FaultCode::InterruptedBeforeModelCall || rules.codes.contains(&code)
+    matches!(
+        code,
+        FaultCode::InterruptedBeforeModelCall | FaultCode::UpstreamAccountRefused
+    ) || rules.codes.contains(&code)
 }
 
 /// How a started-but-unfinished attempt is closed on resume or Ctrl-C.

@@ -139,10 +139,17 @@ pub async fn run_session(
         tracker.wait().await;
         tracker.reopen();
         if cancel.is_cancelled() {
-            stopped = Some(
-                "interrupted (Ctrl-C or a fatal error); run the same command again to continue"
-                    .into(),
-            );
+            stopped = Some(match rec.account_stop() {
+                Some(why) => format!(
+                    "{why}; no further attempt was started and the attempts in flight were \
+                     closed as upstream_account_refused; fix the account, then run the same \
+                     command again to continue"
+                ),
+                None => {
+                    "interrupted (Ctrl-C or a fatal error); run the same command again to continue"
+                        .into()
+                }
+            });
             break;
         }
         if phase != Phase::Statistical {
@@ -298,7 +305,15 @@ async fn run_slot(
             return Err(RunError::Record(why));
         }
         let mut report = report;
-        if report.cancelled {
+        let account_stop = rec.account_stop();
+        if report.cancelled
+            && let Some(why) = &account_stop
+        {
+            // Stopped because another attempt found the account refused: the same cause.
+            report.outcome = Some(Outcome::InfraFault);
+            report.infra_fault = Some(FaultCode::UpstreamAccountRefused);
+            report.detail = Some(format!("the run stopped: {why}"));
+        } else if report.cancelled {
             let (o, code) = if !rec.may_have_spent(&spec.attempt) {
                 (
                     Outcome::InfraFault,
@@ -319,6 +334,17 @@ async fn run_slot(
         p.model_calls = rec.model_call_seqs_of(&spec.attempt);
         rec.append(events::ATTEMPT_OUTCOME, &p).await?;
         progress.attempt_finished(&spec.attempt, &p, &rec.state().summary());
+        if p.infra_fault == Some(FaultCode::UpstreamAccountRefused) && !report.cancelled {
+            // The account is the run's, not the attempt's: every further call would be refused
+            // too. Stop starting attempts and close the ones in flight.
+            rec.stop_for_account(
+                p.detail
+                    .as_deref()
+                    .unwrap_or("the upstream refused the account"),
+            );
+            cancel.cancel();
+            return Ok(());
+        }
         if report.cancelled {
             return Ok(());
         }

@@ -551,6 +551,54 @@ fn the_controller_signs_only_what_its_own_writer_committed() {
     let pub_file = tmp.path().join("a.key.pub");
     let pubk = pub_file.to_str().unwrap();
 
+    // The honest report of the signed run: the `report` entry is signed in its own transaction
+    // and report.intoto.json attests it; `--verify` accepts it and refuses it once report.json
+    // changes. (On a copy, so the forgeries below start from the unreported run.)
+    let honest = state_copy(&dir, "honest");
+    let o = eval(
+        &dir,
+        &[
+            "report",
+            "--matrix",
+            "demo",
+            "--state",
+            honest.to_str().unwrap(),
+            "--signing-key-file",
+            key_arg,
+            "--format",
+            "md",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let att = honest.join("demo/report.intoto.json");
+    let att_s = att.to_str().unwrap();
+    let o = eval(&dir, &["report", "--verify", att_s, "--public-key", pubk]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let hl = honest.join("demo/ledger.sqlite");
+    let o = eval(
+        &dir,
+        &[
+            "ledger",
+            "verify",
+            hl.to_str().unwrap(),
+            "--public-key",
+            pubk,
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["unsigned_tail"], 1, "{v}");
+    let report_json = honest.join("demo/report.json");
+    let mut tampered = std::fs::read(&report_json).unwrap();
+    let at = tampered.iter().position(|b| *b == b'{').unwrap() + 1;
+    tampered.insert(at, b' ');
+    std::fs::write(&report_json, tampered).unwrap();
+    let o = eval(&dir, &["report", "--verify", att_s, "--public-key", pubk]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let private = std::fs::read_to_string(&key_file).unwrap();
+    assert!(!text(&o).contains(private.trim()));
+
     // (1) The report window.
     let window = state_copy(&dir, "window");
     let ledger = window.join("demo/ledger.sqlite");
@@ -621,5 +669,65 @@ fn the_controller_signs_only_what_its_own_writer_committed() {
         v["last_checkpoint"]["tree_size"].as_u64().unwrap() as usize,
         before - 3,
         "{v}"
+    );
+}
+
+/// Task inputs are staged at admission: a grader file of the project swapped once the run has
+/// staged them (the `EVAL_TEST_RENAME_AFTER_STAGING` hook of debug builds: an operator editing
+/// `hidden/` mid-run) and restored before the report changes nothing that was graded.
+#[test]
+fn a_grader_swapped_mid_run_does_not_change_what_was_graded() {
+    if !docker_available() {
+        eprintln!("skipping: no Docker engine");
+        return;
+    }
+    static_binaries();
+    let (_tmp, dir) = demo_project();
+    small_matrix(&dir);
+    let (_, _sweep) = freeze_demo(&dir);
+    let checks = dir.join("protocols/demo/tasks/simple/demo-simple-1/hidden/checks.toml");
+    let original = std::fs::read_to_string(&checks).unwrap();
+    // The swapped grader passes nothing: every check looks for a string no file holds.
+    let evil = dir.join("evil-checks.toml");
+    let rewritten: String = original
+        .lines()
+        .map(|l| {
+            if l.starts_with("contains = ") {
+                "contains = \"never-present-anywhere\"".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&evil, rewritten + "\n").unwrap();
+    let swap = format!("{}:{}", evil.display(), checks.display());
+    let o = eval_env(
+        &dir,
+        &["run", "--matrix", "demo", "--upstream", "fixture"],
+        &[("EVAL_TEST_RENAME_AFTER_STAGING", swap.as_str())],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!evil.exists(), "the hook did not swap");
+    assert_ne!(std::fs::read_to_string(&checks).unwrap(), original);
+    std::fs::write(&checks, &original).unwrap();
+    let o = eval(&dir, &["verify", "--protocol", "demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let passed: Vec<f64> = rows(&dir.join("runs/demo/ledger.sqlite"))
+        .iter()
+        .filter(|r| r.kind == "attempt_outcome")
+        .filter_map(|r| {
+            let v: serde_json::Value = serde_json::from_slice(&r.payload).unwrap();
+            v["slot"]
+                .as_str()?
+                .contains("demo-simple-1")
+                .then(|| v["metrics"]["checks_passed"].as_f64())?
+        })
+        .collect();
+    assert!(!passed.is_empty());
+    assert!(
+        passed.iter().any(|p| *p > 0.0),
+        "every demo-simple-1 attempt was graded by the swapped grader: {passed:?}"
     );
 }

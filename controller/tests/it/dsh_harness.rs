@@ -32,7 +32,7 @@ const V04_PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
 const RUNTIME_TOML: &str = include_str!("../../../runtimes/dsh/runtime.toml");
 const PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
 
-fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     let mut buf = vec![0u8; n];
     std::fs::File::open("/dev/urandom")
         .unwrap()
@@ -46,7 +46,7 @@ fn skip_docker() -> bool {
 }
 
 /// The image id from the environment; `None` (skip) only when `EVAL_SKIP_DOCKER=1` asks for it.
-fn image_id() -> Option<String> {
+pub(crate) fn image_id() -> Option<String> {
     match std::env::var(IMAGE_ENV) {
         Ok(id) if !id.trim().is_empty() => {
             let id = id.trim().to_owned();
@@ -72,7 +72,7 @@ fn image_id() -> Option<String> {
 
 /// v0.4's upstream inputs (the real plugin packages): `EVAL_V04_UPSTREAM`, else
 /// `../shared/v04-upstream` beside the repository.
-fn v04_upstream() -> PathBuf {
+pub(crate) fn v04_upstream() -> PathBuf {
     let dir = crate::support::v04_upstream();
     assert!(
         dir.join(V04_PACKAGE).is_file(),
@@ -83,7 +83,7 @@ fn v04_upstream() -> PathBuf {
 }
 
 /// The package's sha256, checked against the directory's own SHA256SUMS (the pin).
-fn checked_package(dir: &Path) -> Vec<u8> {
+pub(crate) fn checked_package(dir: &Path) -> Vec<u8> {
     let bytes = std::fs::read(dir.join(V04_PACKAGE)).unwrap();
     let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
     let pinned = sums
@@ -236,7 +236,7 @@ fn v04_patch() -> String {
     format!("{PROFILE_PATCH}- id: plan-lattice\n  config:\n    activationMode: auto\n")
 }
 
-fn write_project(dir: &Path, image: &str, marker: &str, package: &[u8]) {
+pub(crate) fn write_project(dir: &Path, image: &str, marker: &str, package: &[u8]) {
     let unique = format!("\n# dsh-harness test {}\n", random_hex(8));
     std::fs::write(
         dir.join("protocols/demo/protocol.toml"),

@@ -94,7 +94,9 @@ fn upstream_copy() -> (tempfile::TempDir, PathBuf) {
     let dir = tmp.path().join("v04");
     std::fs::create_dir(&dir).unwrap();
     for (rel, bytes) in tree(&upstream()) {
-        std::fs::write(dir.join(rel), bytes).unwrap();
+        let to = dir.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, bytes).unwrap();
     }
     (tmp, dir)
 }
@@ -267,6 +269,83 @@ fn a_tampered_or_unlisted_package_exits_2_naming_it_and_writes_nothing() {
     assert!(tree(&proj).is_empty());
 }
 
+/// The importer trusts no byte of its input directory: v0.4's four digests are compiled in, so
+/// a substituted package (with a `SHA256SUMS` rewritten to match), task list or grader is refused
+/// unless `--allow-unpinned`; an input that is a FIFO (which would hang a plain read) or a link
+/// (here to `/dev/zero`, which would exhaust memory) is refused without being read.
+#[test]
+fn the_importer_refuses_substituted_bytes_fifos_and_links() {
+    use sha2::Digest as _;
+    // A substituted package, its SHA256SUMS line rewritten to agree.
+    let (_u, from) = upstream_copy();
+    let mut bytes = std::fs::read(from.join(PACKAGES[1])).unwrap();
+    bytes.extend_from_slice(b"\0");
+    let digest = hex::encode(sha2::Sha256::digest(&bytes));
+    std::fs::write(from.join(PACKAGES[1]), &bytes).unwrap();
+    let sums: String = std::fs::read_to_string(from.join("SHA256SUMS"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.ends_with(PACKAGES[1]) {
+                format!("{digest}  {}\n", PACKAGES[1])
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(from.join("SHA256SUMS"), sums).unwrap();
+    let (_t, proj) = project();
+    let o = import(&proj, &from, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(PACKAGES[1]), "{}", text(&o));
+    assert!(text(&o).contains("--allow-unpinned"), "{}", text(&o));
+    assert!(tree(&proj).is_empty());
+    let o = import(&proj, &from, &["--allow-unpinned"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // A grader that is not v0.4's.
+    let (_u, from) = upstream_copy();
+    let mut g = std::fs::read(from.join("simple-grader.mjs")).unwrap();
+    g.extend_from_slice(b"\n// changed\n");
+    std::fs::write(from.join("simple-grader.mjs"), g).unwrap();
+    let (_t, proj) = project();
+    let o = import(&proj, &from, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("simple-grader.mjs"), "{}", text(&o));
+    assert!(tree(&proj).is_empty());
+
+    // A FIFO and a link to /dev/zero in place of the task list.
+    for kind in ["fifo", "link"] {
+        let (_u, from) = upstream_copy();
+        let target = from.join("simple-tasks.json");
+        std::fs::remove_file(&target).unwrap();
+        if kind == "fifo" {
+            rustix::fs::mkfifoat(
+                rustix::fs::CWD,
+                &target,
+                rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            )
+            .unwrap();
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &target).unwrap();
+        }
+        let (_t, proj) = project();
+        let o = import(&proj, &from, &["--allow-unpinned"]);
+        assert_eq!(o.status.code(), Some(2), "{kind}: {}", text(&o));
+        assert!(
+            text(&o).contains("not a regular file"),
+            "{kind}: {}",
+            text(&o)
+        );
+        assert!(
+            text(&o).contains("simple-tasks.json"),
+            "{kind}: {}",
+            text(&o)
+        );
+        assert!(tree(&proj).is_empty());
+    }
+}
+
 #[test]
 fn a_task_file_path_outside_the_workspace_exits_2_naming_it_and_writes_nothing() {
     for bad in ["../x", "/etc/x", "src/../../x", ".git/config", "a//b"] {
@@ -281,7 +360,8 @@ fn a_task_file_path_outside_the_workspace_exits_2_naming_it_and_writes_nothing()
         )
         .unwrap();
         let (t, proj) = project();
-        let o = import(&proj, &from, &[]);
+        // The list is no longer v0.4's bytes: only --allow-unpinned gets it to the path check.
+        let o = import(&proj, &from, &["--allow-unpinned"]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
         assert!(
             text(&o).contains(&format!("{bad:?}")),

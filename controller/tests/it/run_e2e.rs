@@ -291,8 +291,9 @@ fn fixture_run_end_to_end_with_every_outcome() {
     let registry = std::fs::read_to_string(dir.join("runs/registry.jsonl")).unwrap();
     assert!(!registry.contains("\"kind\":\"report\""), "{registry}");
 
-    // Signed: a checkpoint covers the report entry and report.intoto.json attests the report;
-    // `eval report --verify` accepts it, and refuses it once report.json changes.
+    // A key given only now cannot sign this unsigned run after the fact: its entries were
+    // committed by no signing controller, so they are refused, never signed (the attestation of
+    // a signed run is tested in custody.rs).
     let o = eval(&dir, &["keygen", "--out", "signing.key"]);
     assert!(o.status.success(), "{}", text(&o));
     let o = eval(
@@ -307,46 +308,13 @@ fn fixture_run_end_to_end_with_every_outcome() {
             "md",
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let att = run_dir.join("report.intoto.json");
-    let att_s = att.to_str().unwrap();
-    let o = eval(
-        &dir,
-        &[
-            "report",
-            "--verify",
-            att_s,
-            "--public-key",
-            "signing.key.pub",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = eval(
-        &dir,
-        &[
-            "ledger",
-            "verify",
-            "runs/demo/ledger.sqlite",
-            "--public-key",
-            "signing.key.pub",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let mut tampered = std::fs::read(run_dir.join("report.json")).unwrap();
-    let at = tampered.iter().position(|b| *b == b'{').unwrap() + 1;
-    tampered.insert(at, b' ');
-    std::fs::write(run_dir.join("report.json"), tampered).unwrap();
-    let o = eval(
-        &dir,
-        &[
-            "report",
-            "--verify",
-            att_s,
-            "--public-key",
-            "signing.key.pub",
-        ],
-    );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("covered by no signed checkpoint"),
+        "{}",
+        text(&o)
+    );
+    assert!(!run_dir.join("report.intoto.json").exists());
     let private = std::fs::read_to_string(dir.join("signing.key")).unwrap();
     assert!(!text(&o).contains(private.trim()));
 }

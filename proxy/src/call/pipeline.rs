@@ -383,7 +383,7 @@ async fn answer(
         settle(&call, reservation, None, price.as_ref(), false);
         call.record.changes.push(Change::ReplacedAuthError);
         return call.upstream_refused(
-            UpstreamFault::Server,
+            UpstreamFault::Account,
             StatusCode::BAD_GATEWAY,
             "upstream_auth_error",
             &format!(

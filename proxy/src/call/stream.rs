@@ -59,6 +59,10 @@ struct Pump {
     /// When the upstream last made progress (a field line; comments do not count): the idle
     /// timer runs from here, so keep-alives alone cannot hold a call open.
     last_progress: tokio::time::Instant,
+    /// A field line ever arrived (a stream of comments only is a provider fault when it closes).
+    progressed: bool,
+    /// The stream ended at the idle timeout.
+    stalled: bool,
     cut: CancellationToken,
     /// Held until the record is delivered, so closing the attempt waits for it.
     _tracked: Option<TaskTrackerToken>,
@@ -85,11 +89,14 @@ impl Pump {
                 "the upstream stream broke off: {}",
                 error_chain(&e)
             )),
-            Err(_) => Step::Fail(
-                "the upstream stream stalled (no data for the idle timeout; keep-alive comments \
-                 are not progress)"
-                    .into(),
-            ),
+            Err(_) => {
+                self.stalled = true;
+                Step::Fail(
+                    "the upstream stream stalled (no data for the idle timeout; keep-alive \
+                     comments are not progress)"
+                        .into(),
+                )
+            }
         }
     }
 
@@ -112,6 +119,7 @@ impl Pump {
             });
             if self.scanner.progressed() {
                 self.last_progress = tokio::time::Instant::now();
+                self.progressed = true;
             }
             let out = self.to_client.push_bytes(chunk);
             self.record_bytes(&out);
@@ -122,6 +130,7 @@ impl Pump {
         let events = self.parser.push(&chunk);
         if self.parser.progressed() {
             self.last_progress = tokio::time::Instant::now();
+            self.progressed = true;
         }
         // Hiding the usage chunk: whole events are forwarded as they complete, so the usage-only
         // one can be left out.
@@ -203,6 +212,8 @@ impl Pump {
         call.record.upstream_model = self.meter.model.clone();
         call.record.streamed_bytes = Some(self.streamed);
         let complete = matches!(end, End::Done) && self.meter.ended;
+        let finish_reason = self.meter.finish_reason.clone();
+        let keep_alive_only = matches!(end, End::Done) && !self.meter.ended && !self.progressed;
         let usage = self.meter.into_usage();
         let cut = matches!(end, End::Cut);
         let settled = if cut { None } else { usage.as_ref() };
@@ -211,13 +222,21 @@ impl Pump {
         match end {
             End::Fail(msg) => {
                 call.record.outcome = CallOutcome::UpstreamError;
-                call.record.detail = Some(msg);
                 call.count_upstream(UpstreamFault::Transport);
+                if self.stalled {
+                    call.provider_fault("stall", &msg);
+                }
+                call.record.detail = Some(msg);
             }
             End::Cut => {
                 call.record.outcome = CallOutcome::CutAtClose;
                 call.record.detail =
                     Some("the attempt was closed while this stream was running".into());
+            }
+            End::Done if keep_alive_only => {
+                let why = "the upstream closed a stream of keep-alive comments without data";
+                call.provider_fault("keep_alive_only", why);
+                call.record.detail = Some(why.into());
             }
             End::Done if call.record.outcome == CallOutcome::Unmetered => {
                 call.record.detail = Some("the stream ended without usage".into());
@@ -226,6 +245,14 @@ impl Pump {
                 call.record.detail = Some("the stream ended without the API's end marker".into());
             }
             End::Done => {}
+        }
+        // A complete answer whose model stopped for want of capacity (DeepSeek's
+        // `insufficient_system_resource`): metered like any turn, and the provider's fault.
+        if finish_reason.as_deref() == Some("insufficient_system_resource") {
+            call.provider_fault(
+                "insufficient_system_resource",
+                "the model stopped: insufficient_system_resource",
+            );
         }
         call.finish();
     }
@@ -305,6 +332,8 @@ pub(super) fn stream_back(
         hid: false,
         streamed: 0,
         last_progress: tokio::time::Instant::now(),
+        progressed: false,
+        stalled: false,
         cut,
         _tracked: tracked,
     };

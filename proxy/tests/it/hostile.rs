@@ -92,9 +92,11 @@ async fn an_upstream_5xx_or_429_is_counted_as_the_servers_fault() {
             m.upstream_client_errors,
             m.upstream_server_errors,
             m.upstream_transport_errors,
-            m.upstream_errors
+            m.upstream_errors,
+            m.upstream_account_refusals
         ),
-        (0, 3, 0, 3)
+        (0, 2, 0, 2, 1),
+        "the refused key is the account's, counted apart from the server's errors"
     );
 }
 

@@ -1136,6 +1136,83 @@ async fn incomplete_streams_are_not_turns_and_keep_alives_do_not_hold_a_call() {
     proxy.shutdown(Duration::from_secs(5)).await;
 }
 
+/// Provider faults as the proxy sees them on the wire: 402 (and 401/403) are account refusals,
+/// never the agent's 4xx; 429 passes through in the API's own shape with its `retry-after`;
+/// a keep-alive-only stream that closes and `insufficient_system_resource` are provider faults;
+/// the last one is remembered with the upstream's status and body digest until a later
+/// complete turn clears it.
+#[tokio::test]
+async fn provider_faults_are_told_apart_from_the_agents_errors() {
+    let up = upstream().await;
+    let sink = sink();
+    let cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("pf.sock");
+    proxy
+        .register_attempt(spec(
+            "pf",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let r = post(&sock, "deepseek-402", &chat("x", false)).await;
+    assert_eq!(r.status, 402);
+    assert_eq!(r.json()["error"]["message"], "Insufficient Balance");
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "deepseek-429-retry-after")],
+        chat("x", false).to_string(),
+    )
+    .await;
+    assert_eq!(resp.status(), 429);
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("7")
+    );
+    let m = proxy.meter("pf").unwrap();
+    let a = &m.roles[&Role::Agent];
+    assert_eq!(a.upstream_account_refusals, 1);
+    assert_eq!(a.upstream_client_errors, 0, "a 402 is not the agent's 4xx");
+    assert_eq!(a.upstream_server_errors, 1);
+    let f = a.last_provider_fault.clone().unwrap();
+    assert_eq!((f.kind.as_str(), f.status), ("status", Some(429)));
+    assert!(f.body_digest.unwrap().starts_with("sha256:"));
+
+    let r = post(&sock, "keepalive-close", &chat("x", true)).await;
+    assert_eq!(r.status, 200);
+    let recs = settle_records(&sink, 3).await;
+    assert!(recs[2].incomplete);
+    let m = proxy.meter("pf").unwrap();
+    let f = m.roles[&Role::Agent].last_provider_fault.clone().unwrap();
+    assert_eq!(f.kind, "keep_alive_only");
+    // A complete turn clears it; a complete turn stopped for want of capacity sets it again.
+    let r = post(&sock, "openai-stream", &chat("usage:3:3", true)).await;
+    assert_eq!(r.status, 200);
+    settle_records(&sink, 4).await;
+    assert_eq!(
+        proxy.meter("pf").unwrap().roles[&Role::Agent].last_provider_fault,
+        None
+    );
+    let r = post(&sock, "insufficient-resource", &chat("usage:3:3", true)).await;
+    assert_eq!(r.status, 200);
+    settle_records(&sink, 5).await;
+    let m = proxy.close_attempt("pf").unwrap();
+    let a = &m.roles[&Role::Agent];
+    assert_eq!(
+        a.last_provider_fault.as_ref().map(|f| f.kind.as_str()),
+        Some("insufficient_system_resource")
+    );
+    assert_eq!((a.turns, a.provider_faults), (2, 4));
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_stalled_stream_and_a_spent_wall_clock_are_refused_and_recorded() {
     let up = upstream().await;

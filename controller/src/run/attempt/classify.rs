@@ -78,6 +78,17 @@ pub struct Upstream {
     pub transport_errors: u64,
 }
 
+/// What the proxy saw of the provider itself (never caused by an agent's request).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Provider {
+    /// The upstream refused the run's key (401/403) or the account is out of balance (402):
+    /// the cause, as the run's stop message says it.
+    pub account_refused: Option<String>,
+    /// The agent's last upstream call failed on the provider's side (429/5xx, capacity, a
+    /// keep-alive-only close, a stall) and no complete turn came after it.
+    pub last_fault: Option<eval_proxy::ProviderFault>,
+}
+
 /// The oracle's side of the attempt.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Oracle {
@@ -136,6 +147,7 @@ pub struct Observations {
     /// `None`: the container never ended on its own (an engine fault decided first).
     pub end: Option<End>,
     pub upstream: Upstream,
+    pub provider: Provider,
     pub oracle: Oracle,
     pub accounting: Accounting,
     /// The grader's engine failure (image, create, wait): the grader could not run at all.
@@ -152,6 +164,7 @@ impl Default for Observations {
             attested: Attested::Ok,
             end: Some(End::Exited(0)),
             upstream: Upstream::default(),
+            provider: Provider::default(),
             oracle: Oracle::default(),
             accounting: Accounting::NotDeclared,
             grader_engine: None,
@@ -231,6 +244,36 @@ fn infrastructure(obs: &Observations) -> Option<Classification> {
         ));
     }
     let u = &obs.upstream;
+    // The run's account: nothing an agent sends turns a valid key invalid or spends the balance
+    // past what preflight checked against the budgets.
+    if let Some(why) = &obs.provider.account_refused {
+        return Some(Classification::infra(
+            FaultCode::UpstreamAccountRefused,
+            why.clone(),
+        ));
+    }
+    // The agent gave up because the provider failed its last call: the harness's own retries
+    // did not outlast the provider's fault. Only when the agent also did nothing that could have
+    // provoked it (no 4xx, no contract or budget refusal; in-flight calls per attempt are capped,
+    // see ARCHITECTURE.md, "Provider faults").
+    if let Some(f) = &obs.provider.last_fault
+        && matches!(obs.end, Some(End::Exited(c)) if c != 0)
+        && u.client_errors == 0
+        && u.contract_violations == 0
+        && u.budget_exhaustions == 0
+    {
+        return Some(Classification::infra(
+            FaultCode::ProviderUnavailable,
+            format!(
+                "the provider failed the agent's last call (call {}, {}: {}; upstream status {}, body {}) and the harness gave up",
+                f.seq,
+                f.kind,
+                f.detail,
+                f.status.map_or("none".to_owned(), |s| s.to_string()),
+                f.body_digest.as_deref().unwrap_or("none"),
+            ),
+        ));
+    }
     let provider_failed = u.server_errors + u.transport_errors > 0;
     // Once a call was answered the agent has seen model output: a rerun would redraw a
     // trajectory already under way, so only an upstream that never answered is the host's.
@@ -353,6 +396,92 @@ fn graded(obs: &Observations, c: Classification) -> Classification {
 fn join(first: Option<String>, rest: Vec<String>) -> Option<String> {
     let all: Vec<String> = first.into_iter().chain(rest).collect();
     (!all.is_empty()).then(|| all.join("; "))
+}
+
+#[cfg(test)]
+mod provider_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn fault(kind: &str, status: Option<u16>) -> eval_proxy::ProviderFault {
+        eval_proxy::ProviderFault {
+            kind: kind.into(),
+            status,
+            body_digest: Some("sha256:ab".into()),
+            seq: 4,
+            detail: "d".into(),
+        }
+    }
+
+    #[test]
+    fn an_account_refusal_is_an_infrastructure_fault_whatever_else_happened() {
+        let obs = Observations {
+            provider: Provider {
+                account_refused: Some("the upstream account is out of balance".into()),
+                last_fault: None,
+            },
+            end: Some(End::Exited(1)),
+            upstream: Upstream {
+                turns: 3,
+                ..Upstream::default()
+            },
+            ..Observations::default()
+        };
+        let c = classify(&obs);
+        assert_eq!(c.infra_fault, Some(FaultCode::UpstreamAccountRefused));
+        assert!(c.detail.unwrap().contains("out of balance"));
+    }
+
+    #[test]
+    fn the_provider_failing_the_last_call_is_a_fault_only_when_the_agent_gave_up_on_it() {
+        let base = Observations {
+            provider: Provider {
+                account_refused: None,
+                last_fault: Some(fault("status", Some(503))),
+            },
+            end: Some(End::Exited(1)),
+            upstream: Upstream {
+                turns: 5,
+                server_errors: 6,
+                ..Upstream::default()
+            },
+            ..Observations::default()
+        };
+        let c = classify(&base);
+        assert_eq!(c.infra_fault, Some(FaultCode::ProviderUnavailable), "{c:?}");
+        let d = c.detail.unwrap();
+        assert!(d.contains("503") && d.contains("sha256:ab"), "{d}");
+        // The agent finished anyway: its outcome.
+        let ok = Observations {
+            end: Some(End::Exited(0)),
+            ..base.clone()
+        };
+        assert_eq!(classify(&ok).outcome, Outcome::Completed);
+        // The agent could have provoked it: its outcome.
+        for u in [
+            Upstream {
+                client_errors: 1,
+                ..base.upstream
+            },
+            Upstream {
+                contract_violations: 1,
+                ..base.upstream
+            },
+            Upstream {
+                budget_exhaustions: 1,
+                ..base.upstream
+            },
+        ] {
+            let o = Observations {
+                upstream: u,
+                ..base.clone()
+            };
+            assert_ne!(
+                classify(&o).infra_fault,
+                Some(FaultCode::ProviderUnavailable)
+            );
+        }
+    }
 }
 
 #[cfg(test)]

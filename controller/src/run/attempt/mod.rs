@@ -23,10 +23,13 @@ pub use control::Control;
 use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
 use prepare::SocketRoot;
+pub use prepare::copy_tree;
 
 use super::events::{self, AttemptNote, IncompleteCalls};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
-use classify::{Attested, Classification, EngineFault, Observations, Oracle, Upstream, classify};
+use classify::{
+    Attested, Classification, EngineFault, Observations, Oracle, Provider, Upstream, classify,
+};
 use contract::agent_budget;
 use control::{AttemptControl, AttestState};
 use eval_evidence::artifacts::ArtifactStore;
@@ -115,6 +118,9 @@ pub struct DockerExecutor {
     bridge: Bridge,
     store: ArtifactStore,
     root: PathBuf,
+    /// The verified copies of the task bundles (`run::inputs`): the only place attempts read
+    /// task files from.
+    inputs: crate::run::inputs::TaskInputs,
     work: PathBuf,
     protocol: String,
     identity: String,
@@ -134,6 +140,8 @@ pub struct DockerExecutor {
     sockets: SocketRoot,
     /// Per suite, the protocol's own exploits (name → project-relative directory).
     custom_exploits: BTreeMap<String, BTreeMap<String, String>>,
+    /// What the protocol requires the agent's containers to run under.
+    isolation: eval_protocols::protocol::Isolation,
 }
 
 /// What the executor needs from the run command.
@@ -148,6 +156,8 @@ pub struct ExecutorConfig {
     pub extra_labels: BTreeMap<String, String>,
     /// Each arm's frozen image id and expected attestation, fixed at admission.
     pub frozen: BTreeMap<String, FrozenArm>,
+    /// The task bundles' verified copies, staged at admission.
+    pub inputs: crate::run::inputs::TaskInputs,
 }
 
 fn abs(p: &Path) -> PathBuf {
@@ -188,6 +198,7 @@ impl DockerExecutor {
             bridge,
             store: cfg.store,
             root,
+            inputs: cfg.inputs,
             work,
             protocol: p.name.clone(),
             identity: cfg.identity,
@@ -219,6 +230,7 @@ impl DockerExecutor {
             shim,
             extra_labels: cfg.extra_labels,
             sockets,
+            isolation: p.isolation,
             custom_exploits: p
                 .suites
                 .iter()
@@ -618,6 +630,19 @@ fn observe_meter(
         streamed_bytes: agent.incomplete_streamed_bytes,
         seen_tokens: agent.incomplete_seen_tokens,
     });
+    seen.obs.provider = Provider {
+        account_refused: (agent.upstream_account_refusals > 0).then(|| {
+            match &agent.last_provider_fault {
+                Some(f) if f.kind == "account" => format!(
+                    "{} (upstream status {})",
+                    f.detail,
+                    f.status.map_or("none".to_owned(), |s| s.to_string())
+                ),
+                _ => "the upstream refused the API key or the account".to_owned(),
+            }
+        }),
+        last_fault: agent.last_provider_fault.clone(),
+    };
     seen.obs.upstream = Upstream {
         // An incomplete call still showed the agent model output: for the "never answered" rule
         // it counts as answered.

@@ -111,7 +111,13 @@ impl DockerExecutor {
                 )));
             }
         }
-        let task_dir = self.root.join(&task.dir);
+        // Only the copy staged and verified at admission; never the live project checkout.
+        let Some(task_dir) = self.inputs.dir(&task.dir).map(Path::to_path_buf) else {
+            return Err(Box::new(AttemptReport::infra(
+                FaultCode::ControllerError,
+                format!("task bundle {}: no staged copy of its inputs", task.dir),
+            )));
+        };
         let workspace = dir.join("workspace");
         let out = dir.join("out");
         let state = with_state.then(|| dir.join("state"));

@@ -393,6 +393,29 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             400,
             json!({"error":{"message":"bad parameter","type":"invalid_request_error"}}),
         ),
+        // DeepSeek's documented error bodies (api-docs "error codes").
+        "deepseek-402" => json_response(
+            402,
+            json!({"error":{"message":"Insufficient Balance","type":"unknown_error","param":null,"code":"invalid_request_error"}}),
+        ),
+        "deepseek-429-retry-after" => Response::builder()
+            .status(429)
+            .header("content-type", "application/json")
+            .header("retry-after", "7")
+            .body(Body::from(
+                json!({"error":{"message":"Rate Limit Reached","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}).to_string(),
+            ))
+            .unwrap(),
+        "keepalive-close" => sse_response(
+            vec![(0, ": keep-alive\n\n".into()), (0, ": keep-alive\n\n".into())],
+            state,
+        ),
+        "insufficient-resource" => {
+            let ev = json!({"id":"c","object":"chat.completion.chunk","model":MODEL,
+                "choices":[{"index":0,"delta":{"content":""},"finish_reason":"insufficient_system_resource"}],
+                "usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}});
+            sse_response(vec![(0, format!("data: {ev}\n\ndata: [DONE]\n\n"))], state)
+        }
         "error-429" => json_response(
             429,
             json!({"error":{"message":"slow down","type":"rate_limit_error"}}),
