@@ -296,7 +296,9 @@ impl DockerExecutor {
             // preparation, and a fault here is retried without using a rerun.
             report.duration_seconds = Some(0.0);
             report.prepare_seconds = t0.elapsed().as_secs_f64();
-            report.before_container = true;
+            // A control arm runs no agent container but does run its grader: its faults are
+            // not preparation failures.
+            report.before_container = spec.slot.phase != eval_core::phase::Phase::Control;
         }
         report
     }
