@@ -78,6 +78,16 @@ pub struct PlanArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     pub json: bool,
+    /// Instead of the schedule: each interval gate's power, with the task-level sd estimated from
+    /// a pilot run's ledger (--pilot), and the tasks needed for 80 % power at [power.<gate>] effect
+    #[arg(long, requires = "pilot")]
+    pub power: bool,
+    /// A pilot run's ledger (never the evaluated run's own: its identity is refused)
+    #[arg(long, value_name = "LEDGER")]
+    pub pilot: Option<PathBuf>,
+    /// State directory (default: ./runs), where the protocol's frozen identity is looked up
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
 }
 
 #[derive(Debug, Args)]

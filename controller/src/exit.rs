@@ -236,7 +236,8 @@ pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
         | E::ExpectHead(_)
         | E::EmptyNote
         | E::VerifyNeedsKey
-        | E::AttestedReportMissing(_) => Status::Usage,
+        | E::AttestedReportMissing(_)
+        | E::Pilot { .. } => Status::Usage,
         E::LedgerDoesNotVerify { .. }
         | E::Replay { .. }
         | E::LedgerBroken { .. }

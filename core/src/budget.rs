@@ -30,6 +30,23 @@ pub const BUILTIN_METRICS: &[&str] = &[
     "clarification_questions",
 ];
 
+/// Metrics `eval` computes from what the harness sent, as the proxy recorded it (the `wire` of
+/// the attempt's `model_call` entries): the initial route of a Plan Lattice-style router, read
+/// from the `lattice_*` tools of the first agent request that carries tools. 1 or 0 per attempt;
+/// absent when no recorded request carries tools or its `lattice_*` subset is no known route.
+/// - `wire_routed`: the initial route is not `bypass` (probe counts as routed).
+/// - `wire_bypassed`: the initial route is `bypass`.
+/// - `wire_route_matches`: the route (and, when the task declares one, the clarification
+///   policy) equals the task's `[wire]` expectation; every task of a suite listing it must
+///   declare `[wire] expected_route`.
+pub const WIRE_METRICS: &[&str] = &["wire_routed", "wire_bypassed", "wire_route_matches"];
+
+/// The routes [`WIRE_METRICS`] distinguish, as a task's `[wire] expected_route` names them.
+pub const WIRE_ROUTES: &[&str] = &["bypass", "probe", "contract", "lattice"];
+
+/// The clarification policies a task's `[wire] expected_clarification` may name.
+pub const WIRE_CLARIFICATIONS: &[&str] = &["never", "critical", "always"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -139,6 +139,11 @@ pub enum Statistic {
     ArmMin,
     /// Largest value of `metric` among the arm's attempts.
     ArmMax,
+    /// Share of the arm's attempts whose 0/1 `metric` is 1 (a rate over the suite's tasks,
+    /// reported with its exact Clopper–Pearson interval at the plan's confidence).
+    ArmRate,
+    /// Number of the arm's attempts whose 0/1 `metric` is 1 (with the same interval of the rate).
+    ArmCount,
     /// Lower / upper bound of the paired-bootstrap interval of the task-level mean difference.
     BootstrapLower,
     /// See [`Statistic::BootstrapLower`].
@@ -187,7 +192,12 @@ impl Statistic {
     pub fn needs_arm(self) -> bool {
         matches!(
             self,
-            Statistic::ArmMean | Statistic::ArmMedian | Statistic::ArmMin | Statistic::ArmMax
+            Statistic::ArmMean
+                | Statistic::ArmMedian
+                | Statistic::ArmMin
+                | Statistic::ArmMax
+                | Statistic::ArmRate
+                | Statistic::ArmCount
         )
     }
 

@@ -51,6 +51,11 @@ pub struct Protocol {
     /// Other protocols that must have passed before this one may spend money.
     #[serde(default)]
     pub preconditions: Vec<Precondition>,
+    /// The isolation every agent container must run under: `runc` (the engine's default,
+    /// absent) or `gvisor` (the engine's `runsc` runtime, checked after create). Part of the
+    /// protocol's bytes, so the freeze's identity records it.
+    #[serde(default, skip_serializing_if = "Isolation::is_default")]
+    pub isolation: Isolation,
     /// The release gates; the report passes only if all of them pass.
     pub gates: Vec<Gate>,
     /// Per gate id: the effect the design hopes to detect and the task-level spread, for the
@@ -139,6 +144,24 @@ pub struct Supersedes {
     pub name: String,
     /// Why it was replaced; must not be empty.
     pub reason: String,
+}
+
+/// `isolation`: what the agent's containers run under.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// The engine's default runtime (runc): namespaces, no capabilities, the container policy.
+    #[default]
+    Runc,
+    /// gVisor's user-space kernel (`runsc`) under the same policy.
+    Gvisor,
+}
+
+impl Isolation {
+    /// True for the default (then the field is not serialised).
+    pub fn is_default(&self) -> bool {
+        *self == Isolation::Runc
+    }
 }
 
 /// What the proxy lets through for one role: the API, the exact model id, and parameter bounds.

@@ -50,6 +50,20 @@ pub struct TaskSpec {
     /// at freeze time unless the task declares it here.
     #[serde(default)]
     pub workspace_git: bool,
+    /// What the wire metrics compare against (`eval_core::budget::WIRE_METRICS`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireExpectation>,
+}
+
+/// `[wire]`: the route (and clarification policy) the harness's first request should show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireExpectation {
+    /// One of `eval_core::budget::WIRE_ROUTES`.
+    pub expected_route: String,
+    /// One of `eval_core::budget::WIRE_CLARIFICATIONS`; absent: not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_clarification: Option<String>,
 }
 
 /// `[grader]`: the container that scores a finished attempt.

@@ -99,6 +99,19 @@ fn log_config() -> HostConfigLogConfig {
     }
 }
 
+/// The engine runtime name gVisor is registered under (`/etc/docker/daemon.json` `runtimes`).
+pub const GVISOR_RUNTIME: &str = "runsc";
+
+/// Makes `spec` run under gVisor: the create body names the runtime and the policy check then
+/// refuses a created container whose `HostConfig.Runtime` is anything else (an engine without
+/// `runsc` refuses the create, `container_runtime_failure`).
+pub fn require_gvisor(spec: &mut ContainerSpec) {
+    if let Some(h) = spec.body.host_config.as_mut() {
+        h.runtime = Some(GVISOR_RUNTIME.to_owned());
+    }
+    spec.expected.runtime = Some(GVISOR_RUNTIME.to_owned());
+}
+
 /// Host paths a container of each role gets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RoleMounts {
@@ -176,6 +189,9 @@ pub struct Expected {
     pub nano_cpus: i64,
     /// Process/thread limit.
     pub pids: i64,
+    /// The engine runtime the container must run under (`runsc` when the protocol requires
+    /// gVisor, [`require_gvisor`]); `None`: the engine's default, not checked.
+    pub runtime: Option<String>,
 }
 
 /// A container ready to create: the engine's create body and what it must look like after.
@@ -527,6 +543,7 @@ pub fn container_spec(
             memory,
             nano_cpus,
             pids,
+            runtime: None,
         },
     })
 }
@@ -708,6 +725,14 @@ pub fn check(
         return v(
             "pids",
             format!("{:?}, want {}", host.pids_limit, expected.pids),
+        );
+    }
+    if let Some(want) = &expected.runtime
+        && host.runtime.as_deref() != Some(want.as_str())
+    {
+        return v(
+            "runtime",
+            format!("{:?}, the protocol requires {want}", host.runtime),
         );
     }
     // The engine may add options of its own (daemon `log-opts`); these two must be ours.
@@ -970,6 +995,29 @@ HOME = "/home/agent"
         let mut i = ok;
         i.host_config.as_mut().unwrap().pids_limit = None;
         assert_eq!(field(check(&i, &s.expected, &[])), "pids");
+    }
+
+    /// A protocol that requires gVisor gets containers created under `runsc`, and one the
+    /// engine made under another runtime (or its default) is refused.
+    #[test]
+    fn a_gvisor_container_must_run_under_runsc() {
+        let plain = spec();
+        assert_eq!(plain.body.host_config.as_ref().unwrap().runtime, None);
+        let mut i = obeyed(&plain);
+        i.host_config.as_mut().unwrap().runtime = Some("runc".into());
+        check(&i, &plain.expected, &[]).unwrap();
+        let mut s = spec();
+        require_gvisor(&mut s);
+        assert_eq!(
+            s.body.host_config.as_ref().unwrap().runtime.as_deref(),
+            Some("runsc")
+        );
+        check(&obeyed(&s), &s.expected, &[]).unwrap();
+        for other in [None, Some("runc".to_owned()), Some("kata".to_owned())] {
+            let mut i = obeyed(&s);
+            i.host_config.as_mut().unwrap().runtime = other;
+            assert_eq!(field(check(&i, &s.expected, &[])), "runtime");
+        }
     }
 
     /// The engine's log of the container is bounded: asked for at create, and a container the

@@ -57,6 +57,9 @@ pub enum CommandError {
         #[source]
         source: eval_evidence::signing::SigningError,
     },
+    /// `eval plan --power --pilot`: a pilot ledger that cannot give a variance.
+    #[error("--pilot {path}: {why}")]
+    Pilot { path: PathBuf, why: String },
     #[error("{path}: {source}")]
     Replay {
         path: PathBuf,

@@ -11,6 +11,7 @@ mod init;
 pub mod keygen;
 mod ledger;
 mod plan;
+mod plan_power;
 pub(crate) mod proofs;
 pub(crate) mod proxy;
 pub mod report;

@@ -6,6 +6,9 @@ use eval_core::phase::Phase;
 use eval_protocols::Project;
 
 pub fn run(args: PlanArgs) -> CmdResult {
+    if args.power {
+        return super::plan_power::run(&args);
+    }
     let project = Project::open(".");
     let matrix = project.load_matrix(&args.matrix)?;
     let schedule = matrix.schedule();

@@ -226,6 +226,9 @@ pub fn build_with_key(
         })
         .collect::<Result<_, _>>()?;
     let spend = spend_by_attempt(entries);
+    // Metrics from the wire, for the suites that list one: computed here from the recorded
+    // requests, never taken from anything the attempt reported.
+    let wire = super::wire_metrics::Wire::new(entries, p, &loaded.tasks);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
         // Replay accepted the ledger, so this parses; were it not, the attempt would be missing
@@ -248,7 +251,10 @@ pub fn build_with_key(
             outcome: o.as_ref().map(|o| o.outcome),
             infra_fault: o.as_ref().and_then(|o| o.infra_fault),
             rerun_of: a.rerun_of,
-            metrics: o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
+            metrics: wire.apply(
+                &a,
+                o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
+            ),
             model_turns: o.as_ref().map_or(0, |o| o.model_turns),
             tokens: o.as_ref().map(|o| o.tokens).unwrap_or_default(),
             duration_seconds: o.as_ref().map_or(0.0, |o| o.duration_seconds),

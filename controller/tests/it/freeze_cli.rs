@@ -481,3 +481,100 @@ fn freeze_prints_power_at_the_declared_effect_and_the_mde() {
         assert!(text(&o).contains(field), "{field}: {}", text(&o));
     }
 }
+
+/// A pilot ledger of suite `icae` (five tasks, native vs v0.4-critical, one repetition) whose
+/// task-level differences of `hidden_score` are `diffs`; `identity` is its run's identity.
+fn pilot_ledger(path: &Path, identity: &str, diffs: &[f64]) {
+    use eval_evidence::ledger::{LedgerWriter, NewEntry};
+    let w = LedgerWriter::open(path).unwrap();
+    let put = |kind: &str, v: serde_json::Value| {
+        w.append_blocking(NewEntry::new(kind, &v).unwrap()).unwrap();
+    };
+    put("run_started", serde_json::json!({"identity": identity}));
+    for (i, d) in diffs.iter().enumerate() {
+        for (arm, score) in [("native", 50.0), ("v0.4-critical", 50.0 + d)] {
+            let slot = format!("stat-icae-t{i}-{arm}-r1");
+            put(
+                "attempt_started",
+                serde_json::json!({"slot": slot, "phase": "statistical", "suite": "icae", "task": format!("t{i}"), "arm": arm}),
+            );
+            put(
+                "attempt_outcome",
+                serde_json::json!({"slot": slot, "outcome": "completed", "metrics": {"hidden_score": score}}),
+            );
+        }
+    }
+    w.close();
+}
+
+/// `eval plan --power --pilot`: the sd comes from the pilot's task-level differences (here
+/// exactly 10: diffs 0, 10, 20, 30, 40 → sd 15.81), the MDE scales with it, and the tasks needed
+/// for 80 % at the declared effect follow; the evaluated run's own ledger is refused (exit 2).
+#[test]
+fn plan_power_estimates_the_sd_from_a_pilot_and_sizes_the_suite() {
+    let (_tmp, proj) = init();
+    let pfile = proj.join("protocols/demo/protocol.toml");
+    let original = fs::read_to_string(&pfile).unwrap();
+    fs::write(
+        &pfile,
+        format!("{original}\n[power.icae]\neffect = 20.0\nsd = 10.0\n"),
+    )
+    .unwrap();
+    let ledger = proj.join("pilot.sqlite");
+    pilot_ledger(&ledger, "sha256:pilot", &[0.0, 10.0, 20.0, 30.0, 40.0]);
+    let o = eval(
+        &proj,
+        &[
+            "plan",
+            "--matrix",
+            "demo",
+            "--power",
+            "--pilot",
+            ledger.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = v["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["gate"] == "icae")
+        .unwrap();
+    let sd = r["pilot_sd"].as_f64().unwrap();
+    assert!((sd - 250f64.sqrt()).abs() < 1e-9, "{r}");
+    assert_eq!(r["pilot_tasks"], 5);
+    let needed = r["tasks_for_80"].as_u64().unwrap();
+    // Normal theory: n ≈ ((1.96 + 0.84) · sd / effect)² ≈ 4.9; the small-n bootstrap is
+    // liberal, so no more than that and at least 2.
+    assert!((2..=8).contains(&needed), "{r}");
+    // The same ledger as the evaluated run's own: refused.
+    let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let own = text(&o)
+        .split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap()
+        .trim_end_matches(|c: char| !c.is_ascii_hexdigit())
+        .to_owned();
+    let own_ledger = proj.join("own.sqlite");
+    pilot_ledger(&own_ledger, &own, &[0.0, 10.0, 20.0]);
+    let o = eval(
+        &proj,
+        &[
+            "plan",
+            "--matrix",
+            "demo",
+            "--power",
+            "--pilot",
+            own_ledger.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("never from the evaluated run"),
+        "{}",
+        text(&o)
+    );
+}

@@ -67,6 +67,54 @@ pub struct RuleResult {
     /// Tasks behind a task-level statistic.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n_tasks: Option<usize>,
+    /// For `arm_rate` / `arm_count`: the successes, the trials and the exact interval of the rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binomial: Option<Binomial>,
+}
+
+/// An exact (Clopper–Pearson) two-sided interval of a binomial rate `successes / trials`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Binomial {
+    /// Attempts whose 0/1 metric is 1.
+    pub successes: u64,
+    /// Attempts read.
+    pub trials: u64,
+    /// The interval's two-sided confidence level.
+    pub level: f64,
+    /// Lower bound of the rate (0 when there are no successes).
+    pub lower: f64,
+    /// Upper bound of the rate (1 when every trial is a success).
+    pub upper: f64,
+}
+
+/// The Clopper–Pearson interval of `k` successes in `n > 0` trials at two-sided `level`:
+/// `[Beta(k, n−k+1).quantile(α/2), Beta(k+1, n−k).quantile(1−α/2)]`, with 0 and 1 at the edges.
+pub fn clopper_pearson(k: u64, n: u64, level: f64) -> Option<Binomial> {
+    use statrs::distribution::{Beta, ContinuousCDF};
+    if n == 0 || k > n || !(0.0..1.0).contains(&level) || level <= 0.0 {
+        return None;
+    }
+    let alpha = 1.0 - level;
+    let (kf, nf) = (k as f64, n as f64);
+    let lower = if k == 0 {
+        0.0
+    } else {
+        Beta::new(kf, nf - kf + 1.0).ok()?.inverse_cdf(alpha / 2.0)
+    };
+    let upper = if k == n {
+        1.0
+    } else {
+        Beta::new(kf + 1.0, nf - kf)
+            .ok()?
+            .inverse_cdf(1.0 - alpha / 2.0)
+    };
+    Some(Binomial {
+        successes: k,
+        trials: n,
+        level,
+        lower,
+        upper,
+    })
 }
 
 /// One gate's evaluation.
@@ -125,6 +173,11 @@ enum Computed {
         method: Option<String>,
     },
     None(String),
+    /// A rate or count with its binomial interval (compared like a value).
+    Rate {
+        v: f64,
+        b: Binomial,
+    },
 }
 
 fn evaluate_rule(run: &RunData, gate: &Gate, rule: &Rule) -> RuleResult {
@@ -141,6 +194,7 @@ fn evaluate_rule(run: &RunData, gate: &Gate, rule: &Rule) -> RuleResult {
         reason: None,
         method: None,
         n_tasks: None,
+        binomial: None,
     };
     if let Err(e) = gate.validate(None) {
         out.reason = Some(format!("invalid gate: {e}"));
@@ -164,7 +218,20 @@ fn evaluate_rule(run: &RunData, gate: &Gate, rule: &Rule) -> RuleResult {
             }
         }
     };
+    let computed = match computed {
+        Computed::Rate { v, b } => {
+            out.binomial = Some(b);
+            Computed::Value {
+                v,
+                n_tasks: None,
+                method: None,
+            }
+        }
+        c => c,
+    };
     match computed {
+        // Turned into a value just above.
+        Computed::Rate { .. } => {}
         Computed::None(reason) => out.reason = Some(reason),
         Computed::Truth { ok, reasons } => {
             out.value = Some(if ok { 1.0 } else { 0.0 });
@@ -350,6 +417,43 @@ fn suite_statistic(run: &RunData, view: &SuiteView, rule: &Rule) -> Computed {
                 }
                 (Err(e), _) | (_, Err(e)) => Computed::None(e),
                 _ => Computed::None("no pairs".into()),
+            }
+        }
+        S::ArmRate | S::ArmCount => {
+            let arm = match rule.arm {
+                Some(ArmRole::Baseline) => &view.suite.baseline,
+                _ => &view.suite.candidate,
+            };
+            let vals: Result<Vec<f64>, String> = view
+                .arm_attempts
+                .get(arm.as_str())
+                .map(|v| v.iter().map(|a| metric_value(run, a, metric)).collect())
+                .unwrap_or_else(|| Ok(Vec::new()));
+            match vals {
+                Err(e) => Computed::None(e),
+                Ok(v) if v.is_empty() => Computed::None("no attempts of the arm".into()),
+                Ok(v) if v.iter().any(|x| *x != 0.0 && *x != 1.0) => Computed::None(format!(
+                    "{} needs a 0/1 metric; {metric:?} has other values",
+                    s.name()
+                )),
+                Ok(v) => {
+                    let k = v.iter().filter(|x| **x == 1.0).count() as u64;
+                    let n = v.len() as u64;
+                    match clopper_pearson(k, n, run.plan.confidence) {
+                        None => Computed::None(format!(
+                            "no binomial interval at confidence {}",
+                            run.plan.confidence
+                        )),
+                        Some(b) => Computed::Rate {
+                            v: if s == S::ArmRate {
+                                k as f64 / n as f64
+                            } else {
+                                k as f64
+                            },
+                            b,
+                        },
+                    }
+                }
             }
         }
         S::ArmMean | S::ArmMedian | S::ArmMin | S::ArmMax => {

@@ -58,7 +58,19 @@ fn num(v: f64) -> String {
 }
 
 fn rule_value(r: &crate::gates::RuleResult) -> String {
-    r.value.map_or_else(|| r.value_text.clone(), num)
+    let v = r.value.map_or_else(|| r.value_text.clone(), num);
+    match &r.binomial {
+        // The exact interval of the rate beside the point value (for a count, of its rate).
+        Some(b) => format!(
+            "{v} ({}/{}; exact {}% interval of the rate [{}, {}])",
+            b.successes,
+            b.trials,
+            num(b.level * 100.0),
+            num(b.lower),
+            num(b.upper)
+        ),
+        None => v,
+    }
 }
 
 fn rule_cond(r: &crate::gates::RuleResult) -> String {

@@ -900,3 +900,89 @@ fn the_report_names_the_evidence_that_unlocked_the_run() {
     let b = report_entry_payload(&report).unwrap();
     assert_ne!(a["report_digest"], b["report_digest"]);
 }
+
+/// The exact binomial interval agrees with scipy's `beta.ppf` (values computed with
+/// scipy 1.x: `beta.ppf(0.025, k, n-k+1)`, `beta.ppf(0.975, k+1, n-k)`).
+#[test]
+fn clopper_pearson_matches_scipy() {
+    use eval_evidence::gates::clopper_pearson;
+    let cases = [
+        (13, 40, 0.18572896676334982, 0.49129487547844847),
+        (51, 80, 0.5223872787351915, 0.742105104628382),
+        (0, 40, 0.0, 0.08809730287880237),
+        (24, 24, 0.8575264022774743, 1.0),
+        (1, 3, 0.008403758659612636, 0.9057006759497539),
+    ];
+    for (k, n, lo, hi) in cases {
+        let b = clopper_pearson(k, n, 0.95).unwrap();
+        assert!((b.lower - lo).abs() < 1e-9, "{k}/{n}: {b:?}");
+        assert!((b.upper - hi).abs() < 1e-9, "{k}/{n}: {b:?}");
+    }
+    assert!(clopper_pearson(1, 0, 0.95).is_none());
+    assert!(clopper_pearson(2, 1, 0.95).is_none());
+}
+
+/// `arm_rate` / `arm_count` read one arm's 0/1 metric over the suite's attempts, compare the
+/// point value with the threshold, and carry the exact interval beside it; a metric that is not
+/// 0/1 is not computable.
+#[test]
+fn rate_and_count_gates_carry_the_exact_interval() {
+    let mut run = run_data(UPLIFT);
+    let mut k = 0;
+    for a in run.attempts.iter_mut() {
+        let routed =
+            if a.arm == "cand" && a.suite == "s" && a.phase == eval_core::phase::Phase::Statistical
+            {
+                k += 1;
+                if k <= 5 { 1.0 } else { 0.0 }
+            } else {
+                0.0
+            };
+        a.metrics.insert("routed".into(), routed);
+    }
+    let r = |s: Statistic, op: Op, t: f64| {
+        let mut r = rule("r", s, Some("routed"), op, Some(t));
+        r.arm = Some(ArmRole::Candidate);
+        one(&run, r)
+    };
+    let rate = r(Statistic::ArmRate, Op::Le, 0.05);
+    assert_eq!(rate.value, Some(5.0 / 12.0));
+    assert_eq!(rate.verdict, Verdict::Fail);
+    let b = rate.binomial.unwrap();
+    assert_eq!((b.successes, b.trials), (5, 12));
+    assert!((b.lower - 0.15165222980843013).abs() < 1e-9, "{b:?}");
+    assert!((b.upper - 0.7233303143178942).abs() < 1e-9, "{b:?}");
+    let count = r(Statistic::ArmCount, Op::Eq, 5.0);
+    assert_eq!(count.value, Some(5.0));
+    assert_eq!(count.verdict, Verdict::Pass);
+    assert!(count.binomial.is_some());
+    // The report shows the interval beside the value.
+    run.gates = vec![Gate {
+        id: "router".into(),
+        suite: Some("s".into()),
+        description: None,
+        rules: vec![{
+            let mut x = rule(
+                "false_activation",
+                Statistic::ArmRate,
+                Some("routed"),
+                Op::Le,
+                Some(0.05),
+            );
+            x.arm = Some(ArmRole::Candidate);
+            x
+        }],
+    }];
+    let report = build_report(&run).unwrap();
+    let text = render(&report, Format::Text).unwrap();
+    assert!(
+        text.contains("5/12; exact 95% interval of the rate [0.1517, 0.7233]"),
+        "{text}"
+    );
+    // Not a 0/1 metric: not computable, with the reason.
+    let mut x = rule("r", Statistic::ArmRate, Some("score"), Op::Le, Some(0.05));
+    x.arm = Some(ArmRole::Candidate);
+    let res = one(&run, x);
+    assert_eq!(res.verdict, Verdict::NotComputable);
+    assert!(res.reason.unwrap().contains("0/1"));
+}

@@ -274,6 +274,23 @@ impl Check<'_> {
                 if BUILTIN_METRICS.contains(&m.as_str()) {
                     continue;
                 }
+                if eval_core::budget::WIRE_METRICS.contains(&m.as_str()) {
+                    if m == "wire_route_matches"
+                        && let Some(t) = l
+                            .tasks
+                            .iter()
+                            .find(|t| t.suite == *s && t.spec.wire.is_none())
+                    {
+                        return Err(self.bad(
+                            &format!("suites.{s}.metrics"),
+                            format!(
+                                "metric \"wire_route_matches\" needs every task of the suite to declare [wire] expected_route; task {} does not",
+                                t.id
+                            ),
+                        ));
+                    }
+                    continue;
+                }
                 for t in l.tasks.iter().filter(|t| t.suite == *s) {
                     if !t.spec.metrics.contains(m) {
                         return Err(self.bad(
@@ -299,6 +316,31 @@ impl Check<'_> {
         let wall = p.budgets.attempt.wall_seconds;
         for t in &self.l.tasks {
             let tfile = self.task_file(t);
+            if let Some(w) = &t.spec.wire {
+                if !eval_core::budget::WIRE_ROUTES.contains(&w.expected_route.as_str()) {
+                    return Err(ProtocolError::field(
+                        &tfile,
+                        "wire.expected_route",
+                        format!(
+                            "{:?} is not a route ({})",
+                            w.expected_route,
+                            eval_core::budget::WIRE_ROUTES.join(", ")
+                        ),
+                    ));
+                }
+                if let Some(c) = &w.expected_clarification
+                    && !eval_core::budget::WIRE_CLARIFICATIONS.contains(&c.as_str())
+                {
+                    return Err(ProtocolError::field(
+                        &tfile,
+                        "wire.expected_clarification",
+                        format!(
+                            "{c:?} is not a clarification policy ({})",
+                            eval_core::budget::WIRE_CLARIFICATIONS.join(", ")
+                        ),
+                    ));
+                }
+            }
             if t.spec.timeout_seconds > wall {
                 return Err(ProtocolError::field(
                     &tfile,

@@ -675,3 +675,92 @@ fn a_gate_on_each_built_in_metric_is_accepted() {
     let msg = do_freeze(&f).unwrap_err().to_string();
     assert!(msg.contains("tokens_total"), "{msg}");
 }
+
+/// Wire metrics are built in for a suite to list; `wire_route_matches` needs every task of the
+/// suite to declare what it is compared with, and a `[wire]` table names known values only.
+#[test]
+fn wire_metrics_and_task_expectations_are_validated() {
+    let f = fixture();
+    let p = f.root.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&p).unwrap();
+    fs::write(
+        &p,
+        text.replacen(
+            "metrics = [\"score\", \"model_turns\"",
+            "metrics = [\"score\", \"wire_routed\", \"wire_route_matches\", \"model_turns\"",
+            1,
+        ),
+    )
+    .unwrap();
+    let proj = Project::open(&f.root);
+    let e = proj.load("demo").unwrap_err().to_string();
+    assert!(
+        e.contains("wire_route_matches") && e.contains("[wire] expected_route"),
+        "{e}"
+    );
+    let tasks = f.root.join("protocols/demo/tasks/simple");
+    let mut dirs: Vec<_> = fs::read_dir(&tasks)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .collect();
+    dirs.sort();
+    for d in &dirs {
+        let t = d.join("task.toml");
+        let s = fs::read_to_string(&t).unwrap();
+        fs::write(&t, format!("{s}\n[wire]\nexpected_route = \"bypass\"\n")).unwrap();
+    }
+    let loaded = proj.load("demo").unwrap();
+    let t = loaded.tasks.iter().find(|t| t.suite == "simple").unwrap();
+    assert_eq!(t.spec.wire.as_ref().unwrap().expected_route, "bypass");
+    let t = dirs[0].join("task.toml");
+    let s = fs::read_to_string(&t).unwrap();
+    fs::write(
+        &t,
+        s.replace("expected_route = \"bypass\"", "expected_route = \"maybe\""),
+    )
+    .unwrap();
+    let e = proj.load("demo").unwrap_err().to_string();
+    assert!(
+        e.contains("wire.expected_route") && e.contains("maybe"),
+        "{e}"
+    );
+    fs::write(
+        &t,
+        s.replace(
+            "expected_route = \"bypass\"",
+            "expected_route = \"contract\"\nexpected_clarification = \"sometimes\"",
+        ),
+    )
+    .unwrap();
+    let e = proj.load("demo").unwrap_err().to_string();
+    assert!(e.contains("wire.expected_clarification"), "{e}");
+}
+
+/// `isolation = "gvisor"` is read, changes the identity (the freeze records it with the
+/// protocol's bytes), and an unknown isolation is refused when the protocol loads.
+#[test]
+fn isolation_is_part_of_the_frozen_protocol() {
+    use eval_protocols::protocol::Isolation;
+    let f = fixture();
+    let plain = Project::open(&f.root).load("demo").unwrap();
+    assert_eq!(plain.protocol.isolation, Isolation::Runc);
+    let first = identity(&do_freeze(&f).unwrap());
+
+    let g = fixture();
+    let path = g.root.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&path).unwrap();
+    let at = text.find("\n[").unwrap();
+    let (head, tail) = text.split_at(at);
+    fs::write(&path, format!("{head}\nisolation = \"gvisor\"\n{tail}")).unwrap();
+    let loaded = Project::open(&g.root).load("demo").unwrap();
+    assert_eq!(loaded.protocol.isolation, Isolation::Gvisor);
+    let second = identity(&do_freeze(&g).unwrap());
+    assert_ne!(first, second);
+
+    fs::write(&path, format!("{head}\nisolation = \"chroot\"\n{tail}")).unwrap();
+    let e = Project::open(&g.root).load("demo").unwrap_err();
+    assert!(
+        e.to_string().contains("chroot") || e.to_string().contains("isolation"),
+        "{e}"
+    );
+}

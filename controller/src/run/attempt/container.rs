@@ -45,7 +45,7 @@ impl DockerExecutor {
             vec![&self.forbidden[..]]
         };
         let t0 = std::time::Instant::now();
-        let cspec = match eval_runtimes::container_spec(
+        let mut cspec = match eval_runtimes::container_spec(
             def,
             image,
             image_config,
@@ -55,6 +55,9 @@ impl DockerExecutor {
             Ok(c) => c,
             Err(e) => return (Err(e), 0.0),
         };
+        if self.isolation == eval_protocols::protocol::Isolation::Gvisor {
+            eval_runtimes::policy::require_gvisor(&mut cspec);
+        }
         let run = eval_runtimes::run_to_end(
             self.rt.as_ref(),
             &cspec,

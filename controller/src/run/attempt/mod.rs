@@ -140,6 +140,8 @@ pub struct DockerExecutor {
     sockets: SocketRoot,
     /// Per suite, the protocol's own exploits (name → project-relative directory).
     custom_exploits: BTreeMap<String, BTreeMap<String, String>>,
+    /// What the protocol requires the agent's containers to run under.
+    isolation: eval_protocols::protocol::Isolation,
 }
 
 /// What the executor needs from the run command.
@@ -228,6 +230,7 @@ impl DockerExecutor {
             shim,
             extra_labels: cfg.extra_labels,
             sockets,
+            isolation: p.isolation,
             custom_exploits: p
                 .suites
                 .iter()
@@ -293,7 +296,9 @@ impl DockerExecutor {
             // preparation, and a fault here is retried without using a rerun.
             report.duration_seconds = Some(0.0);
             report.prepare_seconds = t0.elapsed().as_secs_f64();
-            report.before_container = true;
+            // A control arm runs no agent container but does run its grader: its faults are
+            // not preparation failures.
+            report.before_container = spec.slot.phase != eval_core::phase::Phase::Control;
         }
         report
     }
