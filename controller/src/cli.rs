@@ -194,6 +194,10 @@ pub struct ReportArgs {
     /// Ed25519 signing key file for the report attestation (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,
+    /// Let unsigned evidence (no preregistered or named public key verified it) allow a release;
+    /// the verdict line then says so. Without it unsigned evidence never allows one (exit 1)
+    #[arg(long)]
+    pub allow_unsigned: bool,
 }
 
 #[derive(Debug, Subcommand)]

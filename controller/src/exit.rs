@@ -203,7 +203,11 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
         | E::DriverDigest(_)
         | E::LedgerChanged { .. } => Status::Integrity,
         E::Data(
-            D::NoRun { .. } | D::NoRunStarted { .. } | D::Protocol(_) | D::RuntimeDef { .. },
+            D::NoRun { .. }
+            | D::NoRunStarted { .. }
+            | D::Protocol(_)
+            | D::RuntimeDef { .. }
+            | D::NamedKeyNotPreregistered { .. },
         )
         | E::Build(_)
         | E::Serialise(_)
@@ -232,6 +236,7 @@ pub fn command_status(e: &crate::commands::error::CommandError) -> Status {
         | E::ExpectHead(_)
         | E::EmptyNote
         | E::VerifyNeedsKey
+        | E::AttestedReportMissing(_)
         | E::Pilot { .. } => Status::Usage,
         E::LedgerDoesNotVerify { .. }
         | E::Replay { .. }

@@ -45,12 +45,16 @@ pub fn verify_report_attestation(file: &Path, public_key: Option<&str>) -> CmdRe
         .parent()
         .unwrap_or_else(|| Path::new("."))
         .join(REPORT_SUBJECT);
+    // A verdict is only worth its report: without report.json the attestation proves nothing a
+    // release could rest on.
     let report = match std::fs::read(&report_path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CommandError::AttestedReportMissing(report_path).into());
+        }
         Err(e) => return Err(CommandError::path(&report_path)(e).into()),
     };
-    let v = signing::verify_attestation(&envelope, &key, report.as_deref()).map_err(|source| {
+    let v = signing::verify_attestation(&envelope, &key, Some(&report)).map_err(|source| {
         CommandError::Attestation {
             path: file.to_path_buf(),
             source,
@@ -68,12 +72,22 @@ pub fn verify_report_attestation(file: &Path, public_key: Option<&str>) -> CmdRe
         v.verdict,
         key.key_id_text()
     );
-    match report {
-        Some(_) => println!("ok: {} matches the attested digest", report_path.display()),
-        None => println!(
-            "note: {} is not next to the attestation; its digest was not compared",
-            report_path.display()
-        ),
-    }
-    Ok(Status::Ok)
+    println!("ok: {} matches the attested digest", report_path.display());
+    // The attestation is genuine; whether it allows a release is what it attests.
+    let attested = v
+        .verdict
+        .get("exit_status")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| {
+            if v.verdict.get("release_allowed") == Some(&serde_json::Value::Bool(true)) {
+                0
+            } else {
+                1
+            }
+        });
+    Ok(match attested {
+        0 => Status::Ok,
+        3 => Status::Integrity,
+        _ => Status::GateNotPassed,
+    })
 }

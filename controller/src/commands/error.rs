@@ -35,6 +35,11 @@ pub enum CommandError {
     EmptyNote,
     #[error("--verify needs --public-key KEY")]
     VerifyNeedsKey,
+    /// `report --verify FILE` without the `report.json` the attestation is about beside it.
+    #[error(
+        "{0}: not found next to the attestation; without the report its attested digest and verdict cannot be checked"
+    )]
+    AttestedReportMissing(PathBuf),
     /// A ledger that does not verify, naming the first bad entry.
     #[error("{path}: {failure} ({verified} entries verified before it)")]
     LedgerBroken {

@@ -46,8 +46,20 @@ pub enum ReportCmdError {
 /// Builds the report input from the state directory's ledger for `args.matrix`: verifies the
 /// ledger, reads the freeze, the registry and every attempt. Filled in by the run issue.
 pub fn load_run_data(args: &ReportArgs) -> Result<RunData, Failure> {
-    use crate::run::report_data::build;
-    Ok(build(Path::new("."), &args.state.state, &args.matrix).map_err(ReportCmdError::Data)?)
+    use crate::run::report_data::build_with_key;
+    let named = match args.public_key.as_deref() {
+        Some(k) => Some(super::keygen::parse_public_key(k)?),
+        None => None,
+    };
+    let mut data = build_with_key(
+        Path::new("."),
+        &args.state.state,
+        &args.matrix,
+        named.as_ref(),
+    )
+    .map_err(ReportCmdError::Data)?;
+    data.allow_unsigned = args.allow_unsigned;
+    Ok(data)
 }
 
 pub fn run(args: ReportArgs) -> CmdResult {

@@ -69,6 +69,15 @@ pub enum ReportDataError {
         #[source]
         source: eval_evidence::signing::SigningError,
     },
+    /// `--public-key` names another key than the one the freeze preregisters.
+    #[error(
+        "--public-key {named}: protocol {protocol} preregisters {frozen}; only that key can make its evidence signed"
+    )]
+    NamedKeyNotPreregistered {
+        protocol: String,
+        named: String,
+        frozen: String,
+    },
     #[error(
         "{path}: the evidence does not verify with the preregistered public key {key}: {message} ({reason}); no report was computed"
     )]
@@ -83,6 +92,17 @@ pub enum ReportDataError {
 /// Reads `STATE/<matrix>/ledger.sqlite`, verifies it, and assembles the report input with the
 /// protocol (from the project at `root`), the freeze and the registry.
 pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportDataError> {
+    build_with_key(root, state, matrix, None)
+}
+
+/// [`build`] verifying the signatures with `named` (`eval report --public-key`) when the freeze
+/// preregisters no key; a named key other than a preregistered one is refused.
+pub fn build_with_key(
+    root: &Path,
+    state: &Path,
+    matrix: &str,
+    named: Option<&eval_evidence::signing::PublicKey>,
+) -> Result<RunData, ReportDataError> {
     let path = super::ledger_path(state, matrix);
     if !path.exists() {
         return Err(ReportDataError::NoRun {
@@ -111,7 +131,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
         .started
         .clone()
         .ok_or_else(|| ReportDataError::NoRunStarted { path: path.clone() })?;
-    let signed_evidence = verify_signatures(state, &path, &all, &started.protocol)?;
+    let signed_evidence = verify_signatures(state, &path, &all, &started.protocol, named)?;
     let artifacts_verified = verify_artifacts_at(entries, &super::artifacts_dir(state, matrix))
         .map_err(|(seq, message)| ReportDataError::Artifact { seq, message })?;
     let project = Project::open(root);
@@ -282,6 +302,7 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
             })
             .collect(),
         signed_evidence,
+        allow_unsigned: false,
         artifacts_verified: Some(artifacts_verified),
         plan: StatPlan {
             resamples: p.statistics.resamples,
@@ -329,6 +350,7 @@ fn verify_signatures(
     ledger_path: &Path,
     entries: &[Entry],
     protocol: &str,
+    named: Option<&eval_evidence::signing::PublicKey>,
 ) -> Result<Option<SignedEvidence>, ReportDataError> {
     let reg = Registry::open(state).map_err(ReportDataError::Registry)?;
     if reg.frozen_identity(protocol).is_none() {
@@ -342,27 +364,42 @@ fn verify_signatures(
             source,
         }
     })?;
-    let Some(key) = key else {
-        return Ok(None);
-    };
-    let verifier = eval_evidence::signing::PublicKey::try_from(&key).map_err(|source| {
-        ReportDataError::PublicKeyUnusable {
-            protocol: protocol.to_owned(),
-            source,
+    let verifier = match (key, named) {
+        (None, None) => return Ok(None),
+        // No key preregistered: the key the caller names is the one the evidence must verify
+        // with (the report shows which key that was).
+        (None, Some(named)) => named.clone(),
+        (Some(key), named) => {
+            let frozen = eval_evidence::signing::PublicKey::try_from(&key).map_err(|source| {
+                ReportDataError::PublicKeyUnusable {
+                    protocol: protocol.to_owned(),
+                    source,
+                }
+            })?;
+            if let Some(n) = named
+                && *n != frozen
+            {
+                return Err(ReportDataError::NamedKeyNotPreregistered {
+                    protocol: protocol.to_owned(),
+                    named: n.to_string(),
+                    frozen: frozen.to_string(),
+                });
+            }
+            frozen
         }
-    })?;
+    };
     let r = eval_evidence::signing::verify_entry_signatures(entries, &verifier, None);
     if let Some(f) = &r.error {
         return Err(ReportDataError::SignaturesDoNotVerify {
             path: ledger_path.to_path_buf(),
-            key: key.to_string(),
+            key: verifier.to_string(),
             message: f.message.clone(),
             reason: f.reason,
         });
     }
     let last = r.last_checkpoint.as_ref();
     Ok(Some(SignedEvidence {
-        key: key.to_string(),
+        key: verifier.to_string(),
         checkpoints: r.checkpoints,
         last_checkpoint_seq: last.map_or(0, |c| c.seq),
         covered: last.map_or(0, |c| c.tree_size),

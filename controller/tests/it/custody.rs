@@ -572,8 +572,39 @@ fn the_controller_signs_only_what_its_own_writer_committed() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let att = honest.join("demo/report.intoto.json");
     let att_s = att.to_str().unwrap();
+    // `--verify` exits with the attested verdict's status: a fixture run never allows a release.
     let o = eval(&dir, &["report", "--verify", att_s, "--public-key", pubk]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("matches the attested digest"),
+        "{}",
+        text(&o)
+    );
+    // `--public-key` is honoured without --verify: the preregistered key verifies…
+    let report_at = |extra: &[&str]| {
+        let mut args = vec![
+            "report",
+            "--matrix",
+            "demo",
+            "--state",
+            honest.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        eval(&dir, &args)
+    };
+    let o = report_at(&["--public-key", pubk]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // …and another key is refused: it cannot make this protocol's evidence signed.
+    let other = tmp.path().join("b.key");
+    let o = eval(tmp.path(), &["keygen", "--out", other.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let other_pub = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    let o = report_at(&["--public-key", &other_pub]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("preregisters"), "{}", text(&o));
+    // The report entries those made are annotations after the final checkpoint.
     let hl = honest.join("demo/ledger.sqlite");
     let o = eval(
         &dir,
@@ -588,7 +619,9 @@ fn the_controller_signs_only_what_its_own_writer_committed() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["unsigned_tail"], 1, "{v}");
+    // The signed report's own checkpoint, and the unsigned `report` entry made after it.
+    assert_eq!(v["unsigned_tail"], 2, "{v}");
+    assert_eq!(v["first_unsigned_evidence"], serde_json::Value::Null, "{v}");
     let report_json = honest.join("demo/report.json");
     let mut tampered = std::fs::read(&report_json).unwrap();
     let at = tampered.iter().position(|b| *b == b'{').unwrap() + 1;
@@ -598,6 +631,11 @@ fn the_controller_signs_only_what_its_own_writer_committed() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let private = std::fs::read_to_string(&key_file).unwrap();
     assert!(!text(&o).contains(private.trim()));
+    // Without report.json the attestation proves nothing a release could rest on.
+    std::fs::remove_file(&report_json).unwrap();
+    let o = eval(&dir, &["report", "--verify", att_s, "--public-key", pubk]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("report.json"), "{}", text(&o));
 
     // (1) The report window.
     let window = state_copy(&dir, "window");

@@ -343,6 +343,9 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             "the evidence is partly unsigned: entries from seq {seq} on are covered by no signed checkpoint"
         ));
     }
+    if run.signed_evidence.is_none() && !run.allow_unsigned {
+        reasons.push(UNSIGNED_REASON.into());
+    }
     let release_allowed = reasons.is_empty();
     let accounting = accounting(run);
     let mut anomalies = Vec::new();
@@ -363,12 +366,19 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
                 .map(|x| format!("suite {} arm {}: {x}", a.suite, a.arm)),
         );
     }
-    let verdict = verdict_text_of(
+    let mut verdict = verdict_text_of(
         release_allowed,
         integrity_failure(run),
         run.signed_evidence.is_some(),
         anomalies.len(),
     );
+    if run.signed_evidence.is_none() && run.allow_unsigned {
+        verdict = verdict.replacen(
+            " — evidence UNSIGNED",
+            " — evidence UNSIGNED (accepted by --allow-unsigned)",
+            1,
+        );
+    }
     Ok(Report {
         schema: REPORT_SCHEMA.into(),
         matrix: run.matrix.clone(),
@@ -432,6 +442,8 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     })
 }
 
+/// Why unsigned evidence blocks a release unless the caller accepts it.
+pub const UNSIGNED_REASON: &str = "the evidence is unsigned: no preregistered or named (--public-key) key verified it; a release needs signed evidence (or --allow-unsigned, which the verdict then states)";
 /// The anomaly (and verdict-line note) of a run whose protocol preregisters no public key.
 pub const UNSIGNED: &str = "evidence unsigned: the protocol preregisters no public key, so only the hash chain was checked";
 

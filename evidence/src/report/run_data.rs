@@ -54,6 +54,10 @@ pub struct RunData {
     /// protocol preregisters no key (the evidence is unsigned, and the report says so).
     #[serde(default)]
     pub signed_evidence: Option<SignedEvidence>,
+    /// The caller accepted unsigned evidence (`eval report --allow-unsigned`); without it
+    /// evidence no key verified never allows a release.
+    #[serde(default)]
+    pub allow_unsigned: bool,
     /// Artifacts the ledger references that were re-hashed against their digests before this was
     /// built (`None` in data from before artifacts were checked).
     #[serde(default)]

@@ -754,6 +754,33 @@ fn unsigned_evidence_is_said_in_the_verdict_line() {
     }
 }
 
+/// Unsigned evidence (no preregistered or named key verified it) never allows a release unless
+/// the caller accepts it with `--allow-unsigned`, which the verdict line then says.
+#[test]
+fn unsigned_evidence_allows_a_release_only_when_accepted_and_the_verdict_says_so() {
+    let mut run = run_data(UPLIFT);
+    run.gates.push(integrity_gate());
+    run.signed_evidence = None;
+    let (ok, reasons, code) = reasons_of(&run);
+    assert!(!ok);
+    assert_eq!(code, 1);
+    assert!(
+        reasons.iter().any(|r| r.contains("unsigned")),
+        "{reasons:?}"
+    );
+    run.allow_unsigned = true;
+    let r = build_report(&run).unwrap();
+    assert!(r.release_allowed, "{:?}", r.reasons);
+    assert_eq!(r.exit_status(), 0);
+    assert!(r.verdict.starts_with("RELEASE ALLOWED"), "{}", r.verdict);
+    assert!(
+        r.verdict
+            .contains("UNSIGNED (accepted by --allow-unsigned)"),
+        "{}",
+        r.verdict
+    );
+}
+
 /// Report JSON of schema `/1` and run data without the new fields still read.
 #[test]
 fn older_report_json_and_run_data_still_read() {

@@ -110,6 +110,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             covered: 41,
             unsigned_from: None,
         }),
+        allow_unsigned: false,
         artifacts_verified: Some(0),
         plan: StatPlan {
             resamples: 2000,
