@@ -337,10 +337,11 @@ fn freeze_records_the_protocols_signing_key() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     // The private key went nowhere near the state directory or the output.
     let secret = fs::read_to_string(tmp.path().join("demo.key")).unwrap();
-    // The key text is `<prefix>+<key id>+<base64>`, and base64 has `+` of its own: split at the
-    // first two, or a random key sometimes leaves a one-letter "secret" that any output contains.
-    let secret_b64 = secret.trim_end().splitn(3, '+').nth(2).unwrap().to_owned();
-    assert!(secret_b64.len() >= 40, "{secret_b64}");
+    // The key file is `PRIVATE+KEY+<name>+<key id>+<base64>`, and base64 has `+` of its own:
+    // split at the first four, or a random key sometimes leaves a one-letter "secret" that any
+    // output contains (33 bytes of base64 are 44 characters).
+    let secret_b64 = secret.trim_end().splitn(5, '+').nth(4).unwrap().to_owned();
+    assert_eq!(secret_b64.len(), 44, "{secret_b64}");
     assert!(!text(&o).contains(&secret_b64));
     assert!(
         !fs::read_to_string(proj.join("runs/freezes/demo.json"))
