@@ -28,6 +28,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Retire a frozen protocol identity for good (it can never run again)
     Retire(RetireArgs),
+    /// Check, at no cost, that a paid upstream accepts the key, lists the contract's model(s) and
+    /// has the balance the matrix may spend
+    Preflight(PreflightArgs),
     /// Run a matrix of a frozen protocol in arm-identified containers
     Run(RunArgs),
     /// Progress of a matrix run, read from its ledger
@@ -131,6 +134,21 @@ pub struct KeySource {
     /// File holding the upstream API key
     #[arg(long, value_name = "PATH")]
     pub api_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    /// Upstream model API base URL (the one `eval run --upstream` would use)
+    #[arg(long, value_name = "URL")]
+    pub upstream: String,
+    #[command(flatten)]
+    pub key: KeySource,
+    /// Matrix name (matrix/NAME.toml): check its protocol's model(s) and worst-case spend
+    #[arg(long, value_name = "M")]
+    pub matrix: Option<String>,
+    /// Skip `GET /user/balance` and the spend check (providers without DeepSeek's endpoint)
+    #[arg(long)]
+    pub no_balance_check: bool,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@
 //! changes it records; panic on anything a client or upstream sends.
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
+pub mod account;
 mod budget;
 mod call;
 mod config;

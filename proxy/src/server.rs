@@ -166,6 +166,22 @@ pub struct ProxyHandle {
 }
 
 fn build_client(cfg: &ProxyConfig) -> Result<reqwest::Client, ProxyError> {
+    upstream_client(
+        cfg.timeouts.connect,
+        cfg.outbound_proxy.as_deref(),
+        cfg.extra_root_pem.as_deref(),
+    )
+}
+
+/// The one construction of an HTTP client to the upstream, shared by the proxy and the account
+/// checks (`crate::account`), so both trust the same roots: rustls through reqwest's platform
+/// verifier (on Linux the system CA bundle, or only `SSL_CERT_FILE`/`SSL_CERT_DIR` when set), plus
+/// `extra_root_pem`. Environment proxies (`HTTPS_PROXY`…) are never consulted.
+pub(crate) fn upstream_client(
+    connect: Duration,
+    outbound_proxy: Option<&str>,
+    extra_root_pem: Option<&[u8]>,
+) -> Result<reqwest::Client, ProxyError> {
     // reqwest is built without a default crypto provider; ring is ours. A second install
     // (another proxy in the same process) fails harmlessly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -173,13 +189,13 @@ fn build_client(cfg: &ProxyConfig) -> Result<reqwest::Client, ProxyError> {
         .no_proxy()
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(cfg.timeouts.connect)
+        .connect_timeout(connect)
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true);
-    if let Some(p) = &cfg.outbound_proxy {
+    if let Some(p) = outbound_proxy {
         b = b.proxy(reqwest::Proxy::all(p).map_err(|e| ProxyError::Client(e.to_string()))?);
     }
-    if let Some(pem) = &cfg.extra_root_pem {
+    if let Some(pem) = extra_root_pem {
         let certs = reqwest::Certificate::from_pem_bundle(pem)
             .map_err(|e| ProxyError::Client(e.to_string()))?;
         b = b.tls_certs_merge(certs);

@@ -12,6 +12,7 @@ pub mod keygen;
 mod ledger;
 mod plan;
 mod plan_power;
+pub(crate) mod preflight;
 pub(crate) mod proofs;
 pub(crate) mod proxy;
 pub mod report;
@@ -33,6 +34,7 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Freeze(args) => freeze::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Retire(args) => retire::run(args),
+        Command::Preflight(args) => preflight::run(args),
         Command::Run(args) => run::run(args),
         Command::Status(args) => status::run(args),
         Command::Report(args) => report::run(args),

@@ -22,6 +22,7 @@ mod hostile;
 mod import_v04;
 mod ledger_cli;
 mod output_cli;
+mod preflight;
 mod real_harness;
 mod run_admission;
 mod run_e2e;

@@ -1,0 +1,195 @@
+//! `eval preflight`: before a paid run, in seconds and at no cost, that the upstream accepts the
+//! key (`GET /models`), lists the model(s) the protocol's contract allows, has an available,
+//! positive balance (`GET /user/balance`), and that the matrix's worst-case spend fits it. Each
+//! check prints one line; the first that fails ends the command with exit 2 and names the check
+//! and the value. The key is read from the environment or a file and only ever handed to the
+//! proxy crate's account client, which sends it and returns nothing that contains it.
+
+use crate::cli::PreflightArgs;
+use crate::exit::{CmdResult, Failure, Status};
+use eval_proxy::account::{AccountClient, Balance};
+use std::time::Duration;
+
+/// Bounds each account request (connect included): a preflight takes seconds or fails.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What a matrix's protocol lets the run use: the contract's model ids and the worst case of
+/// its run budget.
+struct Plan {
+    matrix: String,
+    protocol: String,
+    models: Vec<String>,
+    worst_case_usd: f64,
+    why: String,
+}
+
+/// The most the proxy lets a run spend: its `[budgets.run] max_spend_usd`, or less when the run's
+/// token budget at the dearest rate of a contract model's price is smaller (both are enforced).
+/// A contract model without a price is refused by the proxy, so it adds nothing.
+fn plan(matrix: &str) -> Result<Plan, Failure> {
+    let project = eval_protocols::Project::open(".");
+    let m = project.load_matrix(matrix)?;
+    let loaded = project.load(&m.protocol)?;
+    let p = &loaded.protocol;
+    let mut models: Vec<String> = p.models.values().map(|c| c.model.clone()).collect();
+    models.sort();
+    models.dedup();
+    let dearest = p
+        .budgets
+        .prices
+        .iter()
+        .filter(|pr| models.contains(&pr.model))
+        .map(|pr| {
+            pr.input_usd_per_mtok
+                .max(pr.output_usd_per_mtok)
+                .max(pr.cached_input_rate())
+                .max(pr.cache_write_rate())
+        })
+        .fold(0.0_f64, f64::max);
+    let run = p.budgets.run;
+    let by_tokens = run.max_tokens as f64 * dearest / 1e6;
+    let (worst_case_usd, why) = if by_tokens < run.max_spend_usd {
+        (
+            by_tokens,
+            format!(
+                "[budgets.run] max_tokens {} at the dearest contract price {dearest} USD/Mtok",
+                run.max_tokens
+            ),
+        )
+    } else {
+        (run.max_spend_usd, "[budgets.run] max_spend_usd".to_owned())
+    };
+    Ok(Plan {
+        matrix: matrix.to_owned(),
+        protocol: p.name.clone(),
+        models,
+        worst_case_usd,
+        why,
+    })
+}
+
+fn failed(check: &str, detail: impl std::fmt::Display) -> Failure {
+    Failure::usage(format!("preflight failed: {check}: {detail}"))
+}
+
+pub fn run(args: PreflightArgs) -> CmdResult {
+    let key = match (&args.key.api_key_env, &args.key.api_key_file) {
+        (Some(var), _) => eval_proxy::SecretKey::from_env(var),
+        (None, Some(file)) => eval_proxy::SecretKey::from_file(file),
+        (None, None) => {
+            return Err(Failure::usage(
+                "give the upstream's key with --api-key-env VAR or --api-key-file PATH",
+            ));
+        }
+    }
+    .map_err(|e| Failure::usage(e.to_string()))?;
+    let plan = args.matrix.as_deref().map(plan).transpose()?;
+    let client = AccountClient::new(&args.upstream, key, REQUEST_TIMEOUT)
+        .map_err(|e| failed("upstream", e))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(checks(&args, &client, plan.as_ref()))
+}
+
+async fn checks(args: &PreflightArgs, client: &AccountClient, plan: Option<&Plan>) -> CmdResult {
+    // (a) and (b): one call; a refused key answers 401/403 here.
+    let listed = client.models().await.map_err(|e| {
+        use eval_proxy::account::AccountError as E;
+        let check = match e {
+            E::KeyRefused { .. } => "key",
+            E::Untrusted { .. } | E::Transport { .. } => "connection",
+            _ => "models",
+        };
+        failed(check, e)
+    })?;
+    println!(
+        "ok   key accepted: GET {}/models listed {} model(s)",
+        args.upstream.trim_end_matches('/'),
+        listed.len()
+    );
+    match plan {
+        Some(plan) => {
+            for m in &plan.models {
+                if !listed.contains(m) {
+                    return Err(failed(
+                        "model",
+                        format!(
+                            "protocol {}'s contract model {m:?} is not in the upstream's /models list {listed:?}",
+                            plan.protocol
+                        ),
+                    ));
+                }
+            }
+            println!(
+                "ok   model listed: {} (protocol {} of matrix {})",
+                plan.models.join(", "),
+                plan.protocol,
+                plan.matrix
+            );
+        }
+        None => println!("     models: {}", listed.join(", ")),
+    }
+    if args.no_balance_check {
+        println!("skip balance and spend checks (--no-balance-check)");
+        return Ok(Status::Ok);
+    }
+    // (c) the balance.
+    let balance = client.balance().await.map_err(|e| failed("balance", e))?;
+    let shown = show(&balance);
+    if !balance.is_available {
+        return Err(failed(
+            "balance",
+            format!("the upstream account is out of balance (is_available false; {shown})"),
+        ));
+    }
+    if !balance.infos.iter().any(|i| i.total_balance > 0.0) {
+        return Err(failed(
+            "balance",
+            format!("the upstream account is out of balance (total_balance {shown})"),
+        ));
+    }
+    println!("ok   balance available: {shown}");
+    // (d) the matrix's worst case against the balance in the price table's currency.
+    if let Some(plan) = plan {
+        let Some(usd) = balance
+            .infos
+            .iter()
+            .find(|i| i.currency.eq_ignore_ascii_case("USD"))
+        else {
+            return Err(failed(
+                "spend",
+                format!(
+                    "the balance is in {shown}, the protocol's prices are in USD: the worst case {:.2} USD cannot be compared (check it yourself, then pass --no-balance-check)",
+                    plan.worst_case_usd
+                ),
+            ));
+        };
+        if plan.worst_case_usd > usd.total_balance {
+            return Err(failed(
+                "spend",
+                format!(
+                    "matrix {}'s worst-case spend {:.2} USD ({}) exceeds the balance {:.2} USD",
+                    plan.matrix, plan.worst_case_usd, plan.why, usd.total_balance
+                ),
+            ));
+        }
+        println!(
+            "ok   worst-case spend {:.2} USD ({}) fits the balance {:.2} USD",
+            plan.worst_case_usd, plan.why, usd.total_balance
+        );
+    }
+    Ok(Status::Ok)
+}
+
+fn show(b: &Balance) -> String {
+    if b.infos.is_empty() {
+        return "no balance_infos".into();
+    }
+    b.infos
+        .iter()
+        .map(|i| format!("{:.2} {}", i.total_balance, i.currency))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
