@@ -316,6 +316,7 @@ pub fn build_with_key(
             report_methods: p.statistics.report_methods.clone(),
         },
         gates: p.gates.clone(),
+        power: crate::commands::freeze::power_rows(&loaded),
         rerunnable_fault_codes: {
             let mut c = p.reruns.codes.clone();
             c.push(FaultCode::InterruptedBeforeModelCall);

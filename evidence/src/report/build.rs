@@ -97,6 +97,11 @@ pub struct Report {
     /// whether it met its expectation (empty when no suite declares control arms).
     #[serde(default)]
     pub grader_validity: Vec<crate::gates::controls::ControlCell>,
+    /// Per interval rule: the power at its declared effect and the minimum detectable effect at
+    /// 80 % power, the figures `eval freeze` printed (see ARCHITECTURE.md "Power at freeze
+    /// time"); additive, so `eval.report/2` documents without it still read.
+    #[serde(default)]
+    pub power: Vec<crate::stats::power::RulePower>,
 }
 
 /// How the evidence was checked before the report was computed.
@@ -439,6 +444,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             .collect(),
         plan: run.plan.clone(),
         grader_validity: crate::gates::controls::grader_validity(run),
+        power: run.power.clone(),
     })
 }
 

@@ -225,6 +225,12 @@ fn text(r: &Report) -> String {
             let _ = writeln!(o, "      ! {x}");
         }
     }
+    if !r.power.is_empty() {
+        let _ = writeln!(o, "\nPower (the frozen design, as eval freeze printed it):");
+        for p in &r.power {
+            let _ = writeln!(o, "  power: {}", p.line());
+        }
+    }
     if !r.grader_validity.is_empty() {
         let _ = writeln!(o, "\nGrader validity (task × control arm → score):");
         for c in &r.grader_validity {
@@ -374,6 +380,15 @@ fn markdown(r: &Report) -> String {
             a.oracle_calls,
             md_escape(&a.anomalies.join("; "))
         );
+    }
+    if !r.power.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n## Power\n\nThe frozen design, as `eval freeze` printed it:\n"
+        );
+        for p in &r.power {
+            let _ = writeln!(o, "- power: {}", md_escape(&p.line()));
+        }
     }
     if !r.grader_validity.is_empty() {
         let _ = writeln!(
@@ -532,6 +547,16 @@ fn html(r: &Report) -> String {
         );
     }
     let _ = writeln!(o, "</table>");
+    if !r.power.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h2>Power</h2><p>The frozen design, as <code>eval freeze</code> printed it:</p><ul>"
+        );
+        for p in &r.power {
+            let _ = writeln!(o, "<li>power: {}</li>", esc(&p.line()));
+        }
+        let _ = writeln!(o, "</ul>");
+    }
     if !r.grader_validity.is_empty() {
         let _ = writeln!(
             o,

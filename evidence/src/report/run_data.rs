@@ -66,6 +66,11 @@ pub struct RunData {
     pub plan: StatPlan,
     /// The protocol's release gates, in declaration order.
     pub gates: Vec<Gate>,
+    /// Every interval rule's power at its declared effect and minimum detectable effect, computed
+    /// from the frozen protocol by the same function as `eval freeze`'s `power:` lines (empty in
+    /// data from before the report showed power).
+    #[serde(default)]
+    pub power: Vec<crate::stats::power::RulePower>,
     /// Infra fault codes the protocol allows to be rerun.
     pub rerunnable_fault_codes: Vec<FaultCode>,
     /// Maximum reruns per statistical slot (protocol limit); `None` = no limit declared.

@@ -139,6 +139,116 @@ pub fn power(lower: &[f64], n: usize, effect: Option<f64>, sd: f64, threshold: f
     }
 }
 
+/// Replicates of the power simulation at freeze and in the report: a standard error of at most
+/// 1.1 points on a power.
+pub const POWER_REPS: u64 = 2_000;
+/// Resamples per simulated interval when it is not enumerated exactly.
+pub const POWER_RESAMPLES: u64 = 1_000;
+
+/// One interval rule's power, as `eval freeze` prints it and the report shows it: both call
+/// [`rule_power`], so the figures are the same numbers from the same seeds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RulePower {
+    /// The gate id.
+    pub gate: String,
+    /// The rule id.
+    pub rule: String,
+    /// The rule's interval method.
+    pub method: String,
+    /// The method simulated (`percentile` stands in for `v04-percentile`).
+    pub simulated: String,
+    /// No `[power.<gate>]` declaration: the effect scale is task-level sd units (sd = 1).
+    pub sd_units: bool,
+    /// The figures.
+    #[serde(flatten)]
+    pub figures: Power,
+}
+
+impl RulePower {
+    /// The line `eval freeze` prints after `power: ` and the text report shows.
+    pub fn line(&self) -> String {
+        let p = &self.figures;
+        let unit = if self.sd_units { " sd" } else { "" };
+        let at = match (p.effect, p.power, p.power_se) {
+            (Some(e), Some(pw), Some(se)) => format!(
+                "power at the declared effect {e} (sd {}): {:.1}% ± {:.1}; ",
+                p.sd,
+                100.0 * pw,
+                100.0 * se
+            ),
+            _ => String::new(),
+        };
+        format!(
+            "gate {} rule {} ({}{}, {} tasks, threshold {}, {} simulated runs): {at}minimum detectable effect at 80% power: {:.3}{unit}",
+            self.gate,
+            self.rule,
+            self.method,
+            if self.method == self.simulated {
+                String::new()
+            } else {
+                format!(", simulated as {}", self.simulated)
+            },
+            p.n,
+            p.threshold,
+            p.reps,
+            p.mde80
+        )
+    }
+}
+
+/// What [`rule_power`] needs of one interval rule and its plan.
+#[derive(Clone, Debug)]
+pub struct RulePowerInput<'a> {
+    /// The gate id.
+    pub gate: &'a str,
+    /// The rule id.
+    pub rule: &'a str,
+    /// The rule's interval method (its own or the plan's).
+    pub method: &'a str,
+    /// Tasks in the gate's suite.
+    pub n: usize,
+    /// The plan's confidence.
+    pub confidence: f64,
+    /// The plan's seed.
+    pub seed: u64,
+    /// The rule's threshold on the lower bound (0 when it has none).
+    pub threshold: f64,
+    /// `[power.<gate>]`: (effect, sd) in the metric's units.
+    pub declared: Option<(f64, f64)>,
+}
+
+/// The rule's power at the declared effect and its minimum detectable effect at 80 % power,
+/// from one simulation of its own interval at n tasks ([`POWER_REPS`] replicates). v0.4's
+/// method is simulated as the exact percentile bootstrap (its 20,000 sampled resamples per
+/// interval would make thousands of simulated suites take minutes).
+pub fn rule_power(i: &RulePowerInput<'_>) -> Result<RulePower, StatsError> {
+    let simulated = if i.method == "v04-percentile" {
+        "percentile"
+    } else {
+        i.method
+    };
+    let lower = null_lower_bounds(
+        i.n,
+        simulated,
+        i.confidence,
+        POWER_REPS,
+        i.seed,
+        POWER_RESAMPLES,
+    )?;
+    let (effect, sd) = match i.declared {
+        Some((e, sd)) => (Some(e), sd),
+        None => (None, 1.0),
+    };
+    Ok(RulePower {
+        gate: i.gate.to_owned(),
+        rule: i.rule.to_owned(),
+        method: i.method.to_owned(),
+        simulated: simulated.to_owned(),
+        sd_units: i.declared.is_none(),
+        figures: power(&lower, i.n, effect, sd, i.threshold),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +262,30 @@ mod tests {
         // More effect, more power; a higher threshold needs more effect.
         assert!(power_at(&lower, 3.0, 1.0, 0.0) >= power_at(&lower, 1.0, 1.0, 0.0));
         assert!(mde(&lower, 0.8, 1.0, 1.0) > mde(&lower, 0.8, 1.0, 0.0));
+    }
+
+    /// The report's power rows equal freeze's only because both call `rule_power` with the
+    /// plan's seed: computed with another seed (a broken report path), the figures differ, so
+    /// the report-equals-freeze test would catch it.
+    #[test]
+    fn rule_power_is_deterministic_in_its_seed_and_another_seed_differs() {
+        let input = |seed| RulePowerInput {
+            gate: "icae",
+            rule: "r",
+            method: "v04-percentile",
+            n: 3,
+            confidence: 0.95,
+            seed,
+            threshold: 0.0,
+            declared: Some((15.0, 12.0)),
+        };
+        let a = rule_power(&input(20_240_601)).unwrap();
+        assert_eq!(a, rule_power(&input(20_240_601)).unwrap());
+        assert_eq!(a.simulated, "percentile");
+        let b = rule_power(&input(20_240_602)).unwrap();
+        assert_ne!(a.line(), b.line());
+        assert!(a.line().starts_with(
+            "gate icae rule r (v04-percentile, simulated as percentile, 3 tasks, threshold 0, 2000 simulated runs): power at the declared effect 15 (sd 12): "
+        ));
     }
 }

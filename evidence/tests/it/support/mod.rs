@@ -123,6 +123,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             min_suite_tasks: 5,
             missing_metric_values: BTreeMap::new(),
         },
+        power: vec![],
         gates: vec![Gate {
             id: "s".into(),
             suite: Some("s".into()),
