@@ -1074,18 +1074,7 @@ async fn incomplete_streams_are_not_turns_and_keep_alives_do_not_hold_a_call() {
     let sink = sink();
     let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
     cfg.timeouts.idle = Duration::from_millis(300);
-    let proxy = Proxy::start(cfg).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("inc.sock");
-    proxy
-        .register_attempt(spec(
-            "inc",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(cfg, "inc", Contract::model_only(MODEL)).await;
     let r = post(&sock, "openai-stream", &chat("usage:30:5", true)).await;
     assert_eq!(r.status, 200);
     let r = post(&sock, "usage-then-eof", &chat("usage:40:9", true)).await;
@@ -1146,18 +1135,7 @@ async fn provider_faults_are_told_apart_from_the_agents_errors() {
     let up = upstream().await;
     let sink = sink();
     let cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
-    let proxy = Proxy::start(cfg).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("pf.sock");
-    proxy
-        .register_attempt(spec(
-            "pf",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(cfg, "pf", Contract::model_only(MODEL)).await;
     let r = post(&sock, "deepseek-402", &chat("x", false)).await;
     assert_eq!(r.status, 402);
     assert_eq!(r.json()["error"]["message"], "Insufficient Balance");
@@ -1219,18 +1197,7 @@ async fn a_stalled_stream_and_a_spent_wall_clock_are_refused_and_recorded() {
     let sink = sink();
     let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
     cfg.timeouts.idle = Duration::from_millis(300);
-    let proxy = Proxy::start(cfg).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("w.sock");
-    proxy
-        .register_attempt(spec(
-            "stall",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, dir, sock) = one_attempt(cfg, "stall", Contract::model_only(MODEL)).await;
     let resp = unix_send(
         &sock,
         "POST",
@@ -1397,20 +1364,12 @@ async fn a_call_is_forwarded_only_after_its_start_is_recorded() {
 async fn the_record_names_the_tools_and_digests_the_system_sections() {
     let up = upstream().await;
     let sink = sink();
-    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("p.sock");
-    proxy
-        .register_attempt(spec(
-            "wire",
-            Listen::Unix(sock.clone()),
-            allowing(Contract::model_only(MODEL), &["tools"]),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "wire",
+        allowing(Contract::model_only(MODEL), &["tools"]),
+    )
+    .await;
     let control = "## Plan Lattice contract control\n\nBefore protected work.\n\nDo not ask the user. Record reasonable, reversible assumptions explicitly.";
     let system = format!("You are a coding agent. SECRET-PERSONA-BODY\n\n{control}");
     let body = json!({
@@ -1468,20 +1427,12 @@ async fn the_record_names_the_tools_and_digests_the_system_sections() {
 async fn non_text_content_parts_are_refused_unless_the_contract_lists_them() {
     let up = upstream().await;
     let sink = sink();
-    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("p.sock");
-    proxy
-        .register_attempt(spec(
-            "parts",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "parts",
+        Contract::model_only(MODEL),
+    )
+    .await;
     let with = |parts: Value| {
         json!({"model": MODEL, "stream": false, "messages": [
             {"role": "system", "content": "be brief"},

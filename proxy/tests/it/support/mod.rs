@@ -553,6 +553,29 @@ pub fn spec(id: &str, listen: Listen, contract: Contract, budget: Budget) -> Att
     }
 }
 
+/// The set-up most proxy tests begin with: a proxy started with `cfg`, serving one attempt `id`
+/// under `contract` (default budget) on a Unix socket in a temporary directory of its own.
+/// Bind the directory (`_dir`, not `_`) so that the socket outlives the call.
+pub async fn one_attempt(
+    cfg: ProxyConfig,
+    id: &str,
+    contract: Contract,
+) -> (ProxyHandle, tempfile::TempDir, std::path::PathBuf) {
+    let proxy = Proxy::start(cfg).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join(format!("{id}.sock"));
+    proxy
+        .register_attempt(spec(
+            id,
+            Listen::Unix(sock.clone()),
+            contract,
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    (proxy, dir, sock)
+}
+
 pub struct Reply {
     pub status: u16,
     pub headers: http::HeaderMap,
