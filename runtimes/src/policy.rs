@@ -804,6 +804,11 @@ HOME = "/home/agent"
     }
 
     fn spec() -> ContainerSpec {
+        spec_with_state(None)
+    }
+
+    /// The agent spec of `def()`, with or without the attempt's state directory mounted.
+    fn spec_with_state(state: Option<&str>) -> ContainerSpec {
         let facts = AttemptFacts {
             protocol: "p".into(),
             identity: "i".into(),
@@ -816,7 +821,7 @@ HOME = "/home/agent"
             prompt: "/p/prompt.md".into(),
             socket: "/s/a.sock".into(),
             shim: "/bin/shim".into(),
-            state: None,
+            state: state.map(Into::into),
         };
         container_spec(
             &def(),
@@ -872,28 +877,7 @@ HOME = "/home/agent"
     /// writable, at the fixed path outside the workspace; a container without it is refused.
     #[test]
     fn the_state_directory_is_one_more_writable_mount_outside_the_workspace() {
-        let facts = AttemptFacts {
-            protocol: "p".into(),
-            identity: "i".into(),
-            arm: "a".into(),
-            attempt: "x".into(),
-            extra_labels: BTreeMap::new(),
-        };
-        let mounts = RoleMounts::Agent {
-            workspace: "/w".into(),
-            prompt: "/p/prompt.md".into(),
-            socket: "/s/a.sock".into(),
-            shim: "/bin/shim".into(),
-            state: Some("/attempt/state".into()),
-        };
-        let s = container_spec(
-            &def(),
-            &ImageId("sha256:ab".into()),
-            &ImageConfig::default(),
-            &facts,
-            &mounts,
-        )
-        .unwrap();
+        let s = spec_with_state(Some("/attempt/state"));
         assert_eq!(s.expected.mounts.len(), 5);
         assert!(s.expected.mounts.contains(&BindMount {
             source: "/attempt/state".into(),
