@@ -43,6 +43,7 @@ mod driver;
 mod exit;
 mod fixture_upstream;
 mod run;
+mod site;
 
 use clap::Parser;
 
