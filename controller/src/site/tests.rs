@@ -205,7 +205,7 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
     std::fs::write(other.join("notes.txt"), "mine").unwrap();
     let e = write(&run.state, &data, &report, &other).unwrap_err();
     assert!(matches!(e, SiteError::NotASite(_)), "{e}");
-    assert_eq!(crate::exit::site_status(&e), crate::exit::Status::Usage);
+    assert_eq!(crate::exit::site_status(&e), crate::status::Status::Usage);
     assert_eq!(
         std::fs::read_to_string(other.join("notes.txt")).unwrap(),
         "mine"
@@ -223,7 +223,10 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
     let fresh = tmp.path().join("fresh");
     let e = write(&run.state, &forged, &report, &fresh).unwrap_err();
     assert!(matches!(e, SiteError::LedgerChanged { .. }), "{e}");
-    assert_eq!(crate::exit::site_status(&e), crate::exit::Status::Integrity);
+    assert_eq!(
+        crate::exit::site_status(&e),
+        crate::status::Status::Integrity
+    );
     assert!(!fresh.exists());
     // An artifact altered since the report re-hashed it is refused too (exit 3), nothing written.
     let store = ArtifactStore::open(&crate::run::artifacts_dir(&run.state, &run.matrix)).unwrap();
@@ -245,7 +248,10 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
     std::fs::write(&path, b"rewritten").unwrap();
     let e = write(&run.state, &data, &report, &fresh).unwrap_err();
     assert!(matches!(e, SiteError::Artifact { .. }), "{e}");
-    assert_eq!(crate::exit::site_status(&e), crate::exit::Status::Integrity);
+    assert_eq!(
+        crate::exit::site_status(&e),
+        crate::status::Status::Integrity
+    );
     assert!(!fresh.exists());
 }
 
