@@ -169,6 +169,10 @@ pub struct RunArgs {
     pub upstream: Option<String>,
     #[command(flatten)]
     pub key: KeySource,
+    /// Skip the preflight's `GET /user/balance` and spend checks (providers without DeepSeek's
+    /// endpoint); the key and model checks still run
+    #[arg(long)]
+    pub no_balance_check: bool,
     /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,

@@ -249,6 +249,16 @@ pub fn run(args: RunArgs) -> CmdResult {
         }
         .into());
     }
+    // A paid upstream is checked (key, model, balance, worst case) before the ledger is opened.
+    if let UpstreamChoice::Remote { url, .. } = &upstream {
+        crate::commands::preflight::before_run(
+            url,
+            &args.key,
+            &args.matrix,
+            &admitted.loaded.protocol,
+            args.no_balance_check,
+        )?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
