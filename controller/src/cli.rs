@@ -164,8 +164,10 @@ pub struct RunArgs {
     /// Attempts to run at once (default: the matrix's)
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Upstream model API base URL, or `fixture` for the embedded deterministic fixture upstream
-    #[arg(long, value_name = "URL|fixture")]
+    /// Upstream model API base URL, `fixture` for the embedded deterministic fixture upstream, or
+    /// `model-free` for the built-in upstream that answers every request with a plain stop
+    /// (evidence only for a protocol declaring `model_free = true`)
+    #[arg(long, value_name = "URL|fixture|model-free")]
     pub upstream: Option<String>,
     #[command(flatten)]
     pub key: KeySource,
