@@ -164,11 +164,17 @@ pub struct RunArgs {
     /// Attempts to run at once (default: the matrix's)
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Upstream model API base URL, or `fixture` for the embedded deterministic fixture upstream
-    #[arg(long, value_name = "URL|fixture")]
+    /// Upstream model API base URL, `fixture` for the embedded deterministic fixture upstream, or
+    /// `model-free` for the built-in upstream that answers every request with a plain stop
+    /// (evidence only for a protocol declaring `model_free = true`)
+    #[arg(long, value_name = "URL|fixture|model-free")]
     pub upstream: Option<String>,
     #[command(flatten)]
     pub key: KeySource,
+    /// Skip the preflight's `GET /user/balance` and spend checks (providers without DeepSeek's
+    /// endpoint); the key and model checks still run
+    #[arg(long)]
+    pub no_balance_check: bool,
     /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,

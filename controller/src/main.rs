@@ -43,6 +43,7 @@ mod commands;
 mod driver;
 mod exit;
 mod fixture_upstream;
+mod model_free_upstream;
 mod run;
 mod site;
 mod status;

@@ -173,7 +173,9 @@ pub fn publish(
         path: json_path.clone(),
         source,
     })?;
-    if !data.fixture_upstream {
+    // Evidence that may release nothing is kept out of the registry that preconditions read:
+    // the fixture's, and the model-free upstream's for a protocol that is not model-free.
+    if !data.fixture_upstream && eval_evidence::report::model_free_refusal(data).is_none() {
         eval_protocols::record_report(state, &payload)?;
     }
     if let (Some(key), Some(checkpoint)) = (key, checkpoint) {

@@ -159,6 +159,9 @@ pub fn build_with_key(
         freeze_drift: drift,
         identity_retired: retired,
         fixture_upstream: started.fixture_evidence,
+        // Replay keeps it sticky across sessions (`RunState::apply`).
+        model_free_upstream: started.model_free_evidence,
+        model_free_protocol: p.model_free,
         preconditions: precondition_evidence(&started),
         signed_evidence,
         allow_unsigned: false,

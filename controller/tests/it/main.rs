@@ -21,6 +21,7 @@ mod grader_controls;
 mod hostile;
 mod import_v04;
 mod ledger_cli;
+mod model_free;
 mod output_cli;
 mod preflight;
 mod real_harness;
