@@ -196,6 +196,9 @@ pub enum ReportFormat {
     Json,
     Md,
     Html,
+    /// A directory of static pages (`--out DIR`): verdict, gates, forest plots, task × arm
+    /// tables, each task's arms side by side and a page per attempt
+    Site,
 }
 
 #[derive(Debug, Args)]
@@ -206,7 +209,7 @@ pub struct ReportArgs {
     pub state: StateArg,
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
-    /// Write the report here instead of standard output
+    /// Write the report here instead of standard output (a directory for `--format site`)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Verify a report attestation (report.intoto.json) instead of writing a report

@@ -8,7 +8,7 @@ pub(crate) mod demo;
 pub(crate) mod error;
 pub mod freeze;
 pub(crate) mod import;
-mod init;
+pub(crate) mod init;
 pub mod keygen;
 mod ledger;
 mod plan;
