@@ -1,5 +1,6 @@
 //! One module per command. Each turns its parsed arguments into a validated configuration, calls
-//! the libraries, prints, and returns a status; library errors become exit statuses in `exit.rs`.
+//! the libraries, prints, and returns a status. The commands speak only the vocabulary in
+//! `status.rs`; which status each error type gets is decided in `exit.rs`, above them.
 #![allow(clippy::print_stdout)] // the CLI layer is where output reaches the user
 
 pub mod attest;
@@ -24,7 +25,7 @@ mod status;
 mod verify;
 
 use crate::cli::Command;
-use crate::exit::CmdResult;
+use crate::status::CmdResult;
 
 pub fn dispatch(command: Command) -> CmdResult {
     match command {

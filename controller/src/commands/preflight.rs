@@ -6,7 +6,7 @@
 //! proxy crate's account client, which sends it and returns nothing that contains it.
 
 use crate::cli::PreflightArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 use eval_proxy::account::{AccountClient, Balance};
 use std::time::Duration;
 

@@ -13,7 +13,7 @@ use eval_evidence::ledger::{Digest, LedgerError, LedgerWriter, NewEntry};
 use eval_evidence::report::{Format, Report, RunData, build_report, render, report_entry_payload};
 
 use crate::cli::{ReportArgs, ReportFormat};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 
 /// Why a report could not be built, recorded or rendered; each kind has its status in
 /// `exit::report_status`.

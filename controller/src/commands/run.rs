@@ -1,11 +1,11 @@
 //! `eval run`: admission, then the orchestrated, resumable run (see `crate::run`).
 
 use crate::cli::RunArgs;
-use crate::exit::{CmdResult, Status};
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
 use crate::run::events::{self, AttemptOutcome, RunStarted, SlotRecord, UpstreamRecord};
 use crate::run::replay::{RunState, StatusSummary};
+use crate::status::{CmdResult, Status};
 use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use eval_protocols::{Loaded, Project, Registry};

@@ -2,8 +2,8 @@
 
 use super::error::CommandError;
 use crate::cli::StatusArgs;
-use crate::exit::{CmdResult, Failure, Status};
 use crate::run::replay::{RunState, StatusSummary};
+use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::ledger::{self, LedgerReader};
 
 /// Reads, verifies and replays a matrix's ledger.
