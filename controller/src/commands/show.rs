@@ -8,9 +8,9 @@
 
 use super::error::CommandError;
 use crate::cli::ShowArgs;
-use crate::exit::{CmdResult, Failure, Status};
 use crate::run::events;
 use crate::run::wire_log::{self, Conversations, Reply};
+use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{Entry, LedgerReader};
 use serde::Serialize;
