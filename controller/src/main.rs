@@ -45,6 +45,7 @@ mod exit;
 mod fixture_upstream;
 mod model_free_upstream;
 mod run;
+mod site;
 mod status;
 
 use clap::Parser;

@@ -405,6 +405,8 @@ mod tests {
             metered: true,
             latency_ms: 0,
             record,
+            artifacts: Default::default(),
+            wire_log: None,
         };
         Entry {
             seq,
