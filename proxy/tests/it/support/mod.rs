@@ -361,6 +361,32 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             ];
             sse_response(chunks, state)
         }
+        "burst-stream" => {
+            // BURST_EVENTS token-sized events, each its own frame and all ready at once (an
+            // upstream that got ahead of the proxy), with the credential the proxy sent split
+            // across two of them, then the usage chunk and `[DONE]`.
+            let mut frames = vec![];
+            for i in 0..BURST_EVENTS {
+                let ev = json!({"choices":[{"index":0,"delta":{"content": format!("t{i} ")}}],"usage":null});
+                frames.push(format!("data: {ev}\n\n"));
+            }
+            let ev = json!({"choices":[{"index":0,"delta":{"content": format!("key={auth}!")}}],"usage":null});
+            let s = format!("data: {ev}\n\n");
+            let at = s.find("UPSTREAM").unwrap() + 4;
+            frames.insert(BURST_EVENTS / 2, s[..at].to_owned());
+            frames.insert(BURST_EVENTS / 2 + 1, s[at..].to_owned());
+            let u = json!({"choices":[],"usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}});
+            frames.push(format!("data: {u}\n\ndata: [DONE]\n\n"));
+            state.finished_streams.fetch_add(1, Ordering::SeqCst);
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(futures_util::stream::iter(
+                    frames
+                        .into_iter()
+                        .map(|f| Ok::<_, std::io::Error>(Bytes::from(f))),
+                )))
+                .unwrap()
+        }
         "echo-key-encoded-json" | "echo-key-encoded-stream" => {
             // The credential the proxy sent, reflected in every common encoding; the JSON body
             // is written by hand so its `\u` escapes are the wire form.
@@ -502,6 +528,9 @@ pub fn key_encodings(text: &str) -> Vec<String> {
         ),
     ]
 }
+
+/// Token events in the `burst-stream` script (the key's two halves come on top).
+pub const BURST_EVENTS: usize = 400;
 
 pub fn sink() -> Arc<MemorySink> {
     Arc::new(MemorySink::new())
