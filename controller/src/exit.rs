@@ -173,6 +173,7 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
         )
         | E::DriverDigest(_)
         | E::LedgerChanged { .. } => Status::Integrity,
+        E::Site(e) => site_status(e),
         E::Data(
             D::NoRun { .. }
             | D::NoRunStarted { .. }
@@ -183,6 +184,16 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
         | E::Build(_)
         | E::Serialise(_)
         | E::Write { .. } => Status::Usage,
+    }
+}
+
+/// The site's own failures: its `--out` is input (2); a ledger or artifact that no longer holds
+/// what the report verified is evidence (3).
+pub fn site_status(e: &crate::site::SiteError) -> Status {
+    use crate::site::SiteError as S;
+    match e {
+        S::NotASite(_) | S::NoOut | S::Write { .. } => Status::Usage,
+        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } => Status::Integrity,
     }
 }
 

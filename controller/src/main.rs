@@ -43,7 +43,9 @@ mod commands;
 mod driver;
 mod exit;
 mod fixture_upstream;
+mod model_free_upstream;
 mod run;
+mod site;
 mod status;
 
 use clap::Parser;

@@ -55,6 +55,8 @@ pub fn render_text(sum: &StatusSummary) -> String {
         sum.identity,
         if sum.fixture_evidence {
             " — FIXTURE upstream: not evidence"
+        } else if sum.model_free_evidence {
+            " — MODEL-FREE upstream: evidence only for a model_free protocol"
         } else {
             ""
         }
