@@ -238,7 +238,11 @@ max_reruns_per_slot = 2"#,
     let calls = payloads(&es, "model_call");
     let stalled = calls
         .iter()
-        .filter(|c| c["detail"].as_str().is_some_and(|d| d.contains("stalled")))
+        .filter(|c| {
+            c["record"]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("stalled"))
+        })
         .count();
     assert_eq!(stalled, 6, "{calls:?}");
     drop(tmp);
