@@ -603,7 +603,24 @@ fn proxy_config(
         cfg.prices.insert(price.clone());
     }
     cfg.run_seed = run_seed(entries, &cfg.prices);
+    if let Some(idle) = test_upstream_idle() {
+        cfg.timeouts.idle = idle;
+    }
     cfg
+}
+
+/// A test hook: `EVAL_TEST_UPSTREAM_IDLE_SECS=<n>` shortens the proxy's upstream idle timeout
+/// (300 s) so the end-to-end tests can stall a stream past it in seconds. Only debug builds
+/// read the variable.
+fn test_upstream_idle() -> Option<std::time::Duration> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let secs: u64 = std::env::var("EVAL_TEST_UPSTREAM_IDLE_SECS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_secs(secs.max(1)))
 }
 
 /// One session from the signing key to the runner's end; everything it starts goes into `held`
