@@ -464,7 +464,7 @@ impl RuntimeDef {
         Ok(())
     }
 
-    /// Every path field, for what it is (see "Runtime definition paths" in ARCHITECTURE.md).
+    /// Every path field, for what it is (see "Runtime definitions" in ARCHITECTURE.md).
     /// Returns the field and why it was refused.
     fn validate_paths(&self) -> Result<(), (String, String)> {
         let arm = [
