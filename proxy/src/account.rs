@@ -77,7 +77,7 @@ impl AccountClient {
                 "{base:?} is not an http(s) URL"
             )));
         }
-        let client = crate::server::upstream_client(timeout, None, None)
+        let client = crate::server::upstream_client(timeout, None, None, &[])
             .map_err(|e| AccountError::Client(e.to_string()))?;
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),

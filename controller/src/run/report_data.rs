@@ -97,6 +97,28 @@ pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportD
 
 /// [`build`] verifying the signatures with `named` (`eval report --public-key`) when the freeze
 /// preregisters no key; a named key other than a preregistered one is refused.
+/// The protocol's preregistered upstream beside every non-fixture session's, for the report's
+/// upstream check (the protocol is the frozen one: drift is checked beside this).
+fn upstream_evidence(
+    p: &eval_protocols::Protocol,
+    sessions: &[events::UpstreamRecord],
+) -> rd::UpstreamEvidence {
+    use eval_protocols::protocol::normalize_url;
+    rd::UpstreamEvidence {
+        preregistered: p.upstream.as_ref().map(|u| u.normalized_url().to_owned()),
+        tls_spki_sha256: p
+            .upstream
+            .as_ref()
+            .map(|u| u.tls_spki_sha256.clone())
+            .unwrap_or_default(),
+        sessions: sessions
+            .iter()
+            .filter(|u| u.kind != "fixture")
+            .map(|u| normalize_url(&u.url).to_owned())
+            .collect(),
+    }
+}
+
 pub fn build_with_key(
     root: &Path,
     state: &Path,
@@ -289,7 +311,10 @@ pub fn build_with_key(
         ledger_problems: problems,
         freeze_drift: drift,
         identity_retired: retired,
-        fixture_upstream: started.fixture_evidence,
+        // Any session on the fixture makes the whole run fixture evidence, not just the latest.
+        fixture_upstream: started.fixture_evidence
+            || st.upstreams.iter().any(|u| u.kind == "fixture"),
+        upstream: upstream_evidence(p, &st.upstreams),
         preconditions: started
             .preconditions
             .iter()

@@ -23,6 +23,7 @@ mod import_v04;
 mod ledger_cli;
 mod output_cli;
 mod preflight;
+mod preregistered_upstream;
 mod real_harness;
 mod run_admission;
 mod run_e2e;
