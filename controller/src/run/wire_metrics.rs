@@ -306,6 +306,8 @@ mod tests {
             metered: true,
             latency_ms: 0,
             record,
+            artifacts: Default::default(),
+            wire_log: None,
         };
         Entry {
             seq,

@@ -143,6 +143,10 @@ pub struct Checks {
     pub identity_retired: bool,
     /// The run used the fixture upstream, so it is never release evidence.
     pub fixture_upstream: bool,
+    /// The run used the built-in model-free upstream: release evidence only for a protocol that
+    /// declares itself model-free (absent in reports from before it existed).
+    #[serde(default)]
+    pub model_free_upstream: bool,
 }
 
 /// How far the run's schedule got.
@@ -346,8 +350,13 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.fixture_upstream {
         reasons
             .push("the upstream was the fixture: fixture evidence never allows a release".into());
-    } else {
+    } else if !(run.model_free_upstream && run.upstream.sessions.is_empty()) {
+        // A run wholly on the model-free upstream has its own rule (`model_free_refusal`): it
+        // reaches no model, so there is no model API to preregister.
         reasons.extend(upstream_reasons(&run.upstream));
+    }
+    if let Some(why) = model_free_refusal(run) {
+        reasons.push(why);
     }
     if let Some(e) = &run.signed_evidence
         && let Some(seq) = e.unsigned_from
@@ -422,6 +431,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             freeze_drift: run.freeze_drift.clone(),
             identity_retired: run.identity_retired,
             fixture_upstream: run.fixture_upstream,
+            model_free_upstream: run.model_free_upstream,
         },
         completeness,
         gates,
@@ -855,4 +865,17 @@ pub fn report_entry_payload(report: &Report) -> Result<serde_json::Value, Report
         "identity": report.identity,
         "release_allowed": report.release_allowed,
     }))
+}
+
+/// Why model-free evidence may not release this protocol, if it may not: the model-free upstream
+/// answers every request with a plain stop, so only a protocol that declares `model_free = true`
+/// (whose metrics, loading checked, read only what the harness sent) is measured by it. The
+/// fixture's own rule stands beside this one, unchanged.
+pub fn model_free_refusal(run: &RunData) -> Option<String> {
+    (run.model_free_upstream && !run.model_free_protocol).then(|| {
+        format!(
+            "the upstream was model-free (a plain stop to every request), but protocol {} does not declare model_free = true: model-free evidence passes no gate of it",
+            run.protocol
+        )
+    })
 }

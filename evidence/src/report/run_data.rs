@@ -68,6 +68,14 @@ pub struct RunData {
     /// no release.
     #[serde(default)]
     pub upstream: UpstreamEvidence,
+    /// Some session of the run used the built-in model-free upstream (a plain stop to every
+    /// request): release evidence only when [`Self::model_free_protocol`] is true too.
+    #[serde(default)]
+    pub model_free_upstream: bool,
+    /// The frozen protocol declares `model_free = true` (its metrics read only the wire, which
+    /// loading enforces).
+    #[serde(default)]
+    pub model_free_protocol: bool,
     /// The preconditions that were met when the run was admitted, each with the evidence that
     /// met it (empty when the protocol has none, or the data predates pinned preconditions).
     #[serde(default)]

@@ -108,6 +108,8 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             tls_spki_sha256: vec![],
             sessions: vec!["https://api.example".into()],
         },
+        model_free_upstream: false,
+        model_free_protocol: false,
         signed_evidence: Some(SignedEvidence {
             key: "eval+00000000+AQ==".into(),
             checkpoints: 1,
