@@ -83,6 +83,7 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
         events::UpstreamRecord {
             kind: "fixture".into(),
             url: "fixture".into(),
+            ..Default::default()
         },
     );
     let run_dir = crate::run::run_dir(&state, "demo");
@@ -164,6 +165,8 @@ impl AttemptExecutor for Fake {
                     tokens: t,
                     metered: true,
                     latency_ms: 900 + i * 10,
+                    artifacts: Default::default(),
+                    wire_log: None,
                     record: serde_json::json!({
                         "seq": i,
                         "path": "/v1/chat/completions",
