@@ -141,6 +141,7 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         | E::Load(_)
         | E::WrongMatrix { .. }
         | E::AsyncRuntime(_)
+        | E::Smoke { .. }
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
         E::Protocol(e) => integrity_if(e.is_integrity()),

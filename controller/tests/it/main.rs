@@ -31,5 +31,6 @@ mod run_integrity;
 mod run_resume;
 mod show;
 mod signing_cli;
+mod smoke;
 mod stats_cli;
 mod thin_arms;
