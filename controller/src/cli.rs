@@ -469,6 +469,32 @@ pub enum ImportCommand {
     /// the real Plan Lattice packages (from a directory of v0.4's files)
     #[command(name = "v04-simple")]
     V04Simple(ImportV04SimpleArgs),
+    /// v0.4's router gate: V1 (split by label) and the synthetic override rows of Plan Lattice's
+    /// router corpus, the native arm and the rc.3 package in activationMode auto, the model-free
+    /// upstream and the four gates (from a directory in Plan Lattice's eval/router-corpus layout)
+    #[command(name = "v04-router")]
+    V04Router(ImportV04RouterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportV04RouterArgs {
+    /// Directory in Plan Lattice's eval/router-corpus layout: blind-real.prompts.jsonl,
+    /// blind-real.labels.jsonl, blind-real.manifest.json, development.jsonl, blind.jsonl
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// The Plan Lattice package to evaluate (dsh-plan-lattice-0.4.0-rc.3.tgz)
+    #[arg(long, value_name = "FILE")]
+    pub package: PathBuf,
+    /// Name of the protocol (and matrix) to write
+    #[arg(long, value_name = "NAME", default_value = "router")]
+    pub protocol: String,
+    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub dsh_image: String,
+    /// Accept a package, manifest or synthetic corpus whose SHA-256 is not Plan Lattice 0414dfa's
+    /// (V1's two files are always checked against the manifest)
+    #[arg(long)]
+    pub allow_unpinned: bool,
 }
 
 #[derive(Debug, Args)]

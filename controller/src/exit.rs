@@ -369,7 +369,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Exists(_)
         | E::Target { .. }
         | E::Write { .. }
-        | E::Solution { .. } => Status::Usage,
+        | E::Solution { .. }
+        | E::Corpus { .. } => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

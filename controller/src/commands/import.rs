@@ -6,6 +6,7 @@
 //! project, never into this repository. Nothing is written unless every input checks out and no
 //! target exists.
 
+mod router;
 mod solutions;
 
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
@@ -195,6 +196,10 @@ pub enum ImportError {
         #[source]
         source: serde_json::Error,
     },
+    /// A router corpus file whose content is not Plan Lattice's layout (the message names the
+    /// line or id at fault).
+    #[error("{file}: {why}")]
+    Corpus { file: PathBuf, why: String },
     /// A target already exists (and is not a shared runtime with exactly these bytes).
     #[error(
         "{0}: exists; `eval import` never overwrites (choose another --protocol, or move it away)"
@@ -288,6 +293,7 @@ struct Task {
 pub fn run(cmd: ImportCommand) -> CmdResult {
     match cmd {
         ImportCommand::V04Simple(args) => v04_simple(&args),
+        ImportCommand::V04Router(args) => router::run(&args),
     }
 }
 

@@ -164,8 +164,6 @@ impl AttemptExecutor for Fake {
                     tokens: t,
                     metered: true,
                     latency_ms: 900 + i * 10,
-                    artifacts: Default::default(),
-                    wire_log: None,
                     record: serde_json::json!({
                         "seq": i,
                         "path": "/v1/chat/completions",

@@ -19,6 +19,7 @@ mod exit_status;
 mod freeze_cli;
 mod grader_controls;
 mod hostile;
+mod import_router;
 mod import_v04;
 mod ledger_cli;
 mod model_free;
