@@ -519,6 +519,22 @@ pub struct ImportV04SimpleArgs {
     /// (no other identity meets it); without it the protocol has no precondition
     #[arg(long, value_name = "sha256:…")]
     pub router_identity: Option<String>,
+    /// Preregister this Ed25519 public key (`eval keygen` prints it) as the protocol's
+    /// `[signing] public_key`: its evidence must then be signed by the private half
+    #[arg(long, value_name = "eval+…")]
+    pub public_key: Option<String>,
+    /// Preregister the model upstream as the protocol's `[upstream] url` (e.g.
+    /// https://api.deepseek.com): only a run against it is release evidence
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// A TLS key pin for `--upstream` (`sha256:<hex>` of the server certificate's
+    /// SubjectPublicKeyInfo), `[upstream] tls_spki_sha256`; repeatable
+    #[arg(
+        long = "tls-spki-sha256",
+        value_name = "sha256:…",
+        requires = "upstream"
+    )]
+    pub tls_spki_sha256: Vec<String>,
     /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
     /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
     /// `grader_valid` integrity rule

@@ -140,6 +140,7 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         E::NoUpstream
         | E::Load(_)
         | E::WrongMatrix { .. }
+        | E::OtherUpstream { .. }
         | E::AsyncRuntime(_)
         | E::Smoke { .. }
         | E::Stopped { .. } => Status::Usage,
@@ -345,6 +346,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         E::ProtocolName(_)
         | E::ImageId { .. }
         | E::RouterIdentity(_)
+        | E::PublicKey(_)
+        | E::Upstream { .. }
         | E::Read { .. }
         | E::NotRegular { .. }
         | E::TooLarge { .. }

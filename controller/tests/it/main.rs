@@ -25,6 +25,7 @@ mod ledger_cli;
 mod model_free;
 mod output_cli;
 mod preflight;
+mod preregistered_upstream;
 mod real_harness;
 mod run_admission;
 mod run_e2e;
