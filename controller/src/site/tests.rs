@@ -474,3 +474,22 @@ fn write_demo_site() {
         report.verdict_line()
     );
 }
+
+/// Not a check: the benchmark's input (`scripts/bench-site.sh`): a finished run of
+/// `$EVAL_BENCH_SITE_REPS` repetitions (45 statistical slots each, plus 6 infrastructure) with
+/// `$EVAL_BENCH_SITE_CALLS` model calls per attempt, in `$EVAL_BENCH_SITE_DIR`.
+#[test]
+#[ignore]
+fn bench_state() {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    let dir = PathBuf::from(var("EVAL_BENCH_SITE_DIR"));
+    let run = build(
+        &dir,
+        Shape {
+            repetitions: var("EVAL_BENCH_SITE_REPS").parse().unwrap(),
+            calls: var("EVAL_BENCH_SITE_CALLS").parse().unwrap(),
+            hostile: false,
+        },
+    );
+    eprintln!("{}", run.root.display());
+}
