@@ -37,6 +37,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Compute the statistics and release gates of a run; exit 0 only when release is allowed
     Report(ReportArgs),
+    /// One attempt's story: outcome and rule, every model call with its messages and reply,
+    /// tool calls, grader, artifacts
+    Show(ShowArgs),
     /// Paired-bootstrap statistics on data from anywhere, and calibration by simulation
     #[command(subcommand)]
     Stats(StatsCommand),
@@ -186,6 +189,20 @@ pub struct StatusArgs {
     pub matrix: String,
     #[command(flatten)]
     pub state: StateArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The attempt, as the ledger names it (`<slot>#<n>`), or a slot (its latest attempt)
+    pub attempt: String,
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// State directory (default: ./runs)
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
+    /// Print `eval.show/1` JSON (docs/show.md) instead of text
     #[arg(long)]
     pub json: bool,
 }

@@ -19,6 +19,7 @@ pub(crate) mod proxy;
 pub mod report;
 mod retire;
 pub(crate) mod run;
+pub(crate) mod show;
 pub(crate) mod stats;
 mod status;
 mod verify;
@@ -39,6 +40,7 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Run(args) => run::run(args),
         Command::Status(args) => status::run(args),
         Command::Report(args) => report::run(args),
+        Command::Show(args) => show::run(args),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Proxy(args) => proxy::run(args),
         Command::Keygen(args) => keygen::run(args),

@@ -635,7 +635,11 @@ async fn session(
     )
     .await?;
     let (rec, entries) = open_recorder(state, admitted, &upstream_rec.kind, signing)?;
-    let (bridge, sink) = Bridge::start(rec.clone());
+    let store =
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
+    let wire_limits = crate::run::wire_log::WireLimits::default();
+    let wire = crate::run::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
+    let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
     let control = Control::new(rec.clone());
     held.control = Some(control.clone());
     let mut cfg = proxy_config(
@@ -647,14 +651,13 @@ async fn session(
         &entries,
     );
     cfg.control = Some(control.clone());
+    cfg.keep_bodies = Some(wire_limits.per_call_response_bytes);
     let proxy = eval_proxy::Proxy::start(cfg)
         .await
         .map_err(SessionError::Proxy)?;
     held.proxy = Some(proxy.clone());
     control.set_proxy(proxy.clone());
     let docker = eval_runtimes::DockerRuntime::connect().await?;
-    let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
     let inputs = crate::run::inputs::stage(
         &project.root,
         &crate::run::run_dir(state, &matrix),
@@ -1018,6 +1021,7 @@ mod tests {
             incomplete: false,
             streamed_bytes: None,
             wire: None,
+            bodies: None,
         };
         let p = events::ModelCall {
             schema: events::SCHEMA,
@@ -1031,6 +1035,8 @@ mod tests {
             metered: usage.is_some(),
             latency_ms: 0,
             record: serde_json::to_value(record).unwrap(),
+            artifacts: Default::default(),
+            wire_log: None,
         };
         entry(events::MODEL_CALL, serde_json::to_value(p).unwrap())
     }

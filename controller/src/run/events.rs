@@ -154,6 +154,15 @@ pub struct ModelCall {
     pub latency_ms: u64,
     /// The proxy's full record (redacted), for audit.
     pub record: serde_json::Value,
+    /// The call's wire log (`run/wire_log.rs`): `request` (a request node), `request_head`,
+    /// `request_tail` or `request_raw`, and `reply` (a reassembled stream) or `response` (a
+    /// whole body). Re-hashed like every artifact the ledger references. Absent in ledgers
+    /// from before the wire log, and when nothing was stored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub artifacts: BTreeMap<String, String>,
+    /// What the wire log kept of this call (absent when it kept nothing of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_log: Option<crate::run::wire_log::WireNote>,
 }
 
 /// `clarification`: one question the agent asked and what it was told.

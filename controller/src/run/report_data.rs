@@ -144,6 +144,8 @@ pub fn build_with_key(
     let slots = slot_data(&st);
     let declared = declared_metrics(root, p)?;
     let attempts = attempt_data(entries, &st, &loaded, &started, &declared)?;
+    let wire_anomalies =
+        transcript_cross_checks(entries, &st, &loaded, &super::artifacts_dir(state, matrix));
     Ok(RunData {
         version: rd::RUN_DATA_VERSION,
         matrix: started.matrix.clone(),
@@ -162,6 +164,7 @@ pub fn build_with_key(
         // Replay keeps it sticky across sessions (`RunState::apply`).
         model_free_upstream: started.model_free_evidence,
         model_free_protocol: p.model_free,
+        wire_anomalies,
         preconditions: precondition_evidence(&started),
         signed_evidence,
         allow_unsigned: false,
@@ -345,6 +348,55 @@ fn attempt_data(
         });
     }
     Ok(attempts)
+}
+
+/// The Harness transcript's first `request/header` against the wire's first request with tools,
+/// for every attempt whose route a wire metric reads and that left a transcript: each
+/// disagreement is an anomaly of the report (`wire_metrics::cross_check`). The wire decides the
+/// metric; the transcript, agent-written, only cross-checks it.
+fn transcript_cross_checks(
+    entries: &[Entry],
+    st: &RunState,
+    loaded: &eval_protocols::Loaded,
+    artifacts: &Path,
+) -> Vec<String> {
+    let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
+    let mut out = Vec::new();
+    let mut store = None;
+    for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
+        let Ok(a) = serde_json::from_slice::<events::AttemptStarted>(&e.payload) else {
+            continue;
+        };
+        let Some(route) = wire.route(&a.suite, &a.attempt) else {
+            continue;
+        };
+        let Some(digest) = st
+            .attempts
+            .get(&a.slot)
+            .and_then(|v| v.iter().find(|x| x.number == a.number))
+            .and_then(|x| x.outcome.as_ref())
+            .and_then(|o| o.artifacts.transcript.as_deref())
+        else {
+            continue;
+        };
+        if store.is_none() {
+            store = eval_evidence::artifacts::ArtifactStore::open(artifacts).ok();
+        }
+        // The artifacts were re-hashed before this runs, so a read failure is a fault of the
+        // store now; it is shown, never taken for agreement.
+        let bytes = match (store.as_ref(), Digest::parse(digest)) {
+            (Some(store), Some(d)) => store.get(&d).map_err(|e| e.to_string()),
+            _ => Err(format!("transcript {digest} cannot be read")),
+        };
+        match bytes {
+            Ok(b) => out.extend(super::wire_metrics::cross_check(&a.attempt, route, &b)),
+            Err(why) => out.push(format!(
+                "attempt {}: the transcript cannot be cross-checked with the wire ({why})",
+                a.attempt
+            )),
+        }
+    }
+    out
 }
 
 /// The preconditions the run met, each by the report entry of the evidence that met it.

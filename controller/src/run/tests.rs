@@ -128,6 +128,8 @@ async fn model_call(rec: &Recorder, attempt: &str, seq: u64) {
             metered: true,
             latency_ms: 1,
             record: serde_json::json!({}),
+            artifacts: Default::default(),
+            wire_log: None,
         },
     )
     .await

@@ -29,6 +29,7 @@ mod run_admission;
 mod run_e2e;
 mod run_integrity;
 mod run_resume;
+mod show;
 mod signing_cli;
 mod stats_cli;
 mod thin_arms;

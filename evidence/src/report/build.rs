@@ -371,6 +371,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             }
         }
     }
+    anomalies.extend(run.wire_anomalies.iter().map(|a| format!("wire: {a}")));
     for a in &accounting {
         anomalies.extend(
             a.anomalies

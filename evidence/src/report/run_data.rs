@@ -54,6 +54,10 @@ pub struct RunData {
     /// loading enforces).
     #[serde(default)]
     pub model_free_protocol: bool,
+    /// Disagreements between what the wire recorded and what the harness's own transcript says
+    /// it sent (the first request's tools), one sentence each; shown as anomalies.
+    #[serde(default)]
+    pub wire_anomalies: Vec<String>,
     /// The preconditions that were met when the run was admitted, each with the evidence that
     /// met it (empty when the protocol has none, or the data predates pinned preconditions).
     #[serde(default)]

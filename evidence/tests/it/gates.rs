@@ -395,6 +395,29 @@ fn model_free_evidence_releases_only_a_model_free_protocol() {
     );
 }
 
+/// A disagreement between the wire and the harness's transcript is an anomaly of the report,
+/// shown in every format; it does not by itself refuse a release (the wire decides the metric).
+#[test]
+fn a_wire_transcript_disagreement_is_an_anomaly() {
+    let mut run = run_data(UPLIFT);
+    run.gates.push(integrity_gate());
+    let before = build_report(&run).unwrap().anomalies.len();
+    run.wire_anomalies =
+        vec!["attempt s-t#1: the transcript's first request/header disagrees".into()];
+    let report = build_report(&run).unwrap();
+    assert_eq!(report.anomalies.len(), before + 1);
+    assert!(
+        report
+            .anomalies
+            .iter()
+            .any(|a| a.starts_with("wire: attempt s-t#1"))
+    );
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let s = render(&report, f).unwrap();
+        assert!(s.contains("attempt s-t#1"), "{f:?}");
+    }
+}
+
 /// A fault before any container existed (`before_container`) is retried without a rerun: the
 /// retry is authorized whatever the protocol lists and counts against no rerun limit — but only
 /// up to `MAX_PREPARATION_FAILURES`, and never for a code a retry would only repeat.

@@ -105,6 +105,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         fixture_upstream: false,
         model_free_upstream: false,
         model_free_protocol: false,
+        wire_anomalies: vec![],
         signed_evidence: Some(SignedEvidence {
             key: "eval+00000000+AQ==".into(),
             checkpoints: 1,
