@@ -140,6 +140,7 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         E::NoUpstream
         | E::Load(_)
         | E::WrongMatrix { .. }
+        | E::OtherUpstream { .. }
         | E::AsyncRuntime(_)
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
@@ -346,6 +347,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         E::ProtocolName(_)
         | E::ImageId { .. }
         | E::RouterIdentity(_)
+        | E::PublicKey(_)
+        | E::Upstream { .. }
         | E::Read { .. }
         | E::NotRegular { .. }
         | E::TooLarge { .. }
@@ -370,7 +373,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Exists(_)
         | E::Target { .. }
         | E::Write { .. }
-        | E::Solution { .. } => Status::Usage,
+        | E::Solution { .. }
+        | E::Corpus { .. } => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

@@ -75,6 +75,15 @@ pub enum AdmissionError {
     Registry(#[source] eval_protocols::ProtocolError),
     #[error("protocol {0} is not frozen")]
     NotFrozen(String),
+    /// `--upstream URL` is not the upstream the protocol preregisters.
+    #[error(
+        "protocol {protocol} preregisters the upstream {preregistered} ([upstream] url), not {given}: run it against that upstream, or against `--upstream fixture` (never evidence)"
+    )]
+    OtherUpstream {
+        protocol: String,
+        preregistered: String,
+        given: String,
+    },
     #[error(transparent)]
     Protocol(#[from] eval_protocols::ProtocolError),
     #[error("refusing to run {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
@@ -243,6 +252,17 @@ pub fn run(args: RunArgs) -> CmdResult {
         args.protocol.as_deref(),
         &upstream,
     )?;
+    if let (UpstreamChoice::Remote { url, .. }, Some(pre)) =
+        (&upstream, &admitted.loaded.protocol.upstream)
+        && !pre.matches(url)
+    {
+        return Err(AdmissionError::OtherUpstream {
+            protocol: admitted.loaded.protocol.name.clone(),
+            preregistered: pre.url.clone(),
+            given: url.clone(),
+        }
+        .into());
+    }
     let refusals = admission::admit(&admitted.facts);
     if !refusals.is_empty() {
         return Err(AdmissionError::Refused {
@@ -492,10 +512,12 @@ fn signing_key(
 pub const MODEL_FREE: &str = "model-free";
 
 /// The upstream's key and record: a generated key and a started fixture upstream (kept in
-/// `held`), or the user's key from the environment or a file.
+/// `held`), or the user's key from the environment or a file, recorded with whether the protocol
+/// preregisters that URL and the TLS pins the proxy enforces on it.
 async fn upstream_key(
     held: &mut Held,
     upstream: &UpstreamChoice,
+    preregistered: Option<&eval_protocols::protocol::Upstream>,
     api_key_env: Option<&str>,
     api_key_file: Option<&Path>,
 ) -> Result<(eval_proxy::SecretKey, UpstreamRecord, Vec<u8>), SessionError> {
@@ -514,6 +536,7 @@ async fn upstream_key(
             let rec = UpstreamRecord {
                 kind: "fixture".into(),
                 url,
+                ..UpstreamRecord::default()
             };
             Ok((key, rec, forbidden))
         }
@@ -530,6 +553,7 @@ async fn upstream_key(
             let rec = UpstreamRecord {
                 kind: MODEL_FREE.into(),
                 url,
+                ..UpstreamRecord::default()
             };
             Ok((key, rec, forbidden))
         }
@@ -540,9 +564,13 @@ async fn upstream_key(
                 (None, None) => return Err(SessionError::NoApiKey(url.clone())),
             }
             .map_err(SessionError::ApiKey)?;
+            // Admission refused any other URL, so a preregistered upstream is this one.
+            let pre = preregistered.filter(|u| u.matches(url));
             let rec = UpstreamRecord {
                 kind: "remote".into(),
                 url: url.clone(),
+                preregistered: pre.is_some(),
+                tls_spki_sha256: pre.map(|u| u.tls_spki_sha256.clone()).unwrap_or_default(),
             };
             Ok((key, rec, Vec::new()))
         }
@@ -603,7 +631,24 @@ fn proxy_config(
         cfg.prices.insert(price.clone());
     }
     cfg.run_seed = run_seed(entries, &cfg.prices);
+    if let Some(idle) = test_upstream_idle() {
+        cfg.timeouts.idle = idle;
+    }
     cfg
+}
+
+/// A test hook: `EVAL_TEST_UPSTREAM_IDLE_SECS=<n>` shortens the proxy's upstream idle timeout
+/// (300 s) so the end-to-end tests can stall a stream past it in seconds. Only debug builds
+/// read the variable.
+fn test_upstream_idle() -> Option<std::time::Duration> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let secs: u64 = std::env::var("EVAL_TEST_UPSTREAM_IDLE_SECS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_secs(secs.max(1)))
 }
 
 /// One session from the signing key to the runner's end; everything it starts goes into `held`
@@ -630,6 +675,7 @@ async fn session(
     let (key, upstream_rec, forbidden) = upstream_key(
         held,
         &upstream,
+        p.upstream.as_ref(),
         opts.api_key_env.as_deref(),
         opts.api_key_file.as_deref(),
     )
@@ -651,6 +697,12 @@ async fn session(
         &entries,
     );
     cfg.control = Some(control.clone());
+    cfg.tls_spki_sha256 = upstream_rec
+        .tls_spki_sha256
+        .iter()
+        .map(|pin| eval_protocols::protocol::parse_pin(pin))
+        .collect::<Result<_, _>>()
+        .map_err(|m| SessionError::Proxy(eval_proxy::ProxyError::Client(m)))?;
     cfg.keep_bodies = Some(wire_limits.per_call_response_bytes);
     let proxy = eval_proxy::Proxy::start(cfg)
         .await

@@ -83,6 +83,7 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
         events::UpstreamRecord {
             kind: "fixture".into(),
             url: "fixture".into(),
+            ..Default::default()
         },
     );
     let run_dir = crate::run::run_dir(&state, "demo");
