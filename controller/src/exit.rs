@@ -142,6 +142,7 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         | E::WrongMatrix { .. }
         | E::OtherUpstream { .. }
         | E::AsyncRuntime(_)
+        | E::Smoke { .. }
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
         E::Protocol(e) => integrity_if(e.is_integrity()),
@@ -194,7 +195,9 @@ pub fn site_status(e: &crate::site::SiteError) -> Status {
     use crate::site::SiteError as S;
     match e {
         S::NotASite(_) | S::NoOut | S::Write { .. } => Status::Usage,
-        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } => Status::Integrity,
+        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } | S::WireLog { .. } => {
+            Status::Integrity
+        }
     }
 }
 
