@@ -87,6 +87,8 @@ pub enum SlotStatus {
 pub struct RunState {
     /// The latest `run_started` payload (the schedule and rules of the run).
     pub started: Option<RunStarted>,
+    /// Every session's upstream, in ledger order (a report judges them all, not the latest).
+    pub upstreams: Vec<events::UpstreamRecord>,
     pub sessions: u32,
     pub slots: Vec<SlotRecord>,
     /// Attempts per slot, in number order.
@@ -152,6 +154,7 @@ impl RunState {
                     return Err(malformed(e, "a resumed session changed the schedule"));
                 }
                 self.sessions += 1;
+                self.upstreams.push(p.upstream.clone());
                 self.started = Some(p);
             }
             events::ATTEMPT_STARTED => {
@@ -617,6 +620,7 @@ mod tests {
             upstream: UpstreamRecord {
                 kind: "fixture".into(),
                 url: "http://127.0.0.1:1".into(),
+                ..Default::default()
             },
             fixture_evidence: true,
             model_free_evidence: false,
