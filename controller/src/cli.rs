@@ -181,6 +181,19 @@ pub struct RunArgs {
     /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,
+    /// A smoke run: a part of the schedule into its own run directory (STATE/NAME.smoke),
+    /// recorded as a smoke run; never evidence, never counted toward the real run
+    #[arg(long)]
+    pub smoke: bool,
+    /// With --smoke: only these tasks (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "smoke")]
+    pub tasks: Vec<String>,
+    /// With --smoke: only these arms (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "smoke")]
+    pub arms: Vec<String>,
+    /// With --smoke: at most N statistical attempts (the first in schedule order)
+    #[arg(long, value_name = "N", requires = "smoke")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -506,6 +519,22 @@ pub struct ImportV04SimpleArgs {
     /// (no other identity meets it); without it the protocol has no precondition
     #[arg(long, value_name = "sha256:…")]
     pub router_identity: Option<String>,
+    /// Preregister this Ed25519 public key (`eval keygen` prints it) as the protocol's
+    /// `[signing] public_key`: its evidence must then be signed by the private half
+    #[arg(long, value_name = "eval+…")]
+    pub public_key: Option<String>,
+    /// Preregister the model upstream as the protocol's `[upstream] url` (e.g.
+    /// https://api.deepseek.com): only a run against it is release evidence
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// A TLS key pin for `--upstream` (`sha256:<hex>` of the server certificate's
+    /// SubjectPublicKeyInfo), `[upstream] tls_spki_sha256`; repeatable
+    #[arg(
+        long = "tls-spki-sha256",
+        value_name = "sha256:…",
+        requires = "upstream"
+    )]
+    pub tls_spki_sha256: Vec<String>,
     /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
     /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
     /// `grader_valid` integrity rule
