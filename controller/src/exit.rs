@@ -195,7 +195,9 @@ pub fn site_status(e: &crate::site::SiteError) -> Status {
     use crate::site::SiteError as S;
     match e {
         S::NotASite(_) | S::NoOut | S::Write { .. } => Status::Usage,
-        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } => Status::Integrity,
+        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } | S::WireLog { .. } => {
+            Status::Integrity
+        }
     }
 }
 

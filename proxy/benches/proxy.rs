@@ -1103,7 +1103,7 @@ async fn cost_phase(
         return rows;
     }
     println!(
-        "\n[cost per event] counted with perf stat (software events and syscall tracepoints), fixed workloads at 1 connection"
+        "\n[cost per event] counted, not timed: perf stat (software events and syscall tracepoints) on fixed workloads, one process at a time"
     );
     for (label, conc) in [
         ("non-stream", Kind::Whole, 400usize, 400usize, "call"),
