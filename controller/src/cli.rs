@@ -181,6 +181,19 @@ pub struct RunArgs {
     /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,
+    /// A smoke run: a part of the schedule into its own run directory (STATE/NAME.smoke),
+    /// recorded as a smoke run; never evidence, never counted toward the real run
+    #[arg(long)]
+    pub smoke: bool,
+    /// With --smoke: only these tasks (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "smoke")]
+    pub tasks: Vec<String>,
+    /// With --smoke: only these arms (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "smoke")]
+    pub arms: Vec<String>,
+    /// With --smoke: at most N statistical attempts (the first in schedule order)
+    #[arg(long, value_name = "N", requires = "smoke")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Args)]

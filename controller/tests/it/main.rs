@@ -33,5 +33,6 @@ mod run_integrity;
 mod run_resume;
 mod show;
 mod signing_cli;
+mod smoke;
 mod stats_cli;
 mod thin_arms;
