@@ -19,6 +19,11 @@
 //! ([`ArchiveLimits`]) entries are left out with a note. When there are notes, a PAX global
 //! header (`g`, one `comment` record, the sorted notes one per line) precedes the end-of-archive
 //! blocks. Only a host failure makes archiving fail ([`ArtifactError::is_host_fault`]).
+//!
+//! A regular file with a hole before its end (`SEEK_HOLE`) is written as a PAX sparse entry
+//! (GNU format 1.0, [`write_sparse`]): its data regions only, so an agent's 4 GiB file of holes
+//! costs the archive what the agent could allocate, and `archive.bytes` counts data, not
+//! apparent sizes. Files without holes are plain entries, as before.
 
 use crate::ledger::Digest;
 use crate::leftovers::{Beneath, LeftoverError, is_host_errno, kind_name};
@@ -716,6 +721,53 @@ pub fn tar_dir_with(
                         continue;
                     }
                 };
+                let regions = match data_regions(&f, size) {
+                    Ok(r) => r,
+                    Err(e) if is_host_errno(e.raw_os_error()) => {
+                        return Err(leftover_to_artifact(dir, host_or_refused(rel, e)));
+                    }
+                    Err(e) => {
+                        notes.add(rel, format!("{}: not archived: {e}", shown(rel)));
+                        continue;
+                    }
+                };
+                let mode = if *exec { 0o755 } else { 0o644 };
+                if let Some(regions) = regions {
+                    // Only the data is written: a file of terabytes of holes costs what was
+                    // allocated, never its apparent size.
+                    let data: u64 = regions.iter().map(|r| r.1).sum();
+                    if regions.len() > MAX_SPARSE_REGIONS
+                        || bytes.saturating_add(data) > limits.max_bytes
+                    {
+                        notes.add(
+                            rel,
+                            format!(
+                                "{}: sparse file of {size} bytes ({data} bytes of data in {} regions) not archived: the caps are {} bytes of content and {MAX_SPARSE_REGIONS} regions",
+                                shown(rel),
+                                regions.len(),
+                                limits.max_bytes
+                            ),
+                        );
+                        continue;
+                    }
+                    let problem = write_sparse(out, rel, mode, size, &regions, &mut f).map_err(
+                        |c| match c {
+                            CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
+                            CopyError::Write(e) => io_err(dir)(e),
+                        },
+                    )?;
+                    notes.add(
+                        rel,
+                        format!(
+                            "{}: sparse file of {size} bytes, recorded as a PAX sparse (GNU 1.0) entry of its {data} bytes of data in {} regions{problem}",
+                            shown(rel),
+                            regions.len()
+                        ),
+                    );
+                    bytes += data;
+                    written += 1;
+                    continue;
+                }
                 if bytes.saturating_add(size) > limits.max_bytes {
                     notes.add(
                         rel,
@@ -727,7 +779,6 @@ pub fn tar_dir_with(
                     );
                     continue;
                 }
-                let mode = if *exec { 0o755 } else { 0o644 };
                 write_header(out, rel, b"", b'0', mode, size, (0, 0)).map_err(w)?;
                 let copied = copy_up_to(&mut f, out, size).map_err(|c| match c {
                     CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
@@ -768,6 +819,150 @@ pub fn tar_dir_with(
         entries: written,
         bytes,
     })
+}
+
+/// More data regions than this and a sparse file is left out with a note (its map alone would
+/// be tens of megabytes).
+const MAX_SPARSE_REGIONS: usize = 1 << 20;
+
+/// The data regions `(offset, length)` of a file with a hole before its end (`SEEK_DATA` /
+/// `SEEK_HOLE`), or `None` for a file without holes (or a filesystem that cannot say), which is
+/// archived as a plain entry, as before.
+fn data_regions(f: &fs::File, size: u64) -> Result<Option<Vec<(u64, u64)>>, rustix::io::Errno> {
+    // Probing moves the file's offset: back to the start for the reader that follows.
+    let found = probe_regions(f, size);
+    rustix::fs::seek(f, rustix::fs::SeekFrom::Start(0))?;
+    found
+}
+
+fn probe_regions(f: &fs::File, size: u64) -> Result<Option<Vec<(u64, u64)>>, rustix::io::Errno> {
+    use rustix::fs::{SeekFrom, seek};
+    use rustix::io::Errno;
+    let first_hole = match seek(f, SeekFrom::Hole(0)) {
+        Ok(h) => h,
+        Err(Errno::NXIO) => return Ok(None),
+        Err(Errno::INVAL | Errno::OPNOTSUPP) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if first_hole >= size {
+        return Ok(None);
+    }
+    let mut regions = Vec::new();
+    let mut off = 0u64;
+    while off < size && regions.len() <= MAX_SPARSE_REGIONS {
+        let start = match seek(f, SeekFrom::Data(off)) {
+            Ok(d) if d < size => d,
+            Ok(_) | Err(Errno::NXIO) => break,
+            Err(e) => return Err(e),
+        };
+        let end = match seek(f, SeekFrom::Hole(start)) {
+            Ok(h) => h.min(size),
+            Err(Errno::NXIO) => size,
+            Err(e) => return Err(e),
+        };
+        if end <= start {
+            break;
+        }
+        regions.push((start, end - start));
+        off = end;
+    }
+    Ok(Some(regions))
+}
+
+/// One sparse file as a PAX sparse entry, format 1.0 (what GNU tar writes and GNU tar, bsdtar
+/// and Python's `tarfile` restore): an extended header with `GNU.sparse.major=1`,
+/// `GNU.sparse.minor=0`, `GNU.sparse.name` (the real name) and `GNU.sparse.realsize`; a ustar
+/// header named `GNUSparseFile.0/<name>` whose content is the map (the number of regions, then
+/// each region's offset and length, decimal, one per line, padded to a block) followed by the
+/// regions' bytes. A region that shrank is padded with zeros; the note says so.
+fn write_sparse(
+    out: &mut dyn Write,
+    rel: &[u8],
+    mode: u32,
+    size: u64,
+    regions: &[(u64, u64)],
+    f: &mut fs::File,
+) -> Result<String, CopyError> {
+    use std::io::{Seek, SeekFrom};
+    // A file ending in a hole gets a last, empty region at its end (as GNU tar writes it):
+    // readers size the file by the map.
+    let ends_in_hole = regions.last().is_none_or(|(off, len)| off + len < size);
+    let tail = ends_in_hole.then_some((size, 0u64));
+    let count = regions.len() + usize::from(ends_in_hole);
+    let mut map = format!("{count}\n").into_bytes();
+    for (off, len) in regions.iter().chain(tail.iter()) {
+        map.extend(format!("{off}\n{len}\n").into_bytes());
+    }
+    let map_len = map.len().div_ceil(512) * 512;
+    map.resize(map_len, 0);
+    let data: u64 = regions.iter().map(|r| r.1).sum();
+    let stored = map_len as u64 + data;
+    let mut records = Vec::new();
+    if std::str::from_utf8(rel).is_err() {
+        records.extend(pax_record(b"hdrcharset", b"BINARY"));
+    }
+    records.extend(pax_record(b"GNU.sparse.major", b"1"));
+    records.extend(pax_record(b"GNU.sparse.minor", b"0"));
+    records.extend(pax_record(b"GNU.sparse.name", rel));
+    records.extend(pax_record(
+        b"GNU.sparse.realsize",
+        size.to_string().as_bytes(),
+    ));
+    let w = CopyError::Write;
+    out.write_all(&ustar_header(
+        b"././@PaxHeader",
+        b"",
+        b'x',
+        0o644,
+        records.len() as u64,
+        (0, 0),
+    ))
+    .map_err(w)?;
+    out.write_all(&records).map_err(w)?;
+    pad(out, records.len() as u64).map_err(w)?;
+    let (parent, base) = match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..=i], &rel[i + 1..]),
+        None => (&b""[..], rel),
+    };
+    let name = [parent, b"GNUSparseFile.0/", base].concat();
+    out.write_all(&ustar_header(
+        truncate_name(&name),
+        b"",
+        b'0',
+        mode,
+        stored,
+        (0, 0),
+    ))
+    .map_err(w)?;
+    out.write_all(&map).map_err(w)?;
+    let mut problem = String::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    for (off, len) in regions {
+        f.seek(SeekFrom::Start(*off)).map_err(CopyError::Read)?;
+        let mut left = *len;
+        while left > 0 {
+            let want = buf.len().min(usize::try_from(left).unwrap_or(buf.len()));
+            let n = match f.read(&mut buf[..want]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error().is_some_and(is_host_errno) => {
+                    return Err(CopyError::Read(e));
+                }
+                Err(_) => 0,
+            };
+            if n == 0 {
+                problem = "; it shrank while archived, padded with zero bytes".to_owned();
+                buf[..want].fill(0);
+                out.write_all(&buf[..want]).map_err(w)?;
+                left -= want as u64;
+                continue;
+            }
+            out.write_all(&buf[..n]).map_err(w)?;
+            left -= n as u64;
+        }
+    }
+    pad(out, stored).map_err(w)?;
+    Ok(problem)
 }
 
 fn from_read(rel: &[u8], e: io::Error) -> LeftoverError {
@@ -1130,6 +1325,85 @@ mod tests {
             fs::read_link(out_dir.join("src/link")).unwrap(),
             PathBuf::from("../README.md")
         );
+    }
+
+    /// A file of 1 GiB that holds 8 KiB of data costs its data in the archive, never its size,
+    /// and GNU tar restores it byte for byte (holes read as zeros); a file without holes stays a
+    /// plain entry.
+    #[test]
+    fn a_sparse_file_is_archived_by_its_data_and_restored_by_system_tar() {
+        use std::io::{Seek, SeekFrom};
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        let size: u64 = 1 << 30;
+        let mut f = fs::File::create(src.join("d/sparse.img")).unwrap();
+        f.seek(SeekFrom::Start(1 << 20)).unwrap();
+        f.write_all(&[0xab; 4096]).unwrap();
+        f.seek(SeekFrom::Start(size - 4096)).unwrap();
+        f.write_all(&[0xcd; 4096]).unwrap();
+        drop(f);
+        let mut tail_hole = fs::File::create(src.join("tail-hole")).unwrap();
+        tail_hole.write_all(b"head").unwrap();
+        tail_hole.set_len(64 << 20).unwrap();
+        drop(tail_hole);
+        fs::write(src.join("dense.txt"), b"dense\n").unwrap();
+        let probe = fs::File::open(src.join("d/sparse.img")).unwrap();
+        if data_regions(&probe, size).unwrap().is_none() {
+            return; // this filesystem reports no holes; nothing to test here
+        }
+        let mut buf = Vec::new();
+        let summary = tar_dir(&src, &mut buf).unwrap();
+        assert!(
+            buf.len() < 1 << 20,
+            "a 1 GiB sparse file took {} archive bytes",
+            buf.len()
+        );
+        assert_eq!(summary.bytes, 8192 + 4096 + 6, "{summary:?}");
+        assert!(
+            summary
+                .notes
+                .iter()
+                .any(|n| n.contains("\"d/sparse.img\": sparse file of 1073741824 bytes")),
+            "{:?}",
+            summary.notes
+        );
+        // The same tree gives the same bytes.
+        let mut again = Vec::new();
+        tar_dir(&src, &mut again).unwrap();
+        assert_eq!(buf, again);
+        let archive = tmp.path().join("x.tar");
+        fs::write(&archive, &buf).unwrap();
+        let out_dir = tmp.path().join("out");
+        fs::create_dir_all(&out_dir).unwrap();
+        let status = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&out_dir)
+            .status();
+        let Ok(status) = status else { return }; // no tar on this machine
+        assert!(status.success());
+        let restored = out_dir.join("d/sparse.img");
+        assert_eq!(fs::metadata(&restored).unwrap().len(), size);
+        let mut r = fs::File::open(&restored).unwrap();
+        let mut block = vec![0u8; 4096];
+        for (at, byte) in [
+            (0u64, 0u8),
+            (1 << 20, 0xab),
+            ((1 << 20) + 4096, 0),
+            (size - 4096, 0xcd),
+        ] {
+            r.seek(SeekFrom::Start(at)).unwrap();
+            r.read_exact(&mut block).unwrap();
+            assert!(block.iter().all(|b| *b == byte), "at {at}");
+        }
+        let t = fs::read(out_dir.join("tail-hole")).unwrap();
+        assert_eq!(t.len(), 64 << 20);
+        assert_eq!(&t[..4], b"head");
+        assert!(t[4..].iter().all(|b| *b == 0));
+        assert_eq!(fs::read(out_dir.join("dense.txt")).unwrap(), b"dense\n");
+        assert!(!out_dir.join("d/GNUSparseFile.0").exists());
     }
 
     /// One parsed tar entry: name, typeflag, link target, content (PAX records applied).

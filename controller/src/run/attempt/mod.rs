@@ -12,6 +12,7 @@ mod container;
 mod contract;
 mod control;
 mod control_arm;
+pub(crate) mod disk;
 mod grade;
 mod images;
 mod oracle;
@@ -190,6 +191,8 @@ impl DockerExecutor {
             source,
         })?;
         let work = abs(&cfg.work);
+        // A session killed mid-attempt left that attempt's filesystem mounted.
+        disk::unmount_stale(&work);
         let sockets = SocketRoot::create(&work).map_err(SetupError::Sockets)?;
         Ok(Self {
             rt,
@@ -365,7 +368,11 @@ impl DockerExecutor {
             Err(e) => return AttemptReport::infra(FaultCode::ControllerError, e.to_string()),
         };
         let with_state = def.metrics_root == eval_runtimes::definition::MetricsRoot::State;
-        let p = match self.prepare(spec, ids, task, dir, with_state) {
+        let limits = Some(disk::DiskLimits::of(&def.limits));
+        let p = match self
+            .prepare(spec, ids, task, dir, (with_state, limits))
+            .await
+        {
             Ok(p) => p,
             Err(report) => return *report,
         };
@@ -677,6 +684,12 @@ impl AttemptExecutor for DockerExecutor {
 /// deep would take the controller's file descriptors (failing sibling attempts) or its stack;
 /// `Beneath::remove` holds a bounded number of descriptors and never follows a link.
 pub(crate) fn remove_attempt_tree(dir: &Path) -> std::io::Result<()> {
+    // The attempt's own filesystem first: its files go with it, and removing through a mount
+    // would only empty it.
+    match disk::unmount(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -360,6 +360,9 @@ pub struct Cfg {
     pub memory_mb: u64,
     pub pids: u64,
     pub tmpfs_mb: u64,
+    /// The attempt's own filesystem (`[limits] workspace_mb`, `workspace_inodes`).
+    pub workspace_mb: u64,
+    pub workspace_inodes: u64,
     pub metrics_path: String,
     pub attempt_max_tokens: u64,
     pub run_max_tokens: u64,
@@ -377,6 +380,8 @@ impl Default for Cfg {
             memory_mb: 256,
             pids: 64,
             tmpfs_mb: 64,
+            workspace_mb: 64,
+            workspace_inodes: 16384,
             metrics_path: ".eval-agent/metrics.json".into(),
             attempt_max_tokens: 20_000_000,
             run_max_tokens: 600_000_000,
@@ -545,6 +550,8 @@ memory_mb = {mem}
 cpus = 1.0
 pids = {pids}
 tmpfs_mb = {tmpfs}
+workspace_mb = {ws_mb}
+workspace_inodes = {ws_inodes}
 
 [arm]
 profile = "/opt/eval/profile.toml"
@@ -554,6 +561,8 @@ candidate = "/opt/eval/candidate"
         mem = cfg.memory_mb,
         pids = cfg.pids,
         tmpfs = cfg.tmpfs_mb,
+        ws_mb = cfg.workspace_mb,
+        ws_inodes = cfg.workspace_inodes,
     )
 }
 
