@@ -66,6 +66,19 @@ pub enum ArtifactError {
         /// The digest of the bytes found.
         actual: Digest,
     },
+    /// Storing the object would pass the run's artifact byte budget
+    /// ([`ArtifactStore::with_budget`]); nothing was stored.
+    #[error(
+        "the run's artifact budget of {max} bytes has no room for this artifact ({used} bytes already stored, this one passes it after {written} bytes)"
+    )]
+    OverBudget {
+        /// The budget.
+        max: u64,
+        /// What the store held (and other writes had reserved) when this one was refused.
+        used: u64,
+        /// How far this object got before it was refused.
+        written: u64,
+    },
     /// Reading the tree to archive failed; only a host failure reaches here (see
     /// [`tar_dir_with`]), or the root directory itself could not be opened.
     #[error("archiving {dir}: {source}")]
@@ -85,6 +98,8 @@ impl ArtifactError {
         match self {
             ArtifactError::Io { source, .. } => source.raw_os_error().is_some_and(is_host_errno),
             ArtifactError::Leftover { source, .. } => source.is_host_fault(),
+            // The run's own bound, reached by what the attempt left: never the host's.
+            ArtifactError::OverBudget { .. } => false,
             _ => false,
         }
     }
@@ -101,6 +116,112 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ArtifactError + '_ {
 #[derive(Clone, Debug)]
 pub struct ArtifactStore {
     root: PathBuf,
+    /// The run's artifact byte budget, shared by every clone (`with_budget`); `None`: unbounded.
+    budget: Option<std::sync::Arc<Budget>>,
+}
+
+/// What a run may store in total, and what it has stored or reserved so far.
+#[derive(Debug)]
+struct Budget {
+    max: u64,
+    used: std::sync::atomic::AtomicU64,
+}
+
+impl Budget {
+    /// Takes `n` more bytes, or says how much was used when it could not.
+    fn take(&self, n: u64) -> Result<(), u64> {
+        use std::sync::atomic::Ordering;
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|t| *t <= self.max)
+            })
+            .map(|_| ())
+    }
+
+    fn give_back(&self, n: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_sub(n))
+            });
+    }
+}
+
+/// The error a [`BudgetWriter`] fails a write with; told apart from the disk's own errors.
+#[derive(Debug)]
+struct OverBudgetMark {
+    used: u64,
+}
+
+impl std::fmt::Display for OverBudgetMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the artifact budget is used up ({} bytes)", self.used)
+    }
+}
+
+impl std::error::Error for OverBudgetMark {}
+
+/// Counts what is written against the budget before writing it.
+struct BudgetWriter<'a, W: Write> {
+    inner: W,
+    budget: Option<&'a Budget>,
+    written: u64,
+}
+
+impl<W: Write> Write for BudgetWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(b) = self.budget {
+            b.take(buf.len() as u64)
+                .map_err(|used| io::Error::other(OverBudgetMark { used }))?;
+        }
+        match self.inner.write(buf) {
+            Ok(n) => {
+                if let Some(b) = self.budget {
+                    b.give_back((buf.len() - n) as u64);
+                }
+                self.written += n as u64;
+                Ok(n)
+            }
+            Err(e) => {
+                if let Some(b) = self.budget {
+                    b.give_back(buf.len() as u64);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The used-up budget behind an error, if that is what it is.
+fn over_budget(e: &io::Error) -> Option<u64> {
+    e.get_ref()
+        .and_then(|i| i.downcast_ref::<OverBudgetMark>())
+        .map(|m| m.used)
+}
+
+/// Bytes of the objects under `root/sha256/` (two levels: prefix directories, objects).
+fn stored_bytes(root: &Path) -> Result<u64, ArtifactError> {
+    let top = root.join("sha256");
+    let mut total = 0u64;
+    for prefix in fs::read_dir(&top).map_err(io_err(&top))? {
+        let prefix = prefix.map_err(io_err(&top))?.path();
+        if !prefix.is_dir() {
+            continue;
+        }
+        for object in fs::read_dir(&prefix).map_err(io_err(&prefix))? {
+            let object = object.map_err(io_err(&prefix))?;
+            let m = object.metadata().map_err(io_err(&object.path()))?;
+            if m.is_file() {
+                total = total.saturating_add(m.len());
+            }
+        }
+    }
+    Ok(total)
 }
 
 impl ArtifactStore {
@@ -110,7 +231,53 @@ impl ArtifactStore {
         fs::create_dir_all(root.join("tmp")).map_err(io_err(root))?;
         Ok(Self {
             root: root.to_path_buf(),
+            budget: None,
         })
+    }
+
+    /// The same store, bounded by a run's artifact byte budget: every object this store and
+    /// its clones write counts against `max`, starting from what the store already holds (a
+    /// resumed run's earlier sessions), and a write that would pass it fails with
+    /// [`ArtifactError::OverBudget`] without storing anything. An object already present costs
+    /// nothing.
+    pub fn with_budget(self, max: u64) -> Result<Self, ArtifactError> {
+        let used = stored_bytes(&self.root)?;
+        Ok(Self {
+            budget: Some(std::sync::Arc::new(Budget {
+                max,
+                used: std::sync::atomic::AtomicU64::new(used),
+            })),
+            ..self
+        })
+    }
+
+    /// The budget's `(max, used)`, when the store has one.
+    pub fn budget(&self) -> Option<(u64, u64)> {
+        self.budget.as_ref().map(|b| {
+            (
+                b.max,
+                b.used.load(std::sync::atomic::Ordering::Acquire),
+            )
+        })
+    }
+
+    /// A failed write of `written` counted bytes: given back to the budget, and the budget's
+    /// own refusal told apart from the disk's errors.
+    fn failed(&self, written: u64, e: ArtifactError) -> ArtifactError {
+        let Some(b) = &self.budget else { return e };
+        b.give_back(written);
+        let used = match &e {
+            ArtifactError::Io { source, .. } => over_budget(source),
+            _ => None,
+        };
+        match used {
+            Some(used) => ArtifactError::OverBudget {
+                max: b.max,
+                used,
+                written,
+            },
+            None => e,
+        }
     }
 
     /// The store's root directory.
@@ -154,17 +321,31 @@ impl ArtifactStore {
         limits: &ArchiveLimits,
     ) -> Result<ArchiveSummary, ArtifactError> {
         let (tmp, mut file) = self.temp_file()?;
-        let mut writer = HashingWriter::new(io::BufWriter::new(&mut file));
-        let summary = tar_dir_with(dir, limits, &mut writer).inspect_err(|_| {
-            let _ = fs::remove_file(&tmp);
-        })?;
+        let mut counted = BudgetWriter {
+            inner: &mut file,
+            budget: self.budget.as_deref(),
+            written: 0,
+        };
+        let mut writer = HashingWriter::new(io::BufWriter::new(&mut counted));
+        let summary = tar_dir_with(dir, limits, &mut writer);
         let (digest, buf) = writer.finish();
-        buf.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .map_err(io_err(&tmp))?;
+        let flushed = buf.into_inner().map_err(|e| e.into_error());
+        let written = counted.written;
+        let done = summary.and_then(|summary| {
+            flushed
+                .and_then(|_| file.sync_all())
+                .map_err(io_err(&tmp))?;
+            Ok(summary)
+        });
+        let summary = match done {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(self.failed(written, e));
+            }
+        };
         drop(file);
-        self.publish(&tmp, &digest)?;
+        self.publish_counted(&tmp, &digest, written)?;
         Ok(ArchiveSummary {
             digest,
             notes: summary.notes,
@@ -215,16 +396,35 @@ impl ArtifactStore {
 
     fn put_reader(&self, reader: &mut dyn Read) -> Result<Digest, ArtifactError> {
         let (tmp, mut file) = self.temp_file()?;
-        let mut writer = HashingWriter::new(&mut file);
+        let mut counted = BudgetWriter {
+            inner: &mut file,
+            budget: self.budget.as_deref(),
+            written: 0,
+        };
+        let mut writer = HashingWriter::new(&mut counted);
         let copied = io::copy(reader, &mut writer);
         let (digest, _) = writer.finish();
+        let written = counted.written;
         if let Err(e) = copied.and_then(|_| file.sync_all()) {
             let _ = fs::remove_file(&tmp);
-            return Err(io_err(&tmp)(e));
+            return Err(self.failed(written, io_err(&tmp)(e)));
         }
         drop(file);
-        self.publish(&tmp, &digest)?;
+        self.publish_counted(&tmp, &digest, written)?;
         Ok(digest)
+    }
+
+    /// [`Self::publish`], giving the budget back what an object already present did not cost
+    /// (or what a failed publish did not store).
+    fn publish_counted(&self, tmp: &Path, digest: &Digest, written: u64) -> Result<(), ArtifactError> {
+        let present = self.path_of(digest).is_file();
+        let r = self.publish(tmp, digest);
+        if let Some(b) = &self.budget
+            && (present || r.is_err())
+        {
+            b.give_back(written);
+        }
+        r
     }
 
     fn temp_file(&self) -> Result<(PathBuf, fs::File), ArtifactError> {
@@ -1404,6 +1604,40 @@ mod tests {
         assert!(t[4..].iter().all(|b| *b == 0));
         assert_eq!(fs::read(out_dir.join("dense.txt")).unwrap(), b"dense\n");
         assert!(!out_dir.join("d/GNUSparseFile.0").exists());
+    }
+
+    /// Every clone of a budgeted store draws on one budget, which starts from what the store
+    /// already holds; a refused object leaves nothing behind and costs nothing, and an object
+    /// already present is free.
+    #[test]
+    fn a_budget_is_shared_counts_what_is_stored_and_refuses_past_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("store");
+        let first = ArtifactStore::open(&root).unwrap();
+        first.put_bytes(&[1u8; 1000]).unwrap();
+        let store = ArtifactStore::open(&root).unwrap().with_budget(5000).unwrap();
+        assert_eq!(store.budget(), Some((5000, 1000)));
+        let clone = store.clone();
+        clone.put_bytes(&[2u8; 3000]).unwrap();
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        // Present already: free.
+        store.put_bytes(&[1u8; 1000]).unwrap();
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        let e = store.put_bytes(&[3u8; 1001]).unwrap_err();
+        assert!(matches!(e, ArtifactError::OverBudget { max: 5000, .. }), "{e}");
+        assert!(!e.is_host_fault());
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        assert_eq!(fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+        // A directory archive is refused the same way, and what fits still fits.
+        let src = tmp.path().join("src");
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("big"), vec![9u8; 4000]).unwrap();
+        let e = clone.put_dir(&src).unwrap_err();
+        assert!(matches!(e, ArtifactError::OverBudget { .. }), "{e}");
+        assert_eq!(fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        store.put_bytes(&[4u8; 1000]).unwrap();
+        assert_eq!(store.budget(), Some((5000, 5000)));
     }
 
     /// One parsed tar entry: name, typeflag, link target, content (PAX records applied).

@@ -616,8 +616,10 @@ async fn session(
     held.proxy = Some(proxy.clone());
     control.set_proxy(proxy.clone());
     let docker = eval_runtimes::DockerRuntime::connect().await?;
+    // Bounded by the protocol's artifact budget, counted from what earlier sessions stored.
     let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?
+            .with_budget(p.budgets.artifacts.max_bytes)?;
     let inputs = crate::run::inputs::stage(
         &project.root,
         &crate::run::run_dir(state, &matrix),

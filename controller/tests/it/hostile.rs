@@ -876,3 +876,54 @@ exit 0
     );
     p.assert_no_leak(&r, &[]);
 }
+
+#[test]
+fn artifacts_past_the_runs_budget_are_the_attempts_outcome_and_not_redrawn() {
+    need_docker!();
+    // 4 MiB of data in the workspace, a run budget of 3 MiB: the archive is refused, and that
+    // is the attempt's outcome — not the rerunnable `filesystem_capacity` a full store gave.
+    let cfg = Cfg {
+        artifact_max_bytes: Some(3 << 20),
+        ..Cfg::default()
+    };
+    let p = Project::new(
+        r#"okcall
+$BB dd if=/dev/urandom of="$W/blob" bs=1048576 count=4 2> /dev/null
+metrics
+exit 0
+"#,
+        &cfg,
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "agent_error", "{o}");
+    let detail = o["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("artifact budget"), "{o}");
+    assert!(o["artifacts"]["workspace"].is_null(), "{o}");
+    assert!(o["artifacts"]["grader_output"].is_null(), "not graded: {o}");
+    assert!(
+        o["metrics"].as_object().is_none_or(|m| m.get("score").is_none()),
+        "{o}"
+    );
+    // The sibling's artifacts fit: the budget is the run's, and it only refused the flood.
+    let native = &r.native_outcomes()[0];
+    assert_eq!(native["outcome"], "completed", "{native}");
+    assert!(!native["artifacts"]["workspace"].is_null(), "{native}");
+    let stored: u64 = walk_bytes(&p.dir.join("runs/demo/artifacts/sha256"));
+    assert!(stored <= 3 << 20, "{stored} bytes stored");
+    p.assert_no_leak(&r, &[]);
+}
+
+/// Bytes of the files under `dir`.
+fn walk_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let m = e.metadata().unwrap();
+        total += if m.is_dir() {
+            walk_bytes(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    total
+}

@@ -78,7 +78,7 @@ pub fn make(dir: &Path, limits: DiskLimits) -> Result<PathBuf, DiskError> {
     // No journal (the filesystem lives as long as one attempt), no reserved blocks (the agent
     // gets all of it), `nodiscard` (discarding would punch the preallocation back out of the
     // image), inode tables initialised lazily (`noinit_itable` below: never in the background).
-    run(Command::new("mkfs.ext4")
+    run(Command::new(tool("mkfs.ext4"))
         .args(["-q", "-F", "-m", "0", "-b", "4096", "-N"])
         .arg(limits.inodes.to_string())
         .args([
@@ -91,7 +91,7 @@ pub fn make(dir: &Path, limits: DiskLimits) -> Result<PathBuf, DiskError> {
         ])
         .arg(&image))?;
     std::fs::create_dir(&mount).map_err(host("creating the mount point of"))?;
-    run(Command::new("mount")
+    run(Command::new(tool("mount"))
         .args([
             "-t",
             "ext4",
@@ -101,6 +101,17 @@ pub fn make(dir: &Path, limits: DiskLimits) -> Result<PathBuf, DiskError> {
         .arg(&image)
         .arg(&mount))?;
     Ok(mount)
+}
+
+/// `name` from `PATH`, else from `/usr/sbin` or `/sbin` (a user's `PATH` on Debian often lacks
+/// them), else `name` itself (the error then says what is missing).
+fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 fn run(cmd: &mut Command) -> Result<(), DiskError> {

@@ -467,7 +467,10 @@ impl DockerExecutor {
                 return;
             }
         }
-        if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault {
+        // Past the artifact budget the attempt is not graded: its outcome is decided.
+        if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault
+            || seen.obs.over_budget.is_some()
+        {
             return;
         }
         self.grade(spec, task, p, seen, report).await;
@@ -480,6 +483,11 @@ impl DockerExecutor {
         seen: Seen,
         mut report: AttemptReport,
     ) -> AttemptReport {
+        if seen.obs.over_budget.is_some() {
+            // Not graded, or graded before its last artifact was refused: either way the
+            // metrics are the protocol's missing-data values.
+            report.metrics.clear();
+        }
         if !report.cancelled {
             let Classification {
                 outcome,

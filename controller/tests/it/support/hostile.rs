@@ -372,6 +372,8 @@ pub struct Cfg {
     /// model (instead of `demo-simple-1`, which has no oracle).
     pub model_oracle: bool,
     pub max_questions: u32,
+    /// `[budgets.artifacts] max_bytes`; `None`: the table is absent (the default applies).
+    pub artifact_max_bytes: Option<u64>,
 }
 
 impl Default for Cfg {
@@ -389,6 +391,7 @@ impl Default for Cfg {
             timeout_seconds: 120,
             model_oracle: false,
             max_questions: 5,
+            artifact_max_bytes: None,
         }
     }
 }
@@ -459,7 +462,7 @@ max_tokens = @ATTEMPT_TOKENS@
 [budgets.run]
 max_tokens = @RUN_TOKENS@
 max_spend_usd = 500.0
-
+@ARTIFACTS@
 [[budgets.prices]]
 model = "deepseek-v4-flash"
 input_usd_per_mtok = 0.27
@@ -597,6 +600,12 @@ impl Project {
             .replace("@MAXREQ@", &cfg.max_requests.to_string())
             .replace("@ATTEMPT_TOKENS@", &cfg.attempt_max_tokens.to_string())
             .replace("@RUN_TOKENS@", &cfg.run_max_tokens.to_string())
+            .replace(
+                "@ARTIFACTS@",
+                &cfg.artifact_max_bytes
+                    .map(|b| format!("\n[budgets.artifacts]\nmax_bytes = {b}\n"))
+                    .unwrap_or_default(),
+            )
             .replace("@SUITE@", suite)
             .replace("@MAXORACLE@", if cfg.model_oracle { "5" } else { "0" });
         // Unique per test (the identity must differ between tests).
