@@ -37,6 +37,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Compute the statistics and release gates of a run; exit 0 only when release is allowed
     Report(ReportArgs),
+    /// One attempt's story: outcome and rule, every model call with its messages and reply,
+    /// tool calls, grader, artifacts
+    Show(ShowArgs),
     /// Paired-bootstrap statistics on data from anywhere, and calibration by simulation
     #[command(subcommand)]
     Stats(StatsCommand),
@@ -164,11 +167,17 @@ pub struct RunArgs {
     /// Attempts to run at once (default: the matrix's)
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Upstream model API base URL, or `fixture` for the embedded deterministic fixture upstream
-    #[arg(long, value_name = "URL|fixture")]
+    /// Upstream model API base URL, `fixture` for the embedded deterministic fixture upstream, or
+    /// `model-free` for the built-in upstream that answers every request with a plain stop
+    /// (evidence only for a protocol declaring `model_free = true`)
+    #[arg(long, value_name = "URL|fixture|model-free")]
     pub upstream: Option<String>,
     #[command(flatten)]
     pub key: KeySource,
+    /// Skip the preflight's `GET /user/balance` and spend checks (providers without DeepSeek's
+    /// endpoint); the key and model checks still run
+    #[arg(long)]
+    pub no_balance_check: bool,
     /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,
@@ -184,12 +193,29 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The attempt, as the ledger names it (`<slot>#<n>`), or a slot (its latest attempt)
+    pub attempt: String,
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// State directory (default: ./runs)
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
+    /// Print `eval.show/1` JSON (docs/show.md) instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ReportFormat {
     Text,
     Json,
     Md,
     Html,
+    /// A directory of static pages (`--out DIR`): verdict, gates, forest plots, task × arm
+    /// tables, each task's arms side by side and a page per attempt
+    Site,
 }
 
 #[derive(Debug, Args)]
@@ -200,7 +226,7 @@ pub struct ReportArgs {
     pub state: StateArg,
     #[arg(long, value_enum, default_value = "text")]
     pub format: ReportFormat,
-    /// Write the report here instead of standard output
+    /// Write the report here instead of standard output (a directory for `--format site`)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Verify a report attestation (report.intoto.json) instead of writing a report

@@ -1,70 +1,41 @@
-//! The one place where failures become exit statuses.
+//! The one place where failures become exit statuses: each error type's mapping to a
+//! [`Status`] (a `*_status` function) and its conversion into a [`Failure`]. It sits above the
+//! commands (it names their error types); the commands use only the vocabulary in `status.rs`,
+//! so nothing here is imported back by them.
 //!
 //! 0 success · 1 gate not passed · 2 usage or input error · 3 integrity failure.
 
-use std::fmt;
+use crate::status::{Failure, Status};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Ok = 0,
-    GateNotPassed = 1,
-    Usage = 2,
-    Integrity = 3,
-}
-
-/// A command's failure: the message the user sees and the status the process exits with.
-#[derive(Debug)]
-pub struct Failure {
-    pub status: Status,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn usage(message: impl Into<String>) -> Self {
-        Self {
-            status: Status::Usage,
-            message: message.into(),
-        }
-    }
-
-    /// Exit 3 when the library says the evidence itself is at fault, else exit 2.
-    fn classified(integrity: bool, message: String) -> Self {
-        Self {
-            status: if integrity {
-                Status::Integrity
-            } else {
-                Status::Usage
-            },
-            message,
-        }
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+/// Exit 3 when the library says the evidence itself is at fault, else exit 2.
+fn classified(integrity: bool, message: String) -> Failure {
+    Failure {
+        status: if integrity {
+            Status::Integrity
+        } else {
+            Status::Usage
+        },
+        message,
     }
 }
 
 impl From<eval_evidence::signing::SigningError> for Failure {
     fn from(e: eval_evidence::signing::SigningError) -> Self {
-        Self::classified(e.is_integrity(), e.to_string())
+        classified(e.is_integrity(), e.to_string())
     }
 }
 
 impl From<eval_evidence::LedgerError> for Failure {
     fn from(e: eval_evidence::LedgerError) -> Self {
-        Self::classified(e.is_integrity(), e.to_string())
+        classified(e.is_integrity(), e.to_string())
     }
 }
 
 impl From<eval_protocols::ProtocolError> for Failure {
     fn from(e: eval_protocols::ProtocolError) -> Self {
-        Self::classified(e.is_integrity(), e.to_string())
+        classified(e.is_integrity(), e.to_string())
     }
 }
-
-pub type CmdResult = Result<Status, Failure>;
 
 impl From<eval_evidence::stats::StatsError> for Failure {
     fn from(e: eval_evidence::stats::StatsError) -> Self {
@@ -202,6 +173,7 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
         )
         | E::DriverDigest(_)
         | E::LedgerChanged { .. } => Status::Integrity,
+        E::Site(e) => site_status(e),
         E::Data(
             D::NoRun { .. }
             | D::NoRunStarted { .. }
@@ -212,6 +184,16 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
         | E::Build(_)
         | E::Serialise(_)
         | E::Write { .. } => Status::Usage,
+    }
+}
+
+/// The site's own failures: its `--out` is input (2); a ledger or artifact that no longer holds
+/// what the report verified is evidence (3).
+pub fn site_status(e: &crate::site::SiteError) -> Status {
+    use crate::site::SiteError as S;
+    match e {
+        S::NotASite(_) | S::NoOut | S::Write { .. } => Status::Usage,
+        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } => Status::Integrity,
     }
 }
 

@@ -1,5 +1,6 @@
-//! `eval`: the command-line entry point. Parsing lives in `cli`, exit statuses in `exit`, and each
-//! command in `commands/<name>.rs`.
+//! `eval`: the command-line entry point. Parsing lives in `cli`, each command in
+//! `commands/<name>.rs`, the status vocabulary the commands return in `status`, and the mapping
+//! of every error type to its exit status in `exit`.
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 // Shadow the standard print macros for every module below (macros are scoped by text order):
@@ -42,7 +43,10 @@ mod commands;
 mod driver;
 mod exit;
 mod fixture_upstream;
+mod model_free_upstream;
 mod run;
+mod site;
+mod status;
 
 use clap::Parser;
 

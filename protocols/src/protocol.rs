@@ -56,6 +56,14 @@ pub struct Protocol {
     /// protocol's bytes, so the freeze's identity records it.
     #[serde(default, skip_serializing_if = "Isolation::is_default")]
     pub isolation: Isolation,
+    /// The protocol declares itself model-free: its metrics depend only on what the harness
+    /// sends (the wire metrics, `eval_core::budget::WIRE_METRICS`), never on what a model
+    /// answers, so a run against the built-in model-free upstream (`eval run --upstream
+    /// model-free`) is evidence for it. Loading refuses a model-free protocol whose suites list
+    /// any other metric; evidence from the model-free upstream passes no gate of a protocol
+    /// without this flag. Part of the protocol's bytes, so the freeze's identity records it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_free: bool,
     /// The release gates; the report passes only if all of them pass.
     pub gates: Vec<Gate>,
     /// Per gate id: the effect the design hopes to detect and the task-level spread, for the

@@ -141,6 +141,7 @@ impl Call {
             incomplete: false,
             streamed_bytes: None,
             wire: None,
+            bodies: None,
         };
         Self {
             shared,
@@ -267,6 +268,26 @@ impl Call {
         );
         self.finish();
         resp
+    }
+
+    /// Keeps the (redacted) request body for the sink, when bodies are kept.
+    fn keep_request(&mut self, redacted: &Bytes) {
+        if self.shared.keep_bodies.is_some() {
+            self.record
+                .bodies
+                .get_or_insert_with(Default::default)
+                .request = Some(redacted.clone());
+        }
+    }
+
+    /// Keeps the (redacted) response body for the sink, when bodies are kept.
+    fn keep_response(&mut self, redacted: &Bytes, sse: bool, truncated: bool) {
+        if self.shared.keep_bodies.is_some() {
+            let b = self.record.bodies.get_or_insert_with(Default::default);
+            b.response = Some(redacted.clone());
+            b.response_sse = sse;
+            b.response_truncated = truncated;
+        }
     }
 
     fn finish(mut self) {
@@ -639,6 +660,7 @@ async fn whole_back(
     if let Some(dir) = &shared.transcript_dir {
         write_transcript(dir, &body).await;
     }
+    call.keep_response(&body, false, false);
     // Only the model and usage are read; the rest is validated and skipped without building it.
     let head: Option<ResponseHead> = serde_json::from_slice(&body).ok();
     let usage = head

@@ -277,6 +277,10 @@ pub struct ProxyConfig {
     pub listener: ListenerLimits,
     /// Redacted request and response bodies are written here, named by their SHA-256.
     pub transcript_dir: Option<PathBuf>,
+    /// Hand each call's redacted request and response bodies to the sink in
+    /// [`crate::CallRecord::bodies`], a streamed response kept up to this many bytes (the
+    /// controller's wire log). `None`: bodies are not kept.
+    pub keep_bodies: Option<usize>,
     /// An explicitly configured outbound proxy; environment variables are never consulted.
     pub outbound_proxy: Option<String>,
     /// Extra root certificates (PEM) for the upstream, e.g. a test CA.
@@ -300,6 +304,7 @@ impl ProxyConfig {
             max_body_bytes: 32 * 1024 * 1024,
             listener: ListenerLimits::default(),
             transcript_dir: None,
+            keep_bodies: None,
             outbound_proxy: None,
             extra_root_pem: None,
         }

@@ -37,8 +37,8 @@ pub use config::{
 pub use control::{ControlFuture, ControlPlane};
 pub use errors::ProxyError;
 pub use record::{
-    CallOutcome, CallRecord, CallStarted, Change, JsonlSink, MemorySink, NullSink, RecordError,
-    RecordSink, StartFuture,
+    CallBodies, CallOutcome, CallRecord, CallStarted, Change, JsonlSink, MemorySink, NullSink,
+    RecordError, RecordSink, StartFuture,
 };
 pub use secret::{Redactor, SecretError, SecretKey, StreamRedactor};
 pub use server::{

@@ -125,6 +125,23 @@ pub struct CallRecord {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<crate::wire::WireShape>,
+    /// The call's redacted bodies, for a sink that keeps a readable wire log
+    /// ([`crate::ProxyConfig::keep_bodies`]); never serialised into the record itself.
+    #[serde(skip)]
+    pub bodies: Option<CallBodies>,
+}
+
+/// A call's request and response bodies as the proxy saw them, redacted: the request as
+/// forwarded (its digest is `request_digest`), the response as the upstream sent it (for a
+/// stream, the SSE bytes up to the per-call cap).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallBodies {
+    pub request: Option<bytes::Bytes>,
+    pub response: Option<bytes::Bytes>,
+    /// The response is an event stream (`text/event-stream`).
+    pub response_sse: bool,
+    /// The response went past [`crate::ProxyConfig::keep_bodies`] and was cut there.
+    pub response_truncated: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -70,7 +70,10 @@ impl SecretKey {
         &self.0
     }
 
-    pub(crate) fn redactor(&self) -> Redactor {
+    /// A redactor for this key (it never shows the key: its `Debug` is `[REDACTED]`). The
+    /// controller re-redacts what it derives from redacted bodies (a reassembled stream joins
+    /// deltas the proxy saw apart) before it stores them.
+    pub fn redactor(&self) -> Redactor {
         Redactor::from_key(self.0.as_bytes())
     }
 }

@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, HostConfig, HostConfigLogConfig, Mount,
-    MountType,
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig,
+    HostConfigLogConfig, Mount, MountType,
 };
 
 use crate::definition::{DEFAULT_USER, PROMPT_TEXT, RuntimeDef, parse_user, paths};
@@ -366,6 +366,65 @@ pub fn container_spec(
     mounts: &RoleMounts,
 ) -> Result<ContainerSpec, RuntimeError> {
     let role = mounts.role();
+    let labels = labels(facts, role);
+    let tmpfs = tmpfs_mounts(def);
+    let (uid, gid) = effective_user(def, image_config)?;
+    let user = format!("{uid}:{gid}");
+    let workdir = effective_workdir(def, image_config);
+    let env = effective_env(def, image_config, role);
+    let (binds, entrypoint, cmd) = match mounts {
+        RoleMounts::Agent {
+            workspace,
+            prompt,
+            socket,
+            shim,
+            state,
+        } => agent_process(def, image_config, workspace, prompt, socket, shim, state)?,
+        RoleMounts::Grader {
+            workspace,
+            hidden,
+            out,
+        } => grader_process(def, workspace, hidden, out)?,
+    };
+    let limits = Limits::of(def);
+    let body = ContainerCreateBody {
+        image: Some(image.0.clone()),
+        user: Some(user.clone()),
+        env: Some(env.clone()),
+        entrypoint: Some(entrypoint.clone()),
+        cmd: Some(cmd.clone()),
+        working_dir: Some(workdir.clone()),
+        labels: Some(labels.clone().into_iter().collect()),
+        network_disabled: Some(true),
+        attach_stdin: Some(false),
+        open_stdin: Some(false),
+        tty: Some(false),
+        host_config: Some(host_config(&tmpfs, &binds, limits)),
+        ..Default::default()
+    };
+    Ok(ContainerSpec {
+        body,
+        expected: Expected {
+            image: image.clone(),
+            user,
+            workdir,
+            entrypoint,
+            cmd,
+            env: env.into_iter().collect(),
+            mounts: binds.into_iter().collect(),
+            tmpfs,
+            labels,
+            memory: limits.memory,
+            nano_cpus: limits.nano_cpus,
+            pids: limits.pids,
+            runtime: None,
+        },
+    })
+}
+
+/// The container's labels: the caller's extra ones, then the attempt's facts, the role and
+/// `eval.managed`, which the extras cannot override.
+fn labels(facts: &AttemptFacts, role: Role) -> BTreeMap<String, String> {
     let mut labels: BTreeMap<String, String> = facts.extra_labels.clone();
     for (k, v) in [
         (LABEL_PROTOCOL, &facts.protocol),
@@ -377,7 +436,12 @@ pub fn container_spec(
     }
     labels.insert(LABEL_ROLE.to_owned(), role.as_str().to_owned());
     labels.insert(LABEL_MANAGED.to_owned(), "1".to_owned());
+    labels
+}
 
+/// tmpfs mount point → options: `/tmp` and the definition's `tmpfs` are `noexec`, its
+/// `tmpfs_exec` are `exec`.
+fn tmpfs_mounts(def: &RuntimeDef) -> BTreeMap<String, String> {
     // `noexec` and `exec` are always stated: the engine's default for a tmpfs is `noexec`.
     let size = def.limits.tmpfs_mb;
     let noexec = format!("rw,nosuid,nodev,noexec,size={size}m");
@@ -390,102 +454,138 @@ pub fn container_spec(
     for t in &def.tmpfs_exec {
         tmpfs.insert(t.clone(), exec.clone());
     }
+    tmpfs
+}
 
-    let (uid, gid) = effective_user(def, image_config)?;
-    let user = format!("{uid}:{gid}");
-    let workdir = effective_workdir(def, image_config);
-    let env = effective_env(def, image_config, role);
-    let (binds, entrypoint, cmd) = match mounts {
-        RoleMounts::Agent {
-            workspace,
-            prompt,
-            socket,
-            shim,
-            state,
-        } => {
-            let socket_dir = socket.parent().ok_or_else(|| {
-                RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
-                    path: socket.display().to_string(),
-                    field: "socket".to_owned(),
-                    detail: "the socket path has no directory".to_owned(),
-                })
-            })?;
-            let socket_name = socket
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            // The whole directory is mounted: it must hold this attempt's socket and nothing
-            // else (another attempt's socket there would be reachable from this container).
-            if let Ok(entries) = std::fs::read_dir(socket_dir) {
-                let others: Vec<String> = entries
-                    .filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| *n != socket_name)
-                    .collect();
-                if !others.is_empty() {
-                    return Err(violation(
-                        "(not created)",
-                        "mounts",
-                        format!(
-                            "the socket directory {} holds more than the attempt's socket: {others:?}",
-                            socket_dir.display()
-                        ),
-                    ));
-                }
-            }
-            let mut binds = vec![
-                bind(workspace, paths::WORKSPACE, false)?,
-                bind(prompt, paths::PROMPT, true)?,
-                bind(shim, paths::SHIM, true)?,
-                bind(socket_dir, paths::SOCKET_DIR, true)?,
-            ];
-            if let Some(state) = state {
-                binds.push(bind(state, paths::STATE, false)?);
-            }
-            let mut cmd = vec![
-                "--socket".to_owned(),
-                format!("{}/{socket_name}", paths::SOCKET_DIR),
-                "--port".to_owned(),
-                def.relay_port.to_string(),
-            ];
-            for p in def.attested_paths() {
-                cmd.push("--attest".to_owned());
-                cmd.push(p);
-            }
-            cmd.push("--".to_owned());
-            cmd.extend(harness_argv(def, image_config, prompt)?);
-            (binds, vec![paths::SHIM.to_owned()], cmd)
-        }
-        RoleMounts::Grader {
-            workspace,
-            hidden,
-            out,
-        } => {
-            let grader = def.grader.as_ref().ok_or_else(|| {
-                RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
-                    path: def.name.clone(),
-                    field: "grader".to_owned(),
-                    detail: "the runtime definition has no grader command".to_owned(),
-                })
-            })?;
-            let binds = vec![
-                bind(workspace, paths::WORKSPACE, true)?,
-                bind(hidden, paths::HIDDEN, true)?,
-                bind(out, paths::OUT, false)?,
-            ];
-            let argv: Vec<String> = grader
-                .command
-                .iter()
-                .map(|a| def.render_grader(a))
-                .collect();
-            (binds, argv, Vec::new())
-        }
-    };
+/// Bind mounts, entrypoint and command of a container.
+type Process = (Vec<BindMount>, Vec<String>, Vec<String>);
 
-    let memory = (def.limits.memory_mb as i64).saturating_mul(1024 * 1024);
-    let nano_cpus = (def.limits.cpus * 1e9).round() as i64;
-    let pids = def.limits.pids as i64;
-    let host_config = HostConfig {
+/// An agent container: workspace (rw), prompt, shim and the socket's directory (ro), the state
+/// directory (rw) when there is one; the shim is the entrypoint and runs the harness after `--`.
+fn agent_process(
+    def: &RuntimeDef,
+    image_config: &ImageConfig,
+    workspace: &Path,
+    prompt: &Path,
+    socket: &Path,
+    shim: &Path,
+    state: &Option<PathBuf>,
+) -> Result<Process, RuntimeError> {
+    let socket_dir = socket.parent().ok_or_else(|| {
+        RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+            path: socket.display().to_string(),
+            field: "socket".to_owned(),
+            detail: "the socket path has no directory".to_owned(),
+        })
+    })?;
+    let socket_name = socket
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    socket_dir_holds_only(socket_dir, &socket_name)?;
+    let mut binds = vec![
+        bind(workspace, paths::WORKSPACE, false)?,
+        bind(prompt, paths::PROMPT, true)?,
+        bind(shim, paths::SHIM, true)?,
+        bind(socket_dir, paths::SOCKET_DIR, true)?,
+    ];
+    if let Some(state) = state {
+        binds.push(bind(state, paths::STATE, false)?);
+    }
+    let mut cmd = vec![
+        "--socket".to_owned(),
+        format!("{}/{socket_name}", paths::SOCKET_DIR),
+        "--port".to_owned(),
+        def.relay_port.to_string(),
+    ];
+    for p in def.attested_paths() {
+        cmd.push("--attest".to_owned());
+        cmd.push(p);
+    }
+    cmd.push("--".to_owned());
+    cmd.extend(harness_argv(def, image_config, prompt)?);
+    Ok((binds, vec![paths::SHIM.to_owned()], cmd))
+}
+
+/// The whole socket directory is mounted: it must hold this attempt's socket and nothing else
+/// (another attempt's socket there would be reachable from this container).
+fn socket_dir_holds_only(socket_dir: &Path, socket_name: &str) -> Result<(), RuntimeError> {
+    if let Ok(entries) = std::fs::read_dir(socket_dir) {
+        let others: Vec<String> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != socket_name)
+            .collect();
+        if !others.is_empty() {
+            return Err(violation(
+                "(not created)",
+                "mounts",
+                format!(
+                    "the socket directory {} holds more than the attempt's socket: {others:?}",
+                    socket_dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A grader container: the finished workspace and the hidden files (ro), the output directory
+/// (rw); the definition's grader command is the entrypoint.
+fn grader_process(
+    def: &RuntimeDef,
+    workspace: &Path,
+    hidden: &Path,
+    out: &Path,
+) -> Result<Process, RuntimeError> {
+    let grader = def.grader.as_ref().ok_or_else(|| {
+        RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+            path: def.name.clone(),
+            field: "grader".to_owned(),
+            detail: "the runtime definition has no grader command".to_owned(),
+        })
+    })?;
+    let binds = vec![
+        bind(workspace, paths::WORKSPACE, true)?,
+        bind(hidden, paths::HIDDEN, true)?,
+        bind(out, paths::OUT, false)?,
+    ];
+    let argv: Vec<String> = grader
+        .command
+        .iter()
+        .map(|a| def.render_grader(a))
+        .collect();
+    Ok((binds, argv, Vec::new()))
+}
+
+/// The definition's resource limits in the engine's units.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// Bytes; the swap limit equals it.
+    memory: i64,
+    /// Billionths of a CPU.
+    nano_cpus: i64,
+    pids: i64,
+}
+
+impl Limits {
+    fn of(def: &RuntimeDef) -> Limits {
+        Limits {
+            memory: (def.limits.memory_mb as i64).saturating_mul(1024 * 1024),
+            nano_cpus: (def.limits.cpus * 1e9).round() as i64,
+            pids: def.limits.pids as i64,
+        }
+    }
+}
+
+/// The isolation every container gets: no network, no capabilities, no new privileges, a
+/// read-only root, private IPC, a bounded log, the limits, and exactly `binds` and `tmpfs`.
+fn host_config(
+    tmpfs: &BTreeMap<String, String>,
+    binds: &[BindMount],
+    limits: Limits,
+) -> HostConfig {
+    HostConfig {
         network_mode: Some("none".to_owned()),
         cap_drop: Some(vec!["ALL".to_owned()]),
         cap_add: Some(Vec::new()),
@@ -493,10 +593,10 @@ pub fn container_spec(
         readonly_rootfs: Some(true),
         privileged: Some(false),
         tmpfs: Some(tmpfs.clone().into_iter().collect::<HashMap<_, _>>()),
-        memory: Some(memory),
-        memory_swap: Some(memory),
-        nano_cpus: Some(nano_cpus),
-        pids_limit: Some(pids),
+        memory: Some(limits.memory),
+        memory_swap: Some(limits.memory),
+        nano_cpus: Some(limits.nano_cpus),
+        pids_limit: Some(limits.pids),
         log_config: Some(log_config()),
         ipc_mode: Some("private".to_owned()),
         mounts: Some(
@@ -512,40 +612,7 @@ pub fn container_spec(
                 .collect(),
         ),
         ..Default::default()
-    };
-    let body = ContainerCreateBody {
-        image: Some(image.0.clone()),
-        user: Some(user.clone()),
-        env: Some(env.clone()),
-        entrypoint: Some(entrypoint.clone()),
-        cmd: Some(cmd.clone()),
-        working_dir: Some(workdir.clone()),
-        labels: Some(labels.clone().into_iter().collect()),
-        network_disabled: Some(true),
-        attach_stdin: Some(false),
-        open_stdin: Some(false),
-        tty: Some(false),
-        host_config: Some(host_config),
-        ..Default::default()
-    };
-    Ok(ContainerSpec {
-        body,
-        expected: Expected {
-            image: image.clone(),
-            user,
-            workdir,
-            entrypoint,
-            cmd,
-            env: env.into_iter().collect(),
-            mounts: binds.into_iter().collect(),
-            tmpfs,
-            labels,
-            memory,
-            nano_cpus,
-            pids,
-            runtime: None,
-        },
-    })
+    }
 }
 
 fn violation(container: &str, field: &'static str, detail: String) -> RuntimeError {
@@ -556,21 +623,36 @@ fn violation(container: &str, field: &'static str, detail: String) -> RuntimeErr
     }
 }
 
+/// One deviation from the policy: the field and what is wrong with it.
+type Deviation = (&'static str, String);
+
 /// Compares a created container with the policy. `forbidden` are values (the upstream key)
 /// that must appear nowhere in its environment, command or labels; an error never shows them.
+/// The checks run in a fixed order and the first deviation is the one reported.
 pub fn check(
     inspect: &ContainerInspectResponse,
     expected: &Expected,
     forbidden: &[&[u8]],
 ) -> Result<(), RuntimeError> {
-    let id = inspect.id.clone().unwrap_or_default();
-    let v = |field, detail| Err(violation(&id, field, detail));
     let config = inspect.config.clone().unwrap_or_default();
     let host = inspect.host_config.clone().unwrap_or_default();
+    check_forbidden(&config, forbidden)
+        .and_then(|()| check_process(inspect, &config, expected))
+        .and_then(|()| check_isolation(inspect, &host))
+        .and_then(|()| check_limits(&host, expected))
+        .and_then(|()| check_mounts(inspect, &host, expected))
+        .map_err(|(field, detail)| {
+            violation(&inspect.id.clone().unwrap_or_default(), field, detail)
+        })
+}
 
-    let env: Vec<String> = config.env.clone().unwrap_or_default();
-    for e in env
+/// The forbidden values appear nowhere in the environment, working directory, command,
+/// entrypoint or labels; the error names the variable near it, never the value.
+fn check_forbidden(config: &ContainerConfig, forbidden: &[&[u8]]) -> Result<(), Deviation> {
+    for e in config
+        .env
         .iter()
+        .flatten()
         .chain(config.working_dir.iter())
         .chain(config.cmd.iter().flatten())
         .chain(config.entrypoint.iter().flatten())
@@ -586,15 +668,25 @@ pub fn check(
             .any(|f| !f.is_empty() && e.as_bytes().windows(f.len()).any(|w| w == *f))
         {
             let name = e.split('=').next().unwrap_or("").to_owned();
-            return v(
+            return Err((
                 "env",
                 format!(
                     "a forbidden value (the key) appears in the container's configuration near {name:?}"
                 ),
-            );
+            ));
         }
     }
-    let env_set: BTreeSet<String> = env.into_iter().collect();
+    Ok(())
+}
+
+/// What the container runs and as whom: environment, user, working directory, entrypoint,
+/// command, image and labels, exactly as expected.
+fn check_process(
+    inspect: &ContainerInspectResponse,
+    config: &ContainerConfig,
+    expected: &Expected,
+) -> Result<(), Deviation> {
+    let env_set: BTreeSet<String> = config.env.clone().unwrap_or_default().into_iter().collect();
     if env_set != expected.env {
         let extra: Vec<_> = env_set
             .difference(&expected.env)
@@ -605,29 +697,29 @@ pub fn check(
             .difference(&env_set)
             .map(|e| e.split('=').next().unwrap_or("").to_owned())
             .collect();
-        return v(
+        return Err((
             "env",
             format!("unexpected variables {extra:?}, missing or changed {missing:?}"),
-        );
+        ));
     }
     if config.user.as_deref() != Some(expected.user.as_str()) {
-        return v(
+        return Err((
             "user",
             format!("{:?}, want {:?}", config.user, expected.user),
-        );
+        ));
     }
     if config.working_dir.as_deref() != Some(expected.workdir.as_str()) {
-        return v(
+        return Err((
             "workdir",
             format!("{:?}, want {:?}", config.working_dir, expected.workdir),
-        );
+        ));
     }
     // An engine may report an empty vector as absent.
     if config.entrypoint.clone().unwrap_or_default() != expected.entrypoint {
-        return v(
+        return Err((
             "entrypoint",
             format!("{:?}, want {:?}", config.entrypoint, expected.entrypoint),
-        );
+        ));
     }
     let cmd = config.cmd.clone().unwrap_or_default();
     if cmd != expected.cmd {
@@ -637,35 +729,41 @@ pub fn check(
             .zip(&expected.cmd)
             .position(|(a, b)| a != b)
             .unwrap_or(cmd.len().min(expected.cmd.len()));
-        return v(
+        return Err((
             "cmd",
             format!(
                 "{} arguments, want {}; the first difference is argument {at}",
                 cmd.len(),
                 expected.cmd.len()
             ),
-        );
+        ));
     }
     if inspect.image.as_deref() != Some(expected.image.0.as_str()) {
-        return v(
+        return Err((
             "image",
             format!("{:?}, want {}", inspect.image, expected.image),
-        );
+        ));
     }
     let labels = config.labels.clone().unwrap_or_default();
     for (k, want) in &expected.labels {
         if labels.get(k) != Some(want) {
-            return v(
+            return Err((
                 "labels",
                 format!("{k} = {:?}, want {want:?}", labels.get(k)),
-            );
+            ));
         }
     }
+    Ok(())
+}
+
+/// The isolation: no network, every capability dropped and none added, not privileged,
+/// `no-new-privileges`, a read-only root filesystem.
+fn check_isolation(inspect: &ContainerInspectResponse, host: &HostConfig) -> Result<(), Deviation> {
     if host.network_mode.as_deref() != Some("none") {
-        return v(
+        return Err((
             "network",
             format!("network_mode {:?}, want none", host.network_mode),
-        );
+        ));
     }
     if let Some(nets) = inspect
         .network_settings
@@ -673,19 +771,19 @@ pub fn check(
         .and_then(|n| n.networks.as_ref())
         && nets.keys().any(|k| k != "none")
     {
-        return v(
+        return Err((
             "network",
             format!("attached to {:?}", nets.keys().collect::<Vec<_>>()),
-        );
+        ));
     }
     if host.cap_drop.as_deref() != Some(&["ALL".to_owned()][..]) {
-        return v("caps", format!("cap_drop {:?}, want [ALL]", host.cap_drop));
+        return Err(("caps", format!("cap_drop {:?}, want [ALL]", host.cap_drop)));
     }
     if host.cap_add.as_ref().is_some_and(|c| !c.is_empty()) {
-        return v("caps", format!("cap_add {:?}", host.cap_add));
+        return Err(("caps", format!("cap_add {:?}", host.cap_add)));
     }
     if host.privileged == Some(true) {
-        return v("privileged", "privileged container".to_owned());
+        return Err(("privileged", "privileged container".to_owned()));
     }
     if !host
         .security_opt
@@ -693,47 +791,53 @@ pub fn check(
         .flatten()
         .any(|s| s == NO_NEW_PRIVILEGES || s == "no-new-privileges:true")
     {
-        return v(
+        return Err((
             "security_opt",
             format!("{:?} lacks no-new-privileges", host.security_opt),
-        );
+        ));
     }
     if host.readonly_rootfs != Some(true) {
-        return v("readonly", "the root filesystem is writable".to_owned());
+        return Err(("readonly", "the root filesystem is writable".to_owned()));
     }
+    Ok(())
+}
+
+/// The resources: tmpfs mounts and their options, memory without swap, CPUs, pids, the engine
+/// runtime when one is required, and the bounded log.
+fn check_limits(host: &HostConfig, expected: &Expected) -> Result<(), Deviation> {
     let tmpfs: BTreeMap<String, String> =
         host.tmpfs.clone().unwrap_or_default().into_iter().collect();
     if tmpfs != expected.tmpfs {
-        return v("tmpfs", format!("{tmpfs:?}, want {:?}", expected.tmpfs));
+        return Err(("tmpfs", format!("{tmpfs:?}, want {:?}", expected.tmpfs)));
     }
     if host.memory != Some(expected.memory) || host.memory_swap != Some(expected.memory) {
-        return v(
+        return Err((
             "memory",
             format!(
                 "{:?}/{:?}, want {}",
                 host.memory, host.memory_swap, expected.memory
             ),
-        );
+        ));
     }
     if host.nano_cpus != Some(expected.nano_cpus) {
-        return v(
+        return Err((
             "cpus",
             format!("{:?}, want {}", host.nano_cpus, expected.nano_cpus),
-        );
+        ));
     }
     if host.pids_limit != Some(expected.pids) {
-        return v(
+        return Err((
             "pids",
             format!("{:?}, want {}", host.pids_limit, expected.pids),
-        );
+        ));
     }
     if let Some(want) = &expected.runtime
         && host.runtime.as_deref() != Some(want.as_str())
     {
-        return v(
+        return Err((
             "runtime",
             format!("{:?}, the protocol requires {want}", host.runtime),
-        );
+        ));
     }
     // The engine may add options of its own (daemon `log-opts`); these two must be ours.
     let log = host.log_config.clone().unwrap_or_default();
@@ -747,27 +851,37 @@ pub fn check(
         || opt("max-size") != Some(LOG_MAX_SIZE)
         || opt("max-file") != Some(LOG_MAX_FILE)
     {
-        return v(
+        return Err((
             "log_config",
             format!(
                 "{:?} {:?}, want {LOG_DRIVER} with max-size={LOG_MAX_SIZE}, max-file={LOG_MAX_FILE}",
                 log.typ, log.config
             ),
-        );
+        ));
     }
+    Ok(())
+}
+
+/// What the container can reach on the host: no devices, no `binds`, and exactly the expected
+/// bind mounts with their read-only flags.
+fn check_mounts(
+    inspect: &ContainerInspectResponse,
+    host: &HostConfig,
+    expected: &Expected,
+) -> Result<(), Deviation> {
     if host.devices.as_ref().is_some_and(|d| !d.is_empty()) {
-        return v("devices", "devices are mapped".to_owned());
+        return Err(("devices", "devices are mapped".to_owned()));
     }
     if host.binds.as_ref().is_some_and(|b| !b.is_empty()) {
-        return v("mounts", format!("extra binds {:?}", host.binds));
+        return Err(("mounts", format!("extra binds {:?}", host.binds)));
     }
     let mut mounts = BTreeSet::new();
     for m in inspect.mounts.iter().flatten() {
         if m.typ.as_deref() != Some("bind") {
-            return v(
+            return Err((
                 "mounts",
                 format!("{:?} mount at {:?}", m.typ, m.destination),
-            );
+            ));
         }
         mounts.insert(BindMount {
             source: m.source.clone().unwrap_or_default(),
@@ -776,7 +890,7 @@ pub fn check(
         });
     }
     if mounts != expected.mounts {
-        return v("mounts", format!("{mounts:?}, want {:?}", expected.mounts));
+        return Err(("mounts", format!("{mounts:?}, want {:?}", expected.mounts)));
     }
     Ok(())
 }

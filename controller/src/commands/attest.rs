@@ -4,7 +4,7 @@
 use super::error::CommandError;
 use super::keygen::parse_public_key;
 use super::proofs::write_atomically;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::ledger::Digest;
 use eval_evidence::signing::{self, REPORT_SUBJECT, RecordedCheckpoint, SigningKeyPair};
 use std::path::Path;

@@ -4,8 +4,8 @@
 
 use super::run::AdmissionError;
 use crate::cli::{DemoArgs, FreezeArgs, InitArgs, ReportFormat, StateArg};
-use crate::exit::{CmdResult, Status};
 use crate::run::admission::{self, UpstreamChoice};
+use crate::status::{CmdResult, Status};
 use eval_protocols::Project;
 use std::path::{Path, PathBuf};
 

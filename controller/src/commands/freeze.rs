@@ -3,7 +3,7 @@
 
 use crate::cli::FreezeArgs;
 use crate::driver::{DRIVER_FILES, driver_digest};
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 use eval_evidence::ledger::Digest;
 use eval_protocols::protocol::Arm;
 use eval_protocols::{FreezeOutcome, ImageRecord, Project, ProtocolError};
@@ -144,7 +144,7 @@ const CALIBRATION_REPS: u64 = 2_000;
 /// For every interval gate (a bootstrap or contrast lower bound), how often its bound clears
 /// zero under a null of no effect at the suite's number of tasks — so that a gate that passes
 /// by chance far more often than its nominal rate is seen before any paid run, not after.
-fn print_calibration(loaded: &eval_protocols::Loaded) -> Result<(), crate::exit::Failure> {
+fn print_calibration(loaded: &eval_protocols::Loaded) -> Result<(), crate::status::Failure> {
     use eval_evidence::stats::calibrate::{CalibrateConfig, calibrate};
     let plan = &loaded.protocol.statistics;
     {

@@ -9,7 +9,7 @@
 mod solutions;
 
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};

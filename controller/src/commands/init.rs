@@ -3,7 +3,7 @@
 
 use super::error::CommandError;
 use crate::cli::InitArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 
 use super::error::CommandError;
 use crate::cli::KeygenArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 
 use eval_evidence::signing::{KEY_NAME, PublicKey, SigningError, SigningKeyPair};
 use std::path::{Path, PathBuf};

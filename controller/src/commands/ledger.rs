@@ -2,7 +2,7 @@
 
 use super::error::CommandError;
 use crate::cli::{LedgerCommand, LedgerNoteArgs, LedgerShowArgs, LedgerVerifyArgs};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::ledger::{self, Head, LedgerError, LedgerReader, NewEntry, SourceKind};
 use std::ops::ControlFlow;
 

@@ -1,5 +1,6 @@
 //! One module per command. Each turns its parsed arguments into a validated configuration, calls
-//! the libraries, prints, and returns a status; library errors become exit statuses in `exit.rs`.
+//! the libraries, prints, and returns a status. The commands speak only the vocabulary in
+//! `status.rs`; which status each error type gets is decided in `exit.rs`, above them.
 #![allow(clippy::print_stdout)] // the CLI layer is where output reaches the user
 
 pub mod attest;
@@ -7,7 +8,7 @@ pub(crate) mod demo;
 pub(crate) mod error;
 pub mod freeze;
 pub(crate) mod import;
-mod init;
+pub(crate) mod init;
 pub mod keygen;
 mod ledger;
 mod plan;
@@ -18,12 +19,13 @@ pub(crate) mod proxy;
 pub mod report;
 mod retire;
 pub(crate) mod run;
+pub(crate) mod show;
 pub(crate) mod stats;
 mod status;
 mod verify;
 
 use crate::cli::Command;
-use crate::exit::CmdResult;
+use crate::status::CmdResult;
 
 pub fn dispatch(command: Command) -> CmdResult {
     match command {
@@ -38,6 +40,7 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Run(args) => run::run(args),
         Command::Status(args) => status::run(args),
         Command::Report(args) => report::run(args),
+        Command::Show(args) => show::run(args),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Proxy(args) => proxy::run(args),
         Command::Keygen(args) => keygen::run(args),

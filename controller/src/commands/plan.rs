@@ -1,7 +1,7 @@
 //! `eval plan --matrix NAME [--json]`: the expanded schedule, without running anything.
 
 use crate::cli::PlanArgs;
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 use eval_core::phase::Phase;
 use eval_protocols::Project;
 

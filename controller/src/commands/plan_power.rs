@@ -11,7 +11,7 @@
 
 use super::error::CommandError;
 use crate::cli::PlanArgs;
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 use eval_core::gates::Statistic;
 use eval_evidence::stats::power::{null_lower_bounds, power, power_at};
 use eval_protocols::Project;

@@ -4,9 +4,12 @@
 //! check prints one line; the first that fails ends the command with exit 2 and names the check
 //! and the value. The key is read from the environment or a file and only ever handed to the
 //! proxy crate's account client, which sends it and returns nothing that contains it.
+//!
+//! `eval run` against a non-fixture upstream runs the same checks first ([`before_run`]), after
+//! admission and before the ledger is opened: a run the account cannot pay for never starts.
 
-use crate::cli::PreflightArgs;
-use crate::exit::{CmdResult, Failure, Status};
+use crate::cli::{KeySource, PreflightArgs};
+use crate::status::{CmdResult, Failure, Status};
 use eval_proxy::account::{AccountClient, Balance};
 use std::time::Duration;
 
@@ -30,7 +33,11 @@ fn plan(matrix: &str) -> Result<Plan, Failure> {
     let project = eval_protocols::Project::open(".");
     let m = project.load_matrix(matrix)?;
     let loaded = project.load(&m.protocol)?;
-    let p = &loaded.protocol;
+    Ok(plan_of(matrix, &loaded.protocol))
+}
+
+/// The [`Plan`] of protocol `p` run as `matrix`.
+fn plan_of(matrix: &str, p: &eval_protocols::protocol::Protocol) -> Plan {
     let mut models: Vec<String> = p.models.values().map(|c| c.model.clone()).collect();
     models.sort();
     models.dedup();
@@ -59,21 +66,21 @@ fn plan(matrix: &str) -> Result<Plan, Failure> {
     } else {
         (run.max_spend_usd, "[budgets.run] max_spend_usd".to_owned())
     };
-    Ok(Plan {
+    Plan {
         matrix: matrix.to_owned(),
         protocol: p.name.clone(),
         models,
         worst_case_usd,
         why,
-    })
+    }
 }
 
 fn failed(check: &str, detail: impl std::fmt::Display) -> Failure {
     Failure::usage(format!("preflight failed: {check}: {detail}"))
 }
 
-pub fn run(args: PreflightArgs) -> CmdResult {
-    let key = match (&args.key.api_key_env, &args.key.api_key_file) {
+fn key(source: &KeySource) -> Result<eval_proxy::SecretKey, Failure> {
+    match (&source.api_key_env, &source.api_key_file) {
         (Some(var), _) => eval_proxy::SecretKey::from_env(var),
         (None, Some(file)) => eval_proxy::SecretKey::from_file(file),
         (None, None) => {
@@ -82,18 +89,56 @@ pub fn run(args: PreflightArgs) -> CmdResult {
             ));
         }
     }
-    .map_err(|e| Failure::usage(e.to_string()))?;
+    .map_err(|e| Failure::usage(e.to_string()))
+}
+
+pub fn run(args: PreflightArgs) -> CmdResult {
+    let key = key(&args.key)?;
     let plan = args.matrix.as_deref().map(plan).transpose()?;
-    let client = AccountClient::new(&args.upstream, key, REQUEST_TIMEOUT)
-        .map_err(|e| failed("upstream", e))?;
+    check(&args.upstream, key, plan.as_ref(), args.no_balance_check)
+}
+
+/// The preflight `eval run --upstream URL` runs before its session: the same checks as
+/// `eval preflight --matrix M`, on the protocol admission loaded, with the run's key. Exit 2
+/// naming the failed check; nothing is written.
+pub fn before_run(
+    upstream: &str,
+    source: &KeySource,
+    matrix: &str,
+    protocol: &eval_protocols::protocol::Protocol,
+    no_balance_check: bool,
+) -> CmdResult {
+    let key = key(source)?;
+    let plan = plan_of(matrix, protocol);
+    println!("preflight of upstream {}:", upstream.trim_end_matches('/'));
+    check(upstream, key, Some(&plan), no_balance_check).map_err(|f| Failure {
+        message: format!("refusing to run matrix {matrix}: {}", f.message),
+        ..f
+    })
+}
+
+fn check(
+    upstream: &str,
+    key: eval_proxy::SecretKey,
+    plan: Option<&Plan>,
+    no_balance_check: bool,
+) -> CmdResult {
+    let client =
+        AccountClient::new(upstream, key, REQUEST_TIMEOUT).map_err(|e| failed("upstream", e))?;
+    // Its own runtime: `eval run` calls this before it builds the session's.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(checks(&args, &client, plan.as_ref()))
+    rt.block_on(checks(upstream, no_balance_check, &client, plan))
 }
 
-async fn checks(args: &PreflightArgs, client: &AccountClient, plan: Option<&Plan>) -> CmdResult {
+async fn checks(
+    upstream: &str,
+    no_balance_check: bool,
+    client: &AccountClient,
+    plan: Option<&Plan>,
+) -> CmdResult {
     // (a) and (b): one call; a refused key answers 401/403 here.
     let listed = client.models().await.map_err(|e| {
         use eval_proxy::account::AccountError as E;
@@ -106,7 +151,7 @@ async fn checks(args: &PreflightArgs, client: &AccountClient, plan: Option<&Plan
     })?;
     println!(
         "ok   key accepted: GET {}/models listed {} model(s)",
-        args.upstream.trim_end_matches('/'),
+        upstream.trim_end_matches('/'),
         listed.len()
     );
     match plan {
@@ -131,12 +176,20 @@ async fn checks(args: &PreflightArgs, client: &AccountClient, plan: Option<&Plan
         }
         None => println!("     models: {}", listed.join(", ")),
     }
-    if args.no_balance_check {
+    if no_balance_check {
         println!("skip balance and spend checks (--no-balance-check)");
         return Ok(Status::Ok);
     }
     // (c) the balance.
-    let balance = client.balance().await.map_err(|e| failed("balance", e))?;
+    let balance = client.balance().await.map_err(|e| match e {
+        eval_proxy::account::AccountError::Status { .. } => failed(
+            "balance",
+            format!(
+                "{e} (a provider without DeepSeek's balance endpoint: pass --no-balance-check)"
+            ),
+        ),
+        e => failed("balance", e),
+    })?;
     let shown = show(&balance);
     if !balance.is_available {
         return Err(failed(

@@ -6,7 +6,7 @@ use super::keygen::parse_public_key;
 use crate::cli::{
     LedgerConsistencyArgs, LedgerProveArgs, LedgerVerifyArgs, LedgerVerifyReceiptArgs,
 };
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::ledger::Head;
 use eval_evidence::signing::{self, SignedCheckpoint, SigningError};
 use std::path::{Path, PathBuf};

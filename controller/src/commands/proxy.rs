@@ -15,7 +15,7 @@ use eval_proxy::{
 };
 
 use crate::cli::{self, ProxyArgs};
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 
 /// Why `eval proxy` could not start serving; each kind's exit status is decided in
 /// `exit::proxy_cmd_status`.

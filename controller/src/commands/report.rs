@@ -13,7 +13,7 @@ use eval_evidence::ledger::{Digest, LedgerError, LedgerWriter, NewEntry};
 use eval_evidence::report::{Format, Report, RunData, build_report, render, report_entry_payload};
 
 use crate::cli::{ReportArgs, ReportFormat};
-use crate::exit::{CmdResult, Failure, Status};
+use crate::status::{CmdResult, Failure, Status};
 
 /// Why a report could not be built, recorded or rendered; each kind has its status in
 /// `exit::report_status`.
@@ -31,6 +31,8 @@ pub enum ReportCmdError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Site(#[from] crate::site::SiteError),
     #[error("the run recorded a malformed driver digest {0:?}")]
     DriverDigest(String),
     #[error(
@@ -67,6 +69,10 @@ pub fn run(args: ReportArgs) -> CmdResult {
         return super::attest::verify_report_attestation(file, args.public_key.as_deref());
     }
     let state = &args.state.state;
+    // Checked before anything is computed or recorded: a site needs a directory to go to.
+    if args.format == ReportFormat::Site && args.out.is_none() {
+        return Err(ReportCmdError::Site(crate::site::SiteError::NoOut).into());
+    }
     let data = load_run_data(&args)?;
     // The key is checked against the preregistered one before anything is written.
     let key = match args.signing_key_file.as_deref() {
@@ -80,7 +86,33 @@ pub fn run(args: ReportArgs) -> CmdResult {
         None => None,
     };
     let report = publish(&data, state, key)?;
+    if let (ReportFormat::Site, Some(out)) = (args.format, args.out.as_deref()) {
+        return write_site(state, &data, &report, out);
+    }
     write_rendered(&report, args.format, args.out.as_deref())
+}
+
+/// Writes the site of the report just recorded (see `crate::site`) and returns the verdict's
+/// exit status, as every other format does.
+pub fn write_site(state: &Path, data: &RunData, report: &Report, out: &Path) -> CmdResult {
+    let s = crate::site::write(state, data, report, out).map_err(ReportCmdError::Site)?;
+    println!(
+        "{}: {} ({} pages, {} attempts, {} bytes)",
+        out.display(),
+        report.verdict_line(),
+        s.pages,
+        s.attempts,
+        s.bytes
+    );
+    Ok(exit_of(report))
+}
+
+fn exit_of(report: &Report) -> Status {
+    match report.exit_status() {
+        0 => Status::Ok,
+        3 => Status::Integrity,
+        _ => Status::GateNotPassed,
+    }
 }
 
 /// Records a report as evidence: `report.json` (canonical) in the run directory, a `report`
@@ -141,7 +173,9 @@ pub fn publish(
         path: json_path.clone(),
         source,
     })?;
-    if !data.fixture_upstream {
+    // Evidence that may release nothing is kept out of the registry that preconditions read:
+    // the fixture's, and the model-free upstream's for a protocol that is not model-free.
+    if !data.fixture_upstream && eval_evidence::report::model_free_refusal(data).is_none() {
         eval_protocols::record_report(state, &payload)?;
     }
     if let (Some(key), Some(checkpoint)) = (key, checkpoint) {
@@ -192,6 +226,9 @@ pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>)
         ReportFormat::Json => Format::Json,
         ReportFormat::Md => Format::Md,
         ReportFormat::Html => Format::Html,
+        // A site is a directory, written by `write_site`; here (no `--out`) it falls back to the
+        // one-page HTML report.
+        ReportFormat::Site => Format::Html,
     };
     let body = render(report, format).map_err(ReportCmdError::Build)?;
     match out {
@@ -210,9 +247,5 @@ pub fn write_rendered(report: &Report, format: ReportFormat, out: Option<&Path>)
         }
         None => print!("{body}"),
     }
-    Ok(match report.exit_status() {
-        0 => Status::Ok,
-        3 => Status::Integrity,
-        _ => Status::GateNotPassed,
-    })
+    Ok(exit_of(report))
 }

@@ -1,7 +1,7 @@
 //! `eval retire --protocol NAME --reason TEXT [--state DIR]`: retire a frozen identity for good.
 
 use crate::cli::RetireArgs;
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 use eval_protocols::RetireOutcome;
 
 pub fn run(args: RetireArgs) -> CmdResult {

@@ -1,11 +1,11 @@
 //! `eval run`: admission, then the orchestrated, resumable run (see `crate::run`).
 
 use crate::cli::RunArgs;
-use crate::exit::{CmdResult, Status};
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
 use crate::run::events::{self, AttemptOutcome, RunStarted, SlotRecord, UpstreamRecord};
 use crate::run::replay::{RunState, StatusSummary};
+use crate::status::{CmdResult, Status};
 use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use eval_protocols::{Loaded, Project, Registry};
@@ -58,7 +58,7 @@ fn ledger_check(path: &Path) -> LedgerCheck {
 #[derive(Debug, thiserror::Error)]
 pub enum AdmissionError {
     #[error(
-        "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH) or --upstream fixture"
+        "name the model upstream: --upstream URL (with --api-key-env VAR or --api-key-file PATH), --upstream fixture or --upstream model-free"
     )]
     NoUpstream,
     /// The matrix or protocol files of the project (the message names file and field).
@@ -202,6 +202,7 @@ pub fn run_started(a: &Admitted, concurrency: usize, upstream: UpstreamRecord) -
         identity: a.identity.clone(),
         driver: crate::driver::driver_digest().to_string(),
         fixture_evidence: upstream.kind == "fixture",
+        model_free_evidence: upstream.kind == MODEL_FREE,
         upstream,
         concurrency,
         rerunnable_codes: p.reruns.codes.clone(),
@@ -226,6 +227,7 @@ fn key_available(args: &RunArgs) -> bool {
 pub fn run(args: RunArgs) -> CmdResult {
     let upstream = match args.upstream.as_deref() {
         Some("fixture") => UpstreamChoice::Fixture,
+        Some("model-free") => UpstreamChoice::ModelFree,
         Some(url) => UpstreamChoice::Remote {
             url: url.to_owned(),
             key_available: key_available(&args),
@@ -248,6 +250,16 @@ pub fn run(args: RunArgs) -> CmdResult {
             refusals: refusals.iter().map(|r| r.to_string()).collect(),
         }
         .into());
+    }
+    // A paid upstream is checked (key, model, balance, worst case) before the ledger is opened.
+    if let UpstreamChoice::Remote { url, .. } = &upstream {
+        crate::commands::preflight::before_run(
+            url,
+            &args.key,
+            &args.matrix,
+            &admitted.loaded.protocol,
+            args.no_balance_check,
+        )?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -332,9 +344,11 @@ pub enum SessionError {
     SigningKeyMissing { protocol: String, key: String },
     #[error("protocol {0}: no [models.agent]")]
     NoAgentModel(String),
-    #[error("cannot generate a fixture key: {0}")]
+    /// The key of a built-in upstream (fixture or model-free) could not be generated.
+    #[error("cannot generate the built-in upstream's key: {0}")]
     FixtureKey(#[source] std::io::Error),
-    #[error("cannot start the fixture upstream: {0}")]
+    /// A built-in upstream (fixture or model-free) could not start.
+    #[error("cannot start the built-in upstream: {0}")]
     FixtureUpstream(#[source] std::io::Error),
     /// The fixture key the controller generated itself was refused: a controller fault.
     #[error("{0}")]
@@ -399,6 +413,7 @@ struct Held {
     proxy: Option<eval_proxy::ProxyHandle>,
     control: Option<std::sync::Arc<crate::run::attempt::Control>>,
     fixture: Option<crate::fixture_upstream::FixtureUpstream>,
+    model_free: Option<crate::model_free_upstream::ModelFreeUpstream>,
 }
 
 impl Held {
@@ -416,6 +431,9 @@ impl Held {
         }
         if let Some(fixture) = self.fixture.take() {
             fixture.shutdown().await;
+        }
+        if let Some(server) = self.model_free.take() {
+            server.shutdown().await;
         }
     }
 }
@@ -470,6 +488,9 @@ fn signing_key(
     Ok(signing)
 }
 
+/// `UpstreamRecord.kind` of the built-in model-free upstream.
+pub const MODEL_FREE: &str = "model-free";
+
 /// The upstream's key and record: a generated key and a started fixture upstream (kept in
 /// `held`), or the user's key from the environment or a file.
 async fn upstream_key(
@@ -492,6 +513,22 @@ async fn upstream_key(
             let forbidden = k.expose().as_bytes().to_vec();
             let rec = UpstreamRecord {
                 kind: "fixture".into(),
+                url,
+            };
+            Ok((key, rec, forbidden))
+        }
+        UpstreamChoice::ModelFree => {
+            let k = FixtureKey::generate().map_err(SessionError::FixtureKey)?;
+            let server = crate::model_free_upstream::ModelFreeUpstream::start(k.clone())
+                .await
+                .map_err(SessionError::FixtureUpstream)?;
+            let url = server.base_url();
+            held.model_free = Some(server);
+            let key = eval_proxy::SecretKey::from_memory(k.expose())
+                .map_err(SessionError::FixtureSecret)?;
+            let forbidden = k.expose().as_bytes().to_vec();
+            let rec = UpstreamRecord {
+                kind: MODEL_FREE.into(),
                 url,
             };
             Ok((key, rec, forbidden))
@@ -598,7 +635,14 @@ async fn session(
     )
     .await?;
     let (rec, entries) = open_recorder(state, admitted, &upstream_rec.kind, signing)?;
-    let (bridge, sink) = Bridge::start(rec.clone());
+    // Bounded by the protocol's artifact budget, counted from what earlier sessions stored;
+    // shared by the wire log and the attempts.
+    let store =
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?
+            .with_budget(p.budgets.artifacts.max_bytes)?;
+    let wire_limits = crate::run::wire_log::WireLimits::default();
+    let wire = crate::run::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
+    let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
     let control = Control::new(rec.clone());
     held.control = Some(control.clone());
     let mut cfg = proxy_config(
@@ -610,16 +654,13 @@ async fn session(
         &entries,
     );
     cfg.control = Some(control.clone());
+    cfg.keep_bodies = Some(wire_limits.per_call_response_bytes);
     let proxy = eval_proxy::Proxy::start(cfg)
         .await
         .map_err(SessionError::Proxy)?;
     held.proxy = Some(proxy.clone());
     control.set_proxy(proxy.clone());
     let docker = eval_runtimes::DockerRuntime::connect().await?;
-    // Bounded by the protocol's artifact budget, counted from what earlier sessions stored.
-    let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?
-            .with_budget(p.budgets.artifacts.max_bytes)?;
     let inputs = crate::run::inputs::stage(
         &project.root,
         &crate::run::run_dir(state, &matrix),
@@ -670,6 +711,15 @@ async fn session(
     });
     let progress = Arc::new(Progress::new(total));
     let end = crate::run::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
+    if let Some(m) = &held.model_free {
+        // The model-free upstream's own count of the plain stops it answered, beside the
+        // proxy's meter in the same ledger.
+        rec.append(
+            "model_free_upstream",
+            &serde_json::json!({"schema": events::SCHEMA, "calls": m.calls()}),
+        )
+        .await?;
+    }
     let tally = held.fixture.as_ref().map(|f| f.tally());
     if let Some(t) = &tally {
         // The fixture upstream's own count, so anyone can cross-check the proxy's meter.
@@ -974,6 +1024,7 @@ mod tests {
             incomplete: false,
             streamed_bytes: None,
             wire: None,
+            bodies: None,
         };
         let p = events::ModelCall {
             schema: events::SCHEMA,
@@ -987,6 +1038,8 @@ mod tests {
             metered: usage.is_some(),
             latency_ms: 0,
             record: serde_json::to_value(record).unwrap(),
+            artifacts: Default::default(),
+            wire_log: None,
         };
         entry(events::MODEL_CALL, serde_json::to_value(p).unwrap())
     }

@@ -15,7 +15,7 @@ macro_rules! out {
 }
 
 use crate::cli::{ExactMode as CliExact, StatsCalibrateArgs, StatsCommand, StatsPairedArgs};
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 
 /// The command line's own mistakes (the statistics' are `StatsError`); each kind's exit status is
 /// decided in `exit::stats_status`.

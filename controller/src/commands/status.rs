@@ -2,8 +2,8 @@
 
 use super::error::CommandError;
 use crate::cli::StatusArgs;
-use crate::exit::{CmdResult, Failure, Status};
 use crate::run::replay::{RunState, StatusSummary};
+use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::ledger::{self, LedgerReader};
 
 /// Reads, verifies and replays a matrix's ledger.
@@ -55,6 +55,8 @@ pub fn render_text(sum: &StatusSummary) -> String {
         sum.identity,
         if sum.fixture_evidence {
             " — FIXTURE upstream: not evidence"
+        } else if sum.model_free_evidence {
+            " — MODEL-FREE upstream: evidence only for a model_free protocol"
         } else {
             ""
         }

@@ -3,7 +3,7 @@
 
 use crate::cli::VerifyArgs;
 use crate::driver::driver_digest;
-use crate::exit::{CmdResult, Status};
+use crate::status::{CmdResult, Status};
 use eval_protocols::Project;
 use serde_json::json;
 

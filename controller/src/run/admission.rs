@@ -1,6 +1,7 @@
 //! Admission: every reason `eval run` refuses to start, checked together so the user sees all of
 //! them at once. No flag skips any of them; the only difference a fixture upstream makes is that
-//! preconditions are not required (a fixture run can never be evidence).
+//! preconditions are not required (a fixture run can never be evidence). The model-free upstream
+//! needs no key, but its preconditions hold (it is evidence for a model-free protocol).
 
 use std::fmt;
 
@@ -22,7 +23,12 @@ pub struct PreconditionState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpstreamChoice {
     Fixture,
-    Remote { url: String, key_available: bool },
+    /// The built-in model-free upstream (`--upstream model-free`): a plain stop to every request.
+    ModelFree,
+    Remote {
+        url: String,
+        key_available: bool,
+    },
 }
 
 /// Everything admission looks at, gathered by the caller from the freeze, the registry, the
@@ -155,16 +161,20 @@ pub fn admit(f: &AdmissionFacts) -> Vec<Refusal> {
     if let LedgerCheck::Broken(why) = &f.ledger {
         out.push(Refusal::LedgerBroken(why.clone()));
     }
-    if let UpstreamChoice::Remote { url, key_available } = &f.upstream {
+    // A model-free run spends nothing, but a model-free protocol may release on it: it is
+    // evidence, so its preconditions hold as for a paid run. Only the fixture is exempt.
+    if f.upstream != UpstreamChoice::Fixture {
         for p in f.preconditions.iter().filter(|p| !p.passed) {
             out.push(Refusal::PreconditionNotPassed {
                 name: p.name.clone(),
                 why: p.why.clone(),
             });
         }
-        if !key_available {
-            out.push(Refusal::NoKey { url: url.clone() });
-        }
+    }
+    if let UpstreamChoice::Remote { url, key_available } = &f.upstream
+        && !key_available
+    {
+        out.push(Refusal::NoKey { url: url.clone() });
     }
     out
 }
@@ -256,5 +266,14 @@ mod tests {
         assert!(admit(&f).is_empty());
         f.retired = Some("x".into());
         assert!(matches!(only(&f), Refusal::Retired { .. }));
+    }
+
+    #[test]
+    fn the_model_free_upstream_needs_no_key_but_its_preconditions() {
+        let mut f = ok_facts();
+        f.upstream = UpstreamChoice::ModelFree;
+        assert!(admit(&f).is_empty(), "no key is asked for");
+        f.preconditions[0].passed = false;
+        assert!(matches!(only(&f), Refusal::PreconditionNotPassed { .. }));
     }
 }

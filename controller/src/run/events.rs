@@ -48,7 +48,8 @@ pub struct SlotRecord {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpstreamRecord {
-    /// `fixture` for the embedded fixture upstream, `remote` otherwise.
+    /// `fixture` for the embedded fixture upstream, `model-free` for the built-in model-free
+    /// one, `remote` otherwise.
     pub kind: String,
     /// The base URL (never a key); for the fixture, its loopback address.
     pub url: String,
@@ -66,6 +67,11 @@ pub struct RunStarted {
     pub upstream: UpstreamRecord,
     /// True when the upstream is the fixture: this run can never be evidence for a release.
     pub fixture_evidence: bool,
+    /// True when the upstream is the built-in model-free one (a plain stop to every request):
+    /// evidence only for a protocol that declares `model_free = true`. Absent (false) in
+    /// ledgers from before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_free_evidence: bool,
     pub concurrency: usize,
     pub rerunnable_codes: Vec<FaultCode>,
     /// Reruns allowed per statistical slot.
@@ -148,6 +154,15 @@ pub struct ModelCall {
     pub latency_ms: u64,
     /// The proxy's full record (redacted), for audit.
     pub record: serde_json::Value,
+    /// The call's wire log (`run/wire_log.rs`): `request` (a request node), `request_head`,
+    /// `request_tail` or `request_raw`, and `reply` (a reassembled stream) or `response` (a
+    /// whole body). Re-hashed like every artifact the ledger references. Absent in ledgers
+    /// from before the wire log, and when nothing was stored.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub artifacts: BTreeMap<String, String>,
+    /// What the wire log kept of this call (absent when it kept nothing of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_log: Option<crate::run::wire_log::WireNote>,
 }
 
 /// `clarification`: one question the agent asked and what it was told.

@@ -18,6 +18,7 @@ pub mod inputs;
 pub mod replay;
 pub mod report_data;
 pub mod runner;
+pub mod wire_log;
 pub mod wire_metrics;
 
 use eval_core::attempt::AttemptId;

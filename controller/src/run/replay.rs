@@ -140,7 +140,11 @@ impl RunState {
     pub fn apply(&mut self, e: &Entry) -> Result<(), ReplayError> {
         match e.kind.as_str() {
             events::RUN_STARTED => {
-                let p: RunStarted = parse(e)?;
+                let mut p: RunStarted = parse(e)?;
+                // Model-free evidence is sticky: attempts a model-free session answered stay in
+                // the run whatever upstream a later session resumes with.
+                p.model_free_evidence |=
+                    self.started.as_ref().is_some_and(|s| s.model_free_evidence);
                 if self.slots.is_empty() {
                     self.slots = p.slots.clone();
                 } else if self.slots != p.slots {
@@ -374,6 +378,7 @@ impl RunState {
             sum.matrix = s.matrix.clone();
             sum.identity = s.identity.clone();
             sum.fixture_evidence = s.fixture_evidence;
+            sum.model_free_evidence = s.model_free_evidence;
         }
         sum.sessions = self.sessions;
         sum.reruns = self
@@ -514,6 +519,8 @@ pub struct StatusSummary {
     pub matrix: String,
     pub identity: String,
     pub fixture_evidence: bool,
+    /// The run's upstream is the built-in model-free one (evidence only for a model-free protocol).
+    pub model_free_evidence: bool,
     pub sessions: u32,
     /// Statistical slots.
     pub total: u64,
@@ -611,6 +618,7 @@ mod tests {
                 url: "http://127.0.0.1:1".into(),
             },
             fixture_evidence: true,
+            model_free_evidence: false,
             concurrency: 1,
             rerunnable_codes: codes.iter().map(|s| s.parse().unwrap()).collect(),
             max_reruns,

@@ -139,13 +139,68 @@ pub fn build_with_key(
         .load(&started.protocol)
         .map_err(ReportDataError::Protocol)?;
     let p = &loaded.protocol;
+    let (drift, retired) = freeze_drift(&project, state, &started)?;
+    let suites = suite_data(&loaded);
+    let slots = slot_data(&st);
+    let declared = declared_metrics(root, p)?;
+    let attempts = attempt_data(entries, &st, &loaded, &started, &declared)?;
+    let wire_anomalies =
+        transcript_cross_checks(entries, &st, &loaded, &super::artifacts_dir(state, matrix));
+    Ok(RunData {
+        version: rd::RUN_DATA_VERSION,
+        matrix: started.matrix.clone(),
+        protocol: started.protocol.clone(),
+        identity: started.identity.clone(),
+        driver_digest: started.driver.clone(),
+        ledger_head: LedgerHeadRef {
+            seq: verified.head.seq,
+            hash: verified.head.hash.to_string(),
+        },
+        ledger_verified: verified.ok && problems.is_empty(),
+        ledger_problems: problems,
+        freeze_drift: drift,
+        identity_retired: retired,
+        fixture_upstream: started.fixture_evidence,
+        // Replay keeps it sticky across sessions (`RunState::apply`).
+        model_free_upstream: started.model_free_evidence,
+        model_free_protocol: p.model_free,
+        wire_anomalies,
+        preconditions: precondition_evidence(&started),
+        signed_evidence,
+        allow_unsigned: false,
+        artifacts_verified: Some(artifacts_verified),
+        plan: stat_plan(p),
+        gates: p.gates.clone(),
+        power: crate::commands::freeze::power_rows(&loaded),
+        rerunnable_fault_codes: {
+            let mut c = p.reruns.codes.clone();
+            c.push(FaultCode::InterruptedBeforeModelCall);
+            c.push(FaultCode::UpstreamAccountRefused);
+            c
+        },
+        max_reruns_per_slot: Some(p.reruns.max_reruns_per_slot),
+        max_infra_attempts: Some(p.reruns.max_infra_attempts.max(1)),
+        suites,
+        slots,
+        attempts,
+    })
+}
+
+/// Whether the run's evidence still stands on its freeze: the drift `eval verify` would list
+/// when the run's identity is the frozen one (else why it is not), and whether that identity
+/// is retired.
+fn freeze_drift(
+    project: &Project,
+    state: &Path,
+    started: &events::RunStarted,
+) -> Result<(Vec<String>, bool), ReportDataError> {
     let reg = Registry::open(state).map_err(ReportDataError::Registry)?;
     let frozen = reg.frozen_identity(&started.protocol);
     let mut drift = Vec::new();
     match &frozen {
         Some(id) if id.to_string() == started.identity => {
             match eval_protocols::verify(
-                &project,
+                project,
                 &started.protocol,
                 state,
                 crate::driver::driver_digest(),
@@ -162,7 +217,13 @@ pub fn build_with_key(
         None => drift.push(format!("protocol {} is not frozen", started.protocol)),
     }
     let retired = frozen.is_some_and(|id| reg.retirement(&id).is_some());
-    let suites = loaded
+    Ok((drift, retired))
+}
+
+/// Each suite of the matrix with its protocol's metrics, oracle budget and controls.
+fn suite_data(loaded: &eval_protocols::Loaded) -> Vec<SuiteData> {
+    let p = &loaded.protocol;
+    loaded
         .matrix
         .suites
         .iter()
@@ -195,9 +256,12 @@ pub fn build_with_key(
                     also_report: c.also_report.clone(),
                 }),
         })
-        .collect();
-    let slots = st
-        .slots
+        .collect()
+}
+
+/// The run's scheduled slots, as replay read them.
+fn slot_data(st: &RunState) -> Vec<SlotData> {
+    st.slots
         .iter()
         .map(|s| SlotData {
             id: s.id.clone(),
@@ -207,13 +271,17 @@ pub fn build_with_key(
             arm: s.arm.clone(),
             rep: s.rep,
         })
-        .collect();
-    // Whether each arm's runtime declares a harness metrics file: how ledgers written before
-    // outcomes recorded `accounting` are judged.
-    // A definition that cannot be read is an error, not an arm without a metrics file: that
-    // would judge its accounting by the wrong rule.
-    let declared: BTreeMap<&str, bool> = p
-        .arms
+        .collect()
+}
+
+/// Whether each arm's runtime declares a harness metrics file: how ledgers written before
+/// outcomes recorded `accounting` are judged. A definition that cannot be read is an error, not
+/// an arm without a metrics file: that would judge its accounting by the wrong rule.
+fn declared_metrics<'p>(
+    root: &Path,
+    p: &'p eval_protocols::Protocol,
+) -> Result<BTreeMap<&'p str, bool>, ReportDataError> {
+    p.arms
         .iter()
         .map(|a| {
             eval_runtimes::RuntimeDef::load(&root.join(&a.runtime))
@@ -224,11 +292,21 @@ pub fn build_with_key(
                     source: Box::new(source),
                 })
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// One row per `attempt_started` entry, with its outcome when it has one.
+fn attempt_data(
+    entries: &[Entry],
+    st: &RunState,
+    loaded: &eval_protocols::Loaded,
+    started: &events::RunStarted,
+    declared: &BTreeMap<&str, bool>,
+) -> Result<Vec<AttemptData>, ReportDataError> {
     let spend = spend_by_attempt(entries);
     // Metrics from the wire, for the suites that list one: computed here from the recorded
     // requests, never taken from anything the attempt reported.
-    let wire = super::wire_metrics::Wire::new(entries, p, &loaded.tasks);
+    let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
         // Replay accepted the ledger, so this parses; were it not, the attempt would be missing
@@ -239,7 +317,7 @@ pub fn build_with_key(
             .attempts
             .get(&a.slot)
             .and_then(|v| v.iter().find(|x| x.number == a.number))
-            .and_then(|x| x.outcome.clone());
+            .and_then(|x| x.outcome.as_ref());
         attempts.push(AttemptData {
             slot: a.slot.clone(),
             phase: a.phase,
@@ -248,87 +326,107 @@ pub fn build_with_key(
             arm: a.arm.clone(),
             rep: a.rep,
             attempt: a.number,
-            outcome: o.as_ref().map(|o| o.outcome),
-            infra_fault: o.as_ref().and_then(|o| o.infra_fault),
+            outcome: o.map(|o| o.outcome),
+            infra_fault: o.and_then(|o| o.infra_fault),
             rerun_of: a.rerun_of,
-            metrics: wire.apply(
-                &a,
-                o.as_ref().map(|o| o.metrics.clone()).unwrap_or_default(),
-            ),
-            model_turns: o.as_ref().map_or(0, |o| o.model_turns),
-            tokens: o.as_ref().map(|o| o.tokens).unwrap_or_default(),
-            duration_seconds: o.as_ref().map_or(0.0, |o| o.duration_seconds),
-            oracle_calls: o
-                .as_ref()
-                .map_or(0, |o| o.clarification_questions.max(o.oracle_calls) as u32),
-            harness_turns: o.as_ref().and_then(|o| o.harness.map(|h| h.model_turns)),
-            harness_tokens: o.as_ref().and_then(|o| o.harness.map(|h| h.total_tokens)),
+            metrics: wire.apply(&a, o.map(|o| o.metrics.clone()).unwrap_or_default()),
+            model_turns: o.map_or(0, |o| o.model_turns),
+            tokens: o.map(|o| o.tokens).unwrap_or_default(),
+            duration_seconds: o.map_or(0.0, |o| o.duration_seconds),
+            oracle_calls: o.map_or(0, |o| o.clarification_questions.max(o.oracle_calls) as u32),
+            harness_turns: o.and_then(|o| o.harness.map(|h| h.model_turns)),
+            harness_tokens: o.and_then(|o| o.harness.map(|h| h.total_tokens)),
             upstream: started.upstream.url.clone(),
-            accounting: o.as_ref().and_then(|o| o.accounting.clone()),
+            accounting: o.and_then(|o| o.accounting.clone()),
             metrics_declared: declared.get(a.arm.as_str()).copied(),
             spend_usd: spend.get(&a.attempt).copied().unwrap_or(0.0),
-            before_container: o.as_ref().is_some_and(|o| o.before_container),
-            incomplete_calls: o.as_ref().and_then(|o| o.incomplete).map_or(0, |i| i.calls),
+            before_container: o.is_some_and(|o| o.before_container),
+            incomplete_calls: o.and_then(|o| o.incomplete).map_or(0, |i| i.calls),
             incomplete_reserved_tokens: o
-                .as_ref()
                 .and_then(|o| o.incomplete)
                 .map_or(0, |i| i.reserved_tokens),
         });
     }
-    Ok(RunData {
-        version: rd::RUN_DATA_VERSION,
-        matrix: started.matrix.clone(),
-        protocol: started.protocol.clone(),
-        identity: started.identity.clone(),
-        driver_digest: started.driver.clone(),
-        ledger_head: LedgerHeadRef {
-            seq: verified.head.seq,
-            hash: verified.head.hash.to_string(),
-        },
-        ledger_verified: verified.ok && problems.is_empty(),
-        ledger_problems: problems,
-        freeze_drift: drift,
-        identity_retired: retired,
-        fixture_upstream: started.fixture_evidence,
-        preconditions: started
-            .preconditions
-            .iter()
-            .map(|m| rd::PreconditionEvidence {
-                protocol: m.protocol.clone(),
-                identity: m.identity.to_string(),
-                report_seq: m.report_seq,
-                report_entry_hash: m.report_entry_hash.to_string(),
-                report_digest: m.report_digest.clone(),
-            })
-            .collect(),
-        signed_evidence,
-        allow_unsigned: false,
-        artifacts_verified: Some(artifacts_verified),
-        plan: StatPlan {
-            resamples: p.statistics.resamples,
-            seed: p.statistics.seed,
-            confidence: p.statistics.confidence,
-            method: p.statistics.method.clone(),
-            exact: p.statistics.exact.clone(),
-            min_suite_tasks: p.statistics.min_suite_tasks as usize,
-            missing_metric_values: p.missing_data.values.clone(),
-            seed_string: p.statistics.seed_string.clone(),
-            report_methods: p.statistics.report_methods.clone(),
-        },
-        gates: p.gates.clone(),
-        power: crate::commands::freeze::power_rows(&loaded),
-        rerunnable_fault_codes: {
-            let mut c = p.reruns.codes.clone();
-            c.push(FaultCode::InterruptedBeforeModelCall);
-            c.push(FaultCode::UpstreamAccountRefused);
-            c
-        },
-        max_reruns_per_slot: Some(p.reruns.max_reruns_per_slot),
-        max_infra_attempts: Some(p.reruns.max_infra_attempts.max(1)),
-        suites,
-        slots,
-        attempts,
-    })
+    Ok(attempts)
+}
+
+/// The Harness transcript's first `request/header` against the wire's first request with tools,
+/// for every attempt whose route a wire metric reads and that left a transcript: each
+/// disagreement is an anomaly of the report (`wire_metrics::cross_check`). The wire decides the
+/// metric; the transcript, agent-written, only cross-checks it.
+fn transcript_cross_checks(
+    entries: &[Entry],
+    st: &RunState,
+    loaded: &eval_protocols::Loaded,
+    artifacts: &Path,
+) -> Vec<String> {
+    let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
+    let mut out = Vec::new();
+    let mut store = None;
+    for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
+        let Ok(a) = serde_json::from_slice::<events::AttemptStarted>(&e.payload) else {
+            continue;
+        };
+        let Some(route) = wire.route(&a.suite, &a.attempt) else {
+            continue;
+        };
+        let Some(digest) = st
+            .attempts
+            .get(&a.slot)
+            .and_then(|v| v.iter().find(|x| x.number == a.number))
+            .and_then(|x| x.outcome.as_ref())
+            .and_then(|o| o.artifacts.transcript.as_deref())
+        else {
+            continue;
+        };
+        if store.is_none() {
+            store = eval_evidence::artifacts::ArtifactStore::open(artifacts).ok();
+        }
+        // The artifacts were re-hashed before this runs, so a read failure is a fault of the
+        // store now; it is shown, never taken for agreement.
+        let bytes = match (store.as_ref(), Digest::parse(digest)) {
+            (Some(store), Some(d)) => store.get(&d).map_err(|e| e.to_string()),
+            _ => Err(format!("transcript {digest} cannot be read")),
+        };
+        match bytes {
+            Ok(b) => out.extend(super::wire_metrics::cross_check(&a.attempt, route, &b)),
+            Err(why) => out.push(format!(
+                "attempt {}: the transcript cannot be cross-checked with the wire ({why})",
+                a.attempt
+            )),
+        }
+    }
+    out
+}
+
+/// The preconditions the run met, each by the report entry of the evidence that met it.
+fn precondition_evidence(started: &events::RunStarted) -> Vec<rd::PreconditionEvidence> {
+    started
+        .preconditions
+        .iter()
+        .map(|m| rd::PreconditionEvidence {
+            protocol: m.protocol.clone(),
+            identity: m.identity.to_string(),
+            report_seq: m.report_seq,
+            report_entry_hash: m.report_entry_hash.to_string(),
+            report_digest: m.report_digest.clone(),
+        })
+        .collect()
+}
+
+/// The preregistered statistical plan.
+fn stat_plan(p: &eval_protocols::Protocol) -> StatPlan {
+    StatPlan {
+        resamples: p.statistics.resamples,
+        seed: p.statistics.seed,
+        confidence: p.statistics.confidence,
+        method: p.statistics.method.clone(),
+        exact: p.statistics.exact.clone(),
+        min_suite_tasks: p.statistics.min_suite_tasks as usize,
+        missing_metric_values: p.missing_data.values.clone(),
+        seed_string: p.statistics.seed_string.clone(),
+        report_methods: p.statistics.report_methods.clone(),
+    }
 }
 
 /// A swap point for the custody tests: `EVAL_TEST_SWAP_LEDGER=<file>` renames `<file>` over the

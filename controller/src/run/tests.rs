@@ -128,6 +128,8 @@ async fn model_call(rec: &Recorder, attempt: &str, seq: u64) {
             metered: true,
             latency_ms: 1,
             record: serde_json::json!({}),
+            artifacts: Default::default(),
+            wire_log: None,
         },
     )
     .await
@@ -247,6 +249,7 @@ fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
             url: "http://127.0.0.1:1/v1".into(),
         },
         fixture_evidence: true,
+        model_free_evidence: false,
         concurrency,
         rerunnable_codes: codes.iter().map(|c| c.parse().unwrap()).collect(),
         max_reruns,

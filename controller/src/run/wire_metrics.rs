@@ -75,6 +75,10 @@ pub struct WireRoute {
     pub clarification: Option<&'static str>,
     /// The proxy's per-attempt seq of the request read.
     pub seq: u64,
+    /// Every tool name that request offered, in the order sent (for the transcript
+    /// cross-check), and whether the proxy had to cut the list.
+    pub tools: Vec<String>,
+    pub tools_truncated: bool,
 }
 
 /// The route a request's tool names show, or `None` for a `lattice_*` subset that is no route.
@@ -150,6 +154,8 @@ pub fn routes(entries: &[Entry]) -> BTreeMap<String, WireRoute> {
                     route,
                     clarification: clarification_of(&wire),
                     seq,
+                    tools: wire.tools.clone().unwrap_or_default(),
+                    tools_truncated: wire.tools_truncated,
                 },
             ))
         })
@@ -165,6 +171,14 @@ pub struct Wire<'a> {
 }
 
 impl<'a> Wire<'a> {
+    /// The route the wire shows for an attempt id, in a suite that lists a wire metric.
+    pub fn route(&self, suite: &str, attempt: &str) -> Option<&WireRoute> {
+        self.suites
+            .contains(suite)
+            .then(|| self.routes.get(attempt))
+            .flatten()
+    }
+
     /// Reads the routes from `entries` when some suite of `protocol` lists a wire metric.
     pub fn new(
         entries: &[Entry],
@@ -214,6 +228,91 @@ impl<'a> Wire<'a> {
             m.extend(metrics(r, expected));
         }
         m
+    }
+}
+
+/// The tool names of the first `request/header` event of a DeepSeek Harness session transcript
+/// (`session.jsonl`; dsh `packages/core/agent-loop/src/agent.ts` appends `{header, reason}` before
+/// its first request, `header.tools` being `ToolSchema {name, description, parameters}` and absent
+/// when there are none): `Ok(None)` when the transcript has no such event. The transcript is
+/// agent-written, so this is only ever a cross-check of the wire, never a source of a metric.
+pub fn transcript_tools(bytes: &[u8]) -> Result<Option<Vec<String>>, String> {
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let n = i + 1;
+        let rec: serde_json::Value =
+            serde_json::from_slice(line).map_err(|e| format!("line {n} is not JSON: {e}"))?;
+        if rec["type"] != "request/header" {
+            continue;
+        }
+        let header = &rec["data"]["header"];
+        if !header.is_object() {
+            return Err(format!("line {n}: request/header has no header object"));
+        }
+        return match &header["tools"] {
+            serde_json::Value::Null => Ok(Some(Vec::new())),
+            serde_json::Value::Array(tools) => tools
+                .iter()
+                .map(|t| {
+                    t["name"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| format!("line {n}: a tool of request/header has no name"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            _ => Err(format!("line {n}: request/header's tools is not a list")),
+        };
+    }
+    Ok(None)
+}
+
+/// The anomaly, if any, of comparing the wire's first request with tools with the transcript's
+/// first `request/header`: the same tool names (as sets with counts; the order is the adapter's)
+/// or a sentence saying how they differ. `None` also when the proxy cut the wire's list (nothing
+/// exact to compare).
+pub fn cross_check(attempt: &str, wire: &WireRoute, transcript: &[u8]) -> Option<String> {
+    if wire.tools_truncated {
+        return None;
+    }
+    let sorted = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v
+    };
+    match transcript_tools(transcript) {
+        Err(e) => Some(format!(
+            "attempt {attempt}: the transcript cannot be cross-checked with the wire ({e})"
+        )),
+        Ok(None) => Some(format!(
+            "attempt {attempt}: the wire shows a first request with {} tools (route {}), but the transcript has no request/header",
+            wire.tools.len(),
+            wire.route
+        )),
+        Ok(Some(t)) if sorted(&t) == sorted(&wire.tools) => None,
+        Ok(Some(t)) => {
+            let (w, t) = (sorted(&wire.tools), sorted(&t));
+            let only_wire: Vec<&str> = w
+                .iter()
+                .filter(|x| !t.contains(x))
+                .map(String::as_str)
+                .collect();
+            let only_transcript: Vec<&str> = t
+                .iter()
+                .filter(|x| !w.contains(x))
+                .map(String::as_str)
+                .collect();
+            Some(format!(
+                "attempt {attempt}: the transcript's first request/header disagrees with the wire's first request with tools (route {} on the wire; {} vs {} tools; only on the wire: [{}]; only in the transcript: [{}])",
+                wire.route,
+                w.len(),
+                t.len(),
+                only_wire.join(", "),
+                only_transcript.join(", ")
+            ))
+        }
     }
 }
 
@@ -306,6 +405,8 @@ mod tests {
             metered: true,
             latency_ms: 0,
             record,
+            artifacts: Default::default(),
+            wire_log: None,
         };
         Entry {
             seq,
@@ -315,6 +416,58 @@ mod tests {
             hash: eval_core::Digest::ZERO,
             recorded_at: String::new(),
         }
+    }
+
+    /// A `request/header` line as dsh rc.8 writes it (`session.append('request/header', {header,
+    /// reason})` in an event envelope `{type, seq, time, data}`).
+    fn header_line(seq: u64, tools: Option<&[&str]>) -> String {
+        let mut header = serde_json::json!({"config": {"provider": "deepseek", "model": "deepseek-chat"},
+                                            "system": "## Plan Lattice route probe\n\n…"});
+        if let Some(t) = tools {
+            header["tools"] = t
+                .iter()
+                .map(|n| serde_json::json!({"name": n, "description": "d", "parameters": {}}))
+                .collect();
+        }
+        serde_json::json!({"type": "request/header", "seq": seq, "time": 1,
+                           "data": {"header": header, "reason": "initial"}})
+        .to_string()
+    }
+
+    #[test]
+    fn the_transcripts_first_request_header_cross_checks_the_wire() {
+        let wire = routes(&[call("a", 1, "agent", Some(&["read", "lattice_route"]))])
+            .remove("a")
+            .unwrap();
+        let user = r#"{"type":"user/message","seq":0,"time":1,"data":{}}"#;
+        let agree = format!(
+            "{user}\n{}\n{}\n",
+            header_line(1, Some(&["lattice_route", "read"])),
+            header_line(5, Some(&["read"]))
+        );
+        assert_eq!(
+            transcript_tools(agree.as_bytes()).unwrap(),
+            Some(names(&["lattice_route", "read"])),
+            "the first request/header, not a later change"
+        );
+        assert_eq!(cross_check("a", &wire, agree.as_bytes()), None);
+
+        let disagree = format!("{user}\n{}\n", header_line(1, Some(&["read"])));
+        let a = cross_check("a", &wire, disagree.as_bytes()).unwrap();
+        assert!(
+            a.contains("attempt a") && a.contains("only on the wire: [lattice_route]"),
+            "{a}"
+        );
+        // No tools in the header (absent field) against a wire that offered some.
+        let none = header_line(1, None);
+        assert!(cross_check("a", &wire, none.as_bytes()).is_some());
+        let missing = cross_check("a", &wire, user.as_bytes()).unwrap();
+        assert!(missing.contains("no request/header"), "{missing}");
+        let broken = cross_check("a", &wire, b"{not json\n").unwrap();
+        assert!(broken.contains("cannot be cross-checked"), "{broken}");
+        let mut cut = wire.clone();
+        cut.tools_truncated = true;
+        assert_eq!(cross_check("a", &cut, disagree.as_bytes()), None);
     }
 
     #[test]

@@ -101,3 +101,40 @@ fn only_the_controller_uses_the_proxy_or_the_runtimes() {
         );
     }
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// No circle between the commands and the exit mapping: `exit.rs` names the commands' error
+/// types, so the commands may use only the status vocabulary (`status.rs`), which names nothing
+/// of the crate.
+#[test]
+fn the_commands_use_the_status_vocabulary_never_the_exit_mapping() {
+    let src = workspace_root().join("controller/src");
+    let commands = rust_files(&src.join("commands"));
+    assert!(commands.len() >= 10, "the commands are found");
+    for f in commands {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("crate::exit"),
+            "{} uses crate::exit; commands use crate::status",
+            f.display()
+        );
+    }
+    let status = std::fs::read_to_string(src.join("status.rs")).unwrap();
+    assert!(
+        !status.contains("crate::") && !status.contains("super::"),
+        "status.rs is a leaf and names no module of the crate"
+    );
+}

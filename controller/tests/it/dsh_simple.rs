@@ -152,6 +152,20 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
         out.status.code()
     );
 
+    // `eval run`'s own preflight read the account first: `GET /models`, `GET /user/balance`.
+    assert_eq!(upstream.account_requests(), 2, "{run_text}");
+    for check in [
+        "key accepted",
+        "model listed",
+        "balance available",
+        "fits the balance",
+    ] {
+        assert!(
+            run_text.contains(check),
+            "preflight: {check:?} not in {run_text}"
+        );
+    }
+
     let es = entries(&dir.join(format!("runs/{NAME}/ledger.sqlite")));
     assert!(payloads(&es, "rerun").is_empty(), "{run_text}");
     let outcomes = payloads(&es, "attempt_outcome");

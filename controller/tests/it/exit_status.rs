@@ -65,6 +65,22 @@ fn exit_2_unreadable_or_invalid_input_names_the_file() {
     );
 }
 
+/// A site is a directory: without `--out` the report refuses before reading anything (exit 2).
+#[test]
+fn exit_2_a_site_without_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = eval(
+        dir.path(),
+        &["report", "--matrix", "demo", "--format", "site"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--out DIR"), "{}", text(&o));
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
+}
+
 /// A ledger whose recorded bytes changed is an integrity failure naming the first bad seq.
 #[test]
 fn exit_3_a_tampered_ledger() {
@@ -116,6 +132,30 @@ fn run_and_report_statuses() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["release_allowed"], false, "{v}");
+
+    // The site says what report.json says, with the same exit status.
+    let site = [
+        "report", "--matrix", "demo", "--format", "site", "--out", "site",
+    ];
+    let o = eval(&dir, &site);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let index = std::fs::read_to_string(dir.join("site/index.html")).unwrap();
+    assert!(index.contains("data-release-allowed=\"false\""), "{index}");
+    let recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runs/demo/report.json")).unwrap()).unwrap();
+    assert!(
+        index.contains(recorded["verdict"].as_str().unwrap()),
+        "{index}"
+    );
+    let pages = std::fs::read_dir(dir.join("site/attempts"))
+        .unwrap()
+        .count();
+    let attempts = payloads(
+        &entries(&dir.join("runs/demo/ledger.sqlite")),
+        "attempt_started",
+    )
+    .len();
+    assert_eq!(pages, attempts, "one page per attempt");
 
     let ledger = dir.join("runs/demo/ledger.sqlite");
     let c = rusqlite::Connection::open(&ledger).unwrap();

@@ -481,7 +481,21 @@ fn a_models_listing_is_refused_or_recorded_before_it_reaches_the_upstream() {
     );
     let r = p.run();
     r.assert_one_final_outcome();
+    // `eval run`'s preflight lists the models and reads the balance before any attempt: the
+    // upstream's first two requests. What the agent reached is everything after them.
     let seen = p.upstream.seen();
+    let preflight: Vec<_> = seen
+        .iter()
+        .take(2)
+        .map(|s| (&*s.method, &*s.path))
+        .collect();
+    assert_eq!(
+        preflight,
+        [("GET", "/v1/models"), ("GET", "/v1/user/balance")],
+        "{}",
+        r.text
+    );
+    let seen = &seen[2..];
     let listed = seen
         .iter()
         .filter(|s| s.method == "GET" && s.path.ends_with("/models"))

@@ -5,7 +5,8 @@
 //! decimal strings) and a 401 with the API's error body — over plain HTTP and over HTTPS with a
 //! test CA given the way a user would (`SSL_CERT_FILE`). Every output is grepped for the key.
 
-use crate::support::{demo_project, text};
+use crate::support::account::{balance_body as deepseek_balance, refused};
+use crate::support::{demo_project, eval, text};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -25,18 +26,8 @@ struct Account {
     models: Vec<&'static str>,
     /// `None`: the provider has no balance endpoint (404).
     balance: Option<serde_json::Value>,
-}
-
-fn deepseek_balance(is_available: bool, currency: &str, total: &str) -> serde_json::Value {
-    serde_json::json!({
-        "is_available": is_available,
-        "balance_infos": [{
-            "currency": currency,
-            "total_balance": total,
-            "granted_balance": "0.00",
-            "topped_up_balance": total,
-        }]
-    })
+    /// Requests to any other path (shared by the clones of one account).
+    others: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn good() -> Account {
@@ -44,26 +35,8 @@ fn good() -> Account {
         key: KEY,
         models: vec!["deepseek-v4-pro", MODEL],
         balance: Some(deepseek_balance(true, "USD", "1000.00")),
+        others: Arc::default(),
     }
-}
-
-/// DeepSeek's 401: the API's error shape, its message naming the key's last four characters.
-fn refused(presented: &str) -> Response {
-    let tail: String = presented
-        .chars()
-        .rev()
-        .take(4)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    let body = serde_json::json!({"error": {
-        "message": format!("Authentication Fails, Your api key: ****{tail} is invalid"),
-        "type": "authentication_error",
-        "param": null,
-        "code": "invalid_request_error",
-    }});
-    (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
 }
 
 /// The 401 for a request without the account's key, else `None`.
@@ -80,12 +53,7 @@ async fn models(State(acct): State<Arc<Account>>, h: HeaderMap) -> Response {
     if let Some(r) = refusal(&acct, &h) {
         return r;
     }
-    let data: Vec<_> = acct
-        .models
-        .iter()
-        .map(|id| serde_json::json!({"id": id, "object": "model", "owned_by": "deepseek"}))
-        .collect();
-    axum::Json(serde_json::json!({"object": "list", "data": data})).into_response()
+    axum::Json(crate::support::account::models_body(&acct.models)).into_response()
 }
 
 async fn balance(State(acct): State<Arc<Account>>, h: HeaderMap) -> Response {
@@ -98,10 +66,18 @@ async fn balance(State(acct): State<Arc<Account>>, h: HeaderMap) -> Response {
     }
 }
 
+/// Any other request: counted (a refused run must send none), and 404.
+async fn other(State(acct): State<Arc<Account>>) -> Response {
+    acct.others
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    StatusCode::NOT_FOUND.into_response()
+}
+
 fn app(acct: Account) -> axum::Router {
     axum::Router::new()
         .route("/models", get(models))
         .route("/user/balance", get(balance))
+        .fallback(other)
         .with_state(Arc::new(acct))
 }
 
@@ -116,10 +92,25 @@ fn runtime() -> tokio::runtime::Runtime {
 /// `eval preflight` in `dir` with the key in `PREFLIGHT_KEY` only, and the trust store given by
 /// `cert_file` alone (a user's own `SSL_CERT_FILE`/`SSL_CERT_DIR` never leak into the test).
 fn preflight(dir: &Path, args: &[&str], cert_file: Option<&Path>) -> Output {
+    keyed(dir, "preflight", args, cert_file, &[])
+}
+
+/// `eval COMMAND --api-key-env PREFLIGHT_KEY ARGS` in `dir` (with `env` added), the key in
+/// `PREFLIGHT_KEY` only; fails when the key, a part of it or the refusal body naming its tail
+/// reached the output.
+fn keyed(
+    dir: &Path,
+    command: &str,
+    args: &[&str],
+    cert_file: Option<&Path>,
+    env: &[(&str, &str)],
+) -> Output {
     let mut c = Command::new(crate::support::eval_bin());
-    c.arg("preflight")
+    c.arg(command)
         .args(["--api-key-env", "PREFLIGHT_KEY"])
         .args(args)
+        .envs(env.iter().copied())
+        .env_remove("EVAL_SIGNING_KEY_FILE")
         .current_dir(dir)
         .env("PREFLIGHT_KEY", KEY)
         .env_remove("SSL_CERT_FILE")
@@ -383,4 +374,136 @@ fn preflight_over_tls_trusts_the_ca_from_ssl_cert_file_and_refuses_without_it() 
         2,
         &["connection", "certificate is not trusted", "SSL_CERT_FILE"],
     );
+}
+
+/// `eval freeze --protocol demo` in a fresh demo project (no engine needed).
+fn frozen_demo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (tmp, dir) = demo_project();
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    (tmp, dir)
+}
+
+/// `eval run --matrix demo --upstream URL` with the key in `PREFLIGHT_KEY`; `DOCKER_HOST` names
+/// a socket nothing listens on, so a run that got past its preflight ends at the engine
+/// ("no Docker engine answers", exit 2) before any attempt, in any environment.
+fn paid_run(dir: &Path, url: &str, extra: &[&str]) -> Output {
+    let docker_host = format!("unix://{}", dir.join("no-engine.sock").display());
+    let mut args = vec!["--matrix", "demo", "--upstream", url];
+    args.extend_from_slice(extra);
+    keyed(dir, "run", &args, None, &[("DOCKER_HOST", &docker_host)])
+}
+
+/// `eval run` against a non-fixture upstream runs the preflight first: a refused key, an
+/// account out of balance, a contract model the upstream does not list or a worst case above
+/// the balance refuse the run with exit 2 naming the check — before the ledger exists, and
+/// with no request but the account's two reaching the upstream.
+#[test]
+fn a_paid_run_is_refused_by_its_preflight_before_anything_is_recorded() {
+    let rt = runtime();
+    let (_tmp, dir) = frozen_demo();
+    let cases: [(&str, Account, &[&str]); 4] = [
+        (
+            "bad key",
+            Account {
+                key: "sk-the-account-s-real-key",
+                ..good()
+            },
+            &["preflight failed: key", "the upstream refused the API key"],
+        ),
+        (
+            "empty balance",
+            Account {
+                balance: Some(deepseek_balance(false, "USD", "0.00")),
+                ..good()
+            },
+            &["preflight failed: balance", "out of balance"],
+        ),
+        (
+            "unknown model",
+            Account {
+                models: vec!["deepseek-chat", "deepseek-reasoner"],
+                ..good()
+            },
+            &["preflight failed: model", MODEL],
+        ),
+        (
+            "worst case above the balance",
+            Account {
+                balance: Some(deepseek_balance(true, "USD", "120.50")),
+                ..good()
+            },
+            &["preflight failed: spend", "500.00 USD", "120.50 USD"],
+        ),
+    ];
+    for (what, acct, needles) in cases {
+        let others = acct.others.clone();
+        let url = http_upstream(&rt, acct);
+        let o = paid_run(&dir, &url, &[]);
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{what}: {all}");
+        for n in needles.iter().chain(&["refusing to run matrix demo"]) {
+            assert!(all.contains(n), "{what}: {n:?} not in:\n{all}");
+        }
+        assert!(
+            !all.contains("no Docker engine answers"),
+            "{what}: the session started: {all}"
+        );
+        assert!(
+            !dir.join("runs/demo").exists(),
+            "{what}: the refused run left a run directory"
+        );
+        assert_eq!(
+            others.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "{what}: a request beside the account's reached the upstream"
+        );
+    }
+}
+
+/// `eval run --no-balance-check` skips the preflight's balance and spend checks for a provider
+/// without `GET /user/balance` (the key and the model are still checked); without the flag the
+/// run is refused naming the endpoint and the flag.
+#[test]
+fn a_paid_run_skips_the_balance_check_for_a_provider_without_the_endpoint() {
+    let rt = runtime();
+    let (_tmp, dir) = frozen_demo();
+    let url = http_upstream(
+        &rt,
+        Account {
+            balance: None,
+            ..good()
+        },
+    );
+    let o = paid_run(&dir, &url, &[]);
+    assert_exit(
+        &o,
+        2,
+        &[
+            "preflight failed: balance",
+            "/user/balance",
+            "HTTP 404",
+            "--no-balance-check",
+        ],
+    );
+    assert!(!dir.join("runs/demo").exists(), "{}", text(&o));
+    let o = paid_run(&dir, &url, &["--no-balance-check"]);
+    // Past the preflight, the session reached the (absent) engine.
+    assert_exit(
+        &o,
+        2,
+        &["key accepted", "skip balance", "no Docker engine answers"],
+    );
+    assert!(!text(&o).contains("preflight failed"), "{}", text(&o));
+    // The model check still runs with the flag.
+    let url = http_upstream(
+        &rt,
+        Account {
+            balance: None,
+            models: vec!["deepseek-chat"],
+            ..good()
+        },
+    );
+    let o = paid_run(&dir, &url, &["--no-balance-check"]);
+    assert_exit(&o, 2, &["preflight failed: model", MODEL]);
 }

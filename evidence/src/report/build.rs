@@ -137,6 +137,10 @@ pub struct Checks {
     pub identity_retired: bool,
     /// The run used the fixture upstream, so it is never release evidence.
     pub fixture_upstream: bool,
+    /// The run used the built-in model-free upstream: release evidence only for a protocol that
+    /// declares itself model-free (absent in reports from before it existed).
+    #[serde(default)]
+    pub model_free_upstream: bool,
 }
 
 /// How far the run's schedule got.
@@ -341,6 +345,9 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         reasons
             .push("the upstream was the fixture: fixture evidence never allows a release".into());
     }
+    if let Some(why) = model_free_refusal(run) {
+        reasons.push(why);
+    }
     if let Some(e) = &run.signed_evidence
         && let Some(seq) = e.unsigned_from
     {
@@ -364,6 +371,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             }
         }
     }
+    anomalies.extend(run.wire_anomalies.iter().map(|a| format!("wire: {a}")));
     for a in &accounting {
         anomalies.extend(
             a.anomalies
@@ -412,6 +420,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             freeze_drift: run.freeze_drift.clone(),
             identity_retired: run.identity_retired,
             fixture_upstream: run.fixture_upstream,
+            model_free_upstream: run.model_free_upstream,
         },
         completeness,
         gates,
@@ -823,4 +832,17 @@ pub fn report_entry_payload(report: &Report) -> Result<serde_json::Value, Report
         "identity": report.identity,
         "release_allowed": report.release_allowed,
     }))
+}
+
+/// Why model-free evidence may not release this protocol, if it may not: the model-free upstream
+/// answers every request with a plain stop, so only a protocol that declares `model_free = true`
+/// (whose metrics, loading checked, read only what the harness sent) is measured by it. The
+/// fixture's own rule stands beside this one, unchanged.
+pub fn model_free_refusal(run: &RunData) -> Option<String> {
+    (run.model_free_upstream && !run.model_free_protocol).then(|| {
+        format!(
+            "the upstream was model-free (a plain stop to every request), but protocol {} does not declare model_free = true: model-free evidence passes no gate of it",
+            run.protocol
+        )
+    })
 }

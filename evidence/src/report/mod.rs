@@ -6,6 +6,8 @@ pub mod build;
 pub mod render;
 pub mod run_data;
 
-pub use build::{REPORT_SCHEMA, Report, ReportError, build_report, report_entry_payload};
+pub use build::{
+    REPORT_SCHEMA, Report, ReportError, build_report, model_free_refusal, report_entry_payload,
+};
 pub use render::{Format, render};
 pub use run_data::*;

@@ -8,6 +8,9 @@ use super::build::{Report, ReportError, SuiteReport, verdict_text};
 use crate::gates::evaluate::{fmt_value, op_text};
 use crate::gates::{GateResult, Verdict};
 
+/// The line every format shows for evidence from the model-free upstream.
+pub const MODEL_FREE_NOTE: &str = "MODEL-FREE EVIDENCE: this run used the model-free upstream (a plain stop to every request); it measures only what the harness sent";
+
 /// An output format of a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -115,6 +118,9 @@ fn text(r: &Report) -> String {
     );
     if r.checks.fixture_upstream {
         let _ = writeln!(o, "FIXTURE EVIDENCE: this run used the fixture upstream");
+    }
+    if r.checks.model_free_upstream {
+        let _ = writeln!(o, "{MODEL_FREE_NOTE}");
     }
     for p in &r.unlocked_by {
         let _ = writeln!(
@@ -285,15 +291,19 @@ fn markdown(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "\n| | |\n|---|---|\n| matrix | `{}` |\n| protocol | `{}` |\n| identity | `{}` |\n| driver | `{}` |\n| ledger head | `{}:{}` |\n| fixture upstream | {} |",
+        "\n| | |\n|---|---|\n| matrix | `{}` |\n| protocol | `{}` |\n| identity | `{}` |\n| driver | `{}` |\n| ledger head | `{}:{}` |\n| fixture upstream | {} |\n| model-free upstream | {} |",
         r.matrix,
         r.protocol,
         r.identity,
         r.driver_digest,
         r.ledger_head.seq,
         r.ledger_head.hash,
-        r.checks.fixture_upstream
+        r.checks.fixture_upstream,
+        r.checks.model_free_upstream
     );
+    if r.checks.model_free_upstream {
+        let _ = writeln!(o, "\n**{MODEL_FREE_NOTE}**");
+    }
     for p in &r.unlocked_by {
         let _ = writeln!(
             o,
@@ -492,6 +502,13 @@ fn html(r: &Report) -> String {
         let _ = writeln!(
             o,
             "<p class=\"fixture\">Fixture evidence: this run used the embedded fixture upstream.</p>"
+        );
+    }
+    if r.checks.model_free_upstream {
+        let _ = writeln!(
+            o,
+            "<p class=\"fixture\" id=\"model-free\">{}</p>",
+            esc(MODEL_FREE_NOTE)
         );
     }
     for p in &r.unlocked_by {

@@ -46,6 +46,18 @@ pub struct RunData {
     pub identity_retired: bool,
     /// The run used the embedded fixture upstream (never release evidence).
     pub fixture_upstream: bool,
+    /// Some session of the run used the built-in model-free upstream (a plain stop to every
+    /// request): release evidence only when [`Self::model_free_protocol`] is true too.
+    #[serde(default)]
+    pub model_free_upstream: bool,
+    /// The frozen protocol declares `model_free = true` (its metrics read only the wire, which
+    /// loading enforces).
+    #[serde(default)]
+    pub model_free_protocol: bool,
+    /// Disagreements between what the wire recorded and what the harness's own transcript says
+    /// it sent (the first request's tools), one sentence each; shown as anomalies.
+    #[serde(default)]
+    pub wire_anomalies: Vec<String>,
     /// The preconditions that were met when the run was admitted, each with the evidence that
     /// met it (empty when the protocol has none, or the data predates pinned preconditions).
     #[serde(default)]

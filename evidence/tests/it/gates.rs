@@ -339,6 +339,85 @@ fn release_reason_fixture_upstream() {
     assert!(reasons.iter().any(|r| r.contains("fixture")));
 }
 
+/// Evidence from the model-free upstream releases only a protocol that declares itself
+/// model-free; for any other it is a reason, and every format marks it; the fixture rule holds
+/// beside it unchanged (a model-free protocol run on the fixture still never releases).
+#[test]
+fn model_free_evidence_releases_only_a_model_free_protocol() {
+    let mut run = run_data(UPLIFT);
+    run.gates.push(integrity_gate());
+    run.model_free_upstream = true;
+    let (ok, reasons, code) = reasons_of(&run);
+    assert!(!ok);
+    assert_eq!(code, 1);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("model-free") && r.contains("model_free = true")),
+        "{reasons:?}"
+    );
+    let report = build_report(&run).unwrap();
+    assert!(report.checks.model_free_upstream);
+    let json: serde_json::Value =
+        serde_json::from_str(&render(&report, Format::Json).unwrap()).unwrap();
+    assert_eq!(json["checks"]["model_free_upstream"], true);
+    for f in [Format::Text, Format::Md, Format::Html] {
+        let s = render(&report, f).unwrap();
+        assert!(s.contains("MODEL-FREE EVIDENCE"), "{f:?}: {s}");
+    }
+
+    run.model_free_protocol = true;
+    let (ok, reasons, _) = reasons_of(&run);
+    assert!(ok, "a model-free protocol releases on it: {reasons:?}");
+    let report = build_report(&run).unwrap();
+    assert!(report.checks.model_free_upstream, "still marked");
+    assert!(
+        render(&report, Format::Text)
+            .unwrap()
+            .contains("MODEL-FREE EVIDENCE")
+    );
+
+    run.fixture_upstream = true;
+    let (ok, reasons, _) = reasons_of(&run);
+    assert!(!ok);
+    assert!(reasons.iter().any(|r| r.contains("fixture")), "{reasons:?}");
+
+    // Without model-free evidence nothing is said about it.
+    let mut plain = run_data(UPLIFT);
+    plain.gates.push(integrity_gate());
+    plain.model_free_protocol = true;
+    let report = build_report(&plain).unwrap();
+    assert!(report.release_allowed, "{:?}", report.reasons);
+    assert!(
+        !render(&report, Format::Text)
+            .unwrap()
+            .contains("MODEL-FREE")
+    );
+}
+
+/// A disagreement between the wire and the harness's transcript is an anomaly of the report,
+/// shown in every format; it does not by itself refuse a release (the wire decides the metric).
+#[test]
+fn a_wire_transcript_disagreement_is_an_anomaly() {
+    let mut run = run_data(UPLIFT);
+    run.gates.push(integrity_gate());
+    let before = build_report(&run).unwrap().anomalies.len();
+    run.wire_anomalies =
+        vec!["attempt s-t#1: the transcript's first request/header disagrees".into()];
+    let report = build_report(&run).unwrap();
+    assert_eq!(report.anomalies.len(), before + 1);
+    assert!(
+        report
+            .anomalies
+            .iter()
+            .any(|a| a.starts_with("wire: attempt s-t#1"))
+    );
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let s = render(&report, f).unwrap();
+        assert!(s.contains("attempt s-t#1"), "{f:?}");
+    }
+}
+
 /// A fault before any container existed (`before_container`) is retried without a rerun: the
 /// retry is authorized whatever the protocol lists and counts against no rerun limit — but only
 /// up to `MAX_PREPARATION_FAILURES`, and never for a code a retry would only repeat.

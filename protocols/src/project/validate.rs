@@ -273,6 +273,23 @@ impl Check<'_> {
             if spec.metrics.is_empty() {
                 return Err(self.bad(&format!("suites.{s}.metrics"), "list at least one metric"));
             }
+            // A model-free protocol's evidence comes from an upstream that answers nothing: a
+            // metric that reads the answer (a grader's, the meter's tokens and turns, the clock,
+            // the oracle) would measure the stand-in, not the harness.
+            if p.model_free
+                && let Some(m) = spec
+                    .metrics
+                    .iter()
+                    .find(|m| !eval_core::budget::WIRE_METRICS.contains(&m.as_str()))
+            {
+                return Err(self.bad(
+                    &format!("suites.{s}.metrics"),
+                    format!(
+                        "metric {m:?} reads what the upstream answers, but the protocol declares model_free = true: only the wire metrics ({}) are allowed",
+                        eval_core::budget::WIRE_METRICS.join(", ")
+                    ),
+                ));
+            }
             for m in &spec.metrics {
                 if BUILTIN_METRICS.contains(&m.as_str()) {
                     continue;

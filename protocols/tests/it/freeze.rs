@@ -764,3 +764,32 @@ fn isolation_is_part_of_the_frozen_protocol() {
         "{e}"
     );
 }
+
+/// `model_free = true` is part of the frozen bytes, and a model-free protocol whose suites list
+/// anything but wire metrics (a grader's score, the meter's turns) is refused when it loads — so
+/// `eval freeze` refuses it, naming the suite, the metric and the rule.
+#[test]
+fn a_model_free_protocol_may_list_only_wire_metrics() {
+    let f = fixture();
+    let first = identity(&do_freeze(&f).unwrap());
+    let g = fixture();
+    let path = g.root.join("protocols/demo/protocol.toml");
+    let text = fs::read_to_string(&path).unwrap();
+    let at = text.find("\n[").unwrap();
+    let (head, tail) = text.split_at(at);
+    fs::write(&path, format!("{head}\nmodel_free = true\n{tail}")).unwrap();
+    let e = do_freeze(&g).unwrap_err().to_string();
+    assert!(
+        e.contains("model_free")
+            && e.contains("reads what the upstream answers")
+            && e.contains(".metrics"),
+        "{e}"
+    );
+    assert!(e.contains("wire_routed"), "names what is allowed: {e}");
+    // Without the flag the same bytes freeze, to another identity than with it would.
+    fs::write(&path, format!("{head}\nmodel_free = false\n{tail}")).unwrap();
+    let loaded = Project::open(&g.root).load("demo").unwrap();
+    assert!(!loaded.protocol.model_free);
+    let second = identity(&do_freeze(&g).unwrap());
+    assert_ne!(first, second, "the flag's bytes are part of the identity");
+}

@@ -128,7 +128,9 @@ async fn check_request(
         Ok(b) => b,
         Err(status) => return Err(refuse_body(call, status)),
     };
-    call.record.request_digest = Some(digest(&shared.redactor.redact(body.clone()).0));
+    let redacted = shared.redactor.redact(body.clone()).0;
+    call.record.request_digest = Some(digest(&redacted));
+    call.keep_request(&redacted);
     let parsed = match ParsedRequest::parse(body) {
         Ok(p) => p,
         Err(e) => {
@@ -290,7 +292,9 @@ async fn record_start(
 ) -> Step<Held> {
     let shared = call.shared.clone();
     if out.changed {
-        call.record.request_digest = Some(digest(&shared.redactor.redact(out.body.clone()).0));
+        let redacted = shared.redactor.redact(out.body.clone()).0;
+        call.record.request_digest = Some(digest(&redacted));
+        call.keep_request(&redacted);
     }
     if let Some(dir) = &shared.transcript_dir {
         write_transcript(dir, &shared.redactor.redact(out.body.clone()).0).await;

@@ -52,7 +52,11 @@ struct Pump {
     /// client's (the hiding path); otherwise the client's bytes are the record's.
     to_record: Option<StreamRedactor>,
     hasher: Sha256,
+    /// The recorded bytes, kept for the transcript directory and/or the sink's wire log (up to
+    /// `keep_cap`; past it only the transcript, if any, keeps growing).
     transcript: Option<Vec<u8>>,
+    keep_cap: Option<usize>,
+    kept_truncated: bool,
     hid: bool,
     /// Upstream body bytes so far.
     streamed: u64,
@@ -151,7 +155,18 @@ impl Pump {
     fn record_bytes(&mut self, rec: &[u8]) {
         self.hasher.update(rec);
         if let Some(t) = self.transcript.as_mut() {
-            t.extend_from_slice(rec);
+            match self.keep_cap {
+                // Without a transcript directory only the wire log wants these bytes: stop at
+                // its cap, so a long stream costs bounded memory.
+                Some(cap)
+                    if self.call.shared.transcript_dir.is_none() && t.len() + rec.len() > cap =>
+                {
+                    let room = cap.saturating_sub(t.len());
+                    t.extend_from_slice(&rec[..room.min(rec.len())]);
+                    self.kept_truncated = true;
+                }
+                _ => t.extend_from_slice(rec),
+            }
         }
     }
 
@@ -195,7 +210,14 @@ impl Pump {
         call.record.client_disconnected = client_gone;
         call.record.response_digest =
             Some(format!("sha256:{}", hex::encode(self.hasher.finalize())));
-        if let (Some(dir), Some(t)) = (shared.transcript_dir.clone(), self.transcript.take()) {
+        let kept = self.transcript.take().map(Bytes::from);
+        if let Some(cap) = self.keep_cap
+            && let Some(t) = &kept
+        {
+            let truncated = self.kept_truncated || t.len() > cap;
+            call.keep_response(&t.slice(..t.len().min(cap)), true, truncated);
+        }
+        if let (Some(dir), Some(t)) = (shared.transcript_dir.clone(), kept) {
             shared
                 .tracker
                 .spawn(async move { write_transcript(&dir, &t).await });
@@ -328,7 +350,10 @@ pub(super) fn stream_back(
         to_client: shared.redactor.stream(),
         to_record: hide_usage_chunk.then(|| shared.redactor.stream()),
         hasher: Sha256::new(),
-        transcript: shared.transcript_dir.as_ref().map(|_| Vec::new()),
+        transcript: (shared.transcript_dir.is_some() || shared.keep_bodies.is_some())
+            .then(Vec::new),
+        keep_cap: shared.keep_bodies,
+        kept_truncated: false,
         hid: false,
         streamed: 0,
         last_progress: tokio::time::Instant::now(),

@@ -984,3 +984,60 @@ async fn a_request_over_the_connection_cap_gets_a_readable_503_not_a_reset() {
     );
     drop(held);
 }
+
+/// The bodies kept for the controller's wire log (`keep_bodies`) are the redacted ones: no key
+/// form is in them, the request is the one whose digest is recorded, a stream is marked as one,
+/// and a stream past the per-call cap is cut there and flagged.
+#[tokio::test]
+async fn kept_bodies_are_redacted_digested_and_capped() {
+    use sha2::Digest as _;
+    let up = upstream().await;
+    let sink = sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.keep_bodies = Some(1 << 20);
+    let (proxy, _d, sock) = one_attempt(cfg, Contract::model_only(MODEL), Budget::default()).await;
+    let forms = key_encodings(&format!("Bearer {KEY}"));
+    for (script, stream) in [
+        ("echo-key-encoded-json", false),
+        ("echo-key-encoded-stream", true),
+    ] {
+        let r = post(&sock, script, &chat(&format!("my key: {KEY}"), stream)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let _ = proxy.close_attempt("a");
+    let recs = sink.records();
+    assert_eq!(recs.len(), 2);
+    for (r, sse) in recs.iter().zip([false, true]) {
+        let b = r.bodies.as_ref().expect("bodies kept");
+        let req = b.request.as_ref().expect("request kept");
+        let resp = b.response.as_ref().expect("response kept");
+        assert_eq!(
+            r.request_digest.as_deref(),
+            Some(format!("sha256:{}", hex::encode(sha2::Sha256::digest(req))).as_str())
+        );
+        assert_eq!(b.response_sse, sse);
+        assert!(!b.response_truncated);
+        assert!(contains(resp, "[REDACTED]"));
+        for w in [&req[..], &resp[..]] {
+            assert!(!contains(w, KEY), "the key was kept");
+            for form in &forms {
+                let value = form.split_once('=').unwrap().1;
+                assert!(!contains(w, value), "{value} was kept");
+            }
+        }
+    }
+
+    let sink = self::sink();
+    let mut cfg = config(&up, ApiKind::OpenAiChat, sink.clone());
+    cfg.keep_bodies = Some(40);
+    let (proxy, _d, sock) = one_attempt(cfg, Contract::model_only(MODEL), Budget::default()).await;
+    let r = post(&sock, "openai-stream", &chat("hi", true)).await;
+    assert_eq!(r.status, 200);
+    let _ = proxy.close_attempt("a");
+    let recs = sink.records();
+    let b = recs[0].bodies.as_ref().unwrap();
+    assert!(b.response_truncated);
+    assert_eq!(b.response.as_ref().unwrap().len(), 40);
+    // The client got the whole stream regardless.
+    assert!(r.text().contains("[DONE]"));
+}

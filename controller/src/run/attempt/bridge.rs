@@ -8,6 +8,7 @@
 
 use crate::run::Recorder;
 use crate::run::events::{self, ModelCall, ModelCallStarted};
+use crate::run::wire_log::{WireLog, WireNote};
 use eval_proxy::{CallRecord, CallStarted, RecordError, RecordSink, StartFuture, Usage};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -154,7 +155,14 @@ pub struct Bridge {
 }
 
 impl Bridge {
+    #[cfg(test)]
     pub fn start(rec: Recorder) -> (Bridge, LedgerSink) {
+        Self::start_with(rec, None)
+    }
+
+    /// Like [`Bridge::start`], storing each call's bodies in `wire` (the readable wire log)
+    /// before its entry is appended, so the entry references them.
+    pub fn start_with(rec: Recorder, wire: Option<WireLog>) -> (Bridge, LedgerSink) {
         let (tx, rx) = mpsc::channel::<BridgeMsg>(BRIDGE_CAPACITY);
         let fatal = Fatal::default();
         let overflow = Overflow::default();
@@ -162,7 +170,12 @@ impl Bridge {
             clippy::disallowed_methods,
             reason = "joined through its channel: it ends when the last sender drops, and Bridge::flush waits for it"
         )]
-        tokio::spawn(drain(rx, rec.clone(), fatal.clone()));
+        tokio::spawn(drain(
+            rx,
+            rec.clone(),
+            fatal.clone(),
+            wire.map(|w| Arc::new(Mutex::new(w))),
+        ));
         (
             Bridge {
                 tx: tx.clone(),
@@ -195,13 +208,19 @@ impl Bridge {
     }
 }
 
-async fn drain(mut rx: mpsc::Receiver<BridgeMsg>, rec: Recorder, fatal: Fatal) {
+async fn drain(
+    mut rx: mpsc::Receiver<BridgeMsg>,
+    rec: Recorder,
+    fatal: Fatal,
+    wire: Option<Arc<Mutex<WireLog>>>,
+) {
     while let Some(msg) = rx.recv().await {
         match msg {
             // A flush whose waiter left needs no answer.
             BridgeMsg::Flush(done) => drop(done.send(())),
             BridgeMsg::Record(r) => {
-                if let Err(why) = append_call(&rec, &r).await {
+                let (r, stored) = store_wire(wire.as_ref(), r).await;
+                if let Err(why) = append_call(&rec, &r, stored).await {
                     fatal.set(why);
                 }
             }
@@ -209,7 +228,44 @@ async fn drain(mut rx: mpsc::Receiver<BridgeMsg>, rec: Recorder, fatal: Fatal) {
     }
 }
 
-async fn append_call(rec: &Recorder, r: &CallRecord) -> Result<(), String> {
+/// What the wire log stored for a call: the artifacts its entry references and the note.
+type Stored = Option<(std::collections::BTreeMap<String, String>, WireNote)>;
+
+/// Stores the call's bodies in the wire log, off the runtime (hashing and fsyncs); the record
+/// comes back without its bodies. A failure of the store is noted in the entry, never fatal: the
+/// record's digests are the evidence, the wire log is for reading it.
+async fn store_wire(
+    wire: Option<&Arc<Mutex<WireLog>>>,
+    mut r: Box<CallRecord>,
+) -> (Box<CallRecord>, Stored) {
+    let Some(wire) = wire.cloned() else {
+        return (r, None);
+    };
+    if r.bodies.is_none() {
+        return (r, None);
+    }
+    // The record itself stays here (a clone is cheap: the bodies are shared bytes), so a
+    // failing task loses only the wire log, never the record.
+    let copy = r.clone();
+    let job = tokio::task::spawn_blocking(move || {
+        wire.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .store_call(&copy)
+    });
+    r.bodies = None;
+    match job.await {
+        Ok(stored) => (r, stored),
+        Err(e) => {
+            let note = WireNote {
+                omitted: Some(format!("the wire log's task failed: {e}")),
+                ..WireNote::default()
+            };
+            (r, Some((Default::default(), note)))
+        }
+    }
+}
+
+async fn append_call(rec: &Recorder, r: &CallRecord, stored: Stored) -> Result<(), String> {
     // Records without an attempt (unknown socket) concern no attempt of ours.
     let Some(attempt) = r.attempt_id.clone() else {
         return Ok(());
@@ -230,6 +286,8 @@ async fn append_call(rec: &Recorder, r: &CallRecord) -> Result<(), String> {
         metered: r.usage.is_some(),
         latency_ms: r.latency_ms.max(0.0) as u64,
         record,
+        artifacts: stored.as_ref().map(|s| s.0.clone()).unwrap_or_default(),
+        wire_log: stored.map(|s| s.1),
     };
     rec.append(events::MODEL_CALL, &payload)
         .await

@@ -19,7 +19,7 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
@@ -194,6 +194,8 @@ struct Tally {
     unexpected: Vec<String>,
     /// Chat requests seen so far (faults are scheduled by this number, 1-based).
     requests: usize,
+    /// Account requests (`GET /models`, `GET /user/balance`) answered: `eval run`'s preflight.
+    account: u64,
 }
 
 struct Shared {
@@ -261,6 +263,11 @@ impl DeepSeekUpstream {
 
     pub fn unexpected(&self) -> Vec<String> {
         self.shared.tally.lock().unwrap().unexpected.clone()
+    }
+
+    /// How many account requests (`GET /models`, `GET /user/balance`) it answered.
+    pub fn account_requests(&self) -> u64 {
+        self.shared.tally.lock().unwrap().account
     }
 
     /// Plays `fault` on the `n`-th chat request (1-based, counting every request that arrives,
@@ -665,6 +672,7 @@ fn stream_bytes(
 
 async fn handle(
     State(s): State<Arc<Shared>>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -679,6 +687,11 @@ async fn handle(
             StatusCode::UNAUTHORIZED,
             "Authentication Fails, Your api key: ****key is invalid",
         );
+    }
+    // `eval run`'s preflight reads the account endpoints before the session.
+    if let Some(r) = super::account::funded(&method, uri.path()) {
+        s.tally.lock().unwrap().account += 1;
+        return r;
     }
     let unexpected = |what: String| {
         s.tally.lock().unwrap().unexpected.push(what.clone());

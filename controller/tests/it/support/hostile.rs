@@ -267,11 +267,10 @@ async fn handle(
     if !authorized {
         return error(StatusCode::UNAUTHORIZED, "bad key");
     }
-    if method == Method::GET && uri.path().ends_with("/models") {
-        return axum::Json(
-            json!({"object": "list", "data": [{"id": "deepseek-v4-flash", "object": "model"}]}),
-        )
-        .into_response();
+    // `GET /models` (the agent's listing, through the proxy, and `eval run`'s preflight) and the
+    // preflight's `GET /user/balance`.
+    if let Some(r) = super::account::funded(&method, uri.path()) {
+        return r;
     }
     if !uri.path().ends_with("/chat/completions") {
         return error(StatusCode::NOT_FOUND, "no such path");

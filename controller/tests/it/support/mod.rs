@@ -2,6 +2,7 @@
 //! check, the static binaries, ledger reading and a label sweep that runs even when a test fails.
 #![allow(dead_code)]
 
+pub mod account;
 pub mod dsh;
 pub mod hostile;
 pub mod real_harness;

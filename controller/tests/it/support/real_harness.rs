@@ -8,7 +8,7 @@ use super::serve_loopback;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -115,6 +115,7 @@ pub fn usage_for(step: usize, n_messages: usize) -> (u64, u64) {
 
 async fn handle(
     State(s): State<Arc<Shared>>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -126,6 +127,10 @@ async fn handle(
     if !authorized {
         s.tally.lock().unwrap().unauthorized += 1;
         return error(StatusCode::UNAUTHORIZED, "bad key");
+    }
+    // `eval run`'s preflight reads the account endpoints before the session.
+    if let Some(r) = super::account::funded(&method, uri.path()) {
+        return r;
     }
     let unexpected = |what: String| {
         s.tally.lock().unwrap().unexpected.push(what.clone());

@@ -103,6 +103,9 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         identity_retired: false,
         preconditions: vec![],
         fixture_upstream: false,
+        model_free_upstream: false,
+        model_free_protocol: false,
+        wire_anomalies: vec![],
         signed_evidence: Some(SignedEvidence {
             key: "eval+00000000+AQ==".into(),
             checkpoints: 1,

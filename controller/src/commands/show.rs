@@ -1,0 +1,994 @@
+//! `eval show ATTEMPT`: one attempt's story, read from its run's ledger and artifact store — what
+//! it was (slot, task, arm), how it ended and by which rule, every model call in order with the
+//! messages it added and the reply, the Harness's tool calls, the grader's result, the artifacts.
+//!
+//! It reads; it does not verify the chain (that is `eval ledger verify`), but every artifact it
+//! reads is checked against its digest (a mismatch exits 3). `--json` is `eval.show/1`,
+//! documented in docs/show.md; its fields are only ever added to.
+
+use super::error::CommandError;
+use crate::cli::ShowArgs;
+use crate::run::events;
+use crate::run::wire_log::{self, Conversations, Reply};
+use crate::status::{CmdResult, Failure, Status};
+use eval_evidence::artifacts::ArtifactStore;
+use eval_evidence::ledger::{Entry, LedgerReader};
+use serde::Serialize;
+use serde_json::Value;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+/// `format` of `eval show --json`.
+pub const FORMAT: &str = "eval.show/1";
+
+/// Longest message text the terminal view prints before it says how much more there is.
+const TEXT_VIEW_CHARS: usize = 2_000;
+
+/// One attempt, as `eval show --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct AttemptView {
+    pub format: &'static str,
+    pub matrix: String,
+    pub identity: Option<String>,
+    pub fixture_evidence: bool,
+    pub attempt: String,
+    pub slot: String,
+    pub number: u32,
+    pub phase: Value,
+    pub suite: String,
+    pub task: String,
+    pub arm: String,
+    pub rep: u32,
+    pub rerun_of: Option<u32>,
+    pub session: u32,
+    pub started_at: String,
+    /// `None` while the attempt is still running (or was lost without an outcome yet).
+    pub outcome: Option<OutcomeView>,
+    pub model_turns: u64,
+    pub tokens: eval_core::tokens::TokenCounts,
+    pub spend_usd: f64,
+    pub calls: Vec<CallView>,
+    pub clarifications: Vec<Value>,
+    /// The Harness's tool calls from its session transcript, in order (absent: no transcript).
+    pub harness_tool_calls: Option<Vec<HarnessToolCall>>,
+    /// The grader's `score.json` (its metrics and any per-check results it wrote).
+    pub grader: Option<Value>,
+    pub artifacts: Vec<ArtifactView>,
+    /// Wire-log artifacts of the calls (counted, not listed: they are in each call).
+    pub wire_log_artifacts: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OutcomeView {
+    pub outcome: Value,
+    pub infra_fault: Option<Value>,
+    pub detail: Option<String>,
+    /// The row of the classification table ("Classifying an attempt") that decided it.
+    pub rule: Rule,
+    pub accounting: Option<String>,
+    pub closed_by_controller: bool,
+    pub prepare_seconds: f64,
+    pub duration_seconds: f64,
+    pub container_seconds: f64,
+    pub finished_at: String,
+}
+
+#[derive(Debug, Serialize, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The table's row (`"1"` … `"13"`, `"5a"`, `"5b"`), or `"resume"` for the closing rule.
+    pub row: &'static str,
+    pub text: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CallView {
+    /// The ledger seq of the `model_call` entry.
+    pub entry: u64,
+    /// The proxy's number of the call within the attempt (arrival order).
+    pub call: u64,
+    pub role: String,
+    pub model: Option<String>,
+    pub path: Option<String>,
+    pub stream: bool,
+    pub status: u16,
+    pub result: String,
+    pub detail: Option<String>,
+    pub tokens: eval_core::tokens::TokenCounts,
+    pub metered: bool,
+    pub incomplete: bool,
+    pub latency_ms: u64,
+    pub ttfb_ms: Option<f64>,
+    pub spend_usd: f64,
+    pub request_digest: Option<String>,
+    pub response_digest: Option<String>,
+    pub request: Option<RequestView>,
+    pub reply: Option<ReplyView>,
+    pub wire_log: Option<wire_log::WireNote>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RequestView {
+    pub messages: usize,
+    /// Messages taken from an earlier request of the attempt; the rest are `new_messages`.
+    pub kept: usize,
+    pub new_messages: Vec<MessageView>,
+    pub node: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MessageView {
+    pub role: Option<String>,
+    /// The text of the message (content parts' texts joined by newlines).
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<wire_log::ToolCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_chars: Option<usize>,
+    /// The message as sent.
+    pub raw: Box<serde_json::value::RawValue>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReplyView {
+    pub kind: String,
+    pub model: Option<String>,
+    pub text: String,
+    pub reasoning_chars: usize,
+    pub tool_calls: Vec<wire_log::ToolCall>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Value>,
+    pub error: Option<Value>,
+    pub truncated: bool,
+    pub artifact: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HarnessToolCall {
+    pub call_id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: Option<String>,
+    /// The result's text blocks, joined (absent: no result recorded).
+    pub result: Option<String>,
+    pub is_error: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ArtifactView {
+    pub name: String,
+    pub digest: String,
+    /// Bytes in the store (absent when the object is missing).
+    pub bytes: Option<u64>,
+}
+
+/// The row of "Classifying an attempt" that decides an outcome, read back from what the receipt
+/// records (the outcome, its infra code and detail); `classify` itself is the authority.
+pub fn rule_of(outcome: &str, infra: Option<&str>, detail: Option<&str>) -> Rule {
+    let d = detail.unwrap_or("");
+    let (row, text) = match (outcome, infra) {
+        (_, Some("interrupted_before_model_call")) => (
+            "resume",
+            "the attempt was lost before any model call (closed by rule on resume; rerun)",
+        ),
+        (_, Some("filesystem_capacity")) if d.contains("reading the attempt's files") => {
+            ("4", "reading the agent's leftovers hit a host failure")
+        }
+        (_, Some("filesystem_capacity")) => (
+            "1",
+            "a write of the controller's own failed with ENOSPC, EDQUOT or EIO",
+        ),
+        (_, Some("controller_error")) => (
+            "1",
+            "a write of the controller's own failed (not a capacity error)",
+        ),
+        (_, Some("attestation_mismatch")) => {
+            ("3", "the shim's attestation differs from the frozen arm")
+        }
+        (_, Some("oracle_service_unavailable")) => (
+            "5",
+            "the oracle service failed an in-bounds clarifying question",
+        ),
+        (_, Some("upstream_account_refused")) => (
+            "5a",
+            "the upstream refused the run's key or the account is out of balance",
+        ),
+        (_, Some("provider_unavailable")) => (
+            "5b",
+            "the agent exited non-zero after the provider failed its last call",
+        ),
+        (_, Some("host_network_outage")) => (
+            "6",
+            "the upstream failed before any model call was answered",
+        ),
+        (_, Some(_)) if d.starts_with("the grader could not run") => {
+            ("7", "the grader container could not run at all")
+        }
+        (_, Some(_)) => (
+            "2",
+            "the engine failed the agent's container (or its preparation)",
+        ),
+        ("interrupted", None) => (
+            "resume",
+            "the attempt was lost after a model call (closed by rule on resume; never rerun)",
+        ),
+        ("timeout", None) => ("8", "the container was killed at its time limit"),
+        ("contract_violation", None) => ("9", "a call outside the model contract"),
+        ("budget_exhausted", None) => ("10", "a call refused over budget"),
+        ("accounting_mismatch", None) => (
+            "12",
+            "completed, and the harness's metrics file disagrees, is missing or is unreadable",
+        ),
+        ("agent_error", None) if d.contains("grader") || d.contains("score.json") => {
+            ("13", "the grader ran but gave no usable score")
+        }
+        ("agent_error", None) => ("11", "the agent exited non-zero (or without attesting)"),
+        ("completed", None) => ("11", "the agent exited 0"),
+        _ => ("?", "an outcome this eval does not know"),
+    };
+    Rule { row, text }
+}
+
+pub fn run(args: ShowArgs) -> CmdResult {
+    let view = build(&args.state, &args.matrix, &args.attempt)?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&view)
+            .map_err(CommandError::encode("print the attempt"))?;
+        println!("{text}");
+        return Ok(Status::Ok);
+    }
+    use std::io::IsTerminal as _;
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    print!("{}", render_text(&view, colour));
+    Ok(Status::Ok)
+}
+
+fn integrity(message: String) -> Failure {
+    Failure {
+        status: Status::Integrity,
+        message,
+    }
+}
+
+/// Reads one attempt of `matrix` in `state`. `attempt` is `<slot>#<n>`, or a slot alone (its
+/// latest attempt).
+pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, Failure> {
+    let path = crate::run::ledger_path(state, matrix);
+    if !path.exists() {
+        return Err(CommandError::NoRun {
+            matrix: matrix.to_owned(),
+            state: state.to_path_buf(),
+            path,
+        }
+        .into());
+    }
+    let reader = LedgerReader::open(&path)?;
+    let mut run: Option<events::RunStarted> = None;
+    let mut started: Vec<events::AttemptStarted> = Vec::new();
+    reader.for_each_of_kind(events::RUN_STARTED, |e| {
+        if run.is_none() {
+            run = serde_json::from_slice(&e.payload).ok();
+        }
+        ControlFlow::Continue(())
+    })?;
+    reader.for_each_of_kind(events::ATTEMPT_STARTED, |e| {
+        if let Ok(s) = serde_json::from_slice::<events::AttemptStarted>(&e.payload)
+            && (s.attempt == attempt || s.slot == attempt)
+        {
+            started.push(s);
+        }
+        ControlFlow::Continue(())
+    })?;
+    // A slot alone names its latest attempt.
+    let Some(start) = started
+        .iter()
+        .find(|s| s.attempt == attempt)
+        .or_else(|| started.iter().max_by_key(|s| s.number))
+        .cloned()
+    else {
+        return Err(Failure::usage(format!(
+            "{}: no attempt {attempt:?} (attempts are named <slot>#<n>, as `eval ledger show {} --kind attempt_started` lists them)",
+            path.display(),
+            path.display()
+        )));
+    };
+    let id = start.attempt.clone();
+    // Only entries naming this attempt are decoded: a byte search first, so a large ledger costs
+    // a scan, not a parse of every entry.
+    let needle = format!(
+        "\"attempt\":{}",
+        serde_json::to_string(&id).unwrap_or_default()
+    );
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let mut mine: Vec<Entry> = Vec::new();
+    reader.for_each(|e| {
+        if finder.find(&e.payload).is_some() {
+            mine.push(e);
+        }
+        ControlFlow::Continue(())
+    })?;
+    let store = ArtifactStore::open(&crate::run::artifacts_dir(state, matrix))
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let mut conv = Conversations::new(&store);
+    let mut calls = Vec::new();
+    let mut clarifications = Vec::new();
+    let mut outcome: Option<events::AttemptOutcome> = None;
+    let mut wire_arts = 0u64;
+    for e in &mine {
+        match e.kind.as_str() {
+            events::MODEL_CALL => {
+                let c: events::ModelCall = serde_json::from_slice(&e.payload).map_err(|err| {
+                    integrity(format!(
+                        "{}: entry {} is not a model_call: {err}",
+                        path.display(),
+                        e.seq
+                    ))
+                })?;
+                if c.attempt != id {
+                    continue;
+                }
+                wire_arts += c.artifacts.len() as u64;
+                calls.push(call_view(&mut conv, e.seq, c)?);
+            }
+            events::CLARIFICATION => {
+                if let Ok(v) = serde_json::from_slice::<Value>(&e.payload)
+                    && v.get("attempt").and_then(Value::as_str) == Some(id.as_str())
+                {
+                    clarifications.push(v);
+                }
+            }
+            events::ATTEMPT_OUTCOME => {
+                if let Ok(o) = serde_json::from_slice::<events::AttemptOutcome>(&e.payload)
+                    && o.attempt == id
+                {
+                    outcome = Some(o);
+                }
+            }
+            _ => {}
+        }
+    }
+    let spend_usd = calls.iter().map(|c| c.spend_usd).sum();
+    let (model_turns, tokens) = match &outcome {
+        Some(o) => (o.model_turns, o.tokens),
+        None => {
+            let mut t = eval_core::tokens::TokenCounts::default();
+            for c in calls.iter().filter(|c| !c.incomplete) {
+                t.input += c.tokens.input;
+                t.output += c.tokens.output;
+                t.cached += c.tokens.cached;
+                t.reasoning += c.tokens.reasoning;
+            }
+            (
+                calls.iter().filter(|c| c.metered && !c.incomplete).count() as u64,
+                t,
+            )
+        }
+    };
+    let mut artifacts = Vec::new();
+    let mut harness_tool_calls = None;
+    let mut grader = None;
+    if let Some(o) = &outcome {
+        let a = &o.artifacts;
+        for (name, d) in [
+            ("workspace", &a.workspace),
+            ("grader_output", &a.grader_output),
+            ("agent_log", &a.agent_log),
+            ("grader_log", &a.grader_log),
+            ("agent_metrics", &a.agent_metrics),
+            ("transcript", &a.transcript),
+        ] {
+            if let Some(d) = d {
+                let bytes = eval_evidence::ledger::Digest::parse(d)
+                    .and_then(|dg| std::fs::metadata(store.path_of(&dg)).ok())
+                    .map(|m| m.len());
+                artifacts.push(ArtifactView {
+                    name: name.to_owned(),
+                    digest: d.clone(),
+                    bytes,
+                });
+            }
+        }
+        if let Some(d) = &a.transcript {
+            harness_tool_calls = Some(harness_calls(&conv.get(d).map_err(integrity)?));
+        }
+        if let Some(d) = &a.grader_output {
+            let bytes = conv.get(d).map_err(integrity)?;
+            grader =
+                Some(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                    Value::String(String::from_utf8_lossy(&bytes).into_owned())
+                }));
+        }
+    }
+    let outcome = outcome.map(|o| {
+        let oc = serde_json::to_value(o.outcome).unwrap_or(Value::Null);
+        let infra = o
+            .infra_fault
+            .map(|f| serde_json::to_value(f).unwrap_or(Value::Null));
+        let rule = rule_of(
+            oc.as_str().unwrap_or(""),
+            infra.as_ref().and_then(Value::as_str),
+            o.detail.as_deref(),
+        );
+        OutcomeView {
+            outcome: oc,
+            infra_fault: infra,
+            detail: o.detail,
+            rule,
+            accounting: o.accounting,
+            closed_by_controller: o.closed_by_controller,
+            prepare_seconds: o.prepare_seconds,
+            duration_seconds: o.duration_seconds,
+            container_seconds: o.container_seconds,
+            finished_at: o.finished_at,
+        }
+    });
+    Ok(AttemptView {
+        format: FORMAT,
+        matrix: matrix.to_owned(),
+        identity: run.as_ref().map(|r| r.identity.clone()),
+        fixture_evidence: run.as_ref().is_some_and(|r| r.fixture_evidence),
+        attempt: id,
+        slot: start.slot,
+        number: start.number,
+        phase: serde_json::to_value(start.phase).unwrap_or(Value::Null),
+        suite: start.suite,
+        task: start.task,
+        arm: start.arm,
+        rep: start.rep,
+        rerun_of: start.rerun_of,
+        session: start.session,
+        started_at: start.started_at,
+        outcome,
+        model_turns,
+        tokens,
+        spend_usd,
+        calls,
+        clarifications,
+        harness_tool_calls,
+        grader,
+        artifacts,
+        wire_log_artifacts: wire_arts,
+    })
+}
+
+fn call_view(
+    conv: &mut Conversations<'_>,
+    seq: u64,
+    c: events::ModelCall,
+) -> Result<CallView, Failure> {
+    let r = &c.record;
+    let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_owned);
+    let request = match c.artifacts.get(wire_log::names::REQUEST) {
+        Some(d) => {
+            let read = conv.read(d).map_err(integrity)?;
+            let kept = read.node.keep;
+            let new_messages = read.messages[kept.min(read.messages.len())..]
+                .iter()
+                .filter_map(|m| message_view(m))
+                .collect();
+            Some(RequestView {
+                messages: read.messages.len(),
+                kept,
+                new_messages,
+                node: d.clone(),
+            })
+        }
+        None => None,
+    };
+    let reply = if let Some(d) = c.artifacts.get(wire_log::names::REPLY) {
+        let bytes = conv.get(d).map_err(integrity)?;
+        let reply: Reply =
+            serde_json::from_slice(&bytes).map_err(|e| integrity(format!("reply {d}: {e}")))?;
+        Some(reply_view(reply, d))
+    } else if let Some(d) = c.artifacts.get(wire_log::names::RESPONSE) {
+        Some(reply_view(
+            wire_log::reply_of_body(&conv.get(d).map_err(integrity)?),
+            d,
+        ))
+    } else {
+        None
+    };
+    Ok(CallView {
+        entry: seq,
+        call: c.seq,
+        role: c.role,
+        model: c.model,
+        path: s("path"),
+        stream: r.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        status: c.status,
+        result: c.result,
+        detail: s("detail"),
+        tokens: c.tokens,
+        metered: c.metered,
+        incomplete: r
+            .get("incomplete")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        latency_ms: c.latency_ms,
+        ttfb_ms: r.get("ttfb_ms").and_then(Value::as_f64),
+        spend_usd: r.get("spend_usd").and_then(Value::as_f64).unwrap_or(0.0),
+        request_digest: s("request_digest"),
+        response_digest: s("response_digest"),
+        request,
+        reply,
+        wire_log: c.wire_log,
+    })
+}
+
+fn reply_view(r: Reply, artifact: &str) -> ReplyView {
+    ReplyView {
+        kind: r.kind,
+        model: r.model,
+        reasoning_chars: r.reasoning.chars().count(),
+        text: r.text,
+        tool_calls: r.tool_calls,
+        finish_reason: r.finish_reason,
+        usage: r.usage,
+        error: r.error,
+        truncated: r.truncated,
+        artifact: artifact.to_owned(),
+    }
+}
+
+/// Text of a message's `content`: a string, or the texts of its parts (OpenAI `text` parts,
+/// Anthropic `text`/`tool_result` blocks).
+fn content_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+                Some("text") => p.get("text").and_then(Value::as_str).map(str::to_owned),
+                Some("tool_result") => Some(content_text(p.get("content"))),
+                Some("tool_use") => p.get("input").map(Value::to_string),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn message_view(raw: &str) -> Option<MessageView> {
+    let v: Value = serde_json::from_str(raw).ok()?;
+    let tool_calls = v
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, tc)| {
+            let f = tc.get("function");
+            wire_log::ToolCall {
+                index: i as u64,
+                id: tc.get("id").and_then(Value::as_str).map(str::to_owned),
+                name: f
+                    .and_then(|f| f.get("name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                arguments: f
+                    .and_then(|f| f.get("arguments"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            }
+        })
+        .collect();
+    Some(MessageView {
+        role: v.get("role").and_then(Value::as_str).map(str::to_owned),
+        text: content_text(v.get("content")),
+        tool_call_id: v
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        tool_calls,
+        reasoning_chars: v
+            .get("reasoning_content")
+            .and_then(Value::as_str)
+            .map(|r| r.chars().count()),
+        raw: serde_json::value::RawValue::from_string(raw.to_owned()).ok()?,
+    })
+}
+
+/// The Harness's `tool/call` and `tool/result` events (dsh's session JSONL:
+/// `tool/call {callId, name, arguments}`, `tool/result {message: {content: [{type:
+/// "tool-result", toolCallId, content, isError}]}}`), paired by call id, in the order called.
+fn harness_calls(jsonl: &[u8]) -> Vec<HarnessToolCall> {
+    let mut out: Vec<HarnessToolCall> = Vec::new();
+    let text = String::from_utf8_lossy(jsonl);
+    for line in text.lines().filter(|l| l.contains("\"tool/")) {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let data = v.get("data");
+        let str_at = |p: &str| {
+            data.and_then(|d| d.pointer(p))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        match v.get("type").and_then(Value::as_str) {
+            Some("tool/call") => out.push(HarnessToolCall {
+                call_id: str_at("/callId"),
+                name: str_at("/name"),
+                arguments: str_at("/arguments"),
+                result: None,
+                is_error: false,
+            }),
+            Some("tool/result") => {
+                let block = data.and_then(|d| d.pointer("/message/content/0"));
+                let id = block
+                    .and_then(|b| b.get("toolCallId"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let result = block
+                    .and_then(|b| b.get("content"))
+                    .map(|c| content_text(Some(c)))
+                    .unwrap_or_default();
+                let is_error = block
+                    .and_then(|b| b.get("isError"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                match out
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c.result.is_none() && c.call_id == id)
+                {
+                    Some(c) => {
+                        c.result = Some(result);
+                        c.is_error = is_error;
+                    }
+                    None => out.push(HarnessToolCall {
+                        call_id: id,
+                        name: None,
+                        arguments: None,
+                        result: Some(result),
+                        is_error,
+                    }),
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+struct Paint(bool);
+
+impl Paint {
+    fn bold(&self, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[1m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+    fn dim(&self, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[2m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+}
+
+/// Control characters other than newline and tab are shown escaped: a model's or an agent's
+/// text must not drive the reader's terminal.
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+fn clip(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= TEXT_VIEW_CHARS {
+        return clean(s);
+    }
+    let head: String = s.chars().take(TEXT_VIEW_CHARS).collect();
+    format!(
+        "{}… ({} more characters; --json has all)",
+        clean(&head),
+        n - TEXT_VIEW_CHARS
+    )
+}
+
+fn indent(s: &str, by: &str) -> String {
+    s.lines().map(|l| format!("{by}{l}\n")).collect()
+}
+
+pub fn render_text(v: &AttemptView, colour: bool) -> String {
+    use std::fmt::Write as _;
+    let p = Paint(colour);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} {}  (matrix {}{})",
+        p.bold("attempt"),
+        v.attempt,
+        v.matrix,
+        if v.fixture_evidence {
+            ", FIXTURE upstream: not evidence"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  slot {}  suite {}  task {}  arm {}  rep {}{}  session {}",
+        v.slot,
+        v.suite,
+        v.task,
+        v.arm,
+        v.rep,
+        v.rerun_of
+            .map(|n| format!("  rerun of #{n}"))
+            .unwrap_or_default(),
+        v.session
+    );
+    match &v.outcome {
+        Some(out) => {
+            let _ = writeln!(
+                o,
+                "  {} {}{}",
+                p.bold("outcome"),
+                out.outcome.as_str().unwrap_or("?"),
+                out.infra_fault
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default()
+            );
+            let _ = writeln!(o, "    rule {}: {}", out.rule.row, out.rule.text);
+            if let Some(d) = &out.detail {
+                let _ = writeln!(o, "    detail: {}", clean(d));
+            }
+            if let Some(a) = &out.accounting {
+                let _ = writeln!(o, "    accounting: {a}");
+            }
+            let _ = writeln!(
+                o,
+                "  started {}  finished {}  prepare {:.1}s  agent {:.1}s  containers {:.1}s{}",
+                v.started_at,
+                out.finished_at,
+                out.prepare_seconds,
+                out.duration_seconds,
+                out.container_seconds,
+                if out.closed_by_controller {
+                    "  (closed by the controller)"
+                } else {
+                    ""
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "  {} none yet (started {})",
+                p.bold("outcome"),
+                v.started_at
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  turns {}  tokens in {} (cached {}) out {} (reasoning {})  spend ${:.4}",
+        v.model_turns,
+        v.tokens.input,
+        v.tokens.cached,
+        v.tokens.output,
+        v.tokens.reasoning,
+        v.spend_usd
+    );
+    let _ = writeln!(o, "\n{} ({})", p.bold("model calls"), v.calls.len());
+    for c in &v.calls {
+        let _ = writeln!(
+            o,
+            "{}",
+            p.bold(&format!(
+                "── call {} ({}{}) {} {}  in {} cached {} out {}  {} ms{}",
+                c.call,
+                c.role,
+                if c.stream { ", stream" } else { "" },
+                c.status,
+                c.result,
+                c.tokens.input,
+                c.tokens.cached,
+                c.tokens.output,
+                c.latency_ms,
+                if c.incomplete { "  INCOMPLETE" } else { "" }
+            ))
+        );
+        if let Some(d) = &c.detail {
+            let _ = writeln!(o, "   {}", clean(d));
+        }
+        match &c.request {
+            Some(r) => {
+                let _ = writeln!(
+                    o,
+                    "   {}",
+                    p.dim(&format!(
+                        "{} messages, {} new",
+                        r.messages,
+                        r.messages - r.kept
+                    ))
+                );
+                for m in &r.new_messages {
+                    let _ = writeln!(
+                        o,
+                        "   > {}{}{}",
+                        m.role.as_deref().unwrap_or("?"),
+                        m.tool_call_id
+                            .as_ref()
+                            .map(|i| format!(" (result of {i})"))
+                            .unwrap_or_default(),
+                        m.reasoning_chars
+                            .map(|n| format!(" [reasoning {n} chars]"))
+                            .unwrap_or_default()
+                    );
+                    if !m.text.is_empty() {
+                        o.push_str(&indent(&clip(&m.text), "     "));
+                    }
+                    for t in &m.tool_calls {
+                        let _ = writeln!(
+                            o,
+                            "     tool call {}({})",
+                            t.name.as_deref().unwrap_or("?"),
+                            clip(&t.arguments)
+                        );
+                    }
+                }
+            }
+            None => {
+                let _ = writeln!(o, "   {}", p.dim("(no request in the wire log)"));
+            }
+        }
+        if let Some(w) = c.wire_log.as_ref().and_then(|w| w.omitted.as_ref()) {
+            let _ = writeln!(o, "   {}", p.dim(&format!("wire log: {w}")));
+        }
+        if let Some(r) = &c.reply {
+            let _ = writeln!(
+                o,
+                "   < reply{}{}{}",
+                r.finish_reason
+                    .as_ref()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default(),
+                if r.reasoning_chars > 0 {
+                    format!(" [reasoning {} chars]", r.reasoning_chars)
+                } else {
+                    String::new()
+                },
+                if r.truncated { " TRUNCATED" } else { "" }
+            );
+            if !r.text.is_empty() {
+                o.push_str(&indent(&clip(&r.text), "     "));
+            }
+            for t in &r.tool_calls {
+                let _ = writeln!(
+                    o,
+                    "     tool call {}({})",
+                    t.name.as_deref().unwrap_or("?"),
+                    clip(&t.arguments)
+                );
+            }
+            if let Some(e) = &r.error {
+                let _ = writeln!(o, "     error: {}", clip(&e.to_string()));
+            }
+        }
+    }
+    if !v.clarifications.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{} ({})",
+            p.bold("clarifying questions"),
+            v.clarifications.len()
+        );
+        for c in &v.clarifications {
+            let q = c.get("question").and_then(Value::as_str).unwrap_or("");
+            let a = c
+                .get("answer")
+                .and_then(Value::as_str)
+                .unwrap_or("(refused)");
+            let _ = writeln!(o, "  ? {}\n    {}", clip(q), clip(a));
+        }
+    }
+    if let Some(calls) = &v.harness_tool_calls {
+        let _ = writeln!(o, "\n{} ({})", p.bold("harness tool calls"), calls.len());
+        for t in calls {
+            let _ = writeln!(
+                o,
+                "  {}({}){}",
+                t.name.as_deref().unwrap_or("?"),
+                clip(t.arguments.as_deref().unwrap_or("")),
+                if t.is_error { "  ERROR" } else { "" }
+            );
+            if let Some(r) = &t.result {
+                o.push_str(&indent(&clip(r), "    = "));
+            }
+        }
+    }
+    if let Some(g) = &v.grader {
+        let _ = writeln!(o, "\n{}", p.bold("grader"));
+        let _ = writeln!(o, "  {}", clip(&g.to_string()));
+    }
+    let _ = writeln!(o, "\n{}", p.bold("artifacts"));
+    for a in &v.artifacts {
+        let _ = writeln!(
+            o,
+            "  {:<14} {}  {}",
+            a.name,
+            a.digest,
+            a.bytes
+                .map(|b| format!("{b} bytes"))
+                .unwrap_or_else(|| "MISSING".into())
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  wire log: {} artifacts over {} calls",
+        v.wire_log_artifacts,
+        v.calls.len()
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn every_table_row_is_named() {
+        assert_eq!(rule_of("timeout", None, None).row, "8");
+        assert_eq!(rule_of("completed", None, None).row, "11");
+        assert_eq!(
+            rule_of("agent_error", None, Some("score.json: missing")).row,
+            "13"
+        );
+        assert_eq!(
+            rule_of("infra_fault", Some("host_network_outage"), None).row,
+            "6"
+        );
+        assert_eq!(
+            rule_of(
+                "infra_fault",
+                Some("container_runtime_failure"),
+                Some("the grader could not run: x")
+            )
+            .row,
+            "7"
+        );
+        assert_eq!(
+            rule_of("infra_fault", Some("interrupted_before_model_call"), None).row,
+            "resume"
+        );
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(clean("a\x1b[2Jb\nc"), "a\\u{1b}[2Jb\nc");
+    }
+
+    #[test]
+    fn harness_results_pair_with_their_calls_in_order() {
+        let jsonl = [
+            r#"{"type":"tool/call","seq":3,"data":{"turn":1,"step":1,"callId":"a","name":"bash","arguments":"{\"cmd\":\"ls\"}"}}"#,
+            r#"{"type":"tool/call","seq":4,"data":{"turn":1,"step":1,"callId":"b","name":"read","arguments":"{}"}}"#,
+            r#"{"type":"tool/result","seq":5,"data":{"turn":1,"step":1,"message":{"role":"user","content":[{"type":"tool-result","toolCallId":"b","content":[{"type":"text","text":"B"}]}]}}}"#,
+            r#"{"type":"tool/result","seq":6,"data":{"turn":1,"step":1,"message":{"role":"user","content":[{"type":"tool-result","toolCallId":"a","content":[{"type":"text","text":"A"}],"isError":true}]}}}"#,
+        ]
+        .join("\n");
+        let calls = harness_calls(jsonl.as_bytes());
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].name.as_deref(), Some("bash"));
+        assert_eq!(calls[0].result.as_deref(), Some("A"));
+        assert!(calls[0].is_error);
+        assert_eq!(calls[1].result.as_deref(), Some("B"));
+    }
+}

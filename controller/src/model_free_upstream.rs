@@ -1,0 +1,368 @@
+//! The built-in model-free upstream (`eval run --upstream model-free`): an OpenAI-compatible
+//! server on `127.0.0.1:0` that answers every chat completion with a plain stop — an empty
+//! assistant message, `finish_reason: "stop"`, no tool call — so a harness ends its session
+//! after its first request. It is for protocols whose metrics read only what the harness sends
+//! (the wire metrics): a router decides its route before the first request, which is all such a
+//! protocol measures.
+//!
+//! - `POST /v1/chat/completions` (and `/chat/completions`), streaming (SSE, in DeepSeek's shape:
+//!   a first chunk with `role`, a finish chunk, the `choices: []` usage chunk when
+//!   `stream_options.include_usage`, then `[DONE]`) and not; `GET /v1/models`.
+//! - Requires `Authorization: Bearer <key>` with a random key the controller generated for this
+//!   run, so the proxy's key injection is exercised as in a paid run.
+//! - `usage` is DeepSeek's (`prompt_cache_hit_tokens`/`_miss_tokens` beside `prompt_tokens`):
+//!   the prompt is counted as a quarter of the request body's bytes (no tokenizer: nobody pays
+//!   for these tokens, and the proxy meters whatever is reported), the answer as 0 tokens.
+//! - Every response carries `"system_fingerprint": "eval-model-free"` and the header
+//!   `x-eval-model-free: 1`: nothing it produces can pass for a real model's output.
+//!
+//! Its evidence is marked model-free in `run_started` (`model_free_evidence`), the report data and
+//! every report format; only a protocol that declares `model_free = true` (which loading allows
+//! only with wire metrics) may release on it (`eval_evidence::report::build`).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_util::sync::CancellationToken;
+
+/// The `system_fingerprint` of every answer.
+pub const FINGERPRINT: &str = "eval-model-free";
+
+struct Shared {
+    key: crate::fixture_upstream::FixtureKey,
+    calls: AtomicU64,
+}
+
+/// A running model-free upstream. Dropping it does not stop it; call [`Self::shutdown`].
+pub struct ModelFreeUpstream {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ModelFreeUpstream {
+    /// Binds `127.0.0.1:0` and serves until [`Self::shutdown`]. The key is a random in-memory
+    /// key of the same kind as the fixture upstream's (`FixtureKey::generate`).
+    pub async fn start(key: crate::fixture_upstream::FixtureKey) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            key,
+            calls: AtomicU64::new(0),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/models", get(models))
+            .with_state(shared.clone());
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "not detached: the handle is kept and awaited by ModelFreeUpstream::shutdown"
+        )]
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stopped.cancelled().await })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            shared,
+            stop,
+            task,
+        })
+    }
+
+    /// Base URL for an OpenAI-compatible client: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Chat completions answered (authorized and well-formed).
+    pub fn calls(&self) -> u64 {
+        self.shared.calls.load(Ordering::Relaxed)
+    }
+
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+fn openai_error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        [("x-eval-model-free", "1")],
+        axum::Json(json!({"error": {"message": message, "type": kind, "code": kind}})),
+    )
+        .into_response()
+}
+
+fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
+    let expected = format!("Bearer {}", shared.key.expose());
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.len() == expected.len()
+                && v.bytes()
+                    .zip(expected.bytes())
+                    .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+                    == 0
+        })
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if !authorized(&shared, &headers) {
+        return openai_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "invalid API key",
+        );
+    }
+    axum::Json(json!({"object": "list", "data": [{"id": "model-free", "object": "model", "owned_by": FINGERPRINT}]}))
+        .into_response()
+}
+
+/// The usage of a plain stop to a request of `body_len` bytes, in DeepSeek's shape.
+pub fn usage(body_len: usize) -> Value {
+    let prompt = (body_len as u64).div_ceil(4);
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": 0,
+        "total_tokens": prompt,
+        "prompt_cache_hit_tokens": 0,
+        "prompt_cache_miss_tokens": prompt,
+    })
+}
+
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if !authorized(&shared, &headers) {
+        return openai_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "invalid API key",
+        );
+    }
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return openai_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("body is not JSON: {e}"),
+            );
+        }
+    };
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if model.is_empty() {
+        return openai_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "`model` is required",
+        );
+    }
+    let stream = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    shared.calls.fetch_add(1, Ordering::Relaxed);
+    let id = format!(
+        "model-free-{}",
+        &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))[..16]
+    );
+    let usage = usage(body.len());
+    if !stream {
+        let body = json!({
+            "id": id, "object": "chat.completion", "created": 0, "model": model,
+            "system_fingerprint": FINGERPRINT,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                         "finish_reason": "stop"}],
+            "usage": usage,
+        });
+        return ([("x-eval-model-free", "1")], axum::Json(body)).into_response();
+    }
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+               "system_fingerprint": FINGERPRINT,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+               "usage": null})
+    };
+    let mut events = vec![
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+        chunk(json!({"content": ""}), json!("stop")),
+    ];
+    if include_usage {
+        events.push(
+            json!({"id": id, "object": "chat.completion.chunk", "created": 0,
+                           "model": model, "system_fingerprint": FINGERPRINT,
+                           "choices": [], "usage": usage}),
+        );
+    }
+    let mut frames: Vec<Result<bytes::Bytes, std::io::Error>> = events
+        .into_iter()
+        .map(|e| Ok(bytes::Bytes::from(format!("data: {e}\n\n"))))
+        .collect();
+    frames.push(Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n")));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        [("x-eval-model-free", "1")],
+        Body::from_stream(futures_util::stream::iter(frames)),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::fixture_upstream::FixtureKey;
+
+    fn client() -> reqwest::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder().no_proxy().build().unwrap()
+    }
+
+    /// What the DeepSeek Harness sends (DEEPSEEK-WIRE.md, "Requests the Harness sends").
+    fn request(stream: bool, include_usage: bool) -> Value {
+        json!({"model": "deepseek-chat", "stream": stream,
+               "stream_options": {"include_usage": include_usage},
+               "thinking": {"type": "enabled"}, "max_tokens": 256000,
+               "tools": [{"type": "function", "function": {"name": "read", "parameters": {}}}],
+               "messages": [{"role": "system", "content": "You are a coding agent."},
+                            {"role": "user", "content": "-h is a prompt, not an option"}]})
+    }
+
+    #[tokio::test]
+    async fn answers_a_plain_stop_with_usage_and_requires_the_key() {
+        let key = FixtureKey::generate().unwrap();
+        let up = ModelFreeUpstream::start(key.clone()).await.unwrap();
+        let c = client();
+        let url = format!("{}/chat/completions", up.base_url());
+        let body = request(false, false).to_string();
+        let r = c
+            .post(&url)
+            .bearer_auth("wrong")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+        let r = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-eval-model-free"], "1");
+        let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["model"], "deepseek-chat");
+        assert_eq!(v["system_fingerprint"], FINGERPRINT);
+        let choice = &v["choices"][0];
+        assert_eq!(choice["finish_reason"], "stop");
+        assert_eq!(choice["message"]["role"], "assistant");
+        assert_eq!(choice["message"]["content"], "");
+        assert!(choice["message"].get("tool_calls").is_none());
+        let u = &v["usage"];
+        assert_eq!(u["completion_tokens"], 0);
+        assert_eq!(u["prompt_tokens"], body.len().div_ceil(4) as u64);
+        assert_eq!(u["total_tokens"], u["prompt_tokens"]);
+        assert_eq!(
+            u["prompt_cache_hit_tokens"].as_u64().unwrap()
+                + u["prompt_cache_miss_tokens"].as_u64().unwrap(),
+            u["prompt_tokens"].as_u64().unwrap()
+        );
+        assert_eq!(up.calls(), 1, "the refused call is not counted");
+        up.shutdown().await;
+    }
+
+    /// Parses an SSE body into its `data:` payloads, checking the framing.
+    fn events(text: &str) -> Vec<String> {
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| e.strip_prefix("data: ").unwrap().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn streams_a_plain_stop_with_the_usage_chunk_only_when_asked() {
+        let key = FixtureKey::generate().unwrap();
+        let up = ModelFreeUpstream::start(key.clone()).await.unwrap();
+        let c = client();
+        let url = format!("{}/chat/completions", up.base_url());
+        let body = request(true, true).to_string();
+        let r = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
+        let ev = events(&r.text().await.unwrap());
+        assert_eq!(ev.len(), 4, "role, stop, usage, [DONE]: {ev:?}");
+        let v: Vec<Value> = ev[..3]
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        assert_eq!(v[0]["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(v[1]["choices"][0]["finish_reason"], "stop");
+        assert!(v[1]["choices"][0]["delta"].get("tool_calls").is_none());
+        assert_eq!(v[2]["choices"], json!([]));
+        assert_eq!(
+            v[2]["usage"]["prompt_tokens"],
+            body.len().div_ceil(4) as u64
+        );
+        assert_eq!(v[2]["usage"]["completion_tokens"], 0);
+        assert!(v[0]["usage"].is_null() && v[1]["usage"].is_null());
+
+        let text = c
+            .post(&url)
+            .bearer_auth(key.expose())
+            .body(request(true, false).to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let ev = events(&text);
+        assert_eq!(ev.len(), 3, "no usage chunk unless asked: {ev:?}");
+        assert!(!text.contains("prompt_tokens"));
+        up.shutdown().await;
+    }
+}

@@ -1,0 +1,100 @@
+//! What the ledger says about each attempt, for its page: every entry that names the attempt,
+//! parsed with the run's own event types (`run::events`), in ledger order.
+
+use crate::run::events;
+use eval_evidence::ledger::Entry;
+use std::collections::BTreeMap;
+
+/// One attempt's entries.
+#[derive(Debug, Default)]
+pub struct AttemptDetail {
+    /// `attempt_started`, with its ledger seq.
+    pub started: Option<(u64, events::AttemptStarted)>,
+    /// `attempt_outcome`, with its ledger seq.
+    pub outcome: Option<(u64, events::AttemptOutcome)>,
+    /// `model_call` entries in ledger order, each with its ledger seq.
+    pub calls: Vec<(u64, events::ModelCall)>,
+    /// Calls started (`model_call_started`) that have no `model_call`: in flight when the attempt
+    /// ended (their proxy seq).
+    pub unfinished_calls: Vec<u64>,
+    pub clarifications: Vec<events::Clarification>,
+    pub agent_events: Vec<events::AgentEvent>,
+    pub notes: Vec<String>,
+    pub attestation: Option<events::Attestation>,
+    /// The `rerun` entry that opened this attempt, when it is a rerun.
+    pub rerun: Option<events::Rerun>,
+}
+
+/// Every attempt's entries, by attempt id (`<slot>#<n>`). Entries that do not parse as their
+/// kind's type are left out here: the report's replay already judged the ledger, and the page
+/// shows what the report read.
+pub fn collect(entries: &[Entry]) -> BTreeMap<String, AttemptDetail> {
+    let mut out: BTreeMap<String, AttemptDetail> = BTreeMap::new();
+    let mut started_calls: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in entries {
+        let p = &e.payload;
+        match e.kind.as_str() {
+            events::ATTEMPT_STARTED => {
+                if let Ok(a) = serde_json::from_slice::<events::AttemptStarted>(p) {
+                    let id = a.attempt.clone();
+                    out.entry(id).or_default().started = Some((e.seq, a));
+                }
+            }
+            events::ATTEMPT_OUTCOME => {
+                if let Ok(o) = serde_json::from_slice::<events::AttemptOutcome>(p) {
+                    let id = o.attempt.clone();
+                    out.entry(id).or_default().outcome = Some((e.seq, o));
+                }
+            }
+            events::MODEL_CALL => {
+                if let Ok(c) = serde_json::from_slice::<events::ModelCall>(p) {
+                    let id = c.attempt.clone();
+                    out.entry(id).or_default().calls.push((e.seq, c));
+                }
+            }
+            events::MODEL_CALL_STARTED => {
+                if let Ok(c) = serde_json::from_slice::<events::ModelCallStarted>(p) {
+                    started_calls.entry(c.attempt).or_default().push(c.seq);
+                }
+            }
+            events::CLARIFICATION => {
+                if let Ok(c) = serde_json::from_slice::<events::Clarification>(p) {
+                    let id = c.attempt.clone();
+                    out.entry(id).or_default().clarifications.push(c);
+                }
+            }
+            events::AGENT_EVENT => {
+                if let Ok(a) = serde_json::from_slice::<events::AgentEvent>(p) {
+                    let id = a.attempt.clone();
+                    out.entry(id).or_default().agent_events.push(a);
+                }
+            }
+            events::ATTEMPT_NOTE => {
+                if let Ok(n) = serde_json::from_slice::<events::AttemptNote>(p) {
+                    out.entry(n.attempt).or_default().notes.extend(n.notes);
+                }
+            }
+            events::ATTESTATION => {
+                if let Ok(a) = serde_json::from_slice::<events::Attestation>(p) {
+                    let id = a.attempt.clone();
+                    out.entry(id).or_default().attestation = Some(a);
+                }
+            }
+            events::RERUN => {
+                if let Ok(r) = serde_json::from_slice::<events::Rerun>(p) {
+                    let id = r.attempt.clone();
+                    out.entry(id).or_default().rerun = Some(r);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (attempt, seqs) in started_calls {
+        let d = out.entry(attempt).or_default();
+        d.unfinished_calls = seqs
+            .into_iter()
+            .filter(|s| !d.calls.iter().any(|(_, c)| c.seq == *s))
+            .collect();
+    }
+    out
+}
