@@ -253,12 +253,9 @@ impl ArtifactStore {
 
     /// The budget's `(max, used)`, when the store has one.
     pub fn budget(&self) -> Option<(u64, u64)> {
-        self.budget.as_ref().map(|b| {
-            (
-                b.max,
-                b.used.load(std::sync::atomic::Ordering::Acquire),
-            )
-        })
+        self.budget
+            .as_ref()
+            .map(|b| (b.max, b.used.load(std::sync::atomic::Ordering::Acquire)))
     }
 
     /// A failed write of `written` counted bytes: given back to the budget, and the budget's
@@ -329,7 +326,7 @@ impl ArtifactStore {
         let mut writer = HashingWriter::new(io::BufWriter::new(&mut counted));
         let summary = tar_dir_with(dir, limits, &mut writer);
         let (digest, buf) = writer.finish();
-        let flushed = buf.into_inner().map_err(|e| e.into_error());
+        let flushed = buf.into_inner().map(|_| ()).map_err(|e| e.into_error());
         let written = counted.written;
         let done = summary.and_then(|summary| {
             flushed
@@ -416,7 +413,12 @@ impl ArtifactStore {
 
     /// [`Self::publish`], giving the budget back what an object already present did not cost
     /// (or what a failed publish did not store).
-    fn publish_counted(&self, tmp: &Path, digest: &Digest, written: u64) -> Result<(), ArtifactError> {
+    fn publish_counted(
+        &self,
+        tmp: &Path,
+        digest: &Digest,
+        written: u64,
+    ) -> Result<(), ArtifactError> {
         let present = self.path_of(digest).is_file();
         let r = self.publish(tmp, digest);
         if let Some(b) = &self.budget
@@ -1615,7 +1617,10 @@ mod tests {
         let root = tmp.path().join("store");
         let first = ArtifactStore::open(&root).unwrap();
         first.put_bytes(&[1u8; 1000]).unwrap();
-        let store = ArtifactStore::open(&root).unwrap().with_budget(5000).unwrap();
+        let store = ArtifactStore::open(&root)
+            .unwrap()
+            .with_budget(5000)
+            .unwrap();
         assert_eq!(store.budget(), Some((5000, 1000)));
         let clone = store.clone();
         clone.put_bytes(&[2u8; 3000]).unwrap();
@@ -1624,7 +1629,10 @@ mod tests {
         store.put_bytes(&[1u8; 1000]).unwrap();
         assert_eq!(store.budget(), Some((5000, 4000)));
         let e = store.put_bytes(&[3u8; 1001]).unwrap_err();
-        assert!(matches!(e, ArtifactError::OverBudget { max: 5000, .. }), "{e}");
+        assert!(
+            matches!(e, ArtifactError::OverBudget { max: 5000, .. }),
+            "{e}"
+        );
         assert!(!e.is_host_fault());
         assert_eq!(store.budget(), Some((5000, 4000)));
         assert_eq!(fs::read_dir(root.join("tmp")).unwrap().count(), 0);

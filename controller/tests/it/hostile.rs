@@ -916,7 +916,9 @@ exit 0
     assert!(o["artifacts"]["workspace"].is_null(), "{o}");
     assert!(o["artifacts"]["grader_output"].is_null(), "not graded: {o}");
     assert!(
-        o["metrics"].as_object().is_none_or(|m| m.get("score").is_none()),
+        o["metrics"]
+            .as_object()
+            .is_none_or(|m| m.get("score").is_none()),
         "{o}"
     );
     // The sibling's artifacts fit: the budget is the run's, and it only refused the flood.
