@@ -177,6 +177,8 @@ impl AttemptExecutor for Fake {
                         "detail": if i == 1 && self.shape.hostile { Some(hostile) } else { None },
                         "wire": {"tools": ["read_file", "write_file", "bash"], "system": []},
                     }),
+                    artifacts: Default::default(),
+                    wire_log: None,
                 };
                 calls.push(NewEntry::new(events::MODEL_CALL, &call).unwrap());
             }
