@@ -812,6 +812,38 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         assert!(l.def.agent_env().iter().all(|e| !e.contains("sk-")));
     }
 
+    /// The attempt filesystem's limits: documented defaults when absent (also in a `[limits]`
+    /// table that names only the older limits), and bounds that name the field.
+    #[test]
+    fn workspace_limits_default_and_are_bounded() {
+        let d = RuntimeDef::parse(MIN, "t.toml").unwrap();
+        assert_eq!(d.limits.workspace_mb, DEFAULT_WORKSPACE_MB);
+        assert_eq!(d.limits.workspace_inodes, DEFAULT_WORKSPACE_INODES);
+        let old = "[limits]\nmemory_mb = 256\ncpus = 1.0\npids = 64\ntmpfs_mb = 16\n";
+        let d = RuntimeDef::parse(&format!("{MIN}\n{old}"), "t.toml").unwrap();
+        assert_eq!(d.limits.workspace_mb, DEFAULT_WORKSPACE_MB);
+        let d = RuntimeDef::parse(
+            &format!("{MIN}\n{old}workspace_mb = 64\nworkspace_inodes = 4096\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            (d.limits.workspace_mb, d.limits.workspace_inodes),
+            (64, 4096)
+        );
+        for (extra, field) in [
+            ("workspace_mb = 8\n", "limits.workspace_mb"),
+            (
+                "workspace_mb = 64\nworkspace_inodes = 100000\n",
+                "limits.workspace_inodes",
+            ),
+            ("workspace_inodes = 10\n", "limits.workspace_inodes"),
+        ] {
+            let (f, detail) = refused("", &format!("{old}{extra}"));
+            assert_eq!(f, field, "{extra}: {detail}");
+        }
+    }
+
     /// Parses MIN with `extra` added at the top level (before any table) or after it, and
     /// returns the refused field and detail.
     fn refused(top: &str, tables: &str) -> (String, String) {

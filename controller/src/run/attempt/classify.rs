@@ -933,6 +933,29 @@ mod tests {
         }
     }
 
+    /// Artifacts past the run's budget are the attempt's doing: a completed attempt becomes
+    /// `agent_error` naming the budget, any other outcome keeps its own; never infra.
+    #[test]
+    fn artifacts_past_the_budget_are_an_outcome_never_an_infrastructure_fault() {
+        let over = Observations {
+            over_budget: Some("storing the workspace archive: no room".into()),
+            ..Observations::default()
+        };
+        let c = classify(&over);
+        assert_eq!(c.outcome, Outcome::AgentError);
+        assert_eq!(c.infra_fault, None);
+        assert!(c.detail.unwrap().contains("artifact budget"));
+        let timed_out = Observations {
+            end: Some(End::TimedOut { after_seconds: 5 }),
+            ..over
+        };
+        assert_eq!(classify(&timed_out).outcome, Outcome::Timeout);
+        assert_eq!(
+            classify(&Observations::default()).outcome,
+            Outcome::Completed
+        );
+    }
+
     #[test]
     fn storage_faults_are_told_by_errno_or_kind() {
         let full = std::io::Error::from(ErrorKind::StorageFull);
