@@ -181,6 +181,19 @@ pub struct RunArgs {
     /// Ed25519 signing key file for checkpoints (or EVAL_SIGNING_KEY_FILE)
     #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
     pub signing_key_file: Option<PathBuf>,
+    /// A smoke run: a part of the schedule into its own run directory (STATE/NAME.smoke),
+    /// recorded as a smoke run; never evidence, never counted toward the real run
+    #[arg(long)]
+    pub smoke: bool,
+    /// With --smoke: only these tasks (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "smoke")]
+    pub tasks: Vec<String>,
+    /// With --smoke: only these arms (comma-separated)
+    #[arg(long, value_delimiter = ',', requires = "smoke")]
+    pub arms: Vec<String>,
+    /// With --smoke: at most N statistical attempts (the first in schedule order)
+    #[arg(long, value_name = "N", requires = "smoke")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -456,6 +469,32 @@ pub enum ImportCommand {
     /// the real Plan Lattice packages (from a directory of v0.4's files)
     #[command(name = "v04-simple")]
     V04Simple(ImportV04SimpleArgs),
+    /// v0.4's router gate: V1 (split by label) and the synthetic override rows of Plan Lattice's
+    /// router corpus, the native arm and the rc.3 package in activationMode auto, the model-free
+    /// upstream and the four gates (from a directory in Plan Lattice's eval/router-corpus layout)
+    #[command(name = "v04-router")]
+    V04Router(ImportV04RouterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportV04RouterArgs {
+    /// Directory in Plan Lattice's eval/router-corpus layout: blind-real.prompts.jsonl,
+    /// blind-real.labels.jsonl, blind-real.manifest.json, development.jsonl, blind.jsonl
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// The Plan Lattice package to evaluate (dsh-plan-lattice-0.4.0-rc.3.tgz)
+    #[arg(long, value_name = "FILE")]
+    pub package: PathBuf,
+    /// Name of the protocol (and matrix) to write
+    #[arg(long, value_name = "NAME", default_value = "router")]
+    pub protocol: String,
+    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub dsh_image: String,
+    /// Accept a package, manifest or synthetic corpus whose SHA-256 is not Plan Lattice 0414dfa's
+    /// (V1's two files are always checked against the manifest)
+    #[arg(long)]
+    pub allow_unpinned: bool,
 }
 
 #[derive(Debug, Args)]
@@ -480,6 +519,22 @@ pub struct ImportV04SimpleArgs {
     /// (no other identity meets it); without it the protocol has no precondition
     #[arg(long, value_name = "sha256:…")]
     pub router_identity: Option<String>,
+    /// Preregister this Ed25519 public key (`eval keygen` prints it) as the protocol's
+    /// `[signing] public_key`: its evidence must then be signed by the private half
+    #[arg(long, value_name = "eval+…")]
+    pub public_key: Option<String>,
+    /// Preregister the model upstream as the protocol's `[upstream] url` (e.g.
+    /// https://api.deepseek.com): only a run against it is release evidence
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// A TLS key pin for `--upstream` (`sha256:<hex>` of the server certificate's
+    /// SubjectPublicKeyInfo), `[upstream] tls_spki_sha256`; repeatable
+    #[arg(
+        long = "tls-spki-sha256",
+        value_name = "sha256:…",
+        requires = "upstream"
+    )]
+    pub tls_spki_sha256: Vec<String>,
     /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
     /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
     /// `grader_valid` integrity rule

@@ -140,7 +140,9 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         E::NoUpstream
         | E::Load(_)
         | E::WrongMatrix { .. }
+        | E::OtherUpstream { .. }
         | E::AsyncRuntime(_)
+        | E::Smoke { .. }
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
         E::Protocol(e) => integrity_if(e.is_integrity()),
@@ -193,7 +195,9 @@ pub fn site_status(e: &crate::site::SiteError) -> Status {
     use crate::site::SiteError as S;
     match e {
         S::NotASite(_) | S::NoOut | S::Write { .. } => Status::Usage,
-        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } => Status::Integrity,
+        S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } | S::WireLog { .. } => {
+            Status::Integrity
+        }
     }
 }
 
@@ -344,6 +348,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         E::ProtocolName(_)
         | E::ImageId { .. }
         | E::RouterIdentity(_)
+        | E::PublicKey(_)
+        | E::Upstream { .. }
         | E::Read { .. }
         | E::NotRegular { .. }
         | E::TooLarge { .. }
@@ -368,7 +374,8 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Exists(_)
         | E::Target { .. }
         | E::Write { .. }
-        | E::Solution { .. } => Status::Usage,
+        | E::Solution { .. }
+        | E::Corpus { .. } => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

@@ -1,5 +1,5 @@
-//! The one reader of files that came back from a container (see "What crosses the boundary:
-//! files" in ARCHITECTURE.md).
+//! The one reader of files that came back from a container (see "Files left behind" in
+//! ARCHITECTURE.md).
 //!
 //! Everything under an attempt's directory was written by the agent or its grader, so it is
 //! hostile input: a name may be a symlink to a host secret (`/proc/self/environ`, `/etc/shadow`),
@@ -355,6 +355,91 @@ impl Beneath {
         self.read_comps(&comps, &show(&comps), max, None)
     }
 
+    /// Every file `pattern` names, each whole, all together at most `max_total` bytes: like
+    /// [`Beneath::read_found`], but a `*` component matches every entry of its directory that
+    /// starts with its prefix (at most `max_entries` listed per directory). A match that leads
+    /// nowhere — a later name missing beneath it, or a non-directory where the pattern goes on —
+    /// is no match; any other failure (a link, a non-regular file, a refusal) fails the whole
+    /// read, as does more than `max_total` bytes. Returns (path, bytes) in path order; none
+    /// found is an empty list.
+    pub fn read_found_all(
+        &self,
+        pattern: &str,
+        max_entries: usize,
+        max_total: u64,
+    ) -> Result<Vec<(String, Vec<u8>)>, LeftoverError> {
+        let pat = split(pattern)?;
+        let leads_nowhere = |e: &LeftoverError| match e {
+            LeftoverError::NotFound { .. } => true,
+            LeftoverError::Refused { errno, .. } => *errno == Errno::NOTDIR.raw_os_error(),
+            _ => false,
+        };
+        let mut found: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        for (i, seg) in pat.iter().enumerate() {
+            let Some(prefix) = seg.strip_suffix(b"*") else {
+                for f in &mut found {
+                    f.push(seg.to_vec());
+                }
+                continue;
+            };
+            let mut next = Vec::new();
+            for f in &found {
+                let comps: Vec<&[u8]> = f.iter().map(Vec::as_slice).collect();
+                let shown = show(&comps);
+                let mut dir = match self.open_dir(&comps) {
+                    Ok(d) => d,
+                    // The root itself must open; below it, a dead end is no match.
+                    Err(e) if i > 0 && leads_nowhere(&e) => continue,
+                    Err(e) => return Err(e),
+                };
+                let (mut names, mut listed) = (Vec::new(), 0usize);
+                while let Some(entry) = dir.read() {
+                    let entry = entry.map_err(|e| from_errno(&shown, e))?;
+                    let name = entry.file_name().to_bytes();
+                    if name == b"." || name == b".." {
+                        continue;
+                    }
+                    listed += 1;
+                    if listed > max_entries {
+                        return Err(LeftoverError::BadPath {
+                            path: pattern.into(),
+                            reason: "a directory on its way holds more entries than are listed",
+                        });
+                    }
+                    if name.starts_with(prefix) {
+                        names.push(name.to_vec());
+                    }
+                }
+                names.sort();
+                for name in names {
+                    let mut g = f.clone();
+                    g.push(name);
+                    next.push(g);
+                }
+            }
+            found = next;
+        }
+        found.sort();
+        let budget = Budget::new(max_total);
+        let mut out = Vec::with_capacity(found.len());
+        for f in &found {
+            let comps: Vec<&[u8]> = f.iter().map(Vec::as_slice).collect();
+            let shown = show(&comps);
+            match self.read_comps(&comps, &shown, max_total, Some(&budget)) {
+                Ok(bytes) => out.push((shown, bytes)),
+                Err(e) if leads_nowhere(&e) => {}
+                Err(LeftoverError::TooLarge { .. }) => {
+                    return Err(LeftoverError::TooLarge {
+                        path: pattern.into(),
+                        limit: max_total,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
     fn read_capped(
         &self,
         rel: &str,
@@ -681,6 +766,55 @@ mod tests {
         fs::write(tmp.path().join("elsewhere/session-9/session.jsonl"), b"x").unwrap();
         symlink(tmp.path().join("elsewhere"), tmp.path().join("ws/--link--")).unwrap();
         assert!(b.read_found(pat, 64, 100).is_err());
+    }
+
+    /// Every session file of an attempt (the root and its children): each `*` matches all its
+    /// entries, in name order; a dead end (a file where a directory goes on, a directory without
+    /// the file) is no match; a link anywhere fails the read; the total is bounded.
+    #[test]
+    fn a_pattern_finds_every_file_at_its_fixed_depth() {
+        let (tmp, b) = root();
+        let pat = "*/*/session.jsonl";
+        assert!(b.read_found_all(pat, 8, 100).unwrap().is_empty());
+        let p = tmp.path().join("ws/--workspace--");
+        for (dir, body) in [
+            ("session-1", "root\n"),
+            ("b-child", "b\n"),
+            ("a-child", "a\n"),
+        ] {
+            fs::create_dir_all(p.join(dir)).unwrap();
+            fs::write(p.join(dir).join("session.jsonl"), body).unwrap();
+        }
+        fs::create_dir_all(p.join("empty")).unwrap();
+        fs::write(p.join("a-file"), b"x").unwrap();
+        fs::write(tmp.path().join("ws/top-file"), b"x").unwrap();
+        let all = b.read_found_all(pat, 8, 100).unwrap();
+        let got: Vec<(&str, &[u8])> = all.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+        assert_eq!(
+            got,
+            [
+                ("--workspace--/a-child/session.jsonl", &b"a\n"[..]),
+                ("--workspace--/b-child/session.jsonl", b"b\n"),
+                ("--workspace--/session-1/session.jsonl", b"root\n"),
+            ]
+        );
+        // The total, not each file, is bounded.
+        let big = b.read_found_all(pat, 8, 6).unwrap_err();
+        assert!(
+            matches!(big, LeftoverError::TooLarge { limit: 6, .. }),
+            "{big}"
+        );
+        // A flood of entries is listed only up to the bound.
+        let flood = b.read_found_all(pat, 3, 100).unwrap_err();
+        assert!(flood.to_string().contains("more entries"), "{flood}");
+        // A link, as the file or as a directory on the way, fails the read: never followed.
+        symlink("/etc/passwd", p.join("empty/session.jsonl")).unwrap();
+        assert!(b.read_found_all(pat, 8, 100_000).is_err());
+        fs::remove_file(p.join("empty/session.jsonl")).unwrap();
+        fs::create_dir_all(tmp.path().join("elsewhere/s")).unwrap();
+        fs::write(tmp.path().join("elsewhere/s/session.jsonl"), b"x").unwrap();
+        symlink(tmp.path().join("elsewhere/s"), p.join("linked")).unwrap();
+        assert!(b.read_found_all(pat, 8, 100).is_err());
     }
 
     #[test]

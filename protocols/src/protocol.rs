@@ -34,6 +34,10 @@ pub struct Protocol {
     /// The preregistered signing key (absent: the protocol names none, and any key may sign).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing: Option<Signing>,
+    /// The preregistered model upstream (absent: the protocol names none, and no run of it is
+    /// release evidence). `eval run` refuses any other `--upstream` URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Upstream>,
     /// Model contracts per role: `agent` (required) and e.g. `oracle`.
     pub models: BTreeMap<String, ModelContract>,
     /// Per-attempt and per-run limits the proxy enforces, and the prices spend is computed with.
@@ -116,6 +120,93 @@ impl Signing {
         }
         PublicKey::parse(&self.public_key).map_err(|e| format!("not a public key: {e}"))
     }
+}
+
+/// `[upstream]`: the model API the evidence must come from. A run against any other server —
+/// a scripted OpenAI-compatible one included — is never release evidence, and `eval run` refuses
+/// one whose URL differs from `url`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// The base URL, as `eval run --upstream URL` must give it (a trailing `/` is ignored):
+    /// `http://` or `https://`, a host, no user name or password, no query or fragment.
+    pub url: String,
+    /// Optional TLS key pins (`https://` only): `sha256:<64 hex>` of the DER
+    /// SubjectPublicKeyInfo of the server's own (leaf) certificate. When given, the proxy's
+    /// upstream client refuses, during the handshake, a server whose leaf key matches none of
+    /// them — in addition to the usual certificate checks — so neither a changed trust store
+    /// (`SSL_CERT_FILE`) nor a redirected name reaches another server with the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_spki_sha256: Vec<String>,
+}
+
+impl Upstream {
+    /// `url` without a trailing `/`: the form two URLs are compared in.
+    pub fn normalized_url(&self) -> &str {
+        normalize_url(&self.url)
+    }
+
+    /// Whether `url` (an `eval run --upstream` value) names this upstream.
+    pub fn matches(&self, url: &str) -> bool {
+        normalize_url(url) == self.normalized_url()
+    }
+
+    /// The pins as bytes; the error names the pin and what is wrong with it.
+    pub fn pins(&self) -> Result<Vec<[u8; 32]>, String> {
+        self.tls_spki_sha256.iter().map(|p| parse_pin(p)).collect()
+    }
+
+    /// Checks the URL's shape and the pins (the caller names the file and field).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let url = self.url.as_str();
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or((
+                "upstream.url",
+                format!("{url:?} must start with http:// or https://"),
+            ))?;
+        let authority = rest.split('/').next().unwrap_or_default();
+        if authority.is_empty() {
+            return Err(("upstream.url", format!("{url:?} names no host")));
+        }
+        if authority.contains('@') {
+            return Err((
+                "upstream.url",
+                "must not carry a user name or password (the key is given to `eval run`, never written into the protocol)".into(),
+            ));
+        }
+        if rest.contains('?') || rest.contains('#') || rest.chars().any(char::is_whitespace) {
+            return Err((
+                "upstream.url",
+                format!("{url:?} must be a base URL without query, fragment or spaces"),
+            ));
+        }
+        if !self.tls_spki_sha256.is_empty() && !url.starts_with("https://") {
+            return Err((
+                "upstream.tls_spki_sha256",
+                format!("a TLS pin needs an https:// upstream, not {url:?}"),
+            ));
+        }
+        self.pins().map_err(|m| ("upstream.tls_spki_sha256", m))?;
+        Ok(())
+    }
+}
+
+/// A URL without its trailing `/`s.
+pub fn normalize_url(url: &str) -> &str {
+    url.trim_end_matches('/')
+}
+
+/// `sha256:<64 hex>` → the 32 bytes.
+pub fn parse_pin(pin: &str) -> Result<[u8; 32], String> {
+    let hex_part = pin.strip_prefix("sha256:").ok_or_else(|| {
+        format!("{pin:?} must be sha256:<64 hex digits> (the SHA-256 of the certificate's SubjectPublicKeyInfo)")
+    })?;
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_part, &mut out)
+        .map_err(|_| format!("{pin:?} must be sha256: followed by exactly 64 hex digits"))?;
+    Ok(out)
 }
 
 /// One preregistered claim.

@@ -25,7 +25,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
@@ -39,6 +39,8 @@ const OPEN_STREAMS: usize = 1000;
 const STREAMS_PER_SOCKET: usize = 25;
 /// The production cap of open connections per listener (`ListenerLimits::default()`).
 const CAP: usize = 32;
+/// Token streams counted under callgrind (`EVAL_PROXY_BENCH_CALLGRIND`).
+const CALLGRIND_STREAMS: usize = 10;
 
 /// Counts the allocations of this process (each of the three processes has its own count).
 /// The only `unsafe` in the workspace, in a benchmark binary (no library): an allocator that
@@ -81,8 +83,13 @@ mod counting {
 use counting::{ALLOC_BYTES, ALLOCS};
 
 fn main() {
+    // EVAL_PROXY_BENCH_WORKERS sets the worker threads of every process (default 2, the cores).
+    let workers = std::env::var("EVAL_PROXY_BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .unwrap();
@@ -581,7 +588,23 @@ async fn parent() {
     up_out.read_line(&mut up_line).await.unwrap();
     let up_addr = up_line.trim().to_owned();
     let mut up_stdin = upstream_child.stdin.take().unwrap();
-    let mut child = tokio::process::Command::new(&exe)
+    // EVAL_PROXY_BENCH_CALLGRIND=1 runs the proxy under `valgrind --tool=callgrind`; the cost
+    // phase zeroes the counters before its workload and dumps them after, so the dump holds the
+    // proxy's user-space instructions for exactly that workload (a yardstick no other load moves).
+    let callgrind_out = std::env::var_os("EVAL_PROXY_BENCH_CALLGRIND").map(|_| {
+        std::env::temp_dir().join(format!("eval-proxy-bench-{}.callgrind", std::process::id()))
+    });
+    let mut proxy_cmd = match &callgrind_out {
+        Some(out) => {
+            let mut c = tokio::process::Command::new("valgrind");
+            c.arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(&exe);
+            c
+        }
+        None => tokio::process::Command::new(&exe),
+    };
+    let mut child = proxy_cmd
         .env("EVAL_PROXY_BENCH_CHILD", format!("http://{up_addr}"))
         .env("EVAL_PROXY_BENCH_KEY", "sk-bench-0123456789abcdef")
         .stdin(std::process::Stdio::piped())
@@ -634,9 +657,30 @@ async fn parent() {
     load(&client, &through, Kind::Whole, 4, 400).await;
     load(&client, &through, Kind::Tokens, 4, 8).await;
 
+    let up_pid = upstream_child.id().unwrap();
+    if std::env::var("EVAL_PROXY_BENCH_ONLY").as_deref() == Ok("cost") {
+        cost_phase(
+            &client,
+            &direct,
+            &through,
+            pid,
+            up_pid,
+            callgrind_out.is_some(),
+        )
+        .await;
+        drop(stats);
+        drop(up_stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+        if let Some(out) = &callgrind_out {
+            print_callgrind(out, CALLGRIND_STREAMS * TOKEN_EVENTS);
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), upstream_child.wait()).await;
+        return;
+    }
     println!(
         "eval-proxy benchmark: load generator, upstream and proxy each in their own process (2 worker threads each), loopback TCP, production listener cap {CAP}"
     );
+    rows.extend(cost_phase(&client, &direct, &through, pid, up_pid, false).await);
     println!(
         "every figure beside its yardstick from this run: the same load sent straight to the upstream"
     );
@@ -928,6 +972,210 @@ async fn parent() {
     drop(up_stdin);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), upstream_child.wait()).await;
+}
+
+/// What one process did over a workload, from `perf stat`: software events and the syscall
+/// tracepoints only, so it needs no hardware counters (this machine kind is a VM without them).
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    cpu_ms: f64,
+    ctx: f64,
+    syscalls: f64,
+    writes: f64,
+    reads: f64,
+    /// `writev`: the HTTP writes of a connection (hyper writes its queued buffers with writev);
+    /// a plain `write` is mostly a runtime waking a parked worker through its eventfd.
+    writev: f64,
+    futex: f64,
+    epoll: f64,
+}
+
+const PERF_EVENTS: &str = "task-clock,context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait";
+
+/// Runs `work` with `perf stat` attached to the processes `pids`; `None` when perf cannot attach.
+async fn perf_counts<F: std::future::Future<Output = ()>>(pids: &[u32], work: F) -> Option<Counts> {
+    let list = pids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut perf = tokio::process::Command::new("perf")
+        .args(["stat", "-x", ",", "-e", PERF_EVENTS, "-p", &list])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    // perf says nothing when it has attached; give it a moment (the bench, not a test).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    work.await;
+    let perf_pid = perf.id()?;
+    std::process::Command::new("kill")
+        .args(["-INT", &perf_pid.to_string()])
+        .status()
+        .ok()?;
+    let mut err = String::new();
+    perf.stderr.take()?.read_to_string(&mut err).await.ok()?;
+    let _ = perf.wait().await;
+    let mut c = Counts::default();
+    let mut seen = 0;
+    for line in err.lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        let (Some(v), Some(ev)) = (f.first().and_then(|v| v.parse::<f64>().ok()), f.get(2)) else {
+            continue;
+        };
+        seen += 1;
+        match *ev {
+            "task-clock" => c.cpu_ms = v,
+            "context-switches" => c.ctx = v,
+            "raw_syscalls:sys_enter" => c.syscalls = v,
+            "syscalls:sys_enter_write" | "syscalls:sys_enter_sendto" => c.writes += v,
+            "syscalls:sys_enter_writev" => {
+                c.writes += v;
+                c.writev = v;
+            }
+            "syscalls:sys_enter_futex" => c.futex = v,
+            "syscalls:sys_enter_epoll_wait" => c.epoll = v,
+            "syscalls:sys_enter_read" | "syscalls:sys_enter_recvfrom" => c.reads += v,
+            _ => {}
+        }
+    }
+    (seen > 0).then_some(c)
+}
+
+fn callgrind_control(pid: u32, arg: &str) {
+    let ok = std::process::Command::new("callgrind_control")
+        .args([arg, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "callgrind_control {arg} {pid} failed");
+}
+
+/// The instruction count (`Ir`) of the callgrind dump taken after the workload (`<out>.1`).
+fn print_callgrind(out: &std::path::Path, events: usize) {
+    let out = &std::path::PathBuf::from(format!("{}.1", out.display()));
+    let Ok(text) = std::fs::read_to_string(out) else {
+        println!("  callgrind: no dump at {}", out.display());
+        return;
+    };
+    let total = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("summary: ")
+                .or_else(|| l.strip_prefix("totals: "))
+        })
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(f64::NAN);
+    println!(
+        "  callgrind: proxy user-space instructions {total:.0} over {events} events, {:.0} per event (dump {})",
+        total / events as f64,
+        out.display()
+    );
+}
+
+/// The load-independent yardstick: what each side spends per call and per event on a fixed
+/// workload, counted rather than timed. Through the proxy, the proxy's counts; direct, the
+/// upstream's for the same calls (the work a server of these streams does at all). With
+/// `callgrind`, only the token-stream workload runs through the proxy, with instruction counting
+/// on, and nothing is timed.
+async fn cost_phase(
+    client: &reqwest::Client,
+    direct: &Target,
+    through: &Target,
+    proxy_pid: u32,
+    up_pid: u32,
+    callgrind: bool,
+) -> Vec<Row> {
+    let me = std::process::id();
+    let mut rows = vec![];
+    if callgrind {
+        let streams = CALLGRIND_STREAMS;
+        // Warm the proxy's connections and allocator before counting.
+        load(client, through, Kind::Tokens, 1, 2).await;
+        callgrind_control(proxy_pid, "-z");
+        load(client, through, Kind::Tokens, 1, streams).await;
+        callgrind_control(proxy_pid, "-d");
+        println!(
+            "\n[cost, callgrind] {streams} streams of {TOKEN_EVENTS} token-sized events through the proxy, 1 connection"
+        );
+        return rows;
+    }
+    println!(
+        "\n[cost per event] counted, not timed: perf stat (software events and syscall tracepoints) on fixed workloads, one process at a time"
+    );
+    for (label, conc) in [
+        ("non-stream", Kind::Whole, 400usize, 400usize, "call"),
+        ("token stream", Kind::Tokens, 10, 10 * TOKEN_EVENTS, "event"),
+        ("token stream", Kind::Tokens, 32, 32 * TOKEN_EVENTS, "event"),
+    ]
+    .into_iter()
+    .zip([1, 1, 16])
+    {
+        let (label, kind, n, units, unit, conc) =
+            (label.0, label.1, label.2, label.3, label.4, conc);
+        let up = perf_counts(&[up_pid], load(client, direct, kind, conc, n).map(|_| ())).await;
+        let dc = perf_counts(&[me], load(client, direct, kind, conc, n).map(|_| ())).await;
+        let t = perf_counts(
+            &[proxy_pid],
+            load(client, through, kind, conc, n).map(|_| ()),
+        )
+        .await;
+        let tc = perf_counts(&[me], load(client, through, kind, conc, n).map(|_| ())).await;
+        let (Some(up), Some(dc), Some(t), Some(tc)) = (up, dc, t, tc) else {
+            println!(
+                "  {label}: perf stat could not attach (perf missing or not permitted); not counted"
+            );
+            continue;
+        };
+        let u = units as f64;
+        println!(
+            "  {label}, {conc} conn(s), {n} calls: per {unit}  proxy CPU {:.2} µs, syscalls {:.2} (writev {:.2}, other writes {:.2}, reads {:.2}, futex {:.2}, epoll_wait {:.2}), context switches {:.2}",
+            t.cpu_ms * 1e3 / u,
+            t.syscalls / u,
+            t.writev / u,
+            (t.writes - t.writev) / u,
+            t.reads / u,
+            t.futex / u,
+            t.epoll / u,
+            t.ctx / u
+        );
+        println!(
+            "      yardstick, the upstream serving the same calls direct: CPU {:.2} µs, syscalls {:.2} (writev {:.2}, other writes {:.2}, reads {:.2}, futex {:.2}, epoll_wait {:.2}), context switches {:.2}",
+            up.cpu_ms * 1e3 / u,
+            up.syscalls / u,
+            up.writev / u,
+            (up.writes - up.writev) / u,
+            up.reads / u,
+            up.futex / u,
+            up.epoll / u,
+            up.ctx / u
+        );
+        println!(
+            "      the load generator's reads per {unit}: direct {:.2}, through the proxy {:.2}",
+            dc.reads / u,
+            tc.reads / u
+        );
+        rows.push(Row {
+            phase: format!("cost per {unit}, {label}, {conc} conn(s)"),
+            direct: format!(
+                "upstream {:.2} µs CPU, {:.2} syscalls",
+                up.cpu_ms * 1e3 / u,
+                up.syscalls / u
+            ),
+            proxy: format!(
+                "{:.2} µs CPU, {:.2} syscalls, {:.2} writes",
+                t.cpu_ms * 1e3 / u,
+                t.syscalls / u,
+                t.writes / u
+            ),
+            added: format!("CPU {:.1}× the upstream's", t.cpu_ms / up.cpu_ms),
+            goal: "reported (load-independent counts)".into(),
+            ok: None,
+        });
+    }
+    rows
 }
 
 /// The peers table (scripts/bench-peers.sh): the same load against direct, this proxy and each

@@ -70,6 +70,17 @@ impl AccountClient {
     /// `base` is the API base URL the proxy would forward to (e.g. `https://api.deepseek.com`).
     /// `timeout` bounds each whole request.
     pub fn new(base: &str, key: SecretKey, timeout: Duration) -> Result<Self, AccountError> {
+        Self::new_pinned(base, key, timeout, &[])
+    }
+
+    /// [`Self::new`] with TLS key pins (`crate::tls_pin`): the account calls carry the key, so
+    /// they are pinned like the proxy's own.
+    pub fn new_pinned(
+        base: &str,
+        key: SecretKey,
+        timeout: Duration,
+        pins: &[[u8; 32]],
+    ) -> Result<Self, AccountError> {
         let url = reqwest::Url::parse(base)
             .map_err(|e| AccountError::Client(format!("{base:?}: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -77,7 +88,7 @@ impl AccountClient {
                 "{base:?} is not an http(s) URL"
             )));
         }
-        let client = crate::server::upstream_client(timeout, None, None)
+        let client = crate::server::upstream_client(timeout, None, None, pins)
             .map_err(|e| AccountError::Client(e.to_string()))?;
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),

@@ -26,6 +26,7 @@ use crate::record::{CallOutcome, CallRecord, Change};
 use crate::server::{Attempt, Shared};
 use crate::usage::Usage;
 
+mod coalesce;
 mod pipeline;
 mod stream;
 use pipeline::run;

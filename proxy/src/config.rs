@@ -285,6 +285,11 @@ pub struct ProxyConfig {
     pub outbound_proxy: Option<String>,
     /// Extra root certificates (PEM) for the upstream, e.g. a test CA.
     pub extra_root_pem: Option<Vec<u8>>,
+    /// TLS key pins: SHA-256 of the DER SubjectPublicKeyInfo of the upstream's leaf certificate.
+    /// Non-empty: the handshake fails, before any request (and so the key) is sent, unless the
+    /// server's certificate verifies as usual *and* its key is one of these. An `http://`
+    /// upstream with pins is refused at start.
+    pub tls_spki_sha256: Vec<[u8; 32]>,
 }
 
 impl ProxyConfig {
@@ -307,6 +312,7 @@ impl ProxyConfig {
             keep_bodies: None,
             outbound_proxy: None,
             extra_root_pem: None,
+            tls_spki_sha256: Vec::new(),
         }
     }
 }

@@ -26,6 +26,7 @@ mod request;
 mod secret;
 mod server;
 pub mod sse;
+pub mod tls_pin;
 mod usage;
 pub mod wire;
 

@@ -171,17 +171,20 @@ fn build_client(cfg: &ProxyConfig) -> Result<reqwest::Client, ProxyError> {
         cfg.timeouts.connect,
         cfg.outbound_proxy.as_deref(),
         cfg.extra_root_pem.as_deref(),
+        &cfg.tls_spki_sha256,
     )
 }
 
 /// The one construction of an HTTP client to the upstream, shared by the proxy and the account
 /// checks (`crate::account`), so both trust the same roots: rustls through reqwest's platform
 /// verifier (on Linux the system CA bundle, or only `SSL_CERT_FILE`/`SSL_CERT_DIR` when set), plus
-/// `extra_root_pem`. Environment proxies (`HTTPS_PROXY`…) are never consulted.
+/// `extra_root_pem`. Environment proxies (`HTTPS_PROXY`…) are never consulted. With `pins`, the
+/// same verifier is wrapped by the TLS key pin (`crate::tls_pin`).
 pub(crate) fn upstream_client(
     connect: Duration,
     outbound_proxy: Option<&str>,
     extra_root_pem: Option<&[u8]>,
+    pins: &[[u8; 32]],
 ) -> Result<reqwest::Client, ProxyError> {
     // reqwest is built without a default crypto provider; ring is ours. A second install
     // (another proxy in the same process) fails harmlessly.
@@ -196,7 +199,13 @@ pub(crate) fn upstream_client(
     if let Some(p) = outbound_proxy {
         b = b.proxy(reqwest::Proxy::all(p).map_err(|e| ProxyError::Client(e.to_string()))?);
     }
-    if let Some(pem) = extra_root_pem {
+    if !pins.is_empty() {
+        // A preconfigured rustls config replaces reqwest's TLS set-up whole: the extra roots go
+        // into it rather than through `tls_certs_merge`.
+        let tls =
+            crate::tls_pin::client_config(pins, extra_root_pem).map_err(ProxyError::Client)?;
+        b = b.tls_backend_preconfigured(tls);
+    } else if let Some(pem) = extra_root_pem {
         let certs = reqwest::Certificate::from_pem_bundle(pem)
             .map_err(|e| ProxyError::Client(e.to_string()))?;
         b = b.tls_certs_merge(certs);
@@ -212,6 +221,12 @@ impl Proxy {
             .map_err(|_| ProxyError::Upstream(cfg.upstream.clone()))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(ProxyError::Upstream(cfg.upstream.clone()));
+        }
+        if !cfg.tls_spki_sha256.is_empty() && url.scheme() != "https" {
+            return Err(ProxyError::Client(format!(
+                "a TLS key pin needs an https:// upstream, not {}",
+                cfg.upstream
+            )));
         }
         let client = build_client(&cfg)?;
         let shared = Arc::new(Shared {

@@ -274,6 +274,185 @@ pub fn read_archive(path: &Path, want: Option<&ImageId>) -> Result<BaseImage, Ru
     }
 }
 
+/// A `docker save` archive as the engine should load it for image `want`: `manifest.json` holds
+/// only `want`'s entry, with its `RepoTags` removed, and the files that name images
+/// (`repositories`, `index.json`, `oci-layout`) are left out. `docker load` applies every
+/// entry's tags, so loading an archive as it is could point any tag — an `eval-base/*` cache tag
+/// the build scripts trust included — at whatever image the archive's author chose; loaded
+/// through this, the archive adds one untagged image and changes no name. Every other entry
+/// (layers, configs) passes through byte for byte, in `chunk`-sized pieces, so memory does not
+/// grow with the image.
+pub struct UntaggedArchive<R> {
+    r: R,
+    want_hex: String,
+    chunk: usize,
+    /// Body bytes (with padding) of the entry being passed through.
+    remaining: u64,
+    done: bool,
+}
+
+impl<R: Read> UntaggedArchive<R> {
+    /// Filters `r` for image `want`.
+    pub fn new(r: R, want: &ImageId, chunk: usize) -> Self {
+        Self {
+            r,
+            want_hex: want.0.trim_start_matches("sha256:").to_owned(),
+            chunk: chunk.max(512),
+            remaining: 0,
+            done: false,
+        }
+    }
+
+    fn body(&mut self, size: u64) -> std::io::Result<Vec<u8>> {
+        if size > SMALL_FILE {
+            return Err(std::io::Error::other(
+                "a tar entry to rewrite is larger than 4 MiB",
+            ));
+        }
+        let padded = size.div_ceil(512) * 512;
+        let mut b = vec![0u8; usize::try_from(padded).unwrap_or(0)];
+        self.r.read_exact(&mut b)?;
+        b.truncate(usize::try_from(size).unwrap_or(0));
+        Ok(b)
+    }
+
+    /// `manifest.json` reduced to `want`'s entry, untagged.
+    fn manifest(&self, bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+        let bad = |m: String| std::io::Error::other(format!("manifest.json: {m}"));
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        let entries = v.as_array().ok_or_else(|| bad("not a list".into()))?;
+        let names = [
+            format!("{}.json", self.want_hex),
+            format!("blobs/sha256/{}", self.want_hex),
+        ];
+        let mut entry = entries
+            .iter()
+            .find(|e| {
+                e.get("Config")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| names.iter().any(|n| c.trim_start_matches("./") == n))
+            })
+            .cloned()
+            .ok_or_else(|| bad(format!("no entry for image sha256:{}", self.want_hex)))?;
+        if let Some(o) = entry.as_object_mut() {
+            o.insert("RepoTags".into(), Value::Null);
+        }
+        serde_json::to_vec(&Value::Array(vec![entry])).map_err(|e| bad(e.to_string()))
+    }
+
+    /// The next piece of the filtered archive; `None` at its end.
+    pub fn next_chunk(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        if self.remaining > 0 {
+            let n = self.remaining.min(self.chunk as u64);
+            let mut b = vec![0u8; usize::try_from(n).unwrap_or(0)];
+            self.r.read_exact(&mut b)?;
+            self.remaining -= n;
+            return Ok(Some(b));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        // Extended headers (long names, pax) are held until the entry they describe is known:
+        // dropped with a dropped or rewritten entry, passed on before any other.
+        let mut held = Vec::new();
+        let mut long_name: Option<String> = None;
+        loop {
+            let mut h = [0u8; 512];
+            if let Err(e) = self.r.read_exact(&mut h) {
+                if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                    return Err(e);
+                }
+                self.done = true;
+                return Ok(Some(vec![0u8; 1024]));
+            }
+            if h.iter().all(|b| *b == 0) {
+                // The end-of-archive blocks: what follows them is not read by the engine.
+                self.done = true;
+                return Ok(Some(vec![0u8; 1024]));
+            }
+            let size = octal(&h[124..136])
+                .ok_or_else(|| std::io::Error::other("a tar header has a bad size"))?;
+            let flag = h[156];
+            if flag == b'L' || flag == b'x' {
+                let body = self.body(size)?;
+                if flag == b'L' {
+                    long_name = Some(cstr(&body));
+                } else if let Some(n) = String::from_utf8_lossy(&body).lines().find_map(|l| {
+                    l.split_once(' ')
+                        .and_then(|(_, kv)| kv.strip_prefix("path="))
+                        .map(str::to_owned)
+                }) {
+                    long_name = Some(n);
+                }
+                held.extend_from_slice(&h);
+                let mut padded = body;
+                padded.resize(usize::try_from(size.div_ceil(512) * 512).unwrap_or(0), 0);
+                held.extend_from_slice(&padded);
+                continue;
+            }
+            let name = match long_name.take() {
+                Some(n) => n,
+                None => {
+                    let prefix = cstr(&h[345..500]);
+                    let base = cstr(&h[..100]);
+                    if prefix.is_empty() || &h[257..262] != b"ustar" {
+                        base
+                    } else {
+                        format!("{prefix}/{base}")
+                    }
+                }
+            };
+            let name = name.trim_start_matches("./");
+            let regular = matches!(flag, b'0' | 0);
+            if regular && matches!(name, "repositories" | "index.json" | "oci-layout") {
+                self.body_skip(size)?;
+                held.clear();
+                continue;
+            }
+            if regular && name == "manifest.json" {
+                let body = self.body(size)?;
+                let new = self.manifest(&body)?;
+                let mut out = ustar_header("manifest.json", new.len() as u64).to_vec();
+                let len = new.len();
+                out.extend_from_slice(&new);
+                out.resize(512 + len.div_ceil(512) * 512, 0);
+                return Ok(Some(out));
+            }
+            held.extend_from_slice(&h);
+            self.remaining = size.div_ceil(512) * 512;
+            if !matches!(flag, b'0' | 0 | b'7') {
+                // Links, directories and the like carry no body whatever their size field says.
+                self.remaining = 0;
+            }
+            return Ok(Some(held));
+        }
+    }
+
+    fn body_skip(&mut self, size: u64) -> std::io::Result<()> {
+        let padded = size.div_ceil(512) * 512;
+        std::io::copy(&mut (&mut self.r).take(padded), &mut std::io::sink())?;
+        Ok(())
+    }
+}
+
+/// A ustar header for a regular file `name` (at most 100 bytes) of `size` bytes, mode 0644.
+fn ustar_header(name: &str, size: u64) -> [u8; 512] {
+    let mut h = [0u8; 512];
+    h[..name.len().min(100)].copy_from_slice(&name.as_bytes()[..name.len().min(100)]);
+    h[100..108].copy_from_slice(b"0000644\0");
+    h[108..116].copy_from_slice(b"0000000\0");
+    h[116..124].copy_from_slice(b"0000000\0");
+    h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+    h[136..148].copy_from_slice(b"00000000000\0");
+    h[148..156].copy_from_slice(b"        ");
+    h[156] = b'0';
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

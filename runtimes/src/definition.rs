@@ -94,6 +94,31 @@ pub struct RuntimeDef {
     /// the default, like `metrics_format`.
     #[serde(default, skip_serializing_if = "MetricsRoot::is_default")]
     pub metrics_root: MetricsRoot,
+    /// Every session file of an attempt, for a harness that writes child sessions beside its
+    /// root one (the DeepSeek Harness's `subagent`, `subagent_fork`, `workflow`, `ralph`): a
+    /// pattern like `metrics_path`'s whose `*` components match every entry, one of whose matches
+    /// is the root `metrics_path` finds. Only under `metrics_root = "state"` with
+    /// `metrics_format = "dsh-session-jsonl"`. The files are read together (bounded by the
+    /// transcript cap), stored root first, and their usage summed for the cross-check.
+    /// Serialised only when set, so earlier frozen definitions keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_sessions: Option<String>,
+}
+
+/// Whether `path` (plain components) is one `pattern` (of `metrics_path` or `metrics_sessions`)
+/// names: as many components, each equal to its pattern component or, for `prefix*`, starting
+/// with the prefix.
+pub fn metrics_pattern_matches(pattern: &str, path: &str) -> bool {
+    let (pat, got): (Vec<&str>, Vec<&str>) =
+        (pattern.split('/').collect(), path.split('/').collect());
+    pat.len() == got.len()
+        && pat
+            .iter()
+            .zip(&got)
+            .all(|(p, g)| match p.strip_suffix('*') {
+                Some(prefix) => g.starts_with(prefix),
+                None => p == g,
+            })
 }
 
 /// Where the harness's metrics file lives (`metrics_root`).
@@ -492,7 +517,7 @@ impl RuntimeDef {
         Ok(())
     }
 
-    /// Every path field, for what it is (see "Runtime definition paths" in ARCHITECTURE.md).
+    /// Every path field, for what it is (see "Runtime definitions" in ARCHITECTURE.md).
     /// Returns the field and why it was refused.
     fn validate_paths(&self) -> Result<(), (String, String)> {
         let arm = [
@@ -560,6 +585,37 @@ impl RuntimeDef {
                     format!("{m:?}: a `*` may only end a component (a prefix match)"),
                 ));
             }
+            if let Some(all) = &self.metrics_sessions {
+                let refuse =
+                    |why: String| ("metrics_sessions".to_owned(), format!("{all:?} {why}"));
+                if self.metrics_root != MetricsRoot::State
+                    || self.metrics_format != MetricsFormat::DshSessionJsonl
+                {
+                    return Err(refuse(
+                        "needs metrics_root = \"state\" and metrics_format = \"dsh-session-jsonl\""
+                            .into(),
+                    ));
+                }
+                relative(all).map_err(|why| {
+                    refuse(format!("{why} (it is relative to the state directory)"))
+                })?;
+                if all
+                    .split('/')
+                    .any(|c| c.trim_end_matches('*').contains('*'))
+                {
+                    return Err(refuse("has a `*` that does not end its component".into()));
+                }
+                // The root must be one of the sessions (its `prefix*` components are read as
+                // names: what they match starts with the prefix).
+                if !metrics_pattern_matches(all, m) {
+                    return Err(refuse(format!("does not cover metrics_path {m:?}")));
+                }
+            }
+        } else if self.metrics_sessions.is_some() {
+            return Err((
+                "metrics_sessions".to_owned(),
+                "needs metrics_path (the root session)".to_owned(),
+            ));
         } else if self.metrics_root != MetricsRoot::Workspace {
             return Err((
                 "metrics_root".to_owned(),
@@ -907,6 +963,57 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         )
         .unwrap_err();
         assert!(e.to_string().contains("zstd"), "{e}");
+    }
+
+    #[test]
+    fn metrics_sessions_cover_the_root_under_state_and_a_dsh_transcript() {
+        let base = "metrics_root = \"state\"\nmetrics_format = \"dsh-session-jsonl\"\nmetrics_path = \"*/session-*/session.jsonl\"\n";
+        let d = RuntimeDef::parse(
+            &format!("{base}metrics_sessions = \"*/*/session.jsonl\"\n{MIN}"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(d.metrics_sessions.as_deref(), Some("*/*/session.jsonl"));
+        // Unset, it is not written (earlier frozen definitions keep their bytes).
+        let d = RuntimeDef::parse(&format!("{base}{MIN}"), "t.toml").unwrap();
+        assert!(!toml::to_string(&d).unwrap().contains("metrics_sessions"));
+        for (extra, says) in [
+            (
+                "metrics_sessions = \"*/child-*/session.jsonl\"",
+                "does not cover",
+            ),
+            (
+                "metrics_sessions = \"*/*/*/session.jsonl\"",
+                "does not cover",
+            ),
+            ("metrics_sessions = \"*/a*b/session.jsonl\"", "`*`"),
+            ("metrics_sessions = \"/abs/session.jsonl\"", "relative"),
+        ] {
+            let e = RuntimeDef::parse(&format!("{base}{extra}\n{MIN}"), "t.toml").unwrap_err();
+            assert!(e.to_string().contains("metrics_sessions"), "{extra}: {e}");
+            assert!(e.to_string().contains(says), "{extra}: {e}");
+        }
+        // Only for a state-root dsh transcript.
+        let (field, detail) = refused(
+            "metrics_path = \"m.json\"\nmetrics_sessions = \"m.json\"",
+            "",
+        );
+        assert_eq!(field, "metrics_sessions");
+        assert!(detail.contains("metrics_root"), "{detail}");
+        let (field, _) = refused("metrics_sessions = \"*/x\"", "");
+        assert_eq!(field, "metrics_sessions");
+        assert!(metrics_pattern_matches(
+            "*/session-*/session.jsonl",
+            "--workspace--/session-1/session.jsonl"
+        ));
+        assert!(!metrics_pattern_matches(
+            "*/session-*/session.jsonl",
+            "--workspace--/0f6c-uuid/session.jsonl"
+        ));
+        assert!(!metrics_pattern_matches(
+            "*/session.jsonl",
+            "a/b/session.jsonl"
+        ));
     }
 
     #[test]

@@ -18,8 +18,6 @@ use crate::fault::RuntimeError;
 use eval_core::fault::FaultCode;
 use std::path::Path;
 
-use tokio::io::AsyncReadExt as _;
-
 use crate::base::{BaseImage, read_archive};
 use crate::definition::LoadedDef;
 use crate::image::{ImageId, ImageSpec, build, build_thin};
@@ -208,33 +206,51 @@ impl DockerRuntime {
             })
     }
 
-    /// `docker load` of an archive file, streamed from disk in `LOAD_CHUNK` pieces.
-    pub async fn load_archive(&self, path: &Path) -> Result<(), RuntimeError> {
-        let file = tokio::fs::File::open(path)
-            .await
-            .map_err(|source| RuntimeError::HostIo {
-                path: path.display().to_string(),
-                source,
-            })?;
-        let chunks = futures_util::stream::try_unfold(file, |mut f| async move {
-            let mut buf = vec![0u8; LOAD_CHUNK];
-            let n = f.read(&mut buf).await?;
-            if n == 0 {
-                return Ok::<_, std::io::Error>(None);
+    /// `docker load` of image `want` from an archive file, streamed from disk in `LOAD_CHUNK`
+    /// pieces through [`crate::base::UntaggedArchive`]: only `want`'s manifest entry, without
+    /// its tags, so loading changes no name in the engine (an archive whose manifest names
+    /// `eval-base/…:<tag>` cannot retag the cache the build scripts trust). The caller checks by
+    /// id that `want` is what arrived.
+    pub async fn load_archive(&self, path: &Path, want: &ImageId) -> Result<(), RuntimeError> {
+        let file = std::fs::File::open(path).map_err(|source| RuntimeError::HostIo {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut filter =
+            crate::base::UntaggedArchive::new(std::io::BufReader::new(file), want, LOAD_CHUNK);
+        let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+        // Reading the archive is blocking file I/O: off the runtime, one chunk ahead at most.
+        let reader = tokio::task::spawn_blocking(move || {
+            loop {
+                let item = filter.next_chunk().transpose();
+                let Some(item) = item else { break };
+                let failed = item.is_err();
+                if tx.blocking_send(item.map(bytes::Bytes::from)).is_err() || failed {
+                    break;
+                }
             }
-            buf.truncate(n);
-            Ok(Some((bytes::Bytes::from(buf), f)))
         });
+        let chunks =
+            futures_util::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|c| (c, rx)) },
+            );
         let opts = ImportImageOptionsBuilder::new().quiet(true).build();
         let mut stream = self.docker.import_image_stream(opts, chunks, None);
+        let mut result = Ok(());
         while let Some(item) = stream.next().await {
-            item.map_err(|source| RuntimeError::ImageCreate {
-                reference: path.display().to_string(),
-                detail: format!("loading the image archive failed: {source}"),
-                fault: FaultCode::ContainerRuntimeFailure,
-            })?;
+            if let Err(source) = item {
+                result = Err(RuntimeError::ImageCreate {
+                    reference: path.display().to_string(),
+                    detail: format!("loading the image archive failed: {source}"),
+                    fault: FaultCode::ContainerRuntimeFailure,
+                });
+                break;
+            }
         }
-        Ok(())
+        drop(stream);
+        let _ = reader.await;
+        result
     }
 
     /// The base a definition without `[build]` names: by `id` (else by `reference`) in the
@@ -267,7 +283,7 @@ impl DockerRuntime {
             // Another arm may have loaded it while this one waited.
             found = self.inspect_base(&base.id.0).await?;
             if found.is_none() {
-                self.load_archive(&path).await?;
+                self.load_archive(&path, &base.id).await?;
                 found = self.inspect_base(&base.id.0).await?;
             }
             if found.is_none() {

@@ -6,6 +6,7 @@
 //! project, never into this repository. Nothing is written unless every input checks out and no
 //! target exists.
 
+mod router;
 mod solutions;
 
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
@@ -97,6 +98,15 @@ pub enum ImportError {
         "--router-identity {0:?}: not a frozen identity (sha256:<64 hex>, as `eval freeze` prints it)"
     )]
     RouterIdentity(String),
+    /// `--public-key` is not a public key (a pasted private key is named as such, never echoed).
+    #[error("--public-key: {0}")]
+    PublicKey(String),
+    /// `--upstream` or `--tls-spki-sha256` is malformed (`field` is the protocol field).
+    #[error("--upstream: {field}: {message}")]
+    Upstream {
+        field: &'static str,
+        message: String,
+    },
     /// A file of `--from DIR` that cannot be read.
     #[error("{path}: {source}")]
     Read {
@@ -195,6 +205,10 @@ pub enum ImportError {
         #[source]
         source: serde_json::Error,
     },
+    /// A router corpus file whose content is not Plan Lattice's layout (the message names the
+    /// line or id at fault).
+    #[error("{file}: {why}")]
+    Corpus { file: PathBuf, why: String },
     /// A target already exists (and is not a shared runtime with exactly these bytes).
     #[error(
         "{0}: exists; `eval import` never overwrites (choose another --protocol, or move it away)"
@@ -288,6 +302,7 @@ struct Task {
 pub fn run(cmd: ImportCommand) -> CmdResult {
     match cmd {
         ImportCommand::V04Simple(args) => v04_simple(&args),
+        ImportCommand::V04Router(args) => router::run(&args),
     }
 }
 
@@ -383,6 +398,7 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         ),
         None => None,
     };
+    let custody = custody_toml(args)?;
     let from = &args.from;
     let read = |file: &str| read_input(from, file);
     let packages = checked_packages(from)?;
@@ -407,7 +423,14 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         tasks: hex::encode(Sha256::digest(&tasks_bytes)),
         grader: hex::encode(Sha256::digest(&grader)),
     };
-    let mut protocol = protocol_toml(name, chosen.len(), &sources, &packages, router.as_ref());
+    let mut protocol = protocol_toml(
+        name,
+        chosen.len(),
+        &sources,
+        &packages,
+        router.as_ref(),
+        &custody,
+    );
     if args.solutions.is_some() {
         protocol = solutions::with_controls(&protocol);
     }
@@ -915,12 +938,59 @@ fn preconditions_toml(router: Option<&eval_core::Digest>) -> String {
     }
 }
 
+/// The protocol's `[signing]` (from `--public-key`, in the key's canonical text) and
+/// `[upstream]` (from `--upstream` and `--tls-spki-sha256`), each checked as `eval freeze` would
+/// check it; without them a comment saying what is missing for a release.
+fn custody_toml(args: &ImportV04SimpleArgs) -> Result<String, ImportError> {
+    let mut out = String::new();
+    match &args.public_key {
+        Some(text) => {
+            let key = eval_protocols::Signing {
+                public_key: text.clone(),
+            }
+            .parse()
+            .map_err(ImportError::PublicKey)?;
+            out.push_str(&format!(
+                "# The preregistered signing key (--public-key): its evidence must be signed by the private half.\n[signing]\npublic_key = {}\n\n",
+                q(&key.to_string())
+            ));
+        }
+        None => out.push_str(
+            "# No signing key is preregistered (--public-key): unsigned evidence releases only with\n# `eval report --allow-unsigned`.\n\n",
+        ),
+    }
+    match &args.upstream {
+        Some(url) => {
+            let u = eval_protocols::protocol::Upstream {
+                url: url.clone(),
+                tls_spki_sha256: args.tls_spki_sha256.clone(),
+            };
+            u.check()
+                .map_err(|(field, message)| ImportError::Upstream { field, message })?;
+            out.push_str(&format!(
+                "# The preregistered model upstream (--upstream): `eval run` refuses any other.\n[upstream]\nurl = {}\n",
+                q(url)
+            ));
+            if !u.tls_spki_sha256.is_empty() {
+                let pins: Vec<String> = u.tls_spki_sha256.iter().map(|p| q(p)).collect();
+                out.push_str(&format!("tls_spki_sha256 = [{}]\n", pins.join(", ")));
+            }
+            out.push('\n');
+        }
+        None => out.push_str(
+            "# No upstream is preregistered (--upstream URL): no run of this protocol is release evidence.\n\n",
+        ),
+    }
+    Ok(out)
+}
+
 fn protocol_toml(
     name: &str,
     n_tasks: usize,
     src: &Sources,
     packages: &BTreeMap<&str, Vec<u8>>,
     router: Option<&eval_core::Digest>,
+    custody: &str,
 ) -> String {
     let pairs = n_tasks * REPETITIONS;
     let mut arms = String::new();
@@ -965,6 +1035,7 @@ fn protocol_toml(
             ("@REPETITIONS@", REPETITIONS.to_string()),
             ("@PAIRS@", pairs.to_string()),
             ("@ARMS@", arms),
+            ("@CUSTODY@", custody.to_owned()),
             ("@PRECONDITIONS@", preconditions_toml(router)),
         ],
     )

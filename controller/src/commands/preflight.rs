@@ -24,6 +24,9 @@ struct Plan {
     models: Vec<String>,
     worst_case_usd: f64,
     why: String,
+    /// The protocol's `[upstream]`: its TLS key pins hold for the account calls to that URL too
+    /// (the key is sent with them).
+    upstream: Option<eval_protocols::protocol::Upstream>,
 }
 
 /// The most the proxy lets a run spend: its `[budgets.run] max_spend_usd`, or less when the run's
@@ -72,6 +75,7 @@ fn plan_of(matrix: &str, p: &eval_protocols::protocol::Protocol) -> Plan {
         models,
         worst_case_usd,
         why,
+        upstream: p.upstream.clone(),
     }
 }
 
@@ -123,8 +127,16 @@ fn check(
     plan: Option<&Plan>,
     no_balance_check: bool,
 ) -> CmdResult {
-    let client =
-        AccountClient::new(upstream, key, REQUEST_TIMEOUT).map_err(|e| failed("upstream", e))?;
+    // The preregistered pins, when the protocol preregisters this URL (loading checked them).
+    let pins = plan
+        .and_then(|p| p.upstream.as_ref())
+        .filter(|u| u.matches(upstream))
+        .map(|u| u.pins())
+        .transpose()
+        .map_err(|e| failed("upstream", e))?
+        .unwrap_or_default();
+    let client = AccountClient::new_pinned(upstream, key, REQUEST_TIMEOUT, &pins)
+        .map_err(|e| failed("upstream", e))?;
     // Its own runtime: `eval run` calls this before it builds the session's.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

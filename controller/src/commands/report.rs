@@ -73,6 +73,15 @@ pub fn run(args: ReportArgs) -> CmdResult {
     if args.format == ReportFormat::Site && args.out.is_none() {
         return Err(ReportCmdError::Site(crate::site::SiteError::NoOut).into());
     }
+    if super::run::is_smoke_run(state, &args.matrix) {
+        return Err(Failure {
+            status: Status::GateNotPassed,
+            message: format!(
+                "{}: smoke run: a smoke run is never evidence; nothing was reported or recorded",
+                crate::run::ledger_path(state, &args.matrix).display()
+            ),
+        });
+    }
     let data = load_run_data(&args)?;
     // The key is checked against the preregistered one before anything is written.
     let key = match args.signing_key_file.as_deref() {

@@ -25,6 +25,124 @@ pub struct Admitted {
     /// The freeze's manifest (read when verify found no drift): what the task inputs staged for
     /// the run are checked against.
     pub frozen_manifest: Option<eval_protocols::Manifest>,
+    /// A smoke run: a subset of the schedule, in its own run directory (see [`smoke`]).
+    pub smoke: Option<SmokeSpec>,
+}
+
+/// `eval run --smoke`: which part of the schedule a smoke run runs. Recorded in the smoke run's
+/// ledger as a `smoke_run` entry before each session's `run_started`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SmokeSpec {
+    /// Tasks kept (empty: all).
+    pub tasks: Vec<String>,
+    /// Arms kept (empty: all).
+    pub arms: Vec<String>,
+    /// Statistical slots kept at most, the first in schedule order (`None`: all).
+    pub limit: Option<usize>,
+}
+
+/// The `smoke_run` ledger kind: this ledger is a smoke run's, never evidence.
+pub const SMOKE_RUN: &str = "smoke_run";
+
+/// The run directory name of a matrix's smoke run: `STATE/<matrix>.smoke/`, beside the real
+/// run's `STATE/<matrix>/`, so it shares nothing with it (ledger, budgets, slots, artifacts).
+pub fn smoke_run_name(matrix: &str) -> String {
+    format!("{matrix}.smoke")
+}
+
+impl Admitted {
+    /// The directory name under `STATE/` this run lives in.
+    pub fn run_name(&self) -> String {
+        match &self.smoke {
+            Some(_) => smoke_run_name(&self.loaded.matrix.name),
+            None => self.loaded.matrix.name.clone(),
+        }
+    }
+}
+
+/// Whether the ledger of `run_name` in `state` is a smoke run's (it holds a `smoke_run` entry).
+pub fn is_smoke_run(state: &Path, run_name: &str) -> bool {
+    let path = crate::run::ledger_path(state, run_name);
+    if !path.exists() {
+        return false;
+    }
+    let Ok(r) = LedgerReader::open(&path) else {
+        return false;
+    };
+    let mut found = false;
+    let _ = r.for_each_of_kind(SMOKE_RUN, |_| {
+        found = true;
+        std::ops::ControlFlow::Break(())
+    });
+    found
+}
+
+/// Turns an admitted run into its smoke run: the names checked against the matrix, the ledger
+/// check redone on the smoke run's own ledger.
+pub fn smoke(mut a: Admitted, state: &Path, spec: SmokeSpec) -> Result<Admitted, AdmissionError> {
+    let slots = slot_records(&a.loaded);
+    let mut bad = Vec::new();
+    for t in &spec.tasks {
+        if !slots.iter().any(|s| &s.task == t) {
+            bad.push(format!(
+                "--tasks {t:?}: no such task in matrix {}",
+                a.loaded.matrix.name
+            ));
+        }
+    }
+    for arm in &spec.arms {
+        if !slots.iter().any(|s| &s.arm == arm) {
+            bad.push(format!(
+                "--arms {arm:?}: no such arm in matrix {}",
+                a.loaded.matrix.name
+            ));
+        }
+    }
+    if spec.limit == Some(0) {
+        bad.push("--limit 0: a smoke run needs at least one attempt".into());
+    }
+    a.smoke = Some(spec);
+    if bad.is_empty()
+        && !smoke_slots(&a)
+            .iter()
+            .any(|s| s.phase == Phase::Statistical)
+    {
+        bad.push("--tasks and --arms together select no attempt".into());
+    }
+    if !bad.is_empty() {
+        return Err(AdmissionError::Smoke {
+            what: format!("the smoke run of matrix {}", a.loaded.matrix.name),
+            refusals: bad,
+        });
+    }
+    a.facts.ledger = ledger_check(&crate::run::ledger_path(state, &a.run_name()));
+    Ok(a)
+}
+
+/// The schedule of `a`: all of it, or a smoke run's part — the statistical slots of the chosen
+/// tasks and arms (the first `limit` of them), and the infrastructure slots of the chosen tasks
+/// (they must pass before any statistical slot runs, as in the real run).
+fn smoke_slots(a: &Admitted) -> Vec<SlotRecord> {
+    let slots = slot_records(&a.loaded);
+    let Some(spec) = &a.smoke else {
+        return slots;
+    };
+    let task_ok = |s: &SlotRecord| spec.tasks.is_empty() || spec.tasks.contains(&s.task);
+    let arm_ok = |s: &SlotRecord| spec.arms.is_empty() || spec.arms.contains(&s.arm);
+    let mut left = spec.limit.unwrap_or(usize::MAX);
+    slots
+        .into_iter()
+        .filter(|s| match s.phase {
+            Phase::Statistical => {
+                let keep = task_ok(s) && arm_ok(s) && left > 0;
+                if keep {
+                    left -= 1;
+                }
+                keep
+            }
+            _ => task_ok(s),
+        })
+        .collect()
 }
 
 fn ledger_check(path: &Path) -> LedgerCheck {
@@ -75,12 +193,25 @@ pub enum AdmissionError {
     Registry(#[source] eval_protocols::ProtocolError),
     #[error("protocol {0} is not frozen")]
     NotFrozen(String),
+    /// `--upstream URL` is not the upstream the protocol preregisters.
+    #[error(
+        "protocol {protocol} preregisters the upstream {preregistered} ([upstream] url), not {given}: run it against that upstream, or against `--upstream fixture` (never evidence)"
+    )]
+    OtherUpstream {
+        protocol: String,
+        preregistered: String,
+        given: String,
+    },
     #[error(transparent)]
     Protocol(#[from] eval_protocols::ProtocolError),
     #[error("refusing to run {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
     Refused { what: String, refusals: Vec<String> },
     #[error("cannot start the async runtime: {0}")]
     AsyncRuntime(#[source] std::io::Error),
+    /// `--smoke --tasks/--arms/--limit` that name nothing of the matrix, or a smoke run beside
+    /// a live real run (the command line or the moment is wrong, not the evidence).
+    #[error("refusing {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
+    Smoke { what: String, refusals: Vec<String> },
     /// Ctrl-C, or an infrastructure slot out of attempts: run the same command again.
     #[error("the {what} stopped: {why}")]
     Stopped { what: &'static str, why: String },
@@ -167,6 +298,7 @@ pub fn gather(
         facts,
         arms,
         frozen_manifest,
+        smoke: None,
     })
 }
 
@@ -208,7 +340,7 @@ pub fn run_started(a: &Admitted, concurrency: usize, upstream: UpstreamRecord) -
         rerunnable_codes: p.reruns.codes.clone(),
         max_reruns: p.reruns.max_reruns_per_slot,
         max_infra_attempts: p.reruns.max_infra_attempts.max(1),
-        slots: slot_records(&a.loaded),
+        slots: smoke_slots(a),
         started_at: events::now_rfc3339(),
         preconditions: a.preconditions_met.clone(),
     }
@@ -236,13 +368,49 @@ pub fn run(args: RunArgs) -> CmdResult {
     };
     let project = Project::open(".");
     let state = args.state.state.clone();
-    let admitted = gather(
+    let mut admitted = gather(
         &project,
         &state,
         &args.matrix,
         args.protocol.as_deref(),
         &upstream,
     )?;
+    if args.smoke {
+        admitted = smoke(
+            admitted,
+            &state,
+            SmokeSpec {
+                tasks: args.tasks.clone(),
+                arms: args.arms.clone(),
+                limit: args.limit,
+            },
+        )?;
+        // Each session sweeps the identity's containers as stale (it holds the only writer of
+        // its ledger); a smoke run beside a live real run of the same identity would sweep the
+        // real run's containers.
+        let real = crate::run::ledger_path(&state, &args.matrix);
+        if real.exists() && eval_evidence::ledger::LedgerWriter::open(&real).is_err() {
+            return Err(AdmissionError::Smoke {
+                what: format!("the smoke run of matrix {}", args.matrix),
+                refusals: vec![format!(
+                    "the real run's ledger {} is in use (a run is going): a smoke run of the same identity must not run beside it",
+                    real.display()
+                )],
+            }
+            .into());
+        }
+    }
+    if let (UpstreamChoice::Remote { url, .. }, Some(pre)) =
+        (&upstream, &admitted.loaded.protocol.upstream)
+        && !pre.matches(url)
+    {
+        return Err(AdmissionError::OtherUpstream {
+            protocol: admitted.loaded.protocol.name.clone(),
+            preregistered: pre.url.clone(),
+            given: url.clone(),
+        }
+        .into());
+    }
     let refusals = admission::admit(&admitted.facts);
     if !refusals.is_empty() {
         return Err(AdmissionError::Refused {
@@ -492,10 +660,12 @@ fn signing_key(
 pub const MODEL_FREE: &str = "model-free";
 
 /// The upstream's key and record: a generated key and a started fixture upstream (kept in
-/// `held`), or the user's key from the environment or a file.
+/// `held`), or the user's key from the environment or a file, recorded with whether the protocol
+/// preregisters that URL and the TLS pins the proxy enforces on it.
 async fn upstream_key(
     held: &mut Held,
     upstream: &UpstreamChoice,
+    preregistered: Option<&eval_protocols::protocol::Upstream>,
     api_key_env: Option<&str>,
     api_key_file: Option<&Path>,
 ) -> Result<(eval_proxy::SecretKey, UpstreamRecord, Vec<u8>), SessionError> {
@@ -514,6 +684,7 @@ async fn upstream_key(
             let rec = UpstreamRecord {
                 kind: "fixture".into(),
                 url,
+                ..UpstreamRecord::default()
             };
             Ok((key, rec, forbidden))
         }
@@ -530,6 +701,7 @@ async fn upstream_key(
             let rec = UpstreamRecord {
                 kind: MODEL_FREE.into(),
                 url,
+                ..UpstreamRecord::default()
             };
             Ok((key, rec, forbidden))
         }
@@ -540,9 +712,13 @@ async fn upstream_key(
                 (None, None) => return Err(SessionError::NoApiKey(url.clone())),
             }
             .map_err(SessionError::ApiKey)?;
+            // Admission refused any other URL, so a preregistered upstream is this one.
+            let pre = preregistered.filter(|u| u.matches(url));
             let rec = UpstreamRecord {
                 kind: "remote".into(),
                 url: url.clone(),
+                preregistered: pre.is_some(),
+                tls_spki_sha256: pre.map(|u| u.tls_spki_sha256.clone()).unwrap_or_default(),
             };
             Ok((key, rec, Vec::new()))
         }
@@ -557,7 +733,7 @@ fn open_recorder(
     upstream_kind: &str,
     signing: Option<eval_evidence::signing::SigningKeyPair>,
 ) -> Result<(crate::run::Recorder, Vec<ledger::Entry>), SessionError> {
-    let matrix = &admitted.loaded.matrix.name;
+    let matrix = &admitted.run_name();
     let run_dir = crate::run::run_dir(state, matrix);
     std::fs::create_dir_all(&run_dir).map_err(|source| SessionError::RunDir {
         path: run_dir.clone(),
@@ -603,7 +779,24 @@ fn proxy_config(
         cfg.prices.insert(price.clone());
     }
     cfg.run_seed = run_seed(entries, &cfg.prices);
+    if let Some(idle) = test_upstream_idle() {
+        cfg.timeouts.idle = idle;
+    }
     cfg
+}
+
+/// A test hook: `EVAL_TEST_UPSTREAM_IDLE_SECS=<n>` shortens the proxy's upstream idle timeout
+/// (300 s) so the end-to-end tests can stall a stream past it in seconds. Only debug builds
+/// read the variable.
+fn test_upstream_idle() -> Option<std::time::Duration> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let secs: u64 = std::env::var("EVAL_TEST_UPSTREAM_IDLE_SECS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_secs(secs.max(1)))
 }
 
 /// One session from the signing key to the runner's end; everything it starts goes into `held`
@@ -621,7 +814,7 @@ async fn session(
 
     let loaded = &admitted.loaded;
     let p = &loaded.protocol;
-    let matrix = loaded.matrix.name.clone();
+    let matrix = admitted.run_name();
     let signing = signing_key(state, &p.name, opts.signing_key.as_deref())?;
     let agent_model = p
         .models
@@ -630,6 +823,7 @@ async fn session(
     let (key, upstream_rec, forbidden) = upstream_key(
         held,
         &upstream,
+        p.upstream.as_ref(),
         opts.api_key_env.as_deref(),
         opts.api_key_file.as_deref(),
     )
@@ -654,6 +848,12 @@ async fn session(
         &entries,
     );
     cfg.control = Some(control.clone());
+    cfg.tls_spki_sha256 = upstream_rec
+        .tls_spki_sha256
+        .iter()
+        .map(|pin| eval_protocols::protocol::parse_pin(pin))
+        .collect::<Result<_, _>>()
+        .map_err(|m| SessionError::Proxy(eval_proxy::ProxyError::Client(m)))?;
     cfg.keep_bodies = Some(wire_limits.per_call_response_bytes);
     let proxy = eval_proxy::Proxy::start(cfg)
         .await
@@ -709,6 +909,18 @@ async fn session(
             on_signal.cancel();
         }
     });
+    if let Some(spec) = &admitted.smoke {
+        // Before this session's `run_started`: the ledger says what it is from its first entry.
+        let payload = serde_json::json!({
+            "schema": events::SCHEMA,
+            "matrix": loaded.matrix.name,
+            "tasks": spec.tasks,
+            "arms": spec.arms,
+            "limit": spec.limit,
+            "evidence": false,
+        });
+        rec.append(SMOKE_RUN, &payload).await?;
+    }
     let progress = Arc::new(Progress::new(total));
     let end = crate::run::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
     if let Some(m) = &held.model_free {
@@ -750,7 +962,10 @@ async fn execute(
             api_key_file: args.key.api_key_file.clone(),
             concurrency: args.concurrency,
             signing_key: args.signing_key_file.clone(),
-            extra_labels: std::collections::BTreeMap::new(),
+            extra_labels: match admitted.smoke {
+                Some(_) => [("eval.smoke".to_owned(), "1".to_owned())].into(),
+                None => std::collections::BTreeMap::new(),
+            },
         },
     )
     .await?;
@@ -760,8 +975,14 @@ async fn execute(
     );
     println!(
         "ledger: {}",
-        crate::run::ledger_path(state, &args.matrix).display()
+        crate::run::ledger_path(state, &admitted.run_name()).display()
     );
+    if admitted.smoke.is_some() {
+        println!(
+            "smoke run: never evidence (eval report --matrix {} exits 1)",
+            admitted.run_name()
+        );
+    }
     match &finished.end.stopped {
         None if finished.end.complete => Ok(Status::Ok),
         None => Ok(Status::Ok),

@@ -451,7 +451,8 @@ pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, F
     })
 }
 
-fn call_view(
+/// One call as `eval show` (and the report site's attempt page) reads it from the wire log.
+pub(crate) fn call_view(
     conv: &mut Conversations<'_>,
     seq: u64,
     c: events::ModelCall,
@@ -593,7 +594,7 @@ fn message_view(raw: &str) -> Option<MessageView> {
 /// The Harness's `tool/call` and `tool/result` events (dsh's session JSONL:
 /// `tool/call {callId, name, arguments}`, `tool/result {message: {content: [{type:
 /// "tool-result", toolCallId, content, isError}]}}`), paired by call id, in the order called.
-fn harness_calls(jsonl: &[u8]) -> Vec<HarnessToolCall> {
+pub(crate) fn harness_calls(jsonl: &[u8]) -> Vec<HarnessToolCall> {
     let mut out: Vec<HarnessToolCall> = Vec::new();
     let text = String::from_utf8_lossy(jsonl);
     for line in text.lines().filter(|l| l.contains("\"tool/")) {

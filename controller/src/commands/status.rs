@@ -35,6 +35,9 @@ pub fn load_summary(state: &std::path::Path, matrix: &str) -> Result<StatusSumma
 
 pub fn run(args: StatusArgs) -> CmdResult {
     let sum = load_summary(&args.state.state, &args.matrix)?;
+    if !args.json && super::run::is_smoke_run(&args.state.state, &args.matrix) {
+        println!("SMOKE run: never evidence, counted toward no real run");
+    }
     if args.json {
         let text =
             serde_json::to_string_pretty(&sum).map_err(CommandError::encode("print status"))?;

@@ -46,13 +46,20 @@ pub struct SlotRecord {
     pub rep: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpstreamRecord {
     /// `fixture` for the embedded fixture upstream, `model-free` for the built-in model-free
     /// one, `remote` otherwise.
     pub kind: String,
     /// The base URL (never a key); for the fixture, its loopback address.
     pub url: String,
+    /// The protocol's `[upstream]` names this URL (absent in ledgers from before upstreams were
+    /// preregistered, and for a protocol that preregisters none: then no release).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preregistered: bool,
+    /// The preregistered TLS key pins the proxy enforced (`sha256:<hex>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_spki_sha256: Vec<String>,
 }
 
 /// `run_started`: one per invocation of `eval run` (a resume starts a new session).

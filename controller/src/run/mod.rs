@@ -239,9 +239,8 @@ impl ProgressSink for QuietProgress {
 }
 
 struct RecorderInner {
+    /// The run's state, the one copy of it: fed with the very entries this recorder appended.
     state: RunState,
-    /// attempt id → seqs of its `model_call` entries.
-    calls: BTreeMap<String, Vec<u64>>,
 }
 
 /// The one way the run writes its ledger. Cloneable; every clone shares the writer and state.
@@ -273,17 +272,9 @@ impl Recorder {
         upstream_kind: &str,
     ) -> Result<Self, RunError> {
         let state = RunState::replay(entries)?;
-        let mut calls: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        for e in entries.iter().filter(|e| e.kind == events::MODEL_CALL) {
-            if let Ok(v) = e.payload_json()
-                && let Some(a) = v.get("attempt").and_then(|a| a.as_str())
-            {
-                calls.entry(a.to_owned()).or_default().push(e.seq);
-            }
-        }
         Ok(Self {
             ledger,
-            inner: Arc::new(Mutex::new(RecorderInner { state, calls })),
+            inner: Arc::new(Mutex::new(RecorderInner { state })),
             upstream_kind: upstream_kind.into(),
             checkpointer: None,
             fatal: Arc::new(Mutex::new(None)),
@@ -375,12 +366,6 @@ impl Recorder {
                     drop(inner);
                     return Err(self.failed(kind, err.into()));
                 }
-                if kind == events::MODEL_CALL
-                    && let Ok(v) = e.payload_json()
-                    && let Some(id) = v.get("attempt").and_then(|a| a.as_str())
-                {
-                    inner.calls.entry(id.to_owned()).or_default().push(e.seq);
-                }
             }
         }
         if let Some(c) = &self.crash_at {
@@ -434,8 +419,13 @@ impl Recorder {
             .is_some_and(|a| a.may_have_spent())
     }
 
+    /// The seqs of the attempt's `model_call` entries, as the run's state holds them.
     pub fn model_call_seqs_of(&self, attempt: &str) -> Vec<u64> {
-        self.lock().calls.get(attempt).cloned().unwrap_or_default()
+        self.lock()
+            .state
+            .attempt(attempt)
+            .map(|a| a.model_call_seqs.clone())
+            .unwrap_or_default()
     }
 }
 

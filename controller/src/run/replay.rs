@@ -34,8 +34,9 @@ pub struct AttemptState {
     pub number: u32,
     pub rerun_of: Option<u32>,
     pub started_seq: u64,
-    /// Model-call entries seen for this attempt (any role).
-    pub model_calls: u64,
+    /// The seqs of this attempt's `model_call` entries (any role), in ledger order: the
+    /// receipt's `model_calls`.
+    pub model_call_seqs: Vec<u64>,
     /// `model_call_started` entries: calls the proxy forwarded (or was about to), finished or not.
     pub calls_started: u64,
     pub outcome: Option<AttemptOutcome>,
@@ -46,7 +47,7 @@ impl AttemptState {
     /// interruption is the attempt's outcome, never a reason to rerun it (a paid call is not
     /// repeated, and killing an unfavourable attempt must not be a way to redraw it).
     pub fn may_have_spent(&self) -> bool {
-        self.model_calls > 0 || self.calls_started > 0
+        !self.model_call_seqs.is_empty() || self.calls_started > 0
     }
 }
 
@@ -86,6 +87,8 @@ pub enum SlotStatus {
 pub struct RunState {
     /// The latest `run_started` payload (the schedule and rules of the run).
     pub started: Option<RunStarted>,
+    /// Every session's upstream, in ledger order (a report judges them all, not the latest).
+    pub upstreams: Vec<events::UpstreamRecord>,
     pub sessions: u32,
     pub slots: Vec<SlotRecord>,
     /// Attempts per slot, in number order.
@@ -151,6 +154,7 @@ impl RunState {
                     return Err(malformed(e, "a resumed session changed the schedule"));
                 }
                 self.sessions += 1;
+                self.upstreams.push(p.upstream.clone());
                 self.started = Some(p);
             }
             events::ATTEMPT_STARTED => {
@@ -179,7 +183,7 @@ impl RunState {
                     number: p.number,
                     rerun_of: p.rerun_of,
                     started_seq: e.seq,
-                    model_calls: 0,
+                    model_call_seqs: Vec::new(),
                     calls_started: 0,
                     outcome: None,
                 });
@@ -194,7 +198,7 @@ impl RunState {
                     .ok_or_else(|| malformed(e, format!("{} without attempt", e.kind)))?;
                 if let Some(a) = self.attempt_mut(id) {
                     if e.kind == events::MODEL_CALL {
-                        a.model_calls += 1;
+                        a.model_call_seqs.push(e.seq);
                     } else {
                         a.calls_started += 1;
                     }
@@ -616,6 +620,7 @@ mod tests {
             upstream: UpstreamRecord {
                 kind: "fixture".into(),
                 url: "http://127.0.0.1:1".into(),
+                ..Default::default()
             },
             fixture_evidence: true,
             model_free_evidence: false,
@@ -876,7 +881,7 @@ mod tests {
         b.push(MODEL_CALL_STARTED, &call("stat-s-t1-a-r1#1"));
         let st = RunState::replay(&b.entries).unwrap();
         let a = st.attempt("stat-s-t1-a-r1#1").unwrap();
-        assert_eq!(a.model_calls, 0);
+        assert!(a.model_call_seqs.is_empty());
         assert!(a.may_have_spent());
         assert_eq!(closing_outcome(a), (Outcome::Interrupted, None));
     }

@@ -160,7 +160,10 @@ pub fn build_with_key(
         ledger_problems: problems,
         freeze_drift: drift,
         identity_retired: retired,
-        fixture_upstream: started.fixture_evidence,
+        // Any session on the fixture makes the whole run fixture evidence, not just the latest.
+        fixture_upstream: started.fixture_evidence
+            || st.upstreams.iter().any(|u| u.kind == "fixture"),
+        upstream: upstream_evidence(p, &st.upstreams),
         // Replay keeps it sticky across sessions (`RunState::apply`).
         model_free_upstream: started.model_free_evidence,
         model_free_protocol: p.model_free,
@@ -184,6 +187,29 @@ pub fn build_with_key(
         slots,
         attempts,
     })
+}
+
+/// The protocol's preregistered upstream beside the URL of every session that used neither the
+/// fixture nor the model-free upstream (which have rules of their own), for the report's
+/// upstream check (the protocol is the frozen one: drift is checked beside this).
+fn upstream_evidence(
+    p: &eval_protocols::Protocol,
+    sessions: &[events::UpstreamRecord],
+) -> rd::UpstreamEvidence {
+    use eval_protocols::protocol::normalize_url;
+    rd::UpstreamEvidence {
+        preregistered: p.upstream.as_ref().map(|u| u.normalized_url().to_owned()),
+        tls_spki_sha256: p
+            .upstream
+            .as_ref()
+            .map(|u| u.tls_spki_sha256.clone())
+            .unwrap_or_default(),
+        sessions: sessions
+            .iter()
+            .filter(|u| u.kind != "fixture" && u.kind != crate::commands::run::MODEL_FREE)
+            .map(|u| normalize_url(&u.url).to_owned())
+            .collect(),
+    }
 }
 
 /// Whether the run's evidence still stands on its freeze: the drift `eval verify` would list

@@ -247,6 +247,7 @@ fn started(concurrency: usize, codes: &[&str], max_reruns: u32) -> RunStarted {
         upstream: UpstreamRecord {
             kind: "fixture".into(),
             url: "http://127.0.0.1:1/v1".into(),
+            ..Default::default()
         },
         fixture_evidence: true,
         model_free_evidence: false,

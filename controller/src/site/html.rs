@@ -59,7 +59,8 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}t
 .arms{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:1em;align-items:start}\
 .card{border:1px solid #ccc;border-radius:6px;padding:.4em .7em;margin-bottom:.7em}.card.superseded{opacity:.7}\
 .msg{border-left:4px solid #ccc;padding:.2em .7em;margin:.5em 0}.msg.user{border-color:#1f4e9c}.msg.assistant{border-color:#1b7f3b}\
-.msg.tool{border-color:#8a5a00}.msg.system{border-color:#777}.cell a{margin-right:.4em}";
+.msg.tool{border-color:#8a5a00}.msg.system{border-color:#777}.cell a{margin-right:.4em}\
+section.call{border-top:1px solid #eee;margin-top:.8em}section.call h3{font-size:14px;margin:.4em 0}";
 
 fn page(title: &str, root: &str, crumbs: &[(String, String)], body: &str) -> String {
     let mut o = String::with_capacity(body.len() + 1024);
@@ -806,7 +807,8 @@ impl<'a> Site<'a> {
             "transcript",
             artifacts.and_then(|x| x.transcript.as_deref()),
         )?;
-        conversation_section(&mut o, d, transcript.as_ref());
+        let views = self.call_views(id, d)?;
+        conversation_section(&mut o, d, &views, transcript.as_ref());
         if !d.clarifications.is_empty() {
             let _ = writeln!(o, "<h2 id=\"clarifications\">Clarifying questions</h2>");
             for c in &d.clarifications {
@@ -980,6 +982,30 @@ impl<'a> Site<'a> {
         }
     }
 
+    /// The attempt's calls read from the wire log, in ledger order, as `eval show` reads them;
+    /// every artifact re-hashed.
+    fn call_views(
+        &self,
+        id: &str,
+        d: &AttemptDetail,
+    ) -> Result<Vec<crate::commands::show::CallView>, SiteError> {
+        let Some(store) = self.store else {
+            return Ok(Vec::new());
+        };
+        let mut conv = crate::run::wire_log::Conversations::new(store);
+        d.calls
+            .iter()
+            .map(|(seq, c)| {
+                crate::commands::show::call_view(&mut conv, *seq, c.clone()).map_err(|f| {
+                    SiteError::WireLog {
+                        attempt: id.to_owned(),
+                        message: f.message,
+                    }
+                })
+            })
+            .collect()
+    }
+
     fn artifact_size(&self, digest: &str) -> Option<u64> {
         let store = self.store?;
         let d = Digest::parse(digest)?;
@@ -1147,55 +1173,215 @@ fn rules_table(o: &mut String, rules: &[RuleResult]) {
     let _ = writeln!(o, "</table>");
 }
 
-/// The conversation: the harness's own transcript where the runtime keeps one (each line of
-/// it, in order). The request and response bodies themselves are not in this run's ledger.
-fn conversation_section(o: &mut String, d: &AttemptDetail, transcript: Option<&Text>) {
+/// The conversation: per call, from the wire log (the messages it added and the reply), then
+/// the harness's tool calls and its transcript where the runtime keeps one.
+fn conversation_section(
+    o: &mut String,
+    d: &AttemptDetail,
+    views: &[crate::commands::show::CallView],
+    transcript: Option<&Text>,
+) {
     let _ = writeln!(o, "<h2 id=\"conversation\">Conversation</h2>");
-    match transcript {
-        Some(t) => {
+    let wire = wire_conversation(o, views);
+    if let Some(t) = transcript {
+        if let Some(full) = &t.full {
+            harness_tools(o, &crate::commands::show::harness_calls(full.as_bytes()));
+        }
+        let _ = writeln!(
+            o,
+            "<details class=\"transcript\"><summary>The harness's own transcript ({} bytes{}), line by line</summary>",
+            t.total,
+            if t.full.is_none() {
+                format!(", the first {} shown", t.text.len())
+            } else {
+                String::new()
+            }
+        );
+        for (i, line) in t.text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+            let (kind, body) = match serde_json::from_str::<Value>(line) {
+                Ok(v) => (
+                    v.get("type")
+                        .or_else(|| v.get("kind"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("entry")
+                        .to_owned(),
+                    serde_json::to_string_pretty(&v).unwrap_or_else(|_| line.to_owned()),
+                ),
+                Err(_) => ("text".to_owned(), line.to_owned()),
+            };
             let _ = writeln!(
                 o,
-                "<p class=\"note\">The harness's own transcript ({} bytes{}), line by line.</p>",
-                t.total,
-                if t.full.is_none() {
-                    format!(", the first {} shown", t.text.len())
-                } else {
-                    String::new()
-                }
+                "<details><summary>{} {}</summary><pre>{}</pre></details>",
+                i + 1,
+                esc(&kind),
+                esc(&body)
             );
-            for (i, line) in t.text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-                let (kind, body) = match serde_json::from_str::<Value>(line) {
-                    Ok(v) => (
-                        v.get("type")
-                            .or_else(|| v.get("kind"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("entry")
-                            .to_owned(),
-                        serde_json::to_string_pretty(&v).unwrap_or_else(|_| line.to_owned()),
-                    ),
-                    Err(_) => ("text".to_owned(), line.to_owned()),
-                };
+        }
+        let _ = writeln!(o, "</details>");
+    } else if !wire {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{}</p>",
+            if d.calls.is_empty() {
+                "No model call was recorded."
+            } else {
+                "This run's ledger records no wire log for these calls (digests, tokens and latency are above), and the runtime keeps no transcript."
+            }
+        );
+    }
+}
+
+/// The most of one message's or reply's text shown on an attempt page.
+pub const MESSAGE_CHARS: usize = 16 * 1024;
+
+/// Escaped text, cut at [`MESSAGE_CHARS`] with what was left out said.
+fn message_text(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= MESSAGE_CHARS {
+        return esc(s);
+    }
+    let head: String = s.chars().take(MESSAGE_CHARS).collect();
+    format!(
+        "{}\n… ({} more characters in the wire log)",
+        esc(&head),
+        n - MESSAGE_CHARS
+    )
+}
+
+fn tool_calls_html(o: &mut String, calls: &[crate::run::wire_log::ToolCall]) {
+    if calls.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "<ul class=\"tool-calls\">");
+    for t in calls {
+        let _ = writeln!(
+            o,
+            "<li>tool call <code>{}</code>{}<pre>{}</pre></li>",
+            esc(t.name.as_deref().unwrap_or("?")),
+            t.id.as_ref()
+                .map(|i| format!(" (<code>{}</code>)", esc(i)))
+                .unwrap_or_default(),
+            message_text(&t.arguments)
+        );
+    }
+    let _ = writeln!(o, "</ul>");
+}
+
+/// The conversation from the wire log: per call, the messages it added and the reply, as
+/// `eval show` reads them (`commands::show::call_view`).
+fn wire_conversation(o: &mut String, calls: &[crate::commands::show::CallView]) -> bool {
+    let mut any = false;
+    for c in calls {
+        let _ = writeln!(
+            o,
+            "<section class=\"call\" id=\"call-{}\"><h3>Call {} — {} {}, {} tokens in / {} out, {} ms</h3>",
+            c.call,
+            c.call,
+            esc(&c.role),
+            c.status,
+            c.tokens.input,
+            c.tokens.output,
+            c.latency_ms
+        );
+        match &c.request {
+            Some(r) => {
+                any = true;
                 let _ = writeln!(
                     o,
-                    "<details class=\"transcript\"><summary>{} {}</summary><pre>{}</pre></details>",
-                    i + 1,
-                    esc(&kind),
-                    esc(&body)
+                    "<p class=\"note\">{} messages; {} sent before, {} new:</p>",
+                    r.messages,
+                    r.kept,
+                    r.new_messages.len()
+                );
+                for m in &r.new_messages {
+                    let role = m.role.as_deref().unwrap_or("?");
+                    let _ = writeln!(
+                        o,
+                        "<div class=\"msg {}\"><strong>{}</strong>{}{}<pre>{}</pre>",
+                        safe_name(role),
+                        esc(role),
+                        m.tool_call_id
+                            .as_ref()
+                            .map(|i| format!(" for <code>{}</code>", esc(i)))
+                            .unwrap_or_default(),
+                        m.reasoning_chars
+                            .map(|n| format!(" (reasoning: {n} characters)"))
+                            .unwrap_or_default(),
+                        message_text(&m.text)
+                    );
+                    tool_calls_html(o, &m.tool_calls);
+                    let _ = writeln!(o, "</div>");
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "<p class=\"note\">No request in the wire log{}.</p>",
+                    c.wire_log
+                        .as_ref()
+                        .and_then(|w| w.omitted.as_ref())
+                        .map(|x| format!(": {}", esc(x)))
+                        .unwrap_or_default()
                 );
             }
         }
-        None => {
+        if let Some(r) = &c.reply {
+            any = true;
             let _ = writeln!(
                 o,
-                "<p class=\"note\">{}</p>",
-                if d.calls.is_empty() {
-                    "No model call was recorded."
+                "<div class=\"msg assistant reply\"><strong>reply</strong>{}{}{}<pre>{}</pre>",
+                r.finish_reason
+                    .as_ref()
+                    .map(|f| format!(" (finish: {})", esc(f)))
+                    .unwrap_or_default(),
+                if r.reasoning_chars > 0 {
+                    format!(" (reasoning: {} characters)", r.reasoning_chars)
                 } else {
-                    "This run's ledger records each call's digests, tokens and latency (above), not its messages; the runtime keeps no transcript."
-                }
+                    String::new()
+                },
+                if r.truncated {
+                    " (cut at the per-call cap)"
+                } else {
+                    ""
+                },
+                message_text(&r.text)
             );
+            tool_calls_html(o, &r.tool_calls);
+            if let Some(e) = &r.error {
+                let _ = writeln!(
+                    o,
+                    "<p class=\"fail\">error: <code>{}</code></p>",
+                    esc(&e.to_string())
+                );
+            }
+            let _ = writeln!(o, "</div>");
         }
+        let _ = writeln!(o, "</section>");
     }
+    any
+}
+
+fn harness_tools(o: &mut String, calls: &[crate::commands::show::HarnessToolCall]) {
+    if calls.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<h3 id=\"harness-tools\">The harness's tool calls ({})</h3><table class=\"harness-tools\"><tr><th>#</th><th>tool</th><th>arguments</th><th>result</th></tr>",
+        calls.len()
+    );
+    for (i, t) in calls.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td><code>{}</code></td><td><pre>{}</pre></td><td class=\"{}\"><pre>{}</pre></td></tr>",
+            i + 1,
+            esc(t.name.as_deref().unwrap_or("?")),
+            message_text(t.arguments.as_deref().unwrap_or("")),
+            if t.is_error { "fail" } else { "" },
+            message_text(t.result.as_deref().unwrap_or("(no result recorded)"))
+        );
+    }
+    let _ = writeln!(o, "</table>");
 }
 
 /// The grader's `score.json`: its metrics, each list of checks (objects with a `passed` field)

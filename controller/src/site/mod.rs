@@ -52,6 +52,9 @@ pub enum SiteError {
         "{path}: the ledger no longer holds the prefix the report verified (head {verified}); no site was written"
     )]
     LedgerChanged { path: PathBuf, verified: String },
+    /// A call's wire log does not read back (an artifact missing, altered or malformed).
+    #[error("the wire log of {attempt}: {message}; no site was written")]
+    WireLog { attempt: String, message: String },
     /// An artifact a page shows is missing or altered.
     #[error("artifact {digest} ({name} of {attempt}): {source}; no site was written")]
     Artifact {

@@ -83,6 +83,7 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
         events::UpstreamRecord {
             kind: "fixture".into(),
             url: "fixture".into(),
+            ..Default::default()
         },
     );
     let run_dir = crate::run::run_dir(&state, "demo");
@@ -96,7 +97,16 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
     rt.block_on(async {
         let writer = LedgerWriter::open(&crate::run::ledger_path(&state, "demo")).unwrap();
         let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
-        let exec = Arc::new(Fake { store, shape });
+        let wire = crate::run::wire_log::WireLog::new(
+            store.clone(),
+            eval_proxy::SecretKey::from_memory(KEY).unwrap().redactor(),
+            crate::run::wire_log::WireLimits::default(),
+        );
+        let exec = Arc::new(Fake {
+            store,
+            shape,
+            wire: std::sync::Mutex::new(wire),
+        });
         let end = crate::run::runner::run_session(
             rec,
             started,
@@ -119,6 +129,39 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
 struct Fake {
     store: ArtifactStore,
     shape: Shape,
+    /// The real wire log (`run::wire_log`), as the ledger bridge drives it in a run.
+    wire: std::sync::Mutex<crate::run::wire_log::WireLog>,
+}
+
+/// The synthetic upstream's key: only ever in memory, redacted from the wire log like a real one.
+const KEY: &str = "sk-synthetic0123456789abcdef0123";
+
+/// A request body as a harness sends it: the whole conversation every call, tools resent.
+fn request_body(messages: &[String]) -> Vec<u8> {
+    format!(
+        "{{\"model\":\"deepseek-v4-flash\",\"messages\":[{}],\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"tools\":[{}]}}",
+        messages.join(","),
+        ["read_file", "write_file", "bash"]
+            .iter()
+            .map(|t| format!("{{\"type\":\"function\",\"function\":{{\"name\":\"{t}\",\"description\":\"{}\",\"parameters\":{{\"type\":\"object\"}}}}}}", "the tool's description ".repeat(8)))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+    .into_bytes()
+}
+
+/// A DeepSeek-shaped stream: the reply a word per event, a tool call, the stop and usage chunks.
+fn reply_stream(text: &str, tool: &str, args: &str) -> Vec<u8> {
+    let mut out = String::new();
+    for w in text.split_inclusive(' ') {
+        let d =
+            serde_json::json!({"choices":[{"index":0,"delta":{"content":w},"finish_reason":null}]});
+        out.push_str(&format!("data: {d}\n\n"));
+    }
+    let d = serde_json::json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":tool,"arguments":args}}]},"finish_reason":null}]});
+    out.push_str(&format!("data: {d}\n\n"));
+    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":120}}\n\ndata: [DONE]\n\n");
+    out.into_bytes()
 }
 
 /// A score that depends on the task, the arm and the repetition only (so a run is repeatable),
@@ -142,7 +185,36 @@ impl AttemptExecutor for Fake {
             let hostile = if self.shape.hostile { HOSTILE } else { "" };
             let mut calls = Vec::new();
             let mut tokens = TokenCounts::default();
+            let mut messages = vec![
+                serde_json::json!({"role": "system", "content": format!("You are a coding agent. {}", "Follow the repository's conventions. ".repeat(40))}).to_string(),
+                serde_json::json!({"role": "user", "content": format!("Solve task {} in /workspace.", spec.slot.task)}).to_string(),
+            ];
             for i in 1..=self.shape.calls {
+                let request = request_body(&messages);
+                let reply =
+                    format!("Step {i}: I read the failing test and change the function. {hostile}");
+                let args = format!("{{\"path\":\"src/step{i}.js\"}}");
+                let response = reply_stream(&reply, "read_file", &args);
+                let mut r: eval_proxy::CallRecord = serde_json::from_value(serde_json::json!({
+                    "attempt_id": spec.attempt, "arm": spec.slot.arm, "role": "agent", "seq": i,
+                    "started_at_ms": 0, "method": "POST", "path": "/v1/chat/completions",
+                    "model": "deepseek-v4-flash", "upstream_model": null, "stream": true, "status": 200,
+                    "upstream_status": 200, "outcome": "ok", "detail": null, "latency_ms": 1.0,
+                    "ttfb_ms": null, "usage": null, "spend_usd": 0.0, "reserved_tokens": 10,
+                    "request_digest": Digest::of(&request).to_string(),
+                    "response_digest": Digest::of(&response).to_string(), "changes": [],
+                    "client_disconnected": false
+                }))
+                .unwrap();
+                r.bodies = Some(eval_proxy::CallBodies {
+                    request: Some(bytes::Bytes::from(request.clone())),
+                    response: Some(bytes::Bytes::from(response)),
+                    response_sse: true,
+                    response_truncated: false,
+                });
+                let (wire_artifacts, note) = self.wire.lock().unwrap().store_call(&r).unwrap();
+                messages.push(serde_json::json!({"role": "assistant", "content": reply, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": args}}]}).to_string());
+                messages.push(serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": format!("contents of src/step{i}.js\n{hostile}")}).to_string());
                 let t = TokenCounts {
                     input: 1_000 * i,
                     output: 120,
@@ -172,13 +244,13 @@ impl AttemptExecutor for Fake {
                         "latency_ms": 900.0 + (i * 10) as f64,
                         "ttfb_ms": 300.0,
                         "spend_usd": 0.0001,
-                        "request_digest": Digest::of(format!("{}req{i}", spec.attempt).as_bytes()).to_string(),
-                        "response_digest": Digest::of(format!("{}res{i}", spec.attempt).as_bytes()).to_string(),
+                        "request_digest": r.request_digest,
+                        "response_digest": r.response_digest,
                         "detail": if i == 1 && self.shape.hostile { Some(hostile) } else { None },
                         "wire": {"tools": ["read_file", "write_file", "bash"], "system": []},
                     }),
-                    artifacts: Default::default(),
-                    wire_log: None,
+                    artifacts: wire_artifacts,
+                    wire_log: Some(note),
                 };
                 calls.push(NewEntry::new(events::MODEL_CALL, &call).unwrap());
             }

@@ -321,6 +321,9 @@ function next() {
       r.hostile_text = d.body.textContent.includes("<scr" + "ipt>document.title='pwned'</scr" + "ipt>");
       const v = d.getElementById('verdict');
       if (v) { r.verdict = v.textContent; r.allowed = v.getAttribute('data-release-allowed'); }
+      r.calls = d.querySelectorAll('section.call').length;
+      r.replies = d.querySelectorAll('section.call .msg.reply > pre').length;
+      r.reply_text = [...d.querySelectorAll('section.call .msg.reply > pre')].map(e => e.textContent);
       r.svgs = d.querySelectorAll('svg.forest').length;
       r.task_dots = d.querySelectorAll('svg.forest circle.task-diff').length;
     } catch (e) { r.error = String(e); }
@@ -437,6 +440,22 @@ fn every_page_loads_in_chromium_links_resolve_nothing_runs_and_the_verdict_is_re
         hostile_pages > 0,
         "the agent's text was shown as text somewhere"
     );
+    // Every attempt page tells its conversation from the wire log: each call with its reply,
+    // in order, the model's `<script>` shown as text.
+    let attempt_pages: Vec<_> = loaded
+        .iter()
+        .filter(|(p, _)| p.contains("/attempts/"))
+        .collect();
+    assert!(!attempt_pages.is_empty());
+    for (page, r) in attempt_pages {
+        assert_eq!(r["calls"], 3, "{page}");
+        assert_eq!(r["replies"], 3, "{page}");
+        for (i, t) in r["reply_text"].as_array().unwrap().iter().enumerate() {
+            let t = t.as_str().unwrap();
+            assert!(t.starts_with(&format!("Step {}: ", i + 1)), "{page}: {t}");
+            assert!(t.ends_with(HOSTILE), "{page}: the reply as text: {t}");
+        }
+    }
     // The verdict shown is report.json's.
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
@@ -473,4 +492,23 @@ fn write_demo_site() {
         dir.join("site").display(),
         report.verdict_line()
     );
+}
+
+/// Not a check: the benchmark's input (`scripts/bench-site.sh`): a finished run of
+/// `$EVAL_BENCH_SITE_REPS` repetitions (45 statistical slots each, plus 6 infrastructure) with
+/// `$EVAL_BENCH_SITE_CALLS` model calls per attempt, in `$EVAL_BENCH_SITE_DIR`.
+#[test]
+#[ignore]
+fn bench_state() {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    let dir = PathBuf::from(var("EVAL_BENCH_SITE_DIR"));
+    let run = build(
+        &dir,
+        Shape {
+            repetitions: var("EVAL_BENCH_SITE_REPS").parse().unwrap(),
+            calls: var("EVAL_BENCH_SITE_CALLS").parse().unwrap(),
+            hostile: false,
+        },
+    );
+    eprintln!("{}", run.root.display());
 }

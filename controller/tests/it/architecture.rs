@@ -138,3 +138,308 @@ fn the_commands_use_the_status_vocabulary_never_the_exit_mapping() {
         "status.rs is a leaf and names no module of the crate"
     );
 }
+
+/// Every file and directory of the workspace, relative to its root (`target/`, `runs/` and
+/// dot-directories left out), and the text of every Rust source among them.
+fn tree() -> (BTreeSet<String>, BTreeSet<String>, Vec<(String, String)>) {
+    fn walk(root: &Path, dir: &Path, files: &mut BTreeSet<String>, dirs: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if name.starts_with('.') || name == "target" || name == "runs" {
+                    continue;
+                }
+                dirs.insert(rel);
+                walk(root, &p, files, dirs);
+            } else {
+                files.insert(rel);
+            }
+        }
+    }
+    let root = workspace_root();
+    let (mut files, mut dirs) = (BTreeSet::new(), BTreeSet::new());
+    walk(&root, &root, &mut files, &mut dirs);
+    let sources = files
+        .iter()
+        .filter(|f| f.ends_with(".rs"))
+        .map(|f| (f.clone(), std::fs::read_to_string(root.join(f)).unwrap()))
+        .collect();
+    (files, dirs, sources)
+}
+
+/// The code spans of a Markdown text outside fenced blocks.
+fn code_spans(doc: &str) -> Vec<String> {
+    let mut spans = Vec::new();
+    let mut fenced = false;
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(span), Some(_)) = (parts.next(), parts.next()) {
+            spans.push(span.to_owned());
+        }
+    }
+    spans
+}
+
+/// Names a Rust source declares (`fn`, `mod`, `const`, `static`, `macro_rules!`, types).
+fn declared(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '!'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    for w in words.windows(2) {
+        if matches!(
+            w[0],
+            "fn" | "mod"
+                | "const"
+                | "static"
+                | "macro_rules!"
+                | "struct"
+                | "enum"
+                | "trait"
+                | "type"
+        ) {
+            names.insert(w[1].to_owned());
+        }
+    }
+    names
+}
+
+/// Whether `p` (relative, perhaps abbreviated to its last components) names an entry of `set`.
+fn resolves(p: &str, set: &BTreeSet<String>) -> bool {
+    let p = p.trim_end_matches('/');
+    set.iter().any(|f| f == p || f.ends_with(&format!("/{p}")))
+}
+
+const EXTERNAL: &[&str] = &[
+    "std",
+    "tokio",
+    "tokio_util",
+    "serde",
+    "serde_json",
+    "rusqlite",
+    "bollard",
+    "hyper",
+    "reqwest",
+    "axum",
+    "clap",
+    "ed25519_dalek",
+    "statrs",
+    "rand_chacha",
+    "tracing",
+    "scipy",
+];
+
+/// What one code span of the document names that does not exist, if anything.
+fn missing(
+    span: &str,
+    files: &BTreeSet<String>,
+    dirs: &BTreeSet<String>,
+    srcs: &Srcs,
+) -> Option<String> {
+    let is_ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let snake = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    let upper = |s: &str| {
+        s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    if let Some(name) = span.strip_prefix("fn ") {
+        return (!srcs.declared.contains(name)).then(|| format!("`{span}`"));
+    }
+    if span.contains(char::is_whitespace) {
+        return None;
+    }
+    // `path.rs::item`: the file exists and declares the item.
+    if let Some((path, item)) = span.split_once(".rs::") {
+        let path = format!("{path}.rs");
+        let Some((_, text)) = srcs
+            .files
+            .iter()
+            .find(|(f, _)| *f == path || f.ends_with(&format!("/{path}")))
+        else {
+            return Some(format!("`{span}`: no file {path}"));
+        };
+        let last = item.rsplit("::").next().unwrap_or(item);
+        return (!declared(text).contains(last)).then(|| format!("`{span}`: {path} has no {last}"));
+    }
+    // A path of the tree: relative, a source's extension or a directory's trailing slash, no
+    // placeholder (`<name>`, `NAME`, `$VAR`).
+    let path_chars = span
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+    if path_chars && !span.starts_with('/') && !span.starts_with("..") {
+        let placeholder = span.split('/').any(|c| {
+            let stem = c.split('.').next().unwrap_or("");
+            !stem.is_empty() && stem.chars().all(|x| x.is_ascii_uppercase() || x == '_')
+        });
+        let ext = span.rsplit('.').next().unwrap_or("");
+        let checked = if span.contains('/') {
+            // A directory of one component (`runs/`, `solution/`) is as often one `eval`
+            // writes as one of the tree: only longer ones are checked.
+            (span.ends_with('/') && span.trim_end_matches('/').contains('/'))
+                || (!span.rsplit('/').next().unwrap_or("").is_empty()
+                    && ["rs", "py", "sh", "toml", "mjs", "md", "yml", "lock"].contains(&ext)
+                    && span.rsplit('/').next().unwrap_or("").contains('.'))
+        } else {
+            ext == "rs" && span.contains('.')
+        };
+        if checked && !placeholder {
+            let found = if span.ends_with('/') {
+                resolves(span, dirs)
+            } else {
+                resolves(span, files)
+            };
+            return (!found).then(|| format!("`{span}`: no such path"));
+        }
+        if !span.contains("::") {
+            // A bare type name.
+            if is_ident(span) && span.starts_with(|c: char| c.is_ascii_uppercase()) && !upper(span)
+            {
+                return (!srcs.words.contains(span)).then(|| format!("`{span}`: no such name"));
+            }
+            return None;
+        }
+    }
+    // A Rust path: every segment of ours exists.
+    let segs: Vec<&str> = span.split("::").collect();
+    if segs.len() < 2 || !segs.iter().all(|s| is_ident(s)) || EXTERNAL.contains(&segs[0]) {
+        return None;
+    }
+    for (i, s) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        let ok = if matches!(*s, "crate" | "super" | "self") || s.starts_with("eval_") {
+            true
+        } else if upper(s) {
+            srcs.declared.contains(*s)
+        } else if snake(s) {
+            srcs.declared.contains(*s)
+                || (!last
+                    && (resolves(&format!("{s}.rs"), files) || resolves(&format!("{s}/"), dirs)))
+        } else {
+            srcs.words.contains(*s)
+        };
+        if !ok {
+            return Some(format!("`{span}`: no {s}"));
+        }
+    }
+    None
+}
+
+/// The Rust sources, what they declare and every word in them.
+struct Srcs {
+    files: Vec<(String, String)>,
+    declared: BTreeSet<String>,
+    words: BTreeSet<String>,
+}
+
+/// ARCHITECTURE.md names only what exists: every path it gives (`controller/src/run/mod.rs`, or
+/// abbreviated to its last components, `run/mod.rs`), every `fn name`, every Rust path
+/// (`policy::container_spec`, `Recorder::fatal`, `eval_core::budget::WIRE_METRICS`), every
+/// `file.rs::item`, every type name and every link to a file of the repository.
+#[test]
+fn every_path_and_function_the_architecture_document_names_exists() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let (files, dirs, sources) = tree();
+    let mut declared_all = BTreeSet::new();
+    let mut words = BTreeSet::new();
+    for (_, text) in &sources {
+        declared_all.extend(declared(text));
+        words.extend(
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    let srcs = Srcs {
+        files: sources,
+        declared: declared_all,
+        words,
+    };
+    let spans = code_spans(&doc);
+    assert!(spans.len() > 300, "the document's code spans are found");
+    let mut problems: Vec<String> = spans
+        .iter()
+        .filter_map(|s| missing(s, &files, &dirs, &srcs))
+        .collect();
+    for link in doc.split("](").skip(1) {
+        let target = link.split(')').next().unwrap_or("");
+        let path = target.split('#').next().unwrap_or("");
+        if path.is_empty() || path.contains("://") {
+            continue;
+        }
+        if !files.contains(path) && !dirs.contains(path.trim_end_matches('/')) {
+            problems.push(format!("link ({target}): no such file"));
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md names what does not exist:\n{problems:#?}"
+    );
+}
+
+/// The reference check itself catches a wrong path, a wrong function and a wrong item of a file.
+#[test]
+fn the_reference_check_refuses_what_does_not_exist() {
+    let (files, dirs, sources) = tree();
+    let mut declared_all = BTreeSet::new();
+    let mut words = BTreeSet::new();
+    for (_, text) in &sources {
+        declared_all.extend(declared(text));
+        words.extend(
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    let srcs = Srcs {
+        files: sources,
+        declared: declared_all,
+        words,
+    };
+    for good in [
+        "controller/src/run/mod.rs",
+        "run/mod.rs",
+        "fn container_spec",
+        "policy::container_spec",
+        "commands/freeze.rs::power_rows",
+        "eval_core::budget::WIRE_METRICS",
+        "Recorder::fatal",
+        "controller/tests/it/",
+    ] {
+        assert_eq!(missing(good, &files, &dirs, &srcs), None, "{good}");
+    }
+    // Built at run time, so that this file itself does not declare or mention them.
+    let none = ["no_such_", "item_anywhere"].concat();
+    let bads = [
+        format!("controller/src/run/{none}.rs"),
+        format!("fn {none}"),
+        format!("policy::{none}"),
+        format!("commands/freeze.rs::{none}"),
+        format!("eval_core::budget::{}", none.to_uppercase()),
+        ["NoSuch", "TypeAnywhere"].concat(),
+        format!("controller/tests/{none}/"),
+    ];
+    for bad in &bads {
+        assert!(missing(bad, &files, &dirs, &srcs).is_some(), "{bad}");
+    }
+}

@@ -741,3 +741,69 @@ fn the_router_precondition_is_pinned_to_the_identity_given() {
     let loaded = eval_protocols::Project::open(&proj2).load(NAME).unwrap();
     assert!(loaded.protocol.preconditions.is_empty());
 }
+
+/// `--public-key` writes the protocol's `[signing]` (the key's canonical text) and `--upstream`
+/// with `--tls-spki-sha256` its `[upstream]`, both accepted by the protocol loader; a private key
+/// given as `--public-key`, or a pin on plain HTTP, exits 2 naming the flag and writes nothing
+/// (the private key's text is never echoed). Without them the protocol says what a release
+/// lacks.
+#[test]
+fn import_preregisters_the_signing_key_and_the_upstream_it_is_given() {
+    let (t, proj) = project();
+    let o = eval(
+        &proj,
+        &["keygen", "--out", t.path().join("k").to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let public = String::from_utf8(o.stdout).unwrap().trim().to_owned();
+    let private = std::fs::read_to_string(t.path().join("k")).unwrap();
+    let pin = format!("sha256:{}", "0f".repeat(32));
+
+    let o = import(&proj, &upstream(), &["--public-key", private.trim()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--public-key") && text(&o).contains("private key"));
+    assert!(!text(&o).contains(private.trim()));
+    let o = import(
+        &proj,
+        &upstream(),
+        &[
+            "--upstream",
+            "http://api.example",
+            "--tls-spki-sha256",
+            &pin,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("tls_spki_sha256"), "{}", text(&o));
+    assert!(!proj.join(format!("protocols/{NAME}")).exists());
+
+    let o = import(
+        &proj,
+        &upstream(),
+        &[
+            "--public-key",
+            &public,
+            "--upstream",
+            "https://api.deepseek.com",
+            "--tls-spki-sha256",
+            &pin,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p: toml::Table = toml::from_str(
+        &std::fs::read_to_string(proj.join(format!("protocols/{NAME}/protocol.toml"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(p["signing"]["public_key"].as_str(), Some(public.as_str()));
+    assert_eq!(
+        p["upstream"]["url"].as_str(),
+        Some("https://api.deepseek.com")
+    );
+    assert_eq!(
+        p["upstream"]["tls_spki_sha256"][0].as_str(),
+        Some(pin.as_str())
+    );
+    // The loader accepts what was written.
+    let o = eval(&proj, &["plan", "--matrix", NAME]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

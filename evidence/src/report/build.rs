@@ -40,7 +40,7 @@ pub enum ReportError {
     },
 }
 
-/// The report (JSON schema `eval.report/1`; see ARCHITECTURE.md "Report").
+/// The report (JSON schema `eval.report/1`; see ARCHITECTURE.md "The report").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The report's schema ([`REPORT_SCHEMA`] when built by this eval).
@@ -98,8 +98,8 @@ pub struct Report {
     #[serde(default)]
     pub grader_validity: Vec<crate::gates::controls::ControlCell>,
     /// Per interval rule: the power at its declared effect and the minimum detectable effect at
-    /// 80 % power, the figures `eval freeze` printed (see ARCHITECTURE.md "Power at freeze
-    /// time"); additive, so `eval.report/2` documents without it still read.
+    /// 80 % power, the figures `eval freeze` printed (see ARCHITECTURE.md "Calibration
+    /// and power at freeze time"); additive, so `eval.report/2` documents without it still read.
     #[serde(default)]
     pub power: Vec<crate::stats::power::RulePower>,
 }
@@ -118,6 +118,12 @@ pub struct EvidenceCheck {
     pub covered_entries: u64,
     /// Artifacts re-hashed against the digests the ledger records.
     pub artifacts_verified: Option<u64>,
+    /// The protocol's preregistered upstream URL (absent: it preregisters none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// The preregistered TLS key pins the proxy enforced on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_spki_sha256: Vec<String>,
 }
 
 /// The checks that decide release, one flag each.
@@ -344,6 +350,10 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.fixture_upstream {
         reasons
             .push("the upstream was the fixture: fixture evidence never allows a release".into());
+    } else if !(run.model_free_upstream && run.upstream.sessions.is_empty()) {
+        // A run wholly on the model-free upstream has its own rule (`model_free_refusal`): it
+        // reaches no model, so there is no model API to preregister.
+        reasons.extend(upstream_reasons(&run.upstream));
     }
     if let Some(why) = model_free_refusal(run) {
         reasons.push(why);
@@ -409,6 +419,8 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             checkpoints: run.signed_evidence.as_ref().map_or(0, |e| e.checkpoints),
             covered_entries: run.signed_evidence.as_ref().map_or(0, |e| e.covered),
             artifacts_verified: run.artifacts_verified,
+            upstream: run.upstream.preregistered.clone(),
+            tls_spki_sha256: run.upstream.tls_spki_sha256.clone(),
         }),
         unlocked_by: run.preconditions.clone(),
         integrity_failure: integrity_failure(run),
@@ -455,6 +467,28 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         grader_validity: crate::gates::controls::grader_validity(run),
         power: run.power.clone(),
     })
+}
+
+/// Why the upstream does not make the run release evidence: the protocol preregisters none, or a
+/// session used another one (each named).
+fn upstream_reasons(u: &crate::report::UpstreamEvidence) -> Vec<String> {
+    match &u.preregistered {
+        None => vec![
+            "the protocol preregisters no upstream ([upstream] url): a run against an unregistered server, a scripted one included, is never release evidence".into(),
+        ],
+        Some(want) => u
+            .sessions
+            .iter()
+            .enumerate()
+            .filter(|(_, got)| *got != want)
+            .map(|(i, got)| {
+                format!(
+                    "session {} ran against {got}, not the preregistered upstream {want}",
+                    i + 1
+                )
+            })
+            .collect(),
+    }
 }
 
 /// Why unsigned evidence blocks a release unless the caller accepts it.

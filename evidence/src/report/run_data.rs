@@ -18,6 +18,23 @@ use crate::gates::Gate;
 /// Version of the `RunData` shape; bump on any incompatible change.
 pub const RUN_DATA_VERSION: u32 = 1;
 
+/// Which model API the evidence came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamEvidence {
+    /// The frozen protocol's `[upstream] url` (normalised: no trailing `/`); `None` when it
+    /// preregisters none, and then no run of it is release evidence.
+    #[serde(default)]
+    pub preregistered: Option<String>,
+    /// The preregistered TLS key pins (`sha256:<hex>`), which the proxy enforced.
+    #[serde(default)]
+    pub tls_spki_sha256: Vec<String>,
+    /// The upstream URL of every session that did not use the fixture, in ledger order
+    /// (normalised like `preregistered`).
+    #[serde(default)]
+    pub sessions: Vec<String>,
+}
+
 /// Everything a report needs about one matrix run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +63,11 @@ pub struct RunData {
     pub identity_retired: bool,
     /// The run used the embedded fixture upstream (never release evidence).
     pub fixture_upstream: bool,
+    /// The upstream the run's sessions used, beside the one the frozen protocol preregisters.
+    /// Absent (data from before upstreams were preregistered): no upstream is preregistered, so
+    /// no release.
+    #[serde(default)]
+    pub upstream: UpstreamEvidence,
     /// Some session of the run used the built-in model-free upstream (a plain stop to every
     /// request): release evidence only when [`Self::model_free_protocol`] is true too.
     #[serde(default)]

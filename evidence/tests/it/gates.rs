@@ -860,6 +860,51 @@ fn unsigned_evidence_allows_a_release_only_when_accepted_and_the_verdict_says_so
     );
 }
 
+/// A release needs the upstream the protocol preregisters, in every session: none preregistered
+/// (data from before, or a protocol without `[upstream]`), or one session against another
+/// server — a scripted one on loopback — is refused naming both, whatever the signature says.
+#[test]
+fn only_the_preregistered_upstream_in_every_session_allows_a_release() {
+    let mut run = run_data(UPLIFT);
+    run.gates.push(integrity_gate());
+    assert!(build_report(&run).unwrap().release_allowed);
+    let shown = serde_json::to_value(build_report(&run).unwrap()).unwrap();
+    assert_eq!(shown["evidence"]["upstream"], "https://api.example");
+
+    let mut none = run.clone();
+    none.upstream = UpstreamEvidence::default();
+    let (ok, reasons, code) = reasons_of(&none);
+    assert!(!ok);
+    assert_eq!(code, 1);
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("preregisters no upstream")),
+        "{reasons:?}"
+    );
+
+    let mut other = run.clone();
+    other
+        .upstream
+        .sessions
+        .push("http://127.0.0.1:40123".into());
+    let (ok, reasons, _) = reasons_of(&other);
+    assert!(!ok);
+    assert!(
+        reasons.iter().any(
+            |r| r.contains("session 2 ran against http://127.0.0.1:40123")
+                && r.contains("https://api.example")
+        ),
+        "{reasons:?}"
+    );
+
+    // Run data without the field (older tools) reads, and is not a release.
+    let mut v = serde_json::to_value(&run).unwrap();
+    v.as_object_mut().unwrap().remove("upstream");
+    let old: RunData = serde_json::from_value(v).unwrap();
+    assert!(!build_report(&old).unwrap().release_allowed);
+}
+
 /// Report JSON of schema `/1` and run data without the new fields still read.
 #[test]
 fn older_report_json_and_run_data_still_read() {

@@ -61,7 +61,7 @@ impl Check<'_> {
         self.project.root.join(&t.dir).join("task.toml")
     }
 
-    /// Schema, name, matrix back-reference, title and signing key.
+    /// Schema, name, matrix back-reference, title, signing key and upstream.
     fn header(&self, name: &str) -> Result<(), ProtocolError> {
         let p = self.p;
         if p.schema != PROTOCOL_SCHEMA {
@@ -94,6 +94,9 @@ impl Check<'_> {
         }
         p.signing_public_key()
             .map_err(|m| self.bad("signing.public_key", m))?;
+        if let Some(u) = &p.upstream {
+            u.check().map_err(|(field, m)| self.bad(field, m))?;
+        }
         Ok(())
     }
 

@@ -1,5 +1,6 @@
 //! A streamed answer. The client's response body pulls straight from the upstream — each chunk is
-//! parsed for usage, redacted and handed on in the same poll, with no task or channel in between.
+//! parsed for usage, redacted and handed on in the same poll, with no task or channel in between;
+//! the chunks that are ready together go out as one write (`coalesce.rs`).
 //! If the client goes away, dropping the body hands the rest of the upstream stream to a drain
 //! task, so the usage is still read and the call still recorded.
 
@@ -13,6 +14,7 @@ use futures_util::stream::BoxStream;
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
+use super::coalesce::{Chunks, coalesce};
 use super::{
     Call, UpstreamFault, copy_response_headers, error_chain, meter_success, settle,
     write_transcript,
@@ -68,6 +70,8 @@ struct Pump {
     /// The stream ended at the idle timeout.
     stalled: bool,
     cut: CancellationToken,
+    /// How the stream ended, when coalescing met the end: returned by the next read.
+    held: Option<Step>,
     /// Held until the record is delivered, so closing the attempt waits for it.
     _tracked: Option<TaskTrackerToken>,
 }
@@ -81,18 +85,16 @@ enum Step {
 
 impl Pump {
     async fn next_chunk(&mut self) -> Step {
+        if let Some(step) = self.held.take() {
+            return step;
+        }
         let idle = self.call.shared.timeouts.idle;
         let next = tokio::select! {
             n = tokio::time::timeout_at(self.last_progress + idle, self.upstream.next()) => n,
             _ = self.cut.cancelled() => return Step::Cut,
         };
         match next {
-            Ok(Some(Ok(c))) => Step::Data(c),
-            Ok(None) => Step::End,
-            Ok(Some(Err(e))) => Step::Fail(format!(
-                "the upstream stream broke off: {}",
-                error_chain(&e)
-            )),
+            Ok(n) => step_of(n),
             Err(_) => {
                 self.stalled = true;
                 Step::Fail(
@@ -296,6 +298,35 @@ impl Pump {
     }
 }
 
+fn step_of(next: Option<reqwest::Result<Bytes>>) -> Step {
+    match next {
+        Some(Ok(c)) => Step::Data(c),
+        None => Step::End,
+        Some(Err(e)) => Step::Fail(format!(
+            "the upstream stream broke off: {}",
+            error_chain(&e)
+        )),
+    }
+}
+
+impl Chunks for Pump {
+    type End = Step;
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Bytes, Step>> {
+        self.upstream.poll_next_unpin(cx).map(|n| match step_of(n) {
+            Step::Data(c) => Ok(c),
+            end => Err(end),
+        })
+    }
+
+    fn process(&mut self, chunk: Bytes) -> Bytes {
+        Pump::process(self, chunk)
+    }
+}
+
 /// Owns the pump while the client's body is alive; on drop mid-stream it hands the pump to a
 /// drain task.
 struct Guard(Option<Pump>);
@@ -360,6 +391,7 @@ pub(super) fn stream_back(
         progressed: false,
         stalled: false,
         cut,
+        held: None,
         _tracked: tracked,
     };
     let body = futures_util::stream::unfold(Guard(Some(pump)), |mut guard| async move {
@@ -368,6 +400,8 @@ pub(super) fn stream_back(
             match pump.next_chunk().await {
                 Step::Data(c) => {
                     let out = pump.process(c);
+                    let (out, end) = coalesce(pump, out).await;
+                    pump.held = end;
                     if !out.is_empty() {
                         return Some((Ok::<Bytes, std::io::Error>(out), guard));
                     }

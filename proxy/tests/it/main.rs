@@ -13,3 +13,4 @@ mod support;
 mod hostile;
 mod openai_python;
 mod proxy;
+mod tls_pin;

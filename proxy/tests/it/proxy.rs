@@ -392,6 +392,67 @@ async fn streams_are_forwarded_chunk_by_chunk() {
     proxy.shutdown(Duration::from_secs(5)).await;
 }
 
+/// Many small events that reach the proxy together (coalesced into fewer writes) arrive whole,
+/// in order, with the key split across two of them redacted, and the call metered once.
+#[tokio::test]
+async fn a_burst_of_token_events_arrives_whole_in_order_and_redacted() {
+    let up = upstream().await;
+    let sink = sink();
+    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    proxy
+        .register_attempt(spec(
+            "burst",
+            Listen::Unix(sock.clone()),
+            Contract::model_only(MODEL),
+            Budget::default(),
+        ))
+        .await
+        .unwrap();
+    let mut body = chat("usage:9:401", true);
+    body["stream_options"] = json!({"include_usage": true});
+    let resp = unix_send(
+        &sock,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-test-script", "burst-stream")],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut all = Vec::new();
+    while let Some(f) = body.frame().await {
+        if let Ok(d) = f.unwrap().into_data() {
+            all.extend_from_slice(&d);
+        }
+    }
+    let text = String::from_utf8(all).unwrap();
+    assert!(!text.contains(KEY) && !text.contains("UPSTREAM"), "{text}");
+    assert!(text.contains("key=Bearer [REDACTED]!"), "{text}");
+    let mut at = 0;
+    for i in 0..BURST_EVENTS {
+        let t = format!("\"t{i} \"");
+        at += text[at..]
+            .find(&t)
+            .unwrap_or_else(|| panic!("event {i} missing or out of order"));
+    }
+    assert!(text.ends_with("data: [DONE]\n\n"));
+    let recs = settle_records(&sink, 1).await;
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].usage.as_ref().map(|u| u.total_tokens()), Some(410));
+    assert!(!recs[0].incomplete);
+    assert!(
+        recs[0].changes.contains(&Change::RedactedKey { count: 1 }),
+        "{:?}",
+        recs[0].changes
+    );
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn a_client_that_leaves_early_is_still_metered() {
     let up = upstream().await;

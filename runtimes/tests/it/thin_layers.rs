@@ -191,3 +191,75 @@ async fn a_base_id_the_engine_lacks_is_refused_naming_it() {
         "{e}"
     );
 }
+
+/// `docker load` applies every manifest entry's `RepoTags`: an archive whose manifest names an
+/// `eval-base/…:<tag>` the engine already has would move that tag onto the archive's image (the
+/// cache the build scripts trust by tag). Loaded by eval, the archive adds its one image,
+/// untagged, and the tag still names the image it named before.
+#[tokio::test(flavor = "multi_thread")]
+async fn loading_a_tagged_archive_leaves_every_tag_where_it_was() {
+    let Some(rt) = engine().await else { return };
+    static_binaries();
+    let sweep = Sweep::new();
+    let dir = tempfile::tempdir().unwrap();
+    let base = make_base(&rt, &sweep).await;
+    let victim = make_base(&rt, &sweep).await;
+    assert_ne!(base, victim);
+    let repo = format!("eval-base/{}", unique("custody"));
+    let tag = |id: &ImageId| {
+        let (rt, repo, id) = (&rt, repo.clone(), id.0.clone());
+        async move {
+            rt.docker()
+                .tag_image(
+                    &id,
+                    Some(
+                        bollard::query_parameters::TagImageOptionsBuilder::new()
+                            .repo(&repo)
+                            .tag("t")
+                            .build(),
+                    ),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    // An archive of `base` whose manifest says `<repo>:t` (what `docker save <repo>:t` writes).
+    tag(&base).await;
+    let named = format!("{repo}:t");
+    let mut out = Vec::new();
+    let mut s = rt.docker().export_image(&named);
+    while let Some(chunk) = s.next().await {
+        out.extend_from_slice(&chunk.unwrap());
+    }
+    std::fs::write(dir.path().join("base.tar"), &out).unwrap();
+    assert!(String::from_utf8_lossy(&out).contains(&named));
+    // The tag now names the victim (the cached base the build scripts would trust); `base` goes.
+    tag(&victim).await;
+    rt.remove_image(&base).await.unwrap();
+    assert!(!rt.has_image(&base).await.unwrap());
+
+    let def = thin_def(dir.path(), &base, "archive = \"base.tar\"");
+    let loaded = rt.resolve_base(&def).await.unwrap();
+    assert_eq!(loaded.id, base);
+    let now = rt.docker().inspect_image(&named).await.unwrap();
+    assert_eq!(
+        now.id.as_deref(),
+        Some(victim.0.as_str()),
+        "the load moved {named}"
+    );
+    let b = rt.docker().inspect_image(&base.0).await.unwrap();
+    assert!(
+        b.repo_tags.unwrap_or_default().is_empty(),
+        "the loaded image got a tag"
+    );
+    let _ = rt
+        .docker()
+        .remove_image(
+            &named,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+    rt.remove_image(&base).await.unwrap();
+    rt.remove_image(&victim).await.unwrap();
+}

@@ -57,16 +57,7 @@ pub(super) fn cross_check(
         MetricsFormat::EvalJson => MAX_METRICS_BYTES,
         MetricsFormat::DshSessionJsonl => MAX_TRANSCRIPT_BYTES,
     };
-    // Under `metrics_root = "state"` the file is outside the workspace, found at the
-    // definition's fixed depth by the controller itself (no wrapper moves it), so a killed
-    // container's transcript is read as far as the harness flushed it.
-    let read = match (def.metrics_root, state) {
-        (MetricsRoot::Workspace, _) => ws.read_file(rel, cap),
-        (MetricsRoot::State, Some(dir)) => {
-            Beneath::open(dir).and_then(|st| st.read_found(rel, MAX_STATE_ENTRIES, cap))
-        }
-        (MetricsRoot::State, None) => Err(LeftoverError::NotFound { path: rel.clone() }),
-    };
+    let read = read_metrics(def, rel, ws, state, cap);
     if let Ok(bytes) = &read {
         match format {
             MetricsFormat::EvalJson => {
@@ -95,6 +86,58 @@ pub(super) fn cross_check(
     {
         seen.leftover("removing the harness's bookkeeping", &e);
     }
+}
+
+/// The declared metrics file at `rel`. Under `metrics_root = "state"` it is outside the
+/// workspace, found at the definition's fixed depth by the controller itself (no wrapper moves
+/// it), so a killed container's transcript is read as far as the harness flushed it; with
+/// `metrics_sessions`, the child sessions beside it are read too ([`read_sessions`]).
+fn read_metrics(
+    def: &RuntimeDef,
+    rel: &str,
+    ws: &Beneath,
+    state: Option<&Path>,
+    cap: u64,
+) -> Result<Vec<u8>, LeftoverError> {
+    match (def.metrics_root, state) {
+        (MetricsRoot::Workspace, _) => ws.read_file(rel, cap),
+        (MetricsRoot::State, Some(dir)) => {
+            let st = Beneath::open(dir)?;
+            match &def.metrics_sessions {
+                None => st.read_found(rel, MAX_STATE_ENTRIES, cap),
+                Some(all) => read_sessions(&st, rel, all, cap),
+            }
+        }
+        (MetricsRoot::State, None) => Err(LeftoverError::NotFound { path: rel.into() }),
+    }
+}
+
+/// Every session file of the attempt (`metrics_sessions`): the root, which `root` must find
+/// exactly once, then each child session in path order, all within `cap` bytes together. The
+/// result is one transcript: the files concatenated, each starting with its own `session` header
+/// line (a newline added after a file the harness left without one), so the stored artifact is
+/// recounted by the same rule ([`dsh_transcript_counts`]).
+fn read_sessions(st: &Beneath, root: &str, all: &str, cap: u64) -> Result<Vec<u8>, LeftoverError> {
+    let files = st.read_found_all(all, MAX_STATE_ENTRIES, cap)?;
+    let (roots, children): (Vec<_>, Vec<_>) = files
+        .into_iter()
+        .partition(|(path, _)| eval_runtimes::definition::metrics_pattern_matches(root, path));
+    if roots.len() > 1 {
+        return Err(LeftoverError::BadPath {
+            path: root.into(),
+            reason: "more than one entry matches a `*` component",
+        });
+    }
+    let Some((_, mut out)) = roots.into_iter().next() else {
+        return Err(LeftoverError::NotFound { path: root.into() });
+    };
+    for (_, bytes) in children {
+        if !out.is_empty() && !out.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(&bytes);
+    }
+    Ok(out)
 }
 
 /// The cross-check of what was read against the proxy's (turns, tokens).
@@ -148,9 +191,17 @@ fn eval_json_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
 /// every other record, but every line must be a JSON object and every usage chunk must carry
 /// both counts (the optional ones, when present, must be counts): a transcript the agent
 /// tampered into another shape is unreadable, never read as "no calls".
+///
+/// A transcript may hold several sessions (the root and its children, [`read_sessions`]), each
+/// from its `session` header line on. A forked child (`subagent_fork`) starts with a copy of its
+/// parent's history: its header's `seedLength` counts those inherited events (seq 0 to
+/// seedLength − 1, dsh `SessionHeader`), whose usage chunks are the parent's calls, already
+/// counted in the parent's file, so they are skipped.
 fn dsh_transcript_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
     let mut turns: u64 = 0;
     let mut total: u64 = 0;
+    // Events of the current session inherited from its parent.
+    let mut seed: u64 = 0;
     for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -161,8 +212,25 @@ fn dsh_transcript_counts(bytes: &[u8]) -> Result<(u64, u64), String> {
         if !rec.is_object() {
             return Err(format!("line {n} is not a JSON object"));
         }
+        if rec["type"] == "session" {
+            seed = match &rec["seedLength"] {
+                Value::Null => 0,
+                v => v.as_u64().ok_or_else(|| {
+                    format!("line {n}: the session header's seedLength is not a count")
+                })?,
+            };
+            continue;
+        }
         if rec["type"] != "assistant/chunk" || rec["data"]["chunk"]["type"] != "usage" {
             continue;
+        }
+        if seed > 0 {
+            let seq = rec["seq"]
+                .as_u64()
+                .ok_or_else(|| format!("line {n}: a usage chunk of a seeded session has no seq"))?;
+            if seq < seed {
+                continue;
+            }
         }
         let usage = &rec["data"]["chunk"]["usage"];
         let count = |field: &str| {
@@ -405,6 +473,130 @@ mod tests {
             seq += 3;
         }
         (out.into_bytes(), billed)
+    }
+
+    /// The DeepSeek Harness's runtime as `eval import` writes it, with its image id filled in.
+    fn dsh_runtime() -> RuntimeDef {
+        let text = include_str!("../../../../runtimes/dsh/runtime.toml")
+            .replace("@DSH_IMAGE_ID@", &format!("sha256:{}", "0".repeat(64)));
+        RuntimeDef::parse(&text, "runtime.toml").unwrap()
+    }
+
+    /// A root session whose agent forked a child (`subagent_fork`: the child's file starts with
+    /// a copy of the root's history, `seedLength` events) and spawned another (`subagent`:
+    /// unseeded), each in its own `<uuid>/session.jsonl` beside the root, as dsh writes them
+    /// (session-persistence-jsonl `logPath`, subagent `childSessionMeta`). The proxy metered
+    /// every call of all three sessions once; the cross-check reads every file and skips the
+    /// inherited copy.
+    #[test]
+    fn child_sessions_are_read_beside_the_root_and_their_inherited_history_is_not_recounted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("state/--workspace--");
+        let header = |id: &str, extra: &str| {
+            format!(
+                r#"{{"type":"session","version":1,"id":"{id}","createdAt":1767225600000,"cwd":"/workspace"{extra}}}"#
+            )
+        };
+        let turn_end =
+            |seq: u64| format!(r#"{{"type":"turn/end","seq":{seq},"time":1,"data":{{"turn":1}}}}"#);
+        let a = dsh_usage_line(1, 283, 256, 69, 24);
+        let files = [
+            (
+                "session-7f3a",
+                vec![
+                    header("session-7f3a", r#","delegationDepth":0"#),
+                    a.clone(),
+                    turn_end(2),
+                    dsh_usage_line(4, 900, 640, 40, 10),
+                ],
+            ),
+            (
+                "0f6c0d3e-5a1b-4c2e-9d7f-1a2b3c4d5e6f",
+                vec![
+                    header(
+                        "0f6c0d3e-5a1b-4c2e-9d7f-1a2b3c4d5e6f",
+                        r#","parentSession":"session-7f3a","seedLength":3,"origin":"subagent","delegationDepth":1"#,
+                    ),
+                    a.clone(),
+                    turn_end(2),
+                    dsh_usage_line(4, 700, 576, 30, 5),
+                ],
+            ),
+            (
+                "9b1e2f00-1111-4222-8333-444455556666",
+                vec![
+                    header(
+                        "9b1e2f00-1111-4222-8333-444455556666",
+                        r#","parentSession":"session-7f3a","origin":"subagent","delegationDepth":1"#,
+                    ),
+                    dsh_usage_line(1, 120, 0, 20, 8),
+                ],
+            ),
+        ];
+        for (dir, lines) in &files {
+            std::fs::create_dir_all(project.join(dir)).unwrap();
+            std::fs::write(
+                project.join(dir).join("session.jsonl"),
+                lines.join("\n") + "\n",
+            )
+            .unwrap();
+        }
+        let ws_dir = tmp.path().join("ws");
+        std::fs::create_dir(&ws_dir).unwrap();
+        let ws = Beneath::open(&ws_dir).unwrap();
+        let state = tmp.path().join("state");
+        let def = dsh_runtime();
+        let rel = def.metrics_path.clone().unwrap();
+        let proxy = (4, (283 + 69) + (900 + 40) + (700 + 30) + (120 + 20));
+        let read = read_metrics(&def, &rel, &ws, Some(&state), MAX_TRANSCRIPT_BYTES);
+        let bytes = read.as_ref().unwrap().clone();
+        let (a, h) = account(def.metrics_format, read, proxy);
+        assert_eq!(a, Accounting::Matched, "{a:?}");
+        assert_eq!(h.map(|h| (h.model_turns, h.total_tokens)), Some(proxy));
+        // The stored transcript is the root first, then the children, each from its header on.
+        assert!(
+            bytes.starts_with(
+                header("session-7f3a", "")
+                    .split(",\"createdAt")
+                    .next()
+                    .unwrap()
+                    .as_bytes()
+            )
+        );
+        assert_eq!(
+            bytes
+                .split(|b| *b == b'\n')
+                .filter(|l| l.starts_with(br#"{"type":"session""#))
+                .count(),
+            3
+        );
+        // The root alone (no `metrics_sessions`) misses the children's calls: the mismatch the
+        // Harness's child sessions gave before.
+        let root_only = RuntimeDef {
+            metrics_sessions: None,
+            ..def.clone()
+        };
+        let (a, _) = account(
+            def.metrics_format,
+            read_metrics(&root_only, &rel, &ws, Some(&state), MAX_TRANSCRIPT_BYTES),
+            proxy,
+        );
+        assert!(matches!(a, Accounting::Mismatch(_)), "{a:?}");
+        // A seeded child's usage without a seq cannot be told inherited or own: unreadable.
+        let (a, _) = account(
+            def.metrics_format,
+            Ok(format!("{}\n{}", header("c", r#","seedLength":2"#), r#"{"type":"assistant/chunk","data":{"chunk":{"type":"usage","usage":{"inputTokens":1,"outputTokens":1}}}}"#).into_bytes()),
+            (0, 0),
+        );
+        assert!(
+            matches!(&a, Accounting::MetricsUnreadable(m) if m.contains("seq")),
+            "{a:?}"
+        );
+        // Two roots are refused, never one picked.
+        std::fs::create_dir_all(project.join("session-other")).unwrap();
+        std::fs::write(project.join("session-other/session.jsonl"), b"").unwrap();
+        let two = read_metrics(&def, &rel, &ws, Some(&state), MAX_TRANSCRIPT_BYTES).unwrap_err();
+        assert!(two.to_string().contains("more than one"), "{two}");
     }
 
     /// Hundreds of calls and 240k output tokens (reasoning included) fit under the cap with

@@ -103,6 +103,11 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         identity_retired: false,
         preconditions: vec![],
         fixture_upstream: false,
+        upstream: UpstreamEvidence {
+            preregistered: Some("https://api.example".into()),
+            tls_spki_sha256: vec![],
+            sessions: vec!["https://api.example".into()],
+        },
         model_free_upstream: false,
         model_free_protocol: false,
         wire_anomalies: vec![],

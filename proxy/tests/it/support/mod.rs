@@ -79,6 +79,65 @@ pub async fn upstream() -> Upstream {
     Upstream { url, state, stop }
 }
 
+/// The same scripted upstream over HTTPS, serving `cert_der` (signed by a test CA) with
+/// `key_der` (PKCS#8). A client that aborts the handshake is dropped and the next one accepted.
+pub async fn tls_upstream(cert_der: Vec<u8>, key_der: Vec<u8>) -> Upstream {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![CertificateDer::from(cert_der)],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_der)),
+    )
+    .unwrap();
+    let state = Arc::new(UpstreamState::default());
+    let app = Router::new().fallback(script).with_state(state.clone());
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://127.0.0.1:{}", tcp.local_addr().unwrap().port());
+    let listener = TlsListener {
+        tcp,
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(cfg)),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(s.cancelled_owned())
+            .await;
+    });
+    Upstream { url, state, stop }
+}
+
+/// Accepts TCP connections and completes the TLS handshake; one the client aborts is dropped.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(tcp).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
 fn json_response(status: u16, v: Value) -> Response {
     Response::builder()
         .status(status)
@@ -361,6 +420,32 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             ];
             sse_response(chunks, state)
         }
+        "burst-stream" => {
+            // BURST_EVENTS token-sized events, each its own frame and all ready at once (an
+            // upstream that got ahead of the proxy), with the credential the proxy sent split
+            // across two of them, then the usage chunk and `[DONE]`.
+            let mut frames = vec![];
+            for i in 0..BURST_EVENTS {
+                let ev = json!({"choices":[{"index":0,"delta":{"content": format!("t{i} ")}}],"usage":null});
+                frames.push(format!("data: {ev}\n\n"));
+            }
+            let ev = json!({"choices":[{"index":0,"delta":{"content": format!("key={auth}!")}}],"usage":null});
+            let s = format!("data: {ev}\n\n");
+            let at = s.find("UPSTREAM").unwrap() + 4;
+            frames.insert(BURST_EVENTS / 2, s[..at].to_owned());
+            frames.insert(BURST_EVENTS / 2 + 1, s[at..].to_owned());
+            let u = json!({"choices":[],"usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}});
+            frames.push(format!("data: {u}\n\ndata: [DONE]\n\n"));
+            state.finished_streams.fetch_add(1, Ordering::SeqCst);
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(futures_util::stream::iter(
+                    frames
+                        .into_iter()
+                        .map(|f| Ok::<_, std::io::Error>(Bytes::from(f))),
+                )))
+                .unwrap()
+        }
         "echo-key-encoded-json" | "echo-key-encoded-stream" => {
             // The credential the proxy sent, reflected in every common encoding; the JSON body
             // is written by hand so its `\u` escapes are the wire form.
@@ -502,6 +587,9 @@ pub fn key_encodings(text: &str) -> Vec<String> {
         ),
     ]
 }
+
+/// Token events in the `burst-stream` script (the key's two halves come on top).
+pub const BURST_EVENTS: usize = 400;
 
 pub fn sink() -> Arc<MemorySink> {
     Arc::new(MemorySink::new())
