@@ -829,8 +829,11 @@ async fn session(
     )
     .await?;
     let (rec, entries) = open_recorder(state, admitted, &upstream_rec.kind, signing)?;
+    // Bounded by the protocol's artifact budget, counted from what earlier sessions stored;
+    // shared by the wire log and the attempts.
     let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?
+            .with_budget(p.budgets.artifacts.max_bytes)?;
     let wire_limits = crate::run::wire_log::WireLimits::default();
     let wire = crate::run::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
     let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
