@@ -127,6 +127,9 @@ fn gc_files(run: &RunDir, dry: bool, freed: &mut Freed) -> Result<(), Failure> {
             let p = e.path();
             let bytes = tree_bytes(&p);
             if !dry {
+                // A session killed mid-attempt left that attempt's own filesystem mounted: it
+                // goes first, so its files go with it and its mount point can be removed.
+                crate::run::attempt::disk::unmount(&p).map_err(|err| io_fail(&p, err))?;
                 // The agent's tree is hostile: removed without following a link, at any depth.
                 let name = e.file_name().to_string_lossy().into_owned();
                 match &root {
