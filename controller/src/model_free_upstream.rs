@@ -1,7 +1,8 @@
 //! The built-in model-free upstream (`eval run --upstream model-free`): an OpenAI-compatible
-//! server on `127.0.0.1:0` that answers every chat completion with a plain stop — an empty
-//! assistant message, `finish_reason: "stop"`, no tool call — so a harness ends its session
-//! after its first request. It is for protocols whose metrics read only what the harness sends
+//! server on `127.0.0.1:0` that answers every chat completion with a plain stop — one fixed
+//! sentence ([`ANSWER`]), `finish_reason: "stop"`, no tool call — so a harness ends its session
+//! after its first request. The sentence is not empty because the DeepSeek Harness treats a
+//! completed response without content as a fault (`EMPTY_RESPONSE`) and retries it five times. It is for protocols whose metrics read only what the harness sends
 //! (the wire metrics): a router decides its route before the first request, which is all such a
 //! protocol measures.
 //!
@@ -34,6 +35,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The `system_fingerprint` of every answer.
 pub const FINGERPRINT: &str = "eval-model-free";
+
+/// The content of every answer.
+pub const ANSWER: &str = "(eval model-free upstream: no model answers here; the session ends.)";
 
 struct Shared {
     key: crate::fixture_upstream::FixtureKey,
@@ -134,13 +138,15 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .into_response()
 }
 
-/// The usage of a plain stop to a request of `body_len` bytes, in DeepSeek's shape.
+/// The usage of a plain stop to a request of `body_len` bytes, in DeepSeek's shape (the answer's
+/// tokens counted as a quarter of its bytes, as the prompt's).
 pub fn usage(body_len: usize) -> Value {
     let prompt = (body_len as u64).div_ceil(4);
+    let answer = (ANSWER.len() as u64).div_ceil(4);
     json!({
         "prompt_tokens": prompt,
-        "completion_tokens": 0,
-        "total_tokens": prompt,
+        "completion_tokens": answer,
+        "total_tokens": prompt + answer,
         "prompt_cache_hit_tokens": 0,
         "prompt_cache_miss_tokens": prompt,
     })
@@ -198,7 +204,7 @@ async fn chat(
         let body = json!({
             "id": id, "object": "chat.completion", "created": 0, "model": model,
             "system_fingerprint": FINGERPRINT,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},
                          "finish_reason": "stop"}],
             "usage": usage,
         });
@@ -212,7 +218,8 @@ async fn chat(
     };
     let mut events = vec![
         chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": ""}), json!("stop")),
+        chunk(json!({"content": ANSWER}), Value::Null),
+        chunk(json!({}), json!("stop")),
     ];
     if include_usage {
         events.push(
@@ -289,12 +296,15 @@ mod tests {
         let choice = &v["choices"][0];
         assert_eq!(choice["finish_reason"], "stop");
         assert_eq!(choice["message"]["role"], "assistant");
-        assert_eq!(choice["message"]["content"], "");
+        assert_eq!(choice["message"]["content"], ANSWER);
         assert!(choice["message"].get("tool_calls").is_none());
         let u = &v["usage"];
-        assert_eq!(u["completion_tokens"], 0);
+        assert_eq!(u["completion_tokens"], ANSWER.len().div_ceil(4) as u64);
         assert_eq!(u["prompt_tokens"], body.len().div_ceil(4) as u64);
-        assert_eq!(u["total_tokens"], u["prompt_tokens"]);
+        assert_eq!(
+            u["total_tokens"].as_u64().unwrap(),
+            u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap()
+        );
         assert_eq!(
             u["prompt_cache_hit_tokens"].as_u64().unwrap()
                 + u["prompt_cache_miss_tokens"].as_u64().unwrap(),
@@ -334,21 +344,28 @@ mod tests {
                 .starts_with("text/event-stream")
         );
         let ev = events(&r.text().await.unwrap());
-        assert_eq!(ev.len(), 4, "role, stop, usage, [DONE]: {ev:?}");
-        let v: Vec<Value> = ev[..3]
+        assert_eq!(ev.len(), 5, "role, content, stop, usage, [DONE]: {ev:?}");
+        let v: Vec<Value> = ev[..4]
             .iter()
             .map(|e| serde_json::from_str(e).unwrap())
             .collect();
         assert_eq!(v[0]["choices"][0]["delta"]["role"], "assistant");
-        assert_eq!(v[1]["choices"][0]["finish_reason"], "stop");
-        assert!(v[1]["choices"][0]["delta"].get("tool_calls").is_none());
-        assert_eq!(v[2]["choices"], json!([]));
+        assert_eq!(v[1]["choices"][0]["delta"]["content"], ANSWER);
+        assert_eq!(v[2]["choices"][0]["finish_reason"], "stop");
+        assert!(
+            v.iter()
+                .all(|x| x["choices"][0]["delta"].get("tool_calls").is_none())
+        );
+        assert_eq!(v[3]["choices"], json!([]));
         assert_eq!(
-            v[2]["usage"]["prompt_tokens"],
+            v[3]["usage"]["prompt_tokens"],
             body.len().div_ceil(4) as u64
         );
-        assert_eq!(v[2]["usage"]["completion_tokens"], 0);
-        assert!(v[0]["usage"].is_null() && v[1]["usage"].is_null());
+        assert_eq!(
+            v[3]["usage"]["completion_tokens"],
+            ANSWER.len().div_ceil(4) as u64
+        );
+        assert!(v[..3].iter().all(|x| x["usage"].is_null()));
 
         let text = c
             .post(&url)
@@ -361,7 +378,7 @@ mod tests {
             .await
             .unwrap();
         let ev = events(&text);
-        assert_eq!(ev.len(), 3, "no usage chunk unless asked: {ev:?}");
+        assert_eq!(ev.len(), 4, "no usage chunk unless asked: {ev:?}");
         assert!(!text.contains("prompt_tokens"));
         up.shutdown().await;
     }

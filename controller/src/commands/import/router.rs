@@ -270,9 +270,9 @@ fn rows(from: &Path, allow_unpinned: bool) -> Result<Vec<Row>, ImportError> {
 }
 
 pub(super) fn run(args: &ImportV04RouterArgs) -> CmdResult {
-    let files = plan(args)?;
+    let (files, dirs) = plan(args)?;
     let project = Path::new(".");
-    for rel in files.keys() {
+    for rel in files.keys().chain(&dirs) {
         match std::fs::symlink_metadata(project.join(rel)) {
             Ok(_) => return Err(ImportError::Exists(rel.clone()).into()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -296,6 +296,12 @@ pub(super) fn run(args: &ImportV04RouterArgs) -> CmdResult {
         }
         write_new(&path, bytes).map_err(fail)?;
     }
+    for rel in &dirs {
+        std::fs::create_dir(project.join(rel)).map_err(|source| ImportError::Write {
+            path: rel.clone(),
+            source,
+        })?;
+    }
     let name = &args.protocol;
     println!(
         "imported v0.4's router gate as protocol {name} ({} files written): arms native, {CANDIDATE}; model-free",
@@ -311,7 +317,9 @@ pub(super) fn run(args: &ImportV04RouterArgs) -> CmdResult {
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
-fn plan(args: &ImportV04RouterArgs) -> Result<Files, ImportError> {
+/// The files to write, and the empty directories (each task's `workspace/`: the router reads only
+/// the prompt, so the Harness starts in an empty working tree).
+fn plan(args: &ImportV04RouterArgs) -> Result<(Files, Vec<PathBuf>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));
@@ -391,8 +399,10 @@ fn plan(args: &ImportV04RouterArgs) -> Result<Files, ImportError> {
         ROUTER_GRADER_PATH.to_owned(),
         grader_runtime(&args.dsh_image).into_bytes(),
     );
+    let mut dirs = Vec::new();
     for r in &rows {
         let tdir = format!("{pdir}/tasks/{}/{}", r.suite, r.id);
+        dirs.push(PathBuf::from(format!("{tdir}/workspace")));
         put(format!("{tdir}/task.toml"), task_toml(r).into_bytes());
         let mut prompt = r.text.clone();
         prompt.push('\n');
@@ -402,13 +412,13 @@ fn plan(args: &ImportV04RouterArgs) -> Result<Files, ImportError> {
             b"The router gate reads the wire; nothing is hidden.\n".to_vec(),
         );
     }
-    Ok(out)
+    Ok((out, dirs))
 }
 
-/// The grader's command: nothing to grade (every metric is read from the wire), so an empty
-/// metrics object.
+/// The grader's command: nothing to grade (every metric is read from the wire), so a score file
+/// with an empty `metrics` object.
 const GRADER_COMMAND: &str =
-    r#"["/bin/sh", "-c", "printf '{}\\n' > \"$1/score.json\"", "grade", "{out}"]"#;
+    r#"["/bin/sh", "-c", "printf '{\"metrics\": {}}\\n' > \"$1\"", "grade", "{out}"]"#;
 
 fn grader_runtime(image: &str) -> String {
     format!(
