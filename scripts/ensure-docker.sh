@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure a Docker engine answers. When none does and we are root, installs Debian's docker.io
-# (and busybox-static, which the project's images are built from) and starts dockerd in the
-# background. Otherwise fails saying exactly what to do.
+# (and busybox-static, which the project's images are built from, and e2fsprogs, whose mkfs.ext4
+# makes each attempt's own filesystem) and starts dockerd in the background. Otherwise fails saying exactly what to do.
 set -euo pipefail
 
 say() { printf 'ensure-docker: %s\n' "$*" >&2; }
@@ -12,6 +12,7 @@ need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 [ -x /bin/busybox ] && file_is_static=$(ldd /bin/busybox 2>&1 | grep -c 'not a dynamic' || true) || file_is_static=0
 [ "${file_is_static:-0}" -ge 1 ] || need_pkgs+=(busybox-static)
+PATH="$PATH:/usr/sbin:/sbin" command -v mkfs.ext4 >/dev/null 2>&1 || need_pkgs+=(e2fsprogs)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -40,6 +40,10 @@ pub enum Command {
     /// One attempt's story: outcome and rule, every model call with its messages and reply,
     /// tool calls, grader, artifacts
     Show(ShowArgs),
+    /// Remove what no unfinished run or kept freeze needs (left containers, eval's images,
+    /// attempt scratch, unreferenced artifacts, stale sockets); never a ledger or an artifact a
+    /// ledger references
+    Gc(GcArgs),
     /// Paired-bootstrap statistics on data from anywhere, and calibration by simulation
     #[command(subcommand)]
     Stats(StatsCommand),
@@ -204,6 +208,22 @@ pub struct StatusArgs {
     pub state: StateArg,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// State directory (default: ./runs)
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
+    /// Print what would be removed; remove nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Which images are eval's (a Docker label filter, `key` or `key=value`)
+    #[arg(long, value_name = "LABEL", default_value = "eval.runtime")]
+    pub images_label: String,
+    /// Leave containers and images alone (files only)
+    #[arg(long)]
+    pub no_engine: bool,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,11 @@
 //! ([`ArchiveLimits`]) entries are left out with a note. When there are notes, a PAX global
 //! header (`g`, one `comment` record, the sorted notes one per line) precedes the end-of-archive
 //! blocks. Only a host failure makes archiving fail ([`ArtifactError::is_host_fault`]).
+//!
+//! A regular file with a hole before its end (`SEEK_HOLE`) is written as a PAX sparse entry
+//! (GNU format 1.0, [`write_sparse`]): its data regions only, so an agent's 4 GiB file of holes
+//! costs the archive what the agent could allocate, and `archive.bytes` counts data, not
+//! apparent sizes. Files without holes are plain entries, as before.
 
 use crate::ledger::Digest;
 use crate::leftovers::{Beneath, LeftoverError, is_host_errno, kind_name};
@@ -61,6 +66,19 @@ pub enum ArtifactError {
         /// The digest of the bytes found.
         actual: Digest,
     },
+    /// Storing the object would pass the run's artifact byte budget
+    /// ([`ArtifactStore::with_budget`]); nothing was stored.
+    #[error(
+        "the run's artifact budget of {max} bytes has no room for this artifact ({used} bytes already stored, this one passes it after {written} bytes)"
+    )]
+    OverBudget {
+        /// The budget.
+        max: u64,
+        /// What the store held (and other writes had reserved) when this one was refused.
+        used: u64,
+        /// How far this object got before it was refused.
+        written: u64,
+    },
     /// Reading the tree to archive failed; only a host failure reaches here (see
     /// [`tar_dir_with`]), or the root directory itself could not be opened.
     #[error("archiving {dir}: {source}")]
@@ -80,6 +98,8 @@ impl ArtifactError {
         match self {
             ArtifactError::Io { source, .. } => source.raw_os_error().is_some_and(is_host_errno),
             ArtifactError::Leftover { source, .. } => source.is_host_fault(),
+            // The run's own bound, reached by what the attempt left: never the host's.
+            ArtifactError::OverBudget { .. } => false,
             _ => false,
         }
     }
@@ -96,6 +116,112 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ArtifactError + '_ {
 #[derive(Clone, Debug)]
 pub struct ArtifactStore {
     root: PathBuf,
+    /// The run's artifact byte budget, shared by every clone (`with_budget`); `None`: unbounded.
+    budget: Option<std::sync::Arc<Budget>>,
+}
+
+/// What a run may store in total, and what it has stored or reserved so far.
+#[derive(Debug)]
+struct Budget {
+    max: u64,
+    used: std::sync::atomic::AtomicU64,
+}
+
+impl Budget {
+    /// Takes `n` more bytes, or says how much was used when it could not.
+    fn take(&self, n: u64) -> Result<(), u64> {
+        use std::sync::atomic::Ordering;
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|t| *t <= self.max)
+            })
+            .map(|_| ())
+    }
+
+    fn give_back(&self, n: u64) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                Some(u.saturating_sub(n))
+            });
+    }
+}
+
+/// The error a [`BudgetWriter`] fails a write with; told apart from the disk's own errors.
+#[derive(Debug)]
+struct OverBudgetMark {
+    used: u64,
+}
+
+impl std::fmt::Display for OverBudgetMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the artifact budget is used up ({} bytes)", self.used)
+    }
+}
+
+impl std::error::Error for OverBudgetMark {}
+
+/// Counts what is written against the budget before writing it.
+struct BudgetWriter<'a, W: Write> {
+    inner: W,
+    budget: Option<&'a Budget>,
+    written: u64,
+}
+
+impl<W: Write> Write for BudgetWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(b) = self.budget {
+            b.take(buf.len() as u64)
+                .map_err(|used| io::Error::other(OverBudgetMark { used }))?;
+        }
+        match self.inner.write(buf) {
+            Ok(n) => {
+                if let Some(b) = self.budget {
+                    b.give_back((buf.len() - n) as u64);
+                }
+                self.written += n as u64;
+                Ok(n)
+            }
+            Err(e) => {
+                if let Some(b) = self.budget {
+                    b.give_back(buf.len() as u64);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The used-up budget behind an error, if that is what it is.
+fn over_budget(e: &io::Error) -> Option<u64> {
+    e.get_ref()
+        .and_then(|i| i.downcast_ref::<OverBudgetMark>())
+        .map(|m| m.used)
+}
+
+/// Bytes of the objects under `root/sha256/` (two levels: prefix directories, objects).
+fn stored_bytes(root: &Path) -> Result<u64, ArtifactError> {
+    let top = root.join("sha256");
+    let mut total = 0u64;
+    for prefix in fs::read_dir(&top).map_err(io_err(&top))? {
+        let prefix = prefix.map_err(io_err(&top))?.path();
+        if !prefix.is_dir() {
+            continue;
+        }
+        for object in fs::read_dir(&prefix).map_err(io_err(&prefix))? {
+            let object = object.map_err(io_err(&prefix))?;
+            let m = object.metadata().map_err(io_err(&object.path()))?;
+            if m.is_file() {
+                total = total.saturating_add(m.len());
+            }
+        }
+    }
+    Ok(total)
 }
 
 impl ArtifactStore {
@@ -105,7 +231,50 @@ impl ArtifactStore {
         fs::create_dir_all(root.join("tmp")).map_err(io_err(root))?;
         Ok(Self {
             root: root.to_path_buf(),
+            budget: None,
         })
+    }
+
+    /// The same store, bounded by a run's artifact byte budget: every object this store and
+    /// its clones write counts against `max`, starting from what the store already holds (a
+    /// resumed run's earlier sessions), and a write that would pass it fails with
+    /// [`ArtifactError::OverBudget`] without storing anything. An object already present costs
+    /// nothing.
+    pub fn with_budget(self, max: u64) -> Result<Self, ArtifactError> {
+        let used = stored_bytes(&self.root)?;
+        Ok(Self {
+            budget: Some(std::sync::Arc::new(Budget {
+                max,
+                used: std::sync::atomic::AtomicU64::new(used),
+            })),
+            ..self
+        })
+    }
+
+    /// The budget's `(max, used)`, when the store has one.
+    pub fn budget(&self) -> Option<(u64, u64)> {
+        self.budget
+            .as_ref()
+            .map(|b| (b.max, b.used.load(std::sync::atomic::Ordering::Acquire)))
+    }
+
+    /// A failed write of `written` counted bytes: given back to the budget, and the budget's
+    /// own refusal told apart from the disk's errors.
+    fn failed(&self, written: u64, e: ArtifactError) -> ArtifactError {
+        let Some(b) = &self.budget else { return e };
+        b.give_back(written);
+        let used = match &e {
+            ArtifactError::Io { source, .. } => over_budget(source),
+            _ => None,
+        };
+        match used {
+            Some(used) => ArtifactError::OverBudget {
+                max: b.max,
+                used,
+                written,
+            },
+            None => e,
+        }
     }
 
     /// The store's root directory.
@@ -149,17 +318,31 @@ impl ArtifactStore {
         limits: &ArchiveLimits,
     ) -> Result<ArchiveSummary, ArtifactError> {
         let (tmp, mut file) = self.temp_file()?;
-        let mut writer = HashingWriter::new(io::BufWriter::new(&mut file));
-        let summary = tar_dir_with(dir, limits, &mut writer).inspect_err(|_| {
-            let _ = fs::remove_file(&tmp);
-        })?;
+        let mut counted = BudgetWriter {
+            inner: &mut file,
+            budget: self.budget.as_deref(),
+            written: 0,
+        };
+        let mut writer = HashingWriter::new(io::BufWriter::new(&mut counted));
+        let summary = tar_dir_with(dir, limits, &mut writer);
         let (digest, buf) = writer.finish();
-        buf.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .map_err(io_err(&tmp))?;
+        let flushed = buf.into_inner().map(|_| ()).map_err(|e| e.into_error());
+        let written = counted.written;
+        let done = summary.and_then(|summary| {
+            flushed
+                .and_then(|_| file.sync_all())
+                .map_err(io_err(&tmp))?;
+            Ok(summary)
+        });
+        let summary = match done {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(self.failed(written, e));
+            }
+        };
         drop(file);
-        self.publish(&tmp, &digest)?;
+        self.publish_counted(&tmp, &digest, written)?;
         Ok(ArchiveSummary {
             digest,
             notes: summary.notes,
@@ -210,16 +393,40 @@ impl ArtifactStore {
 
     fn put_reader(&self, reader: &mut dyn Read) -> Result<Digest, ArtifactError> {
         let (tmp, mut file) = self.temp_file()?;
-        let mut writer = HashingWriter::new(&mut file);
+        let mut counted = BudgetWriter {
+            inner: &mut file,
+            budget: self.budget.as_deref(),
+            written: 0,
+        };
+        let mut writer = HashingWriter::new(&mut counted);
         let copied = io::copy(reader, &mut writer);
         let (digest, _) = writer.finish();
+        let written = counted.written;
         if let Err(e) = copied.and_then(|_| file.sync_all()) {
             let _ = fs::remove_file(&tmp);
-            return Err(io_err(&tmp)(e));
+            return Err(self.failed(written, io_err(&tmp)(e)));
         }
         drop(file);
-        self.publish(&tmp, &digest)?;
+        self.publish_counted(&tmp, &digest, written)?;
         Ok(digest)
+    }
+
+    /// [`Self::publish`], giving the budget back what an object already present did not cost
+    /// (or what a failed publish did not store).
+    fn publish_counted(
+        &self,
+        tmp: &Path,
+        digest: &Digest,
+        written: u64,
+    ) -> Result<(), ArtifactError> {
+        let present = self.path_of(digest).is_file();
+        let r = self.publish(tmp, digest);
+        if let Some(b) = &self.budget
+            && (present || r.is_err())
+        {
+            b.give_back(written);
+        }
+        r
     }
 
     fn temp_file(&self) -> Result<(PathBuf, fs::File), ArtifactError> {
@@ -716,6 +923,53 @@ pub fn tar_dir_with(
                         continue;
                     }
                 };
+                let regions = match data_regions(&f, size) {
+                    Ok(r) => r,
+                    Err(e) if is_host_errno(e.raw_os_error()) => {
+                        return Err(leftover_to_artifact(dir, host_or_refused(rel, e)));
+                    }
+                    Err(e) => {
+                        notes.add(rel, format!("{}: not archived: {e}", shown(rel)));
+                        continue;
+                    }
+                };
+                let mode = if *exec { 0o755 } else { 0o644 };
+                if let Some(regions) = regions {
+                    // Only the data is written: a file of terabytes of holes costs what was
+                    // allocated, never its apparent size.
+                    let data: u64 = regions.iter().map(|r| r.1).sum();
+                    if regions.len() > MAX_SPARSE_REGIONS
+                        || bytes.saturating_add(data) > limits.max_bytes
+                    {
+                        notes.add(
+                            rel,
+                            format!(
+                                "{}: sparse file of {size} bytes ({data} bytes of data in {} regions) not archived: the caps are {} bytes of content and {MAX_SPARSE_REGIONS} regions",
+                                shown(rel),
+                                regions.len(),
+                                limits.max_bytes
+                            ),
+                        );
+                        continue;
+                    }
+                    let problem = write_sparse(out, rel, mode, size, &regions, &mut f).map_err(
+                        |c| match c {
+                            CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
+                            CopyError::Write(e) => io_err(dir)(e),
+                        },
+                    )?;
+                    notes.add(
+                        rel,
+                        format!(
+                            "{}: sparse file of {size} bytes, recorded as a PAX sparse (GNU 1.0) entry of its {data} bytes of data in {} regions{problem}",
+                            shown(rel),
+                            regions.len()
+                        ),
+                    );
+                    bytes += data;
+                    written += 1;
+                    continue;
+                }
                 if bytes.saturating_add(size) > limits.max_bytes {
                     notes.add(
                         rel,
@@ -727,7 +981,6 @@ pub fn tar_dir_with(
                     );
                     continue;
                 }
-                let mode = if *exec { 0o755 } else { 0o644 };
                 write_header(out, rel, b"", b'0', mode, size, (0, 0)).map_err(w)?;
                 let copied = copy_up_to(&mut f, out, size).map_err(|c| match c {
                     CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
@@ -768,6 +1021,150 @@ pub fn tar_dir_with(
         entries: written,
         bytes,
     })
+}
+
+/// More data regions than this and a sparse file is left out with a note (its map alone would
+/// be tens of megabytes).
+const MAX_SPARSE_REGIONS: usize = 1 << 20;
+
+/// The data regions `(offset, length)` of a file with a hole before its end (`SEEK_DATA` /
+/// `SEEK_HOLE`), or `None` for a file without holes (or a filesystem that cannot say), which is
+/// archived as a plain entry, as before.
+fn data_regions(f: &fs::File, size: u64) -> Result<Option<Vec<(u64, u64)>>, rustix::io::Errno> {
+    // Probing moves the file's offset: back to the start for the reader that follows.
+    let found = probe_regions(f, size);
+    rustix::fs::seek(f, rustix::fs::SeekFrom::Start(0))?;
+    found
+}
+
+fn probe_regions(f: &fs::File, size: u64) -> Result<Option<Vec<(u64, u64)>>, rustix::io::Errno> {
+    use rustix::fs::{SeekFrom, seek};
+    use rustix::io::Errno;
+    let first_hole = match seek(f, SeekFrom::Hole(0)) {
+        Ok(h) => h,
+        Err(Errno::NXIO) => return Ok(None),
+        Err(Errno::INVAL | Errno::OPNOTSUPP) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if first_hole >= size {
+        return Ok(None);
+    }
+    let mut regions = Vec::new();
+    let mut off = 0u64;
+    while off < size && regions.len() <= MAX_SPARSE_REGIONS {
+        let start = match seek(f, SeekFrom::Data(off)) {
+            Ok(d) if d < size => d,
+            Ok(_) | Err(Errno::NXIO) => break,
+            Err(e) => return Err(e),
+        };
+        let end = match seek(f, SeekFrom::Hole(start)) {
+            Ok(h) => h.min(size),
+            Err(Errno::NXIO) => size,
+            Err(e) => return Err(e),
+        };
+        if end <= start {
+            break;
+        }
+        regions.push((start, end - start));
+        off = end;
+    }
+    Ok(Some(regions))
+}
+
+/// One sparse file as a PAX sparse entry, format 1.0 (what GNU tar writes and GNU tar, bsdtar
+/// and Python's `tarfile` restore): an extended header with `GNU.sparse.major=1`,
+/// `GNU.sparse.minor=0`, `GNU.sparse.name` (the real name) and `GNU.sparse.realsize`; a ustar
+/// header named `GNUSparseFile.0/<name>` whose content is the map (the number of regions, then
+/// each region's offset and length, decimal, one per line, padded to a block) followed by the
+/// regions' bytes. A region that shrank is padded with zeros; the note says so.
+fn write_sparse(
+    out: &mut dyn Write,
+    rel: &[u8],
+    mode: u32,
+    size: u64,
+    regions: &[(u64, u64)],
+    f: &mut fs::File,
+) -> Result<String, CopyError> {
+    use std::io::{Seek, SeekFrom};
+    // A file ending in a hole gets a last, empty region at its end (as GNU tar writes it):
+    // readers size the file by the map.
+    let ends_in_hole = regions.last().is_none_or(|(off, len)| off + len < size);
+    let tail = ends_in_hole.then_some((size, 0u64));
+    let count = regions.len() + usize::from(ends_in_hole);
+    let mut map = format!("{count}\n").into_bytes();
+    for (off, len) in regions.iter().chain(tail.iter()) {
+        map.extend(format!("{off}\n{len}\n").into_bytes());
+    }
+    let map_len = map.len().div_ceil(512) * 512;
+    map.resize(map_len, 0);
+    let data: u64 = regions.iter().map(|r| r.1).sum();
+    let stored = map_len as u64 + data;
+    let mut records = Vec::new();
+    if std::str::from_utf8(rel).is_err() {
+        records.extend(pax_record(b"hdrcharset", b"BINARY"));
+    }
+    records.extend(pax_record(b"GNU.sparse.major", b"1"));
+    records.extend(pax_record(b"GNU.sparse.minor", b"0"));
+    records.extend(pax_record(b"GNU.sparse.name", rel));
+    records.extend(pax_record(
+        b"GNU.sparse.realsize",
+        size.to_string().as_bytes(),
+    ));
+    let w = CopyError::Write;
+    out.write_all(&ustar_header(
+        b"././@PaxHeader",
+        b"",
+        b'x',
+        0o644,
+        records.len() as u64,
+        (0, 0),
+    ))
+    .map_err(w)?;
+    out.write_all(&records).map_err(w)?;
+    pad(out, records.len() as u64).map_err(w)?;
+    let (parent, base) = match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..=i], &rel[i + 1..]),
+        None => (&b""[..], rel),
+    };
+    let name = [parent, b"GNUSparseFile.0/", base].concat();
+    out.write_all(&ustar_header(
+        truncate_name(&name),
+        b"",
+        b'0',
+        mode,
+        stored,
+        (0, 0),
+    ))
+    .map_err(w)?;
+    out.write_all(&map).map_err(w)?;
+    let mut problem = String::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    for (off, len) in regions {
+        f.seek(SeekFrom::Start(*off)).map_err(CopyError::Read)?;
+        let mut left = *len;
+        while left > 0 {
+            let want = buf.len().min(usize::try_from(left).unwrap_or(buf.len()));
+            let n = match f.read(&mut buf[..want]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error().is_some_and(is_host_errno) => {
+                    return Err(CopyError::Read(e));
+                }
+                Err(_) => 0,
+            };
+            if n == 0 {
+                problem = "; it shrank while archived, padded with zero bytes".to_owned();
+                buf[..want].fill(0);
+                out.write_all(&buf[..want]).map_err(w)?;
+                left -= want as u64;
+                continue;
+            }
+            out.write_all(&buf[..n]).map_err(w)?;
+            left -= n as u64;
+        }
+    }
+    pad(out, stored).map_err(w)?;
+    Ok(problem)
 }
 
 fn from_read(rel: &[u8], e: io::Error) -> LeftoverError {
@@ -1130,6 +1527,125 @@ mod tests {
             fs::read_link(out_dir.join("src/link")).unwrap(),
             PathBuf::from("../README.md")
         );
+    }
+
+    /// A file of 1 GiB that holds 8 KiB of data costs its data in the archive, never its size,
+    /// and GNU tar restores it byte for byte (holes read as zeros); a file without holes stays a
+    /// plain entry.
+    #[test]
+    fn a_sparse_file_is_archived_by_its_data_and_restored_by_system_tar() {
+        use std::io::{Seek, SeekFrom};
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        let size: u64 = 1 << 30;
+        let mut f = fs::File::create(src.join("d/sparse.img")).unwrap();
+        f.seek(SeekFrom::Start(1 << 20)).unwrap();
+        f.write_all(&[0xab; 4096]).unwrap();
+        f.seek(SeekFrom::Start(size - 4096)).unwrap();
+        f.write_all(&[0xcd; 4096]).unwrap();
+        drop(f);
+        let mut tail_hole = fs::File::create(src.join("tail-hole")).unwrap();
+        tail_hole.write_all(b"head").unwrap();
+        tail_hole.set_len(64 << 20).unwrap();
+        drop(tail_hole);
+        fs::write(src.join("dense.txt"), b"dense\n").unwrap();
+        let probe = fs::File::open(src.join("d/sparse.img")).unwrap();
+        if data_regions(&probe, size).unwrap().is_none() {
+            return; // this filesystem reports no holes; nothing to test here
+        }
+        let mut buf = Vec::new();
+        let summary = tar_dir(&src, &mut buf).unwrap();
+        assert!(
+            buf.len() < 1 << 20,
+            "a 1 GiB sparse file took {} archive bytes",
+            buf.len()
+        );
+        assert_eq!(summary.bytes, 8192 + 4096 + 6, "{summary:?}");
+        assert!(
+            summary
+                .notes
+                .iter()
+                .any(|n| n.contains("\"d/sparse.img\": sparse file of 1073741824 bytes")),
+            "{:?}",
+            summary.notes
+        );
+        // The same tree gives the same bytes.
+        let mut again = Vec::new();
+        tar_dir(&src, &mut again).unwrap();
+        assert_eq!(buf, again);
+        let archive = tmp.path().join("x.tar");
+        fs::write(&archive, &buf).unwrap();
+        let out_dir = tmp.path().join("out");
+        fs::create_dir_all(&out_dir).unwrap();
+        let status = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&out_dir)
+            .status();
+        let Ok(status) = status else { return }; // no tar on this machine
+        assert!(status.success());
+        let restored = out_dir.join("d/sparse.img");
+        assert_eq!(fs::metadata(&restored).unwrap().len(), size);
+        let mut r = fs::File::open(&restored).unwrap();
+        let mut block = vec![0u8; 4096];
+        for (at, byte) in [
+            (0u64, 0u8),
+            (1 << 20, 0xab),
+            ((1 << 20) + 4096, 0),
+            (size - 4096, 0xcd),
+        ] {
+            r.seek(SeekFrom::Start(at)).unwrap();
+            r.read_exact(&mut block).unwrap();
+            assert!(block.iter().all(|b| *b == byte), "at {at}");
+        }
+        let t = fs::read(out_dir.join("tail-hole")).unwrap();
+        assert_eq!(t.len(), 64 << 20);
+        assert_eq!(&t[..4], b"head");
+        assert!(t[4..].iter().all(|b| *b == 0));
+        assert_eq!(fs::read(out_dir.join("dense.txt")).unwrap(), b"dense\n");
+        assert!(!out_dir.join("d/GNUSparseFile.0").exists());
+    }
+
+    /// Every clone of a budgeted store draws on one budget, which starts from what the store
+    /// already holds; a refused object leaves nothing behind and costs nothing, and an object
+    /// already present is free.
+    #[test]
+    fn a_budget_is_shared_counts_what_is_stored_and_refuses_past_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("store");
+        let first = ArtifactStore::open(&root).unwrap();
+        first.put_bytes(&[1u8; 1000]).unwrap();
+        let store = ArtifactStore::open(&root)
+            .unwrap()
+            .with_budget(5000)
+            .unwrap();
+        assert_eq!(store.budget(), Some((5000, 1000)));
+        let clone = store.clone();
+        clone.put_bytes(&[2u8; 3000]).unwrap();
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        // Present already: free.
+        store.put_bytes(&[1u8; 1000]).unwrap();
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        let e = store.put_bytes(&[3u8; 1001]).unwrap_err();
+        assert!(
+            matches!(e, ArtifactError::OverBudget { max: 5000, .. }),
+            "{e}"
+        );
+        assert!(!e.is_host_fault());
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        assert_eq!(fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+        // A directory archive is refused the same way, and what fits still fits.
+        let src = tmp.path().join("src");
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("big"), vec![9u8; 4000]).unwrap();
+        let e = clone.put_dir(&src).unwrap_err();
+        assert!(matches!(e, ArtifactError::OverBudget { .. }), "{e}");
+        assert_eq!(fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+        assert_eq!(store.budget(), Some((5000, 4000)));
+        store.put_bytes(&[4u8; 1000]).unwrap();
+        assert_eq!(store.budget(), Some((5000, 5000)));
     }
 
     /// One parsed tar entry: name, typeflag, link target, content (PAX records applied).

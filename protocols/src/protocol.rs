@@ -329,9 +329,34 @@ pub struct Budgets {
     pub attempt: AttemptBudget,
     /// Limits summed over every attempt of the run.
     pub run: RunBudget,
+    /// What the run may write into its artifact store in total (`[budgets.artifacts]`).
+    #[serde(default)]
+    pub artifacts: ArtifactBudget,
     /// Prices used to turn metered tokens into spend, per model id.
     #[serde(default)]
     pub prices: Vec<Price>,
+}
+
+/// `[budgets.artifacts]`: the bytes the run may store as artifacts (workspace archives, logs,
+/// metrics, grader output) over all its attempts and sessions. An attempt whose artifacts would
+/// pass it is stored without them and that is its outcome (`agent_error`, not graded): what an
+/// agent leaves can never fill the host's disk and turn into a rerunnable `filesystem_capacity`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactBudget {
+    /// Default [`DEFAULT_ARTIFACT_BYTES`] (16 GiB).
+    pub max_bytes: u64,
+}
+
+/// The default `[budgets.artifacts] max_bytes`: 16 GiB.
+pub const DEFAULT_ARTIFACT_BYTES: u64 = 16 << 30;
+
+impl Default for ArtifactBudget {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_ARTIFACT_BYTES,
+        }
+    }
 }
 
 /// `[budgets.attempt]`.

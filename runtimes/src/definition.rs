@@ -242,7 +242,8 @@ pub struct Attest {
     pub paths: Vec<String>,
 }
 
-/// `[limits]`: resource limits of each container (defaults: 512 MB, 1 CPU, 256 pids, 64 MB tmpfs).
+/// `[limits]`: resource limits of each container (defaults: 512 MB, 1 CPU, 256 pids, 64 MB tmpfs;
+/// an attempt's own filesystem of 1024 MiB and 100,000 inodes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -254,6 +255,35 @@ pub struct Limits {
     pub pids: u64,
     /// Size limit of each tmpfs mount in MiB.
     pub tmpfs_mb: u64,
+    /// Size in MiB of the attempt's own filesystem, which holds the agent's workspace and its
+    /// state directory: preallocated on the host before the attempt, so what the agent writes
+    /// can never take the host's space and a full filesystem is the agent's own. Default
+    /// [`DEFAULT_WORKSPACE_MB`].
+    #[serde(default = "default_workspace_mb")]
+    pub workspace_mb: u64,
+    /// Inodes of the attempt's own filesystem (files, directories, links the agent may make).
+    /// Default [`DEFAULT_WORKSPACE_INODES`].
+    #[serde(default = "default_workspace_inodes")]
+    pub workspace_inodes: u64,
+}
+
+/// The default `[limits] workspace_mb`.
+pub const DEFAULT_WORKSPACE_MB: u64 = 1024;
+/// The default `[limits] workspace_inodes`.
+pub const DEFAULT_WORKSPACE_INODES: u64 = 100_000;
+/// The largest `[limits] workspace_mb` (1 TiB): the image is preallocated.
+pub const MAX_WORKSPACE_MB: u64 = 1 << 20;
+/// The smallest `[limits] workspace_mb`: room for the filesystem's own metadata.
+pub const MIN_WORKSPACE_MB: u64 = 16;
+/// The largest `[limits] workspace_inodes` (what ext4 allows is 2^32 - 1).
+pub const MAX_WORKSPACE_INODES: u64 = 1 << 31;
+
+fn default_workspace_mb() -> u64 {
+    DEFAULT_WORKSPACE_MB
+}
+
+fn default_workspace_inodes() -> u64 {
+    DEFAULT_WORKSPACE_INODES
 }
 
 impl Default for Limits {
@@ -263,6 +293,8 @@ impl Default for Limits {
             cpus: 1.0,
             pids: 256,
             tmpfs_mb: 64,
+            workspace_mb: DEFAULT_WORKSPACE_MB,
+            workspace_inodes: DEFAULT_WORKSPACE_INODES,
         }
     }
 }
@@ -455,6 +487,27 @@ impl RuntimeDef {
         let l = &self.limits;
         if l.memory_mb == 0 || l.pids == 0 || l.tmpfs_mb == 0 || !(l.cpus > 0.0 && l.cpus <= 64.0) {
             return Err(bad("limits", "every limit must be positive".into()));
+        }
+        if !(MIN_WORKSPACE_MB..=MAX_WORKSPACE_MB).contains(&l.workspace_mb) {
+            return Err(bad(
+                "limits.workspace_mb",
+                format!(
+                    "{} is outside {MIN_WORKSPACE_MB}..={MAX_WORKSPACE_MB}",
+                    l.workspace_mb
+                ),
+            ));
+        }
+        // Each MiB holds 256 blocks; ext4 wants at least one block per inode (and a few
+        // hundred inodes for itself and the seed).
+        if !(1024..=MAX_WORKSPACE_INODES.min(l.workspace_mb * 256)).contains(&l.workspace_inodes) {
+            return Err(bad(
+                "limits.workspace_inodes",
+                format!(
+                    "{} is outside 1024..={} (at most one inode per 4 KiB block of workspace_mb)",
+                    l.workspace_inodes,
+                    MAX_WORKSPACE_INODES.min(l.workspace_mb * 256)
+                ),
+            ));
         }
         self.validate_paths()
             .map_err(|(field, detail)| bad(&field, detail))?;
@@ -813,6 +866,38 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         assert_eq!(l.def.attested_paths().len(), 3);
         assert!(l.def.grader.is_some());
         assert!(l.def.agent_env().iter().all(|e| !e.contains("sk-")));
+    }
+
+    /// The attempt filesystem's limits: documented defaults when absent (also in a `[limits]`
+    /// table that names only the older limits), and bounds that name the field.
+    #[test]
+    fn workspace_limits_default_and_are_bounded() {
+        let d = RuntimeDef::parse(MIN, "t.toml").unwrap();
+        assert_eq!(d.limits.workspace_mb, DEFAULT_WORKSPACE_MB);
+        assert_eq!(d.limits.workspace_inodes, DEFAULT_WORKSPACE_INODES);
+        let old = "[limits]\nmemory_mb = 256\ncpus = 1.0\npids = 64\ntmpfs_mb = 16\n";
+        let d = RuntimeDef::parse(&format!("{MIN}\n{old}"), "t.toml").unwrap();
+        assert_eq!(d.limits.workspace_mb, DEFAULT_WORKSPACE_MB);
+        let d = RuntimeDef::parse(
+            &format!("{MIN}\n{old}workspace_mb = 64\nworkspace_inodes = 4096\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            (d.limits.workspace_mb, d.limits.workspace_inodes),
+            (64, 4096)
+        );
+        for (extra, field) in [
+            ("workspace_mb = 8\n", "limits.workspace_mb"),
+            (
+                "workspace_mb = 64\nworkspace_inodes = 100000\n",
+                "limits.workspace_inodes",
+            ),
+            ("workspace_inodes = 10\n", "limits.workspace_inodes"),
+        ] {
+            let (f, detail) = refused("", &format!("{old}{extra}"));
+            assert_eq!(f, field, "{extra}: {detail}");
+        }
     }
 
     /// Parses MIN with `extra` added at the top level (before any table) or after it, and

@@ -192,6 +192,61 @@ impl DockerRuntime {
         Ok(n)
     }
 
+    /// Images carrying `label` (`key` or `key=value`): id, tags, size in bytes (`eval gc`).
+    pub async fn images_with_label(
+        &self,
+        label: &str,
+    ) -> Result<Vec<(String, Vec<String>, u64)>, RuntimeError> {
+        let mut filters = HashMap::new();
+        filters.insert("label", vec![label]);
+        let opts = bollard::query_parameters::ListImagesOptionsBuilder::new()
+            .filters(&filters)
+            .build();
+        let list = bounded("list images", "", self.docker.list_images(Some(opts))).await?;
+        Ok(list
+            .into_iter()
+            .map(|i| (i.id, i.repo_tags, i.size.max(0) as u64))
+            .collect())
+    }
+
+    /// Removes image `id` unless a container uses it; `false` when it is in use (or gone).
+    pub async fn remove_unused_image(&self, id: &str) -> Result<bool, RuntimeError> {
+        let opts = bollard::query_parameters::RemoveImageOptionsBuilder::new()
+            .force(false)
+            .build();
+        match self.docker.remove_image(id, Some(opts), None).await {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(status(&e), Some(404 | 409)) => Ok(false),
+            Err(source) => Err(RuntimeError::Engine {
+                op: "remove image",
+                source,
+            }),
+        }
+    }
+
+    /// Containers (running or not) carrying `label`: id and names (`eval gc`).
+    pub async fn containers_with_label(
+        &self,
+        label: &str,
+    ) -> Result<Vec<(String, Vec<String>)>, RuntimeError> {
+        let mut filters = HashMap::new();
+        filters.insert("label", vec![label]);
+        let opts = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = bounded(
+            "list containers",
+            "",
+            self.docker.list_containers(Some(opts)),
+        )
+        .await?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| c.id.map(|id| (id, c.names.unwrap_or_default())))
+            .collect())
+    }
+
     /// The engine's description of image `name` (an id or a reference); `None` if absent.
     pub async fn inspect_base(&self, name: &str) -> Result<Option<BaseImage>, RuntimeError> {
         let Some(i) = self.inspect(name).await? else {

@@ -7,6 +7,7 @@ pub mod attest;
 pub(crate) mod demo;
 pub(crate) mod error;
 pub mod freeze;
+mod gc;
 pub(crate) mod import;
 pub(crate) mod init;
 pub mod keygen;
@@ -41,6 +42,7 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Status(args) => status::run(args),
         Command::Report(args) => report::run(args),
         Command::Show(args) => show::run(args),
+        Command::Gc(args) => gc::run(args),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Proxy(args) => proxy::run(args),
         Command::Keygen(args) => keygen::run(args),

@@ -829,8 +829,11 @@ async fn session(
     )
     .await?;
     let (rec, entries) = open_recorder(state, admitted, &upstream_rec.kind, signing)?;
+    // Bounded by the protocol's artifact budget, counted from what earlier sessions stored;
+    // shared by the wire log and the attempts.
     let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?;
+        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?
+            .with_budget(p.budgets.artifacts.max_bytes)?;
     let wire_limits = crate::run::wire_log::WireLimits::default();
     let wire = crate::run::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
     let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
@@ -918,7 +921,7 @@ async fn session(
         });
         rec.append(SMOKE_RUN, &payload).await?;
     }
-    let progress = Arc::new(Progress::new(total));
+    let progress = Arc::new(Progress::with_budget(total, Some(p.budgets.run)));
     let end = crate::run::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
     if let Some(m) = &held.model_free {
         // The model-free upstream's own count of the plain stops it answered, beside the
@@ -994,21 +997,44 @@ async fn execute(
 /// Progress on a terminal (indicatif) or as plain log lines.
 pub struct Progress {
     bar: Option<indicatif::ProgressBar>,
+    budget: Option<eval_core::budget::RunBudget>,
+}
+
+/// The live line's message: running attempts, infrastructure faults, reruns, and tokens against
+/// the run budget when there is one.
+pub fn status_line(s: &StatusSummary, budget: Option<&eval_core::budget::RunBudget>) -> String {
+    let tokens = match budget {
+        Some(b) if b.max_tokens > 0 => format!(
+            "tokens {}/{} ({:.0}%)",
+            s.tokens.total(),
+            b.max_tokens,
+            100.0 * s.tokens.total() as f64 / b.max_tokens as f64
+        ),
+        _ => format!("tokens {}", s.tokens.total()),
+    };
+    format!(
+        "running {} · infra faults {} · reruns {} · {tokens}",
+        s.running.len(),
+        s.infra_faults,
+        s.reruns
+    )
 }
 
 impl Progress {
-    pub fn new(total: u64) -> Self {
+    /// On a terminal one live line (done/total, running, infrastructure faults, tokens against
+    /// `budget`, a rough time left from the pace so far); plain lines otherwise.
+    pub fn with_budget(total: u64, budget: Option<eval_core::budget::RunBudget>) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = indicatif::ProgressBar::new(total);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} · ~{eta} left · {msg}",
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             bar
         });
-        Self { bar }
+        Self { bar, budget }
     }
 
     fn line(&self, text: &str) {
@@ -1026,13 +1052,7 @@ impl Progress {
     fn update(&self, s: &StatusSummary) {
         if let Some(bar) = &self.bar {
             bar.set_position(s.done);
-            bar.set_message(format!(
-                "running {} · infra faults {} · reruns {} · tokens {}",
-                s.running.len(),
-                s.infra_faults,
-                s.reruns,
-                s.tokens.total()
-            ));
+            bar.set_message(status_line(s, self.budget.as_ref()));
         }
     }
 }
@@ -1093,6 +1113,28 @@ impl ProgressSink for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The live line names running attempts, infrastructure faults and tokens against the
+    /// budget (and only the count when there is no budget).
+    #[test]
+    fn the_status_line_shows_tokens_against_the_budget() {
+        let mut s = StatusSummary {
+            infra_faults: 2,
+            running: vec!["a#1".into(), "b#1".into()],
+            ..StatusSummary::default()
+        };
+        s.tokens.input = 150;
+        s.tokens.output = 50;
+        let b = eval_core::budget::RunBudget {
+            max_tokens: 1000,
+            max_spend_usd: 5.0,
+        };
+        let line = status_line(&s, Some(&b));
+        assert!(line.contains("running 2"), "{line}");
+        assert!(line.contains("infra faults 2"), "{line}");
+        assert!(line.contains("tokens 200/1000 (20%)"), "{line}");
+        assert!(status_line(&s, None).ends_with("tokens 200"));
+    }
 
     /// A session's moving parts as `session` starts them (fixture upstream, recorder, bridge,
     /// control plane, proxy, the proxy<->control cycle), put into a `Held` the way `session`

@@ -722,3 +722,224 @@ fn a_huge_repetition_count_is_refused_by_plan() {
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(t.contains("repetitions"), "the message names no field: {t}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// 8. The disk: an agent can fill only its own filesystem, and a full one is its outcome — so an
+// agent that fills the disk only when it is failing gets no redraw.
+
+/// The agent's log as stored, as text.
+fn agent_log(p: &Project, o: &serde_json::Value) -> String {
+    String::from_utf8_lossy(&artifact(&p.dir, o, "agent_log").expect("the agent's log is stored"))
+        .into_owned()
+}
+
+#[test]
+fn an_agent_that_fallocates_past_its_filesystem_fails_on_its_own_and_is_not_redrawn() {
+    need_docker!();
+    // 256 MiB asked of a 64 MiB filesystem: refused at once inside it (before this design the
+    // host's disk took it). Then the agent fails, as a gaming agent would when losing.
+    let p = Project::new(
+        r#"okcall
+if $BB fallocate -l 256M "$W/reserve" 2> "$W/err"; then echo "FALLOCATE-SUCCEEDED"; fi
+echo "FALLOCATE: $($BB cat "$W/err")"
+$BB fallocate -l 200M "$W/second" 2>&1 | $BB head -c 200
+exit 1
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "agent_error", "{o}");
+    let log = agent_log(&p, &o);
+    assert!(!log.contains("FALLOCATE-SUCCEEDED"), "{log}");
+    assert!(log.contains("No space left on device"), "{log}");
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn an_inode_flood_fills_only_the_agents_own_filesystem_and_is_not_redrawn() {
+    need_docker!();
+    let cfg = Cfg {
+        workspace_inodes: 4096,
+        ..Cfg::default()
+    };
+    // Empty files until the filesystem has no inode left (a redirection, no fork each; not on
+    // `:`, whose failed redirection would end the shell).
+    let p = Project::new(
+        r#"okcall
+$BB mkdir "$W/flood"
+i=0
+while true > "$W/flood/f$i"; do i=$((i+1)); [ $i -lt 100000 ] || break; done 2> "$W/err"
+echo "MADE $i FILES: $($BB cat "$W/err")"
+exit 1
+"#,
+        &cfg,
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "agent_error", "{o}");
+    let log = agent_log(&p, &o);
+    let made: u64 = log
+        .split("MADE ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in the log: {log:?}\n{o}\n{}", r.text));
+    assert!(
+        made < 4096,
+        "{made} files in a filesystem of 4096 inodes: {log}"
+    );
+    assert!(log.contains("No space left on device"), "{log}");
+    // The flood is still archived, every entry of it (within the archive's entry cap).
+    assert!(artifact(&p.dir, &o, "workspace").is_some(), "{o}");
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn a_log_flood_is_cut_at_the_engines_limit_and_is_not_redrawn() {
+    need_docker!();
+    // 64 MiB on stdout, then the test looks at the engine's own log file of the running
+    // container (its `LogPath`) while the agent waits on an inspect call.
+    let p = Project::new(
+        r#"okcall
+$BB yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | $BB head -c 67108864
+call hostile:inspect > /dev/null
+exit 1
+"#,
+        &Cfg::default(),
+    );
+    let sizes = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let (dir, seen) = (p.dir.clone(), sizes.clone());
+    p.upstream.set_hook(Arc::new(move || {
+        let identity = identity_of(&dir);
+        let ps = std::process::Command::new("docker")
+            .args([
+                "ps",
+                "-q",
+                "--filter",
+                &format!("label=eval.identity={identity}"),
+                "--filter",
+                "label=eval.arm=hostile",
+                "--filter",
+                "label=eval.role=agent",
+            ])
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&ps.stdout).lines() {
+            let o = std::process::Command::new("docker")
+                .args(["inspect", "--format", "{{.LogPath}}", id])
+                .output()
+                .unwrap();
+            let path = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            if let Ok(m) = std::fs::metadata(&path) {
+                seen.lock().unwrap().push(m.len());
+            }
+        }
+        "inspected".into()
+    }));
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "agent_error", "{o}");
+    let sizes = sizes.lock().unwrap().clone();
+    assert_eq!(
+        sizes.len(),
+        1,
+        "the engine's log file was not found: {}",
+        r.text
+    );
+    // 8 MiB (`max-size=8m`, one file); the JSON framing of each line is inside that bound.
+    assert!(
+        sizes[0] <= 8 << 20,
+        "the engine's log holds {} bytes of a 64 MiB flood",
+        sizes[0]
+    );
+    let log = artifact(&p.dir, &o, "agent_log").expect("the agent's log is stored");
+    assert!(log.len() <= 256 * 1024, "{} bytes of log stored", log.len());
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn a_4_gib_sparse_file_is_archived_by_its_data_and_is_not_redrawn() {
+    need_docker!();
+    // 4 GiB of apparent size in a 64 MiB filesystem, 4 KiB of it data: before, the archive
+    // wrote all 4 GiB to the host's store.
+    let p = Project::new(
+        r#"okcall
+$BB truncate -s 4G "$W/sparse.img"
+printf 'agent data' | $BB dd of="$W/sparse.img" bs=4096 seek=1000 conv=notrunc 2> /dev/null
+$BB ls -ls "$W/sparse.img"
+metrics
+exit 0
+"#,
+        &Cfg::default(),
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "completed", "{o}\n{}", agent_log(&p, &o));
+    let archive = artifact(&p.dir, &o, "workspace").expect("the workspace is archived");
+    assert!(
+        archive.len() < 1 << 20,
+        "a 4 GiB sparse file took {} archive bytes",
+        archive.len()
+    );
+    let notes: Vec<serde_json::Value> = r.hostile("attempt_note");
+    let text = serde_json::to_string(&notes).unwrap();
+    assert!(
+        text.contains("sparse.img\\\": sparse file of 4294967296 bytes"),
+        "{text}"
+    );
+    p.assert_no_leak(&r, &[]);
+}
+
+#[test]
+fn artifacts_past_the_runs_budget_are_the_attempts_outcome_and_not_redrawn() {
+    need_docker!();
+    // 4 MiB of data in the workspace, a run budget of 3 MiB: the archive is refused, and that
+    // is the attempt's outcome — not the rerunnable `filesystem_capacity` a full store gave.
+    let cfg = Cfg {
+        artifact_max_bytes: Some(3 << 20),
+        ..Cfg::default()
+    };
+    let p = Project::new(
+        r#"okcall
+$BB dd if=/dev/urandom of="$W/blob" bs=1048576 count=4 2> /dev/null
+metrics
+exit 0
+"#,
+        &cfg,
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "agent_error", "{o}");
+    let detail = o["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("artifact budget"), "{o}");
+    assert!(o["artifacts"]["workspace"].is_null(), "{o}");
+    assert!(o["artifacts"]["grader_output"].is_null(), "not graded: {o}");
+    assert!(
+        o["metrics"]
+            .as_object()
+            .is_none_or(|m| m.get("score").is_none()),
+        "{o}"
+    );
+    // The sibling's artifacts fit: the budget is the run's, and it only refused the flood.
+    let native = &r.native_outcomes()[0];
+    assert_eq!(native["outcome"], "completed", "{native}");
+    assert!(!native["artifacts"]["workspace"].is_null(), "{native}");
+    let stored: u64 = walk_bytes(&p.dir.join("runs/demo/artifacts/sha256"));
+    assert!(stored <= 3 << 20, "{stored} bytes stored");
+    p.assert_no_leak(&r, &[]);
+}
+
+/// Bytes of the files under `dir`.
+fn walk_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let m = e.metadata().unwrap();
+        total += if m.is_dir() {
+            walk_bytes(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    total
+}

@@ -17,6 +17,7 @@ mod dsh_harness;
 mod dsh_simple;
 mod exit_status;
 mod freeze_cli;
+mod gc;
 mod grader_controls;
 mod hostile;
 mod import_router;

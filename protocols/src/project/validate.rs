@@ -181,6 +181,9 @@ impl Check<'_> {
         {
             return Err(self.bad("budgets.run", "limits must be positive and finite"));
         }
+        if b.artifacts.max_bytes == 0 {
+            return Err(self.bad("budgets.artifacts.max_bytes", "must be positive"));
+        }
         for (i, price) in b.prices.iter().enumerate() {
             let vals = [
                 Some(price.input_usd_per_mtok),

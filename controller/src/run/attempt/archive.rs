@@ -75,6 +75,12 @@ fn store_failed(what: &str, e: &ArtifactError, seen: &mut Seen) {
     let storing = format!("storing {what}");
     match e {
         ArtifactError::Leftover { source, .. } => seen.leftover(&storing, source),
+        // The run's bound, reached by what this attempt left: its outcome, not the host's.
+        ArtifactError::OverBudget { .. } => {
+            if seen.obs.over_budget.is_none() {
+                seen.obs.over_budget = Some(format!("{storing}: {e}"));
+            }
+        }
         ArtifactError::Io { source, .. } => {
             seen.obs.host_io = Some(HostIo::of(storing, source));
         }

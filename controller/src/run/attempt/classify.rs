@@ -153,6 +153,9 @@ pub struct Observations {
     /// The grader's engine failure (image, create, wait): the grader could not run at all.
     pub grader_engine: Option<EngineFault>,
     pub graded: Graded,
+    /// Storing the attempt's artifacts would have passed the run's artifact budget (why): what
+    /// the agent left is its own doing, never the host's capacity.
+    pub over_budget: Option<String>,
 }
 
 impl Default for Observations {
@@ -169,6 +172,7 @@ impl Default for Observations {
             accounting: Accounting::NotDeclared,
             grader_engine: None,
             graded: Graded::Scored,
+            over_budget: None,
         }
     }
 }
@@ -206,7 +210,22 @@ pub fn classify(obs: &Observations) -> Classification {
     }
     let c = agent_outcome(obs);
     let c = accounted(obs, c);
-    graded(obs, c)
+    let c = graded(obs, c);
+    within_artifact_budget(obs, c)
+}
+
+/// Rule 14: artifacts past the run's artifact budget — the attempt was stored without them and
+/// not graded; a completed one becomes `agent_error` (its metrics are the missing-data values).
+fn within_artifact_budget(obs: &Observations, c: Classification) -> Classification {
+    let Some(why) = &obs.over_budget else {
+        return c;
+    };
+    let outcome = match c.outcome {
+        Outcome::Completed => Outcome::AgentError,
+        o => o,
+    };
+    let note = format!("its artifacts would pass the run's artifact budget: {why}");
+    Classification::outcome(outcome, join(c.detail, vec![note]))
 }
 
 /// Rules 1–6: the causes the agent cannot produce.
@@ -912,6 +931,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Artifacts past the run's budget are the attempt's doing: a completed attempt becomes
+    /// `agent_error` naming the budget, any other outcome keeps its own; never infra.
+    #[test]
+    fn artifacts_past_the_budget_are_an_outcome_never_an_infrastructure_fault() {
+        let over = Observations {
+            over_budget: Some("storing the workspace archive: no room".into()),
+            ..Observations::default()
+        };
+        let c = classify(&over);
+        assert_eq!(c.outcome, Outcome::AgentError);
+        assert_eq!(c.infra_fault, None);
+        assert!(c.detail.unwrap().contains("artifact budget"));
+        let timed_out = Observations {
+            end: Some(End::TimedOut { after_seconds: 5 }),
+            ..over
+        };
+        assert_eq!(classify(&timed_out).outcome, Outcome::Timeout);
+        assert_eq!(
+            classify(&Observations::default()).outcome,
+            Outcome::Completed
+        );
     }
 
     #[test]

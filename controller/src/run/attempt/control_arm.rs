@@ -55,7 +55,9 @@ impl DockerExecutor {
                 return AttemptReport::infra(f.code, f.detail);
             }
         };
-        let p = match self.prepare(spec, ids, &task, dir, false) {
+        // No agent writes here (eval's own solution or exploit, graded read-only): plain host
+        // directories, no filesystem of its own.
+        let p = match self.prepare(spec, ids, &task, dir, (false, None)).await {
             Ok(p) => p,
             Err(report) => return *report,
         };

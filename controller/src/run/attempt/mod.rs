@@ -12,6 +12,7 @@ mod container;
 mod contract;
 mod control;
 mod control_arm;
+pub(crate) mod disk;
 mod grade;
 mod images;
 mod oracle;
@@ -190,6 +191,8 @@ impl DockerExecutor {
             source,
         })?;
         let work = abs(&cfg.work);
+        // A session killed mid-attempt left that attempt's filesystem mounted.
+        disk::unmount_stale(&work);
         let sockets = SocketRoot::create(&work).map_err(SetupError::Sockets)?;
         Ok(Self {
             rt,
@@ -365,7 +368,11 @@ impl DockerExecutor {
             Err(e) => return AttemptReport::infra(FaultCode::ControllerError, e.to_string()),
         };
         let with_state = def.metrics_root == eval_runtimes::definition::MetricsRoot::State;
-        let p = match self.prepare(spec, ids, task, dir, with_state) {
+        let limits = Some(disk::DiskLimits::of(&def.limits));
+        let p = match self
+            .prepare(spec, ids, task, dir, (with_state, limits))
+            .await
+        {
             Ok(p) => p,
             Err(report) => return *report,
         };
@@ -460,7 +467,10 @@ impl DockerExecutor {
                 return;
             }
         }
-        if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault {
+        // Past the artifact budget the attempt is not graded: its outcome is decided.
+        if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault
+            || seen.obs.over_budget.is_some()
+        {
             return;
         }
         self.grade(spec, task, p, seen, report).await;
@@ -473,6 +483,11 @@ impl DockerExecutor {
         seen: Seen,
         mut report: AttemptReport,
     ) -> AttemptReport {
+        if seen.obs.over_budget.is_some() {
+            // Not graded, or graded before its last artifact was refused: either way the
+            // metrics are the protocol's missing-data values.
+            report.metrics.clear();
+        }
         if !report.cancelled {
             let Classification {
                 outcome,
@@ -677,6 +692,12 @@ impl AttemptExecutor for DockerExecutor {
 /// deep would take the controller's file descriptors (failing sibling attempts) or its stack;
 /// `Beneath::remove` holds a bounded number of descriptors and never follows a link.
 pub(crate) fn remove_attempt_tree(dir: &Path) -> std::io::Result<()> {
+    // The attempt's own filesystem first: its files go with it, and removing through a mount
+    // would only empty it.
+    match disk::unmount(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

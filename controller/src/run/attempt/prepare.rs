@@ -4,6 +4,7 @@ use super::DockerExecutor;
 use super::classify::{HostIo, Observations, classify};
 use super::container::engine_fault;
 use super::control::AttemptControl;
+use super::disk::{self, DiskLimits};
 use crate::run::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
@@ -68,23 +69,29 @@ pub(super) fn below_reserve(bytes: u64, inodes: u64, total_inodes: u64) -> Optio
     None
 }
 
-/// The free-space reserve of the filesystem holding `dir`.
-fn reserve_problem(dir: &Path) -> Result<Option<String>, std::io::Error> {
+/// The free-space reserve of the filesystem holding `dir`, after `image` bytes are taken for
+/// the attempt's own filesystem.
+fn reserve_problem(dir: &Path, image: u64) -> Result<Option<String>, std::io::Error> {
     let st = rustix::fs::statvfs(dir).map_err(std::io::Error::from)?;
     let bytes = st.f_bavail.saturating_mul(st.f_frsize);
-    Ok(below_reserve(bytes, st.f_favail, st.f_files))
+    Ok(
+        below_reserve(bytes.saturating_sub(image), st.f_favail, st.f_files)
+            .map(|why| format!("{why} (after the attempt's own filesystem of {image} bytes)")),
+    )
 }
 
 impl DockerExecutor {
-    /// A fresh attempt directory (workspace copy, grader out dir) owned by the container's user
-    /// `(uid, gid)` (`policy::effective_user`), and the attempt's private socket directory.
-    pub(super) fn prepare(
+    /// A fresh attempt directory owned by the container's user `(uid, gid)`
+    /// (`policy::effective_user`): the attempt's own filesystem (`disk`, `limits`) holding the
+    /// workspace copy and the state directory, the grader's out dir beside it, and the
+    /// attempt's private socket directory.
+    pub(super) async fn prepare(
         &self,
         spec: &AttemptSpec,
         (uid, gid): (u32, u32),
         task: &TaskBundle,
         dir: &Path,
-        with_state: bool,
+        (with_state, limits): (bool, Option<DiskLimits>),
     ) -> Result<Prepared, Box<AttemptReport>> {
         if !super::is_attempt_dir(&self.work, dir) {
             return Err(Box::new(AttemptReport::infra(
@@ -96,7 +103,7 @@ impl DockerExecutor {
                 ),
             )));
         }
-        match reserve_problem(&self.work) {
+        match reserve_problem(&self.work, limits.map_or(0, |l| l.bytes)) {
             Ok(None) => {}
             Ok(Some(why)) => {
                 return Err(Box::new(AttemptReport::infra(
@@ -118,29 +125,35 @@ impl DockerExecutor {
                 format!("task bundle {}: no staged copy of its inputs", task.dir),
             )));
         };
-        let workspace = dir.join("workspace");
+        let fs = match limits {
+            Some(_) => dir.join(disk::MOUNT),
+            None => dir.to_path_buf(),
+        };
+        let workspace = fs.join("workspace");
         let out = dir.join("out");
-        let state = with_state.then(|| dir.join("state"));
-        let fresh = (|| -> std::io::Result<()> {
-            super::remove_attempt_tree(dir)?;
-            std::fs::create_dir_all(dir)?;
-            copy_tree(&task_dir.join("workspace"), &workspace)?;
-            if let Some(state) = &state {
-                std::fs::create_dir_all(state)?;
+        let state = with_state.then(|| fs.join("state"));
+        // Making and mounting the filesystem and copying the seed are blocking work.
+        let (d, seed, ws, st, o) = (
+            dir.to_path_buf(),
+            task_dir.join("workspace"),
+            workspace.clone(),
+            state.clone(),
+            out.clone(),
+        );
+        let made = super::off_runtime(move || {
+            fresh_attempt_dir(&d, limits, &seed, (&ws, st.as_deref(), &o), (uid, gid))
+        })
+        .await;
+        match made {
+            Ok(Ok(())) => {}
+            Ok(Err(report)) => return Err(report),
+            Err(why) => {
+                return Err(Box::new(AttemptReport::infra(
+                    FaultCode::ControllerError,
+                    why,
+                )));
             }
-            std::fs::create_dir_all(&out)
-        })();
-        fresh.map_err(|e| host_fault(format!("preparing {}", dir.display()), &e))?;
-        eval_runtimes::host::prepare_workspace(&workspace, (uid, gid))
-            .and_then(|_| eval_runtimes::host::prepare_workspace(&out, (uid, gid)))
-            .and_then(|_| match &state {
-                Some(state) => eval_runtimes::host::prepare_workspace(state, (uid, gid)),
-                None => Ok(()),
-            })
-            .map_err(|e| {
-                let f = engine_fault(&e);
-                AttemptReport::infra(f.code, f.detail)
-            })?;
+        }
         let socket = self
             .sockets
             .attempt_dir(&spec.attempt, uid, gid)
@@ -198,6 +211,58 @@ impl DockerExecutor {
         }
         Ok(())
     }
+}
+
+/// Removes a stale attempt directory, makes a fresh one with its own filesystem, copies the
+/// seed into it and hands the workspace, state and out directories to the container's user.
+fn fresh_attempt_dir(
+    dir: &Path,
+    limits: Option<DiskLimits>,
+    seed: &Path,
+    (workspace, state, out): (&Path, Option<&Path>, &Path),
+    ids: (u32, u32),
+) -> Result<(), Box<AttemptReport>> {
+    let shown = dir.display();
+    super::remove_attempt_tree(dir)
+        .and_then(|()| std::fs::create_dir_all(dir))
+        .map_err(|e| host_fault(format!("preparing {shown}"), &e))?;
+    if let Some(limits) = limits {
+        disk::make(dir, limits).map_err(|e| match e {
+            disk::DiskError::Host { what, source } => Box::new(host_fault(what, &source)),
+            disk::DiskError::Tool(why) => {
+                Box::new(AttemptReport::infra(FaultCode::ControllerError, why))
+            }
+        })?;
+    }
+    // A seed that does not fit the runtime's own limit is the protocol's mistake, not the
+    // host's capacity: no retry fixes it.
+    copy_tree(seed, workspace).map_err(|e| {
+        if let Some(limits) = limits.filter(|_| e.raw_os_error().is_some_and(|n| n == 28 || n == 122)) {
+            Box::new(AttemptReport::infra(
+                FaultCode::ControllerError,
+                format!(
+                    "the task's workspace does not fit the attempt's filesystem ({} bytes, {} inodes; [limits] workspace_mb, workspace_inodes): {e}",
+                    limits.bytes, limits.inodes
+                ),
+            ))
+        } else {
+            Box::new(host_fault(format!("preparing {shown}"), &e))
+        }
+    })?;
+    (|| -> std::io::Result<()> {
+        if let Some(state) = state {
+            std::fs::create_dir_all(state)?;
+        }
+        std::fs::create_dir_all(out)
+    })()
+    .map_err(|e| host_fault(format!("preparing {shown}"), &e))?;
+    for d in [Some(workspace), state, Some(out)].into_iter().flatten() {
+        eval_runtimes::host::prepare_workspace(d, ids).map_err(|e| {
+            let f = engine_fault(&e);
+            Box::new(AttemptReport::infra(f.code, f.detail))
+        })?;
+    }
+    Ok(())
 }
 
 /// The longest socket path a `sockaddr_un` holds (108 bytes with its terminating NUL).
@@ -336,7 +401,11 @@ mod reserve_tests {
         // No inode accounting at all (some filesystems report 0): bytes decide.
         assert_eq!(below_reserve(u64::MAX, 0, 0), None);
         // This machine's own work directory can be checked.
-        assert!(reserve_problem(&std::env::temp_dir()).is_ok());
+        assert!(reserve_problem(&std::env::temp_dir(), 0).is_ok());
+        let why = reserve_problem(&std::env::temp_dir(), u64::MAX)
+            .unwrap()
+            .unwrap();
+        assert!(why.contains("own filesystem"), "{why}");
     }
 }
 

@@ -359,6 +359,9 @@ pub struct Cfg {
     pub memory_mb: u64,
     pub pids: u64,
     pub tmpfs_mb: u64,
+    /// The attempt's own filesystem (`[limits] workspace_mb`, `workspace_inodes`).
+    pub workspace_mb: u64,
+    pub workspace_inodes: u64,
     pub metrics_path: String,
     pub attempt_max_tokens: u64,
     pub run_max_tokens: u64,
@@ -368,6 +371,8 @@ pub struct Cfg {
     /// model (instead of `demo-simple-1`, which has no oracle).
     pub model_oracle: bool,
     pub max_questions: u32,
+    /// `[budgets.artifacts] max_bytes`; `None`: the table is absent (the default applies).
+    pub artifact_max_bytes: Option<u64>,
 }
 
 impl Default for Cfg {
@@ -376,6 +381,8 @@ impl Default for Cfg {
             memory_mb: 256,
             pids: 64,
             tmpfs_mb: 64,
+            workspace_mb: 64,
+            workspace_inodes: 16384,
             metrics_path: ".eval-agent/metrics.json".into(),
             attempt_max_tokens: 20_000_000,
             run_max_tokens: 600_000_000,
@@ -383,6 +390,7 @@ impl Default for Cfg {
             timeout_seconds: 120,
             model_oracle: false,
             max_questions: 5,
+            artifact_max_bytes: None,
         }
     }
 }
@@ -453,7 +461,7 @@ max_tokens = @ATTEMPT_TOKENS@
 [budgets.run]
 max_tokens = @RUN_TOKENS@
 max_spend_usd = 500.0
-
+@ARTIFACTS@
 [[budgets.prices]]
 model = "deepseek-v4-flash"
 input_usd_per_mtok = 0.27
@@ -544,6 +552,8 @@ memory_mb = {mem}
 cpus = 1.0
 pids = {pids}
 tmpfs_mb = {tmpfs}
+workspace_mb = {ws_mb}
+workspace_inodes = {ws_inodes}
 
 [arm]
 profile = "/opt/eval/profile.toml"
@@ -553,6 +563,8 @@ candidate = "/opt/eval/candidate"
         mem = cfg.memory_mb,
         pids = cfg.pids,
         tmpfs = cfg.tmpfs_mb,
+        ws_mb = cfg.workspace_mb,
+        ws_inodes = cfg.workspace_inodes,
     )
 }
 
@@ -587,6 +599,12 @@ impl Project {
             .replace("@MAXREQ@", &cfg.max_requests.to_string())
             .replace("@ATTEMPT_TOKENS@", &cfg.attempt_max_tokens.to_string())
             .replace("@RUN_TOKENS@", &cfg.run_max_tokens.to_string())
+            .replace(
+                "@ARTIFACTS@",
+                &cfg.artifact_max_bytes
+                    .map(|b| format!("\n[budgets.artifacts]\nmax_bytes = {b}\n"))
+                    .unwrap_or_default(),
+            )
             .replace("@SUITE@", suite)
             .replace("@MAXORACLE@", if cfg.model_oracle { "5" } else { "0" });
         // Unique per test (the identity must differ between tests).
