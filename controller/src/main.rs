@@ -1,6 +1,7 @@
 //! `eval`: the command-line entry point. Parsing lives in `cli`, each command in
 //! `commands/<name>.rs`, the status vocabulary the commands return in `status`, and the mapping
 //! of every error type to its exit status in `exit`.
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 // Shadow the standard print macros for every module below (macros are scoped by text order):

@@ -19,26 +19,51 @@ pub enum AccountError {
     /// 401/403: the key itself was refused. The body is not quoted: DeepSeek's names a part of
     /// the key.
     #[error("the upstream refused the API key (GET {endpoint}: HTTP {status})")]
-    KeyRefused { endpoint: String, status: u16 },
+    KeyRefused {
+        /// The endpoint called.
+        endpoint: String,
+        /// 401 or 403.
+        status: u16,
+    },
     /// The certificate chain did not verify against the trusted roots.
     #[error(
         "the upstream's TLS certificate is not trusted (GET {endpoint}: {detail}); give its CA's PEM file with SSL_CERT_FILE"
     )]
-    Untrusted { endpoint: String, detail: String },
-    #[error("cannot reach the upstream (GET {endpoint}): {detail}")]
-    Transport { endpoint: String, detail: String },
-    #[error("GET {endpoint} answered HTTP {status}: {quote}")]
-    Status {
+    Untrusted {
+        /// The endpoint called.
         endpoint: String,
-        status: u16,
-        quote: String,
-    },
-    #[error("GET {endpoint} answered a body that is not {what}: {detail}")]
-    Body {
-        endpoint: String,
-        what: &'static str,
+        /// The TLS library's reason.
         detail: String,
     },
+    /// No answer: connect failure, reset or timeout.
+    #[error("cannot reach the upstream (GET {endpoint}): {detail}")]
+    Transport {
+        /// The endpoint called.
+        endpoint: String,
+        /// The transport's reason.
+        detail: String,
+    },
+    /// Another non-2xx answer.
+    #[error("GET {endpoint} answered HTTP {status}: {quote}")]
+    Status {
+        /// The endpoint called.
+        endpoint: String,
+        /// The upstream's status.
+        status: u16,
+        /// The start of the body, redacted.
+        quote: String,
+    },
+    /// A 2xx answer whose body is not the JSON the endpoint documents.
+    #[error("GET {endpoint} answered a body that is not {what}: {detail}")]
+    Body {
+        /// The endpoint called.
+        endpoint: String,
+        /// What the body should have been.
+        what: &'static str,
+        /// Why it is not.
+        detail: String,
+    },
+    /// The HTTP client could not be built (TLS roots, proxy settings).
     #[error("cannot build the upstream HTTP client: {0}")]
     Client(String),
 }
@@ -46,14 +71,18 @@ pub enum AccountError {
 /// One entry of `balance_infos`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BalanceInfo {
+    /// The currency, e.g. `USD` or `CNY`.
     pub currency: String,
+    /// The balance in that currency.
     pub total_balance: f64,
 }
 
 /// `GET /user/balance`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Balance {
+    /// Whether the account may make calls.
     pub is_available: bool,
+    /// The balance per currency.
     pub infos: Vec<BalanceInfo>,
 }
 

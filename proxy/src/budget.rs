@@ -21,10 +21,15 @@ pub struct RoleMeter {
     /// Forwarded calls answered with 2xx that ended as the API defines an end and carried usage
     /// (the model's turns; the tokens below are theirs).
     pub turns: u64,
+    /// Prompt tokens of the turns, cached ones included.
     pub input_tokens: u64,
+    /// Output tokens of the turns, reasoning included.
     pub output_tokens: u64,
+    /// Prompt tokens the upstream served from its cache.
     pub cached_input_tokens: u64,
+    /// Prompt tokens written to the upstream's cache (Anthropic).
     pub cache_creation_tokens: u64,
+    /// Output tokens spent on reasoning.
     pub reasoning_tokens: u64,
     /// 2xx calls whose usage never arrived (counted in the budget at their reservation).
     pub unmetered_calls: u64,
@@ -41,7 +46,9 @@ pub struct RoleMeter {
     /// Tokens of usage the incomplete calls showed before they broke off (not in the counts above).
     #[serde(default)]
     pub incomplete_seen_tokens: u64,
+    /// Requests refused for breaking the role's model contract.
     pub contract_violations: u64,
+    /// Requests refused because a budget could not hold their reservation.
     pub budget_exhaustions: u64,
     /// Every upstream failure: the sum of the three kinds below.
     pub upstream_errors: u64,
@@ -54,6 +61,7 @@ pub struct RoleMeter {
     /// No answer from the upstream (connect, reset, timeout): the network's fault.
     #[serde(default)]
     pub upstream_transport_errors: u64,
+    /// What the role's calls cost, at the protocol's prices.
     pub spend_usd: f64,
     /// Upstream 401/403 (the proxy's key refused) and 402 (the account out of balance): counted
     /// here, not among the errors above' kinds — no request of an agent causes them.
@@ -81,6 +89,7 @@ pub struct ProviderFault {
     pub body_digest: Option<String>,
     /// The call's seq in its attempt.
     pub seq: u64,
+    /// What the proxy saw, in words.
     pub detail: String,
 }
 

@@ -29,6 +29,7 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role's name in records and contracts: `agent` or `oracle`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Agent => "agent",
@@ -45,8 +46,11 @@ pub enum ParamRule {
     Exact(Value),
     /// A number within bounds; absent is allowed unless `required`.
     Range {
+        /// The smallest value allowed, if any.
         min: Option<f64>,
+        /// The largest value allowed, if any.
         max: Option<f64>,
+        /// Whether the parameter must be present.
         #[serde(default)]
         required: bool,
     },
@@ -181,7 +185,9 @@ impl Contract {
 /// Limits for one role of one attempt. `None` is unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
+    /// Requests the role may send.
     pub max_requests: Option<u64>,
+    /// Tokens the role's calls may reserve and spend.
     pub max_tokens: Option<u64>,
     /// Counted from registration; calls that would start after it are refused.
     pub max_wall_time: Option<Duration>,
@@ -191,7 +197,9 @@ pub struct Budget {
 /// budget from here, so N sessions never spend N × the budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSeed {
+    /// Tokens the budget counted in earlier sessions.
     pub tokens: u64,
+    /// What earlier sessions spent, in USD.
     pub spend_usd: f64,
     /// Requests forwarded (or about to be) in earlier sessions.
     pub requests: u64,
@@ -200,6 +208,7 @@ pub struct RunSeed {
 /// The protocol's prices by model id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PriceTable {
+    /// Model id → its price.
     pub models: BTreeMap<String, Price>,
 }
 
@@ -210,8 +219,10 @@ impl PriceTable {
     }
 }
 
+/// Timeouts of the calls to the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
+    /// Connecting to the upstream.
     pub connect: Duration,
     /// From sending the request to receiving the response headers.
     pub first_byte: Duration,
@@ -253,27 +264,35 @@ impl Default for ListenerLimits {
     }
 }
 
+/// Everything a [`crate::Proxy`] starts with.
 pub struct ProxyConfig {
     /// Base URL; request paths are appended (`https://api.deepseek.com` + `/v1/chat/completions`
     /// style, or a base ending in `/v1`, in which case a client's leading `/v1` is not repeated).
     pub upstream: String,
+    /// The upstream's API (how requests, usage and errors look).
     pub api: ApiKind,
+    /// The upstream key, injected into every forwarded call; held only in memory.
     pub key: SecretKey,
+    /// Timeouts of the calls to the upstream.
     pub timeouts: Timeouts,
     /// Limits across all attempts of the run; `None` (a proxy outside a preregistered run) has
     /// none. With a budget, a model missing from [`PriceTable`] is refused.
     pub run_budget: Option<RunBudget>,
     /// Run-wide usage carried over from earlier sessions.
     pub run_seed: RunSeed,
+    /// Prices of the models the contracts allow, for spend and its budget.
     pub prices: PriceTable,
+    /// Where every call's record goes.
     pub sink: Arc<dyn RecordSink>,
     /// `GET /metrics` is served here (loopback).
     pub admin_listen: Option<SocketAddr>,
     /// The loopback TCP listener for token-identified attempts.
     pub tcp_listen: Option<SocketAddr>,
+    /// Answers `/_eval/*` requests; without one they are refused.
     pub control: Option<Arc<dyn ControlPlane>>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Limits on every listener's connections.
     pub listener: ListenerLimits,
     /// Redacted request and response bodies are written here, named by their SHA-256.
     pub transcript_dir: Option<PathBuf>,
@@ -293,6 +312,7 @@ pub struct ProxyConfig {
 }
 
 impl ProxyConfig {
+    /// A configuration with the defaults: no run budget, no listeners but the attempts' own, 32 MiB bodies.
     pub fn new(upstream: &str, api: ApiKind, key: SecretKey, sink: Arc<dyn RecordSink>) -> Self {
         Self {
             upstream: upstream.to_owned(),
@@ -337,17 +357,25 @@ pub enum Listen {
     Token,
 }
 
+/// What one role of an attempt may do.
 #[derive(Debug, Clone)]
 pub struct RoleSpec {
+    /// The role's model contract.
     pub contract: Contract,
+    /// The role's limits.
     pub budget: Budget,
 }
 
+/// An attempt to register.
 #[derive(Debug, Clone)]
 pub struct AttemptSpec {
+    /// The attempt's id (`<slot>#<n>` in a run), the records' `attempt_id`.
     pub attempt_id: String,
+    /// The arm, the records' `arm`.
     pub arm: String,
+    /// The value the contract's session header must carry.
     pub session_id: String,
+    /// How the attempt reaches the proxy.
     pub listen: Listen,
     /// Roles the attempt may use; a role absent here is refused.
     pub roles: BTreeMap<Role, RoleSpec>,

@@ -7,27 +7,45 @@ use serde_json::json;
 
 use crate::config::ApiKind;
 
+/// Why the proxy could not start, register an attempt or make an oracle call. Never contains
+/// the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
+    /// The configured upstream URL does not parse.
     #[error("invalid upstream URL {0:?}")]
     Upstream(String),
+    /// The upstream HTTP client could not be built.
     #[error("cannot build the upstream HTTP client: {0}")]
     Client(String),
+    /// A socket or port could not be bound.
     #[error("cannot listen on {what}: {source}")]
     Listen {
+        /// The socket path or address.
         what: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// An attempt id registered twice.
     #[error("attempt {0:?} is already registered")]
     Duplicate(String),
+    /// An operation on an attempt that is not registered.
     #[error("attempt {0:?} is not registered")]
     UnknownAttempt(String),
+    /// An oracle call for an attempt registered without the oracle role.
     #[error("attempt {attempt:?} has no {role} role")]
-    NoRole { attempt: String, role: &'static str },
+    NoRole {
+        /// The attempt id.
+        attempt: String,
+        /// The role asked for.
+        role: &'static str,
+    },
+    /// A token attempt on a proxy started without `tcp_listen`.
     #[error("the proxy has no TCP listener for token attempts (set ProxyConfig::tcp_listen)")]
     NoTcpListener,
+    /// The operating system's random source failed.
     #[error("cannot generate a random token: {0}")]
     Random(String),
+    /// The oracle call did not produce an answer.
     #[error("the oracle call failed: {0}")]
     Oracle(String),
 }

@@ -11,6 +11,7 @@
 //! client's own credential; pick up an outbound proxy from the environment; retry a call (a retry
 //! changes what was spent); buffer a whole stream before forwarding; rewrite a request beyond the
 //! changes it records; panic on anything a client or upstream sends.
+#![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
 pub mod account;

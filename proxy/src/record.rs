@@ -12,12 +12,15 @@ use crate::usage::Usage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+/// How one call ended (a model *call's* result; an attempt's outcome is `eval_core`'s).
 pub enum CallOutcome {
     /// Forwarded, answered with 2xx, usage recorded.
     Ok,
     /// Answered with 2xx, but no usage arrived (the call is counted at its reserved worst case).
     Unmetered,
+    /// Refused for breaking the role's model contract; never forwarded.
     ContractViolation,
+    /// Refused because a budget could not hold its reservation; never forwarded.
     BudgetExhausted,
     /// The upstream failed: non-2xx status, timeout, connection error or an unreadable response.
     UpstreamError,
@@ -34,6 +37,7 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
+    /// The outcome's name in records.
     pub fn as_str(self) -> &'static str {
         match self {
             CallOutcome::Ok => "ok",
@@ -55,9 +59,15 @@ impl CallOutcome {
 pub enum Change {
     /// A client header that was not forwarded: a credential, or a header the contract's
     /// allow-list does not name (hop-by-hop headers are dropped without a note).
-    DroppedHeader { name: String },
+    DroppedHeader {
+        /// The header's name (never its value).
+        name: String,
+    },
     /// The real credential was added in this header.
-    InjectedCredential { header: String },
+    InjectedCredential {
+        /// The header's name.
+        header: String,
+    },
     /// `Accept-Encoding: identity` was sent so the meter reads plain bytes.
     AcceptEncodingIdentity,
     /// `stream_options.include_usage: true` was added to a streaming request.
@@ -65,11 +75,19 @@ pub enum Change {
     /// The usage-only stream chunk the client had not asked for was not passed on.
     HidUsageChunk,
     /// The key appeared in the upstream's response and was replaced by `[REDACTED]`.
-    RedactedKey { count: usize },
+    RedactedKey {
+        /// How many times.
+        count: usize,
+    },
     /// An upstream 401/403 body was replaced by a generic error.
     ReplacedAuthError,
     /// The request named no output limit, so the one its reservation assumed was added.
-    InsertedOutputLimit { param: String, value: u64 },
+    InsertedOutputLimit {
+        /// The parameter added (`max_tokens`).
+        param: String,
+        /// Its value: the per-choice limit reserved.
+        value: u64,
+    },
 }
 
 /// One model call (or refused attempt at one).
@@ -77,28 +95,37 @@ pub enum Change {
 pub struct CallRecord {
     /// `None` when no registered attempt matched.
     pub attempt_id: Option<String>,
+    /// The attempt's arm.
     pub arm: Option<String>,
+    /// The role the call was made in.
     pub role: Role,
     /// 1, 2, … per attempt over all its roles, in the order calls arrived.
     pub seq: u64,
     /// Unix time in milliseconds when the request arrived.
     pub started_at_ms: u64,
+    /// The HTTP method.
     pub method: String,
+    /// The request path.
     pub path: String,
     /// The model the request named.
     pub model: Option<String>,
     /// The model the upstream said answered.
     pub upstream_model: Option<String>,
+    /// Whether the request asked for a stream.
     pub stream: bool,
     /// Status the client received.
     pub status: u16,
+    /// Status the upstream answered, when it was reached.
     pub upstream_status: Option<u16>,
+    /// How the call ended.
     pub outcome: CallOutcome,
     /// A short human-readable reason for non-ok outcomes (never contains the key).
     pub detail: Option<String>,
+    /// Time from the request's arrival to the end of the response.
     pub latency_ms: f64,
     /// Time from forwarding the request to the first upstream body byte.
     pub ttfb_ms: Option<f64>,
+    /// The upstream's usage, as the meter read it.
     pub usage: Option<Usage>,
     /// What this call cost, priced with the run's table (0 when the model has no price).
     pub spend_usd: f64,
@@ -108,6 +135,7 @@ pub struct CallRecord {
     pub request_digest: Option<String>,
     /// `sha256:<hex>` of the upstream's response body (redacted).
     pub response_digest: Option<String>,
+    /// What the proxy did to the request and response.
     pub changes: Vec<Change>,
     /// The client went away before the response ended; the upstream was drained anyway.
     pub client_disconnected: bool,
@@ -136,7 +164,9 @@ pub struct CallRecord {
 /// stream, the SSE bytes up to the per-call cap).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallBodies {
+    /// The request body as forwarded.
     pub request: Option<bytes::Bytes>,
+    /// The response body as the upstream sent it.
     pub response: Option<bytes::Bytes>,
     /// The response is an event stream (`text/event-stream`).
     pub response_sse: bool,
@@ -144,6 +174,7 @@ pub struct CallBodies {
     pub response_truncated: bool,
 }
 
+/// A sink could not take a record; the text says why.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write call record: {0}")]
 pub struct RecordError(pub String);
@@ -151,14 +182,23 @@ pub struct RecordError(pub String);
 /// What the proxy knows of a call at the moment it is about to forward it upstream.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CallStarted {
+    /// The attempt's id.
     pub attempt_id: String,
+    /// The attempt's arm.
     pub arm: Option<String>,
+    /// The role the call is made in.
     pub role: Role,
+    /// The call's seq in its attempt (the record's `seq`).
     pub seq: u64,
+    /// Unix time in milliseconds when the request arrived.
     pub started_at_ms: u64,
+    /// The request path.
     pub path: String,
+    /// The model the request named.
     pub model: Option<String>,
+    /// Whether the request asked for a stream.
     pub stream: bool,
+    /// The tokens reserved for it.
     pub reserved_tokens: u64,
 }
 
@@ -168,6 +208,7 @@ pub type StartFuture<'a> =
 
 /// Where records go. Called from the proxy's tasks; must not block for long.
 pub trait RecordSink: Send + Sync {
+    /// Takes one finished call's record.
     fn record(&self, record: &CallRecord) -> Result<(), RecordError>;
 
     /// Called after a call passed its contract and budget checks and before any byte of it goes
@@ -186,6 +227,7 @@ pub struct JsonlSink {
 }
 
 impl JsonlSink {
+    /// Opens (or creates) `path` for appending.
     pub fn open(path: &Path) -> Result<Self, RecordError> {
         let file = OpenOptions::new()
             .create(true)
@@ -217,10 +259,12 @@ pub struct MemorySink {
 }
 
 impl MemorySink {
+    /// An empty sink.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The records so far, in the order they came.
     pub fn records(&self) -> Vec<CallRecord> {
         self.records.lock().map(|r| r.clone()).unwrap_or_default()
     }

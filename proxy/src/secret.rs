@@ -10,15 +10,21 @@ const REDACTED: &[u8] = b"[REDACTED]";
 /// Where a key could not be loaded from. Never contains the key itself.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
+    /// The named environment variable is not set or not UTF-8.
     #[error("environment variable {0} is not set or not valid UTF-8")]
     MissingEnv(String),
+    /// The key file could not be read.
     #[error("cannot read API key file {path}: {source}")]
     File {
+        /// The file.
         path: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// The key from the named source is empty.
     #[error("the API key from {0} is empty")]
     Empty(String),
+    /// The key from the named source cannot be sent in an HTTP header.
     #[error("the API key from {0} contains characters that cannot go into an HTTP header")]
     NotHeaderSafe(String),
 }
@@ -304,12 +310,14 @@ impl Redactor {
         (out.freeze(), n)
     }
 
+    /// [`Redactor::redact`] of a string.
     pub fn redact_str(&self, input: &str) -> String {
         let (out, _) = self.redact(Bytes::copy_from_slice(input.as_bytes()));
         // Replacing whole ASCII matches by ASCII keeps UTF-8 valid.
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// Whether `input` holds the key in any form this redactor matches.
     pub fn contains_key(&self, input: &[u8]) -> bool {
         self.needles.find(input).is_some()
     }
@@ -325,6 +333,7 @@ impl Redactor {
     }
 }
 
+/// The redactor of one stream (see [`Redactor::stream`]).
 pub struct StreamRedactor {
     needles: std::sync::Arc<Needles>,
     pending: BytesMut,
@@ -370,6 +379,7 @@ impl StreamRedactor {
         std::mem::take(&mut self.pending).freeze()
     }
 
+    /// How many times the key was replaced so far.
     pub fn redactions(&self) -> usize {
         self.redactions
     }

@@ -62,6 +62,7 @@ struct ConnCounters {
 /// What happened on an attempt socket's connections.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ConnectionMeter {
+    /// Connections accepted.
     pub accepted: u64,
     /// Closed on accept because the attempt already had its maximum of open connections.
     pub refused_over_limit: u64,
@@ -116,6 +117,7 @@ pub struct Proxy;
 /// What registering an attempt gives back.
 #[derive(Clone)]
 pub struct AttemptRegistration {
+    /// The attempt registered.
     pub attempt_id: String,
     /// The socket path for Unix attempts.
     pub socket: Option<PathBuf>,
@@ -140,8 +142,11 @@ impl std::fmt::Debug for AttemptRegistration {
 /// What an attempt used, per role, when it was closed.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AttemptMeter {
+    /// The attempt.
     pub attempt_id: String,
+    /// Its meter per role.
     pub roles: BTreeMap<Role, RoleMeter>,
+    /// Its socket's connections.
     #[serde(default)]
     pub connections: ConnectionMeter,
 }
@@ -150,8 +155,11 @@ pub struct AttemptMeter {
 /// requires streaming).
 #[derive(Debug, Clone)]
 pub struct OracleReply {
+    /// The status the oracle call got.
     pub status: StatusCode,
+    /// Its response headers.
     pub headers: HeaderMap,
+    /// Its whole (redacted) body.
     pub body: Bytes,
     /// Set when the proxy refused the call itself (budget, contract, wall time…) rather than
     /// forwarding it: the question's fault, never the oracle service's.
@@ -534,10 +542,12 @@ fn random_token() -> Result<String, ProxyError> {
 }
 
 impl ProxyHandle {
+    /// The loopback TCP listener's address, when there is one.
     pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
         self.tcp_addr
     }
 
+    /// The admin (`/metrics`) listener's address, when there is one.
     pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin_addr
     }
@@ -717,6 +727,7 @@ impl ProxyHandle {
         }
     }
 
+    /// What the attempt has used so far.
     pub fn meter(&self, attempt_id: &str) -> Result<AttemptMeter, ProxyError> {
         let a = self
             .shared

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+/// One server-sent event as it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field, if any.
@@ -15,6 +16,7 @@ pub struct SseEvent {
     pub raw: Bytes,
 }
 
+/// Frames a byte stream into [`SseEvent`]s, across chunk boundaries.
 #[derive(Default)]
 pub struct SseParser {
     /// Bytes of the current, not yet terminated line.
@@ -31,6 +33,7 @@ pub struct SseParser {
 }
 
 impl SseParser {
+    /// A parser at the start of a stream.
     pub fn new() -> Self {
         Self::default()
     }
@@ -155,6 +158,7 @@ pub struct SseScanner {
 }
 
 impl SseScanner {
+    /// A scanner at the start of a stream.
     pub fn new() -> Self {
         Self::default()
     }

@@ -14,6 +14,7 @@ use crate::config::ApiKind;
 pub struct Usage {
     /// All prompt tokens, cached ones included (Anthropic: input + cache read + cache creation).
     pub input_tokens: u64,
+    /// Output tokens, reasoning included.
     pub output_tokens: u64,
     /// Prompt tokens served from cache (OpenAI `cached_tokens`, DeepSeek
     /// `prompt_cache_hit_tokens`, Anthropic `cache_read_input_tokens`).
@@ -31,6 +32,7 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Input plus output tokens.
     pub fn total_tokens(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
     }
@@ -110,6 +112,7 @@ pub struct StreamUsage {
     /// Anthropic: the raw usage object, merged field by field as events arrive.
     merged: serde_json::Map<String, Value>,
     latest: Option<Usage>,
+    /// The model the stream said answered.
     pub model: Option<String>,
     /// The API's own end of the stream was seen (OpenAI `[DONE]`, Anthropic `message_stop`):
     /// without it a client such as the DeepSeek Harness discards the call's usage, so the call
@@ -120,6 +123,7 @@ pub struct StreamUsage {
 }
 
 impl StreamUsage {
+    /// A meter for one stream of `api`.
     pub fn new(api: ApiKind) -> Self {
         Self {
             api,
@@ -238,10 +242,12 @@ impl StreamUsage {
         }
     }
 
+    /// The latest usage seen.
     pub fn usage(&self) -> Option<&Usage> {
         self.latest.as_ref()
     }
 
+    /// The latest usage seen, taken.
     pub fn into_usage(self) -> Option<Usage> {
         self.latest
     }

@@ -167,20 +167,12 @@ async fn the_key_is_injected_and_never_leaks() {
 async fn token_counts_equal_the_upstream_usage() {
     let up = upstream().await;
     let sink = sink();
-    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("s.sock");
-    proxy
-        .register_attempt(spec(
-            "u1",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "u1",
+        Contract::model_only(MODEL),
+    )
+    .await;
 
     let r = post(&sock, "openai-json", &chat("usage:120:33", false)).await;
     assert_eq!(r.status, 200);
@@ -261,20 +253,12 @@ async fn token_counts_equal_the_upstream_usage() {
 async fn anthropic_usage_is_read_and_message_delta_replaced() {
     let up = upstream().await;
     let sink = sink();
-    let proxy = Proxy::start(config(&up, ApiKind::AnthropicMessages, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("s.sock");
-    proxy
-        .register_attempt(spec(
-            "an",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::AnthropicMessages, sink.clone()),
+        "an",
+        Contract::model_only(MODEL),
+    )
+    .await;
     let body =
         json!({"model": MODEL, "max_tokens": 100, "messages":[{"role":"user","content":"hi"}]});
     for (script, stream) in [("anthropic-json", false), ("anthropic-stream", true)] {
@@ -344,20 +328,12 @@ async fn anthropic_usage_is_read_and_message_delta_replaced() {
 async fn streams_are_forwarded_chunk_by_chunk() {
     let up = upstream().await;
     let sink = sink();
-    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("s.sock");
-    proxy
-        .register_attempt(spec(
-            "st",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "st",
+        Contract::model_only(MODEL),
+    )
+    .await;
     for hide in [true, false] {
         up.state.chunk2_sent.store(false, Ordering::SeqCst);
         let mut body = chat("usage:5:6", true);
@@ -457,20 +433,12 @@ async fn a_burst_of_token_events_arrives_whole_in_order_and_redacted() {
 async fn a_client_that_leaves_early_is_still_metered() {
     let up = upstream().await;
     let sink = sink();
-    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("s.sock");
-    proxy
-        .register_attempt(spec(
-            "dc",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "dc",
+        Contract::model_only(MODEL),
+    )
+    .await;
     let resp = unix_send(
         &sock,
         "POST",
@@ -1356,20 +1324,12 @@ async fn a_call_is_forwarded_only_after_its_start_is_recorded() {
         refuse: false.into(),
         starts: Default::default(),
     });
-    let proxy = Proxy::start(config(&up, ApiKind::OpenAiChat, sink.clone()))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("s.sock");
-    proxy
-        .register_attempt(spec(
-            "started",
-            Listen::Unix(sock.clone()),
-            Contract::model_only(MODEL),
-            Budget::default(),
-        ))
-        .await
-        .unwrap();
+    let (_proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "started",
+        Contract::model_only(MODEL),
+    )
+    .await;
     let call = tokio::spawn({
         let sock = sock.clone();
         async move { post(&sock, "openai-json", &chat("hi", false)).await }
