@@ -16,6 +16,7 @@
 //! the demo and `--upstream fixture` run it on purpose; no other production module may use it
 //! (a test below reads the sources to keep it so).
 
+use crate::loopback_upstream::{self, LoopbackServer};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -24,9 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 /// The fixture upstream's own count of what it served.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -69,17 +68,13 @@ struct Shared {
 
 /// A running fixture upstream. Dropping it does not stop it; call [`FixtureUpstream::shutdown`].
 pub struct FixtureUpstream {
-    addr: SocketAddr,
+    server: LoopbackServer,
     shared: Arc<Shared>,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl FixtureUpstream {
     /// Binds `127.0.0.1:0` and serves until [`Self::shutdown`].
     pub async fn start(key: FixtureKey) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             key,
             tally: Mutex::new(FixtureTally::default()),
@@ -90,28 +85,15 @@ impl FixtureUpstream {
             .route("/v1/models", get(models))
             .route("/models", get(models))
             .with_state(shared.clone());
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "not detached: the handle is kept and awaited by FixtureUpstream::shutdown"
-        )]
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stopped.cancelled().await })
-                .await;
-        });
         Ok(Self {
-            addr,
+            server: LoopbackServer::serve(app).await?,
             shared,
-            stop,
-            task,
         })
     }
 
     /// Base URL for an OpenAI-compatible client: `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        self.server.base_url()
     }
 
     pub fn tally(&self) -> FixtureTally {
@@ -123,30 +105,16 @@ impl FixtureUpstream {
     }
 
     pub async fn shutdown(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
+        self.server.shutdown().await;
     }
 }
 
 fn openai_error(status: StatusCode, kind: &str, message: &str) -> Response {
-    (
-        status,
-        [("x-eval-fixture", "1")],
-        axum::Json(json!({"error": {"message": message, "type": kind, "code": kind}})),
-    )
-        .into_response()
+    loopback_upstream::openai_error("x-eval-fixture", status, kind, message)
 }
 
 fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    let expected = format!("Bearer {}", shared.key.expose());
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| constant_time_eq(v.as_bytes(), expected.as_bytes()))
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    loopback_upstream::bearer_matches(&shared.key, headers)
 }
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {

@@ -44,6 +44,7 @@ mod commands;
 mod driver;
 mod exit;
 mod fixture_upstream;
+mod loopback_upstream;
 mod model_free_upstream;
 mod run;
 mod site;

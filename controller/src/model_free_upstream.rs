@@ -21,6 +21,7 @@
 //! every report format; only a protocol that declares `model_free = true` (which loading allows
 //! only with wire metrics) may release on it (`eval_evidence::report::build`).
 
+use crate::loopback_upstream::{self, LoopbackServer};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -28,10 +29,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio_util::sync::CancellationToken;
 
 /// The `system_fingerprint` of every answer.
 pub const FINGERPRINT: &str = "eval-model-free";
@@ -46,18 +45,14 @@ struct Shared {
 
 /// A running model-free upstream. Dropping it does not stop it; call [`Self::shutdown`].
 pub struct ModelFreeUpstream {
-    addr: SocketAddr,
+    server: LoopbackServer,
     shared: Arc<Shared>,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl ModelFreeUpstream {
     /// Binds `127.0.0.1:0` and serves until [`Self::shutdown`]. The key is a random in-memory
     /// key of the same kind as the fixture upstream's (`FixtureKey::generate`).
     pub async fn start(key: crate::fixture_upstream::FixtureKey) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             key,
             calls: AtomicU64::new(0),
@@ -68,28 +63,15 @@ impl ModelFreeUpstream {
             .route("/v1/models", get(models))
             .route("/models", get(models))
             .with_state(shared.clone());
-        let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "not detached: the handle is kept and awaited by ModelFreeUpstream::shutdown"
-        )]
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stopped.cancelled().await })
-                .await;
-        });
         Ok(Self {
-            addr,
+            server: LoopbackServer::serve(app).await?,
             shared,
-            stop,
-            task,
         })
     }
 
     /// Base URL for an OpenAI-compatible client: `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        self.server.base_url()
     }
 
     /// Chat completions answered (authorized and well-formed).
@@ -98,32 +80,16 @@ impl ModelFreeUpstream {
     }
 
     pub async fn shutdown(self) {
-        self.stop.cancel();
-        let _ = self.task.await;
+        self.server.shutdown().await;
     }
 }
 
 fn openai_error(status: StatusCode, kind: &str, message: &str) -> Response {
-    (
-        status,
-        [("x-eval-model-free", "1")],
-        axum::Json(json!({"error": {"message": message, "type": kind, "code": kind}})),
-    )
-        .into_response()
+    loopback_upstream::openai_error("x-eval-model-free", status, kind, message)
 }
 
 fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    let expected = format!("Bearer {}", shared.key.expose());
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.len() == expected.len()
-                && v.bytes()
-                    .zip(expected.bytes())
-                    .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-                    == 0
-        })
+    loopback_upstream::bearer_matches(&shared.key, headers)
 }
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
