@@ -457,19 +457,22 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
         session_of_arm.insert(arm, session);
     }
 
-    // The transcripts are evidence like every artifact: `eval ledger verify --artifacts`
-    // re-hashes each one the receipts name.
-    let named: usize = outcomes
-        .iter()
-        .map(|o| {
-            o["artifacts"]
-                .as_object()
-                .unwrap()
-                .values()
-                .filter(|d| d.is_string())
-                .count()
-        })
-        .sum();
+    // The transcripts are evidence like every artifact, and so is the wire log: `eval ledger
+    // verify --artifacts` re-hashes each one the receipts and the model-call entries name.
+    let named_by = |kind: &str| -> usize {
+        payloads(&es, kind)
+            .iter()
+            .map(|p| {
+                p["artifacts"]
+                    .as_object()
+                    .map_or(0, |a| a.values().filter(|d| d.is_string()).count())
+            })
+            .sum()
+    };
+    let wire_logged = named_by("model_call");
+    assert!(wire_logged > 0, "no model_call entry names its wire log");
+    let kinds: BTreeSet<&str> = es.iter().map(|e| e.kind.as_str()).collect();
+    let named: usize = kinds.iter().map(|k| named_by(k)).sum();
     let o = eval(
         &dir,
         &[
