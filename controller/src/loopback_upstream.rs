@@ -8,7 +8,7 @@ use crate::fixture_upstream::FixtureKey;
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::net::SocketAddr;
 use tokio_util::sync::CancellationToken;
 
@@ -78,4 +78,31 @@ pub fn openai_error(
         axum::Json(json!({"error": {"message": message, "type": kind, "code": kind}})),
     )
         .into_response()
+}
+
+/// A chat-completion body parsed as both upstreams require it: JSON with a non-empty `model`.
+/// The refusal is the 400 the upstream sends as it is (boxed: a `Response` is large).
+pub fn chat_request(marker: &'static str, body: &[u8]) -> Result<(Value, String), Box<Response>> {
+    let request: Value = serde_json::from_slice(body).map_err(|e| {
+        Box::new(openai_error(
+            marker,
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("body is not JSON: {e}"),
+        ))
+    })?;
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if model.is_empty() {
+        return Err(Box::new(openai_error(
+            marker,
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "`model` is required",
+        )));
+    }
+    Ok((request, model))
 }

@@ -130,28 +130,10 @@ async fn chat(
             "invalid API key",
         );
     }
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return openai_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("body is not JSON: {e}"),
-            );
-        }
+    let (request, model) = match loopback_upstream::chat_request("x-eval-model-free", &body) {
+        Ok(parsed) => parsed,
+        Err(refusal) => return *refusal,
     };
-    let model = request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    if model.is_empty() {
-        return openai_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "`model` is required",
-        );
-    }
     let stream = request
         .get("stream")
         .and_then(Value::as_bool)
