@@ -45,3 +45,38 @@ fn agents_under_gvisor_run_in_its_kernel_and_complete() {
     assert_ne!(line.trim(), host.trim(), "the agent saw the host's kernel");
     p.assert_no_leak(&r, &[]);
 }
+
+/// A process flood under gVisor is bounded by the sandbox's host cgroup
+/// (`policy::gvisor_host_pids`): it ends the agent's own sandbox or its forks fail, an
+/// `agent_error` of that attempt, never an infrastructure fault or a redraw, and the sibling arm
+/// completes.
+#[test]
+fn a_process_flood_under_gvisor_ends_only_its_own_attempt() {
+    if !docker_available_alone() {
+        return;
+    }
+    static_binaries();
+    crate::support::gvisor::require_runsc();
+    let cfg = Cfg {
+        gvisor: true,
+        ..Cfg::default()
+    };
+    let n = eval_runtimes::policy::gvisor_host_pids(cfg.pids as i64) + 100;
+    let p = Project::new(
+        &format!(
+            "okcall\ni=0\nwhile [ $i -lt {n} ]; do $BB sleep 600 & i=$((i+1)); done 2> \"$W/err\"\necho \"STARTED $i: $($BB head -c 200 \"$W/err\")\"\nexit 1\n"
+        ),
+        &cfg,
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "agent_error", "{o}\n{}", r.text);
+    // Not every process started: the limit held (the sandbox ended, or forks failed).
+    let log = String::from_utf8_lossy(&artifact(&p.dir, &o, "agent_log").unwrap_or_default())
+        .into_owned();
+    assert!(!log.contains(&format!("STARTED {n}:")), "{log}");
+    let native = r.native_outcomes();
+    assert_eq!(native.len(), 1, "{native:?}");
+    assert_eq!(native[0]["outcome"], "completed", "{}", native[0]);
+    p.assert_no_leak(&r, &[]);
+}
