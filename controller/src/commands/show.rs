@@ -674,7 +674,7 @@ impl Paint {
 
 /// Control characters other than newline and tab are shown escaped: a model's or an agent's
 /// text must not drive the reader's terminal.
-fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_control() && c != '\n' && c != '\t' {

@@ -13,7 +13,7 @@ mod contract;
 mod control;
 mod control_arm;
 pub(crate) mod disk;
-mod grade;
+pub(crate) mod grade;
 mod images;
 mod oracle;
 mod prepare;
