@@ -25,4 +25,5 @@ pub mod fault;
 pub mod name;
 pub mod outcome;
 pub mod phase;
+pub mod round_metrics;
 pub mod tokens;

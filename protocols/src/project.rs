@@ -137,12 +137,20 @@ impl Project {
                         ),
                     ));
                 }
-                for (part, want_dir) in
-                    [("prompt.md", false), ("workspace", true), ("hidden", true)]
-                {
+                let mut parts: Vec<(String, bool)> =
+                    vec![("workspace".into(), true), ("hidden".into(), true)];
+                if spec.is_multi_round() {
+                    for k in 1..=spec.rounds.len().min(crate::task::MAX_ROUNDS) {
+                        parts.push((crate::task::round_prompt(k), false));
+                        parts.push((crate::task::round_hidden(k), true));
+                    }
+                } else {
+                    parts.insert(0, ("prompt.md".into(), false));
+                }
+                for (part, want_dir) in &parts {
                     let p = abs.join(part);
                     let ok = std::fs::symlink_metadata(&p)
-                        .map(|m| if want_dir { m.is_dir() } else { m.is_file() })
+                        .map(|m| if *want_dir { m.is_dir() } else { m.is_file() })
                         .unwrap_or(false);
                     if !ok {
                         return Err(ProtocolError::field(
@@ -150,12 +158,15 @@ impl Project {
                             &field,
                             format!(
                                 "task {task:?}: the bundle {dir} has no {part}{}",
-                                if want_dir { "/ directory" } else { " file" }
+                                if *want_dir { "/ directory" } else { " file" }
                             ),
                         ));
                     }
                 }
                 validate_task(&spec, &tfile)?;
+                if spec.is_multi_round() {
+                    check_round_layout(&abs, &spec, &tfile)?;
+                }
                 out.push(TaskBundle {
                     suite: suite.id.clone(),
                     id: task.clone(),
@@ -218,6 +229,88 @@ fn validate_task(spec: &TaskSpec, tfile: &Path) -> Result<(), ProtocolError> {
                 "oracle.answers",
                 "must be under hidden/ (the agent must never see it)".into(),
             ));
+        }
+        if spec.is_multi_round() && clean.starts_with("hidden/rounds/") {
+            return Err(bad(
+                "oracle.answers",
+                "must not be under hidden/rounds/ (a round's graders' files)".into(),
+            ));
+        }
+    }
+    if spec.rounds.len() > crate::task::MAX_ROUNDS {
+        return Err(bad(
+            "rounds",
+            format!(
+                "{} rounds; at most {} are allowed",
+                spec.rounds.len(),
+                crate::task::MAX_ROUNDS
+            ),
+        ));
+    }
+    if spec.after_failed_round.is_some() && !spec.is_multi_round() {
+        return Err(bad(
+            "after_failed_round",
+            "only a task with [[rounds]] has rounds to continue or stop".into(),
+        ));
+    }
+    for (i, r) in spec.rounds.iter().enumerate() {
+        let k = i + 1;
+        if let Some(t) = r.timeout_seconds
+            && (t == 0 || t > spec.timeout_seconds)
+        {
+            return Err(bad(
+                &format!("rounds[{i}].timeout_seconds"),
+                format!(
+                    "round {k}: {t} must be positive and at most the task's timeout_seconds ({})",
+                    spec.timeout_seconds
+                ),
+            ));
+        }
+        if r.max_tokens == Some(0) {
+            return Err(bad(
+                &format!("rounds[{i}].max_tokens"),
+                format!("round {k}: must be positive"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A multi-round bundle has exactly its rounds: no top-level `prompt.md` (whose round would be
+/// ambiguous) and nothing in `rounds/` or `hidden/rounds/` but `1`..`N` (a file there would be
+/// frozen yet read by no round).
+fn check_round_layout(bundle: &Path, spec: &TaskSpec, tfile: &Path) -> Result<(), ProtocolError> {
+    if std::fs::symlink_metadata(bundle.join("prompt.md")).is_ok() {
+        return Err(ProtocolError::field(
+            tfile,
+            "rounds",
+            "a multi-round task has no prompt.md: round k's prompt is rounds/<k>/prompt.md",
+        ));
+    }
+    let n = spec.rounds.len();
+    for sub in ["rounds", "hidden/rounds"] {
+        let entries = std::fs::read_dir(bundle.join(sub)).map_err(|e| {
+            ProtocolError::field(tfile, "rounds", format!("{sub}/ cannot be listed: {e}"))
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|e| {
+                ProtocolError::field(tfile, "rounds", format!("{sub}/ cannot be listed: {e}"))
+            })?;
+            let name = entry.file_name();
+            let k = name
+                .to_str()
+                .filter(|t| !t.starts_with('0') && !t.starts_with('+'))
+                .and_then(|t| t.parse::<usize>().ok());
+            if !matches!(k, Some(k) if (1..=n).contains(&k)) {
+                return Err(ProtocolError::field(
+                    tfile,
+                    "rounds",
+                    format!(
+                        "{sub}/{} is not one of the {n} declared rounds (1..={n})",
+                        name.to_string_lossy()
+                    ),
+                ));
+            }
         }
     }
     Ok(())

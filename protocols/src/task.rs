@@ -19,6 +19,21 @@
 //! max_questions = 5
 //! answered_by = "scripted"   # or "model": [models.oracle] answers, with the file as its brief
 //! ```
+//!
+//! A multi-round task (docs/rounds.md) declares `[[rounds]]` instead of having a `prompt.md`:
+//! round k's prompt is `rounds/<k>/prompt.md` (outside `workspace/`, never mounted before round k
+//! begins) and its hidden tests are `hidden/rounds/<k>/` (the only hidden files round k's grader
+//! sees; never an agent). `timeout_seconds` then bounds the agent's whole attempt.
+//!
+//! ```toml
+//! after_failed_round = "continue"   # or "stop": what a failed round does to the rest
+//!
+//! [[rounds]]                        # round 1
+//! timeout_seconds = 600             # optional: this round's harness limit (default: the task's)
+//! max_tokens = 200000               # optional: this round's token budget (checked at its end)
+//!
+//! [[rounds]]                        # round 2
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +68,75 @@ pub struct TaskSpec {
     /// What the wire metrics compare against (`eval_core::budget::WIRE_METRICS`); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<WireExpectation>,
+    /// `[[rounds]]`: a multi-round attempt, one entry per round in order; empty (absent): the
+    /// single-round task of `prompt.md` and `hidden/`, serialised and frozen as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+    /// What a failed round does to the rounds after it; only with `rounds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_failed_round: Option<AfterFailedRound>,
+}
+
+/// The most rounds a task may declare.
+pub const MAX_ROUNDS: usize = 64;
+
+/// One `[[rounds]]` entry: round `k` (1-based, its position) reads its prompt from
+/// [`round_prompt`] and is graded with [`round_hidden`] only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Round {
+    /// The harness's time limit in this round, in seconds; absent: the task's `timeout_seconds`.
+    /// Positive and at most the task's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// The most tokens (input + output, the proxy's count) the agent may use in this round; a
+    /// round over it fails (`over_budget`). Absent: only the attempt's budget applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+/// `after_failed_round`: a round fails when its harness timed out or exited non-zero, its tokens
+/// passed its `max_tokens`, or its grader gave no usable `score.json` (a workspace that does not
+/// build). The round is recorded either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterFailedRound {
+    /// The next round begins as if the round had passed.
+    #[default]
+    Continue,
+    /// The attempt ends; the rounds after it are recorded unreached.
+    Stop,
+}
+
+/// Round `k`'s (1-based) prompt, relative to the bundle.
+pub fn round_prompt(k: usize) -> String {
+    format!("rounds/{k}/prompt.md")
+}
+
+/// Round `k`'s (1-based) hidden directory, relative to the bundle: all its grader sees as
+/// `/hidden`.
+pub fn round_hidden(k: usize) -> String {
+    format!("hidden/rounds/{k}")
+}
+
+impl TaskSpec {
+    /// How many times the harness runs in one attempt: the declared rounds, or 1.
+    pub fn round_count(&self) -> usize {
+        self.rounds.len().max(1)
+    }
+
+    /// True for a task declaring `[[rounds]]`.
+    pub fn is_multi_round(&self) -> bool {
+        !self.rounds.is_empty()
+    }
+
+    /// Round `k`'s (1-based) harness time limit, in seconds.
+    pub fn round_timeout(&self, k: usize) -> u64 {
+        k.checked_sub(1)
+            .and_then(|i| self.rounds.get(i))
+            .and_then(|r| r.timeout_seconds)
+            .unwrap_or(self.timeout_seconds)
+    }
 }
 
 /// `[wire]`: the route (and clarification policy) the harness's first request should show.

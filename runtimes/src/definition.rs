@@ -223,6 +223,12 @@ pub struct Harness {
     /// `Entrypoint` followed by its `Cmd`, as they are.
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// The argument vector that continues the same session in a multi-round attempt's rounds
+    /// after the first (docs/rounds.md): the same variables as `command` but `{prompt_text}`;
+    /// `{prompt}` then holds the round's prompt, written when the round begins. Absent: the
+    /// runtime cannot run a multi-round task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continue_command: Option<Vec<String>>,
 }
 
 /// `[grader]`: what a grader container runs.
@@ -443,6 +449,22 @@ impl RuntimeDef {
                 "harness.command",
                 "must not be empty (leave it out to run the image's Entrypoint and Cmd)".into(),
             ));
+        }
+        if let Some(c) = &self.harness.continue_command {
+            if c.is_empty() {
+                return Err(bad(
+                    "harness.continue_command",
+                    "must not be empty (leave it out for a runtime without rounds)".into(),
+                ));
+            }
+            if c.iter().any(|a| a.contains(PROMPT_TEXT)) {
+                return Err(bad(
+                    "harness.continue_command",
+                    format!(
+                        "{PROMPT_TEXT} is only for harness.command (read the round's prompt from {{prompt}})"
+                    ),
+                ));
+            }
         }
         if let Some(g) = &self.grader
             && g.command.iter().any(|a| a.contains(PROMPT_TEXT))
@@ -1335,6 +1357,36 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         )
         .unwrap_err();
         assert!(e.to_string().contains("harness.command"), "{e}");
+    }
+
+    #[test]
+    fn a_continue_command_is_optional_not_empty_and_reads_the_prompt_by_path() {
+        let d = RuntimeDef::parse(
+            "name = \"t\"\n[image]\nreference = \"r\"\n[harness]\ncommand = [\"/a\"]\ncontinue_command = [\"/a\", \"--resume\", \"{prompt}\"]",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            d.harness.continue_command.as_deref(),
+            Some(&["/a".to_owned(), "--resume".into(), "{prompt}".into()][..])
+        );
+        let plain =
+            RuntimeDef::parse("name = \"t\"\n[image]\nreference = \"r\"", "t.toml").unwrap();
+        assert_eq!(plain.harness.continue_command, None);
+        // Absent, it is not serialised: definitions frozen before rounds keep their bytes.
+        assert!(
+            !toml::to_string(&plain)
+                .unwrap()
+                .contains("continue_command")
+        );
+        for (cmd, why) in [
+            ("[]", "must not be empty"),
+            ("[\"/a\", \"{prompt_text}\"]", "only for harness.command"),
+        ] {
+            let (field, detail) = refused("", &format!("continue_command = {cmd}"));
+            assert_eq!(field, "harness.continue_command", "{cmd}");
+            assert!(detail.contains(why), "{cmd}: {detail}");
+        }
     }
 
     #[test]

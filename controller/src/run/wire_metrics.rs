@@ -541,6 +541,8 @@ mod tests {
                 description: None,
                 stand_in: false,
                 workspace_git: false,
+                rounds: vec![],
+                after_failed_round: None,
                 wire: Some(eval_protocols::task::WireExpectation {
                     expected_route: "contract".into(),
                     expected_clarification: None,

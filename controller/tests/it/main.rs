@@ -20,6 +20,7 @@ mod exit_status;
 mod freeze_cli;
 mod gc;
 mod grader_controls;
+mod gvisor;
 mod hostile;
 mod import_router;
 mod import_v04;

@@ -374,6 +374,20 @@ impl Check<'_> {
                     ),
                 ));
             }
+            for (i, r) in t.spec.rounds.iter().enumerate() {
+                if let Some(m) = r.max_tokens
+                    && m > p.budgets.attempt.max_tokens
+                {
+                    return Err(ProtocolError::field(
+                        &tfile,
+                        format!("rounds[{i}].max_tokens"),
+                        format!(
+                            "{m} exceeds the protocol's budgets.attempt.max_tokens ({})",
+                            p.budgets.attempt.max_tokens
+                        ),
+                    ));
+                }
+            }
             if let Some(o) = &t.spec.oracle {
                 let limit = p
                     .suites

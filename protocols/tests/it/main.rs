@@ -11,4 +11,5 @@
 mod support;
 
 mod freeze;
+mod rounds;
 mod signing;
