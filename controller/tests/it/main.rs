@@ -26,6 +26,7 @@ mod import_router;
 mod import_v04;
 mod ledger_cli;
 mod model_free;
+mod oracle_stateful;
 mod output_cli;
 mod preflight;
 mod preregistered_upstream;

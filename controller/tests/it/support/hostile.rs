@@ -682,12 +682,16 @@ impl Project {
     /// a 4 GB address-space limit (a controller that reads `/dev/zero` fails instead of taking
     /// the shared machine's memory) and the hang guard.
     pub fn run(&self) -> RunResult {
+        self.run_against(&self.upstream.url())
+    }
+
+    /// [`Project::run`] against another upstream at `url` that takes this project's key.
+    pub fn run_against(&self, url: &str) -> RunResult {
         let o = self.freeze();
         assert!(o.status.success(), "freeze: {}", text(&o));
         let identity = identity_of(&self.dir);
         let _sweep = Sweep(format!("eval.identity={identity}"));
         let _serial = RUN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        let url = self.upstream.url();
         let child = Command::new("sh")
             .arg("-c")
             .arg("ulimit -n 1024; ulimit -v 4000000; exec \"$0\" \"$@\"")
@@ -697,7 +701,7 @@ impl Project {
                 "--matrix",
                 "demo",
                 "--upstream",
-                &url,
+                url,
                 "--api-key-env",
                 KEY_ENV,
                 "--concurrency",
