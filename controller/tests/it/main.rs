@@ -12,6 +12,7 @@ mod support;
 
 mod architecture;
 mod custody;
+mod dsh_clarify;
 mod dsh_faults;
 mod dsh_harness;
 mod dsh_simple;
