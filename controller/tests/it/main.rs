@@ -28,6 +28,7 @@ mod output_cli;
 mod preflight;
 mod preregistered_upstream;
 mod real_harness;
+mod rounds;
 mod run_admission;
 mod run_e2e;
 mod run_integrity;

@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The largest `score.json` read.
 pub const MAX_SCORE_BYTES: u64 = 1024 * 1024;
 /// The grader's time limit.
-const GRADER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const GRADER_TIMEOUT: Duration = Duration::from_secs(600);
 /// The most of the grader's log kept.
 const GRADER_LOG_BYTES: usize = 64 * 1024;
 
@@ -36,7 +36,26 @@ impl DockerExecutor {
         seen: &mut Seen,
         report: &mut AttemptReport,
     ) {
-        let end = match self.run_grader(spec, task, p).await {
+        let target = GradeTarget {
+            hidden: p.task_dir.join("hidden"),
+            out: p.out.clone(),
+            label: "grade".to_owned(),
+        };
+        self.grade_with(spec, task, p, &target, seen, report).await;
+    }
+
+    /// Grades the workspace with `target`'s hidden files into its output directory (a round's
+    /// grading: that round's `hidden/rounds/<k>/` only).
+    pub(super) async fn grade_with(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        target: &GradeTarget,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        let end = match self.run_grader(spec, task, p, target).await {
             Ok(end) => end,
             Err(f) => {
                 seen.obs.grader_engine = Some(f);
@@ -53,17 +72,18 @@ impl DockerExecutor {
                 Graded::Unscorable(format!("it ended with {:?}: {tail}", end.outcome));
             return;
         }
-        let score =
-            match Beneath::open(&p.out).and_then(|o| o.read_file("score.json", MAX_SCORE_BYTES)) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    if e.is_host_fault() {
-                        seen.leftover("the grader's score.json", &e);
-                    }
-                    seen.obs.graded = Graded::Unscorable(format!("score.json: {e}"));
-                    return;
+        let score = match Beneath::open(&target.out)
+            .and_then(|o| o.read_file("score.json", MAX_SCORE_BYTES))
+        {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                if e.is_host_fault() {
+                    seen.leftover("the grader's score.json", &e);
                 }
-            };
+                seen.obs.graded = Graded::Unscorable(format!("score.json: {e}"));
+                return;
+            }
+        };
         report.artifacts.grader_output = self.store_bytes("the grader's score.json", &score, seen);
         match metrics_of(&score) {
             Ok(metrics) => {
@@ -79,6 +99,7 @@ impl DockerExecutor {
         spec: &AttemptSpec,
         task: &TaskBundle,
         p: &Prepared,
+        target: &GradeTarget,
     ) -> Result<RunEnd, EngineFault> {
         let g = self
             .graders
@@ -94,11 +115,11 @@ impl DockerExecutor {
             .map_err(|(code, detail)| EngineFault { code, detail })?;
         let mounts = RoleMounts::Grader {
             workspace: p.workspace.clone(),
-            hidden: p.task_dir.join("hidden"),
-            out: p.out.clone(),
+            hidden: target.hidden.clone(),
+            out: target.out.clone(),
         };
         let mut facts = self.facts(spec);
-        facts.attempt = format!("{}/grade", spec.attempt);
+        facts.attempt = format!("{}/{}", spec.attempt, target.label);
         let image_config = self
             .rt
             .inspect_image(&image)
@@ -107,7 +128,7 @@ impl DockerExecutor {
         // The grader's user may differ from the agent's (its own image and definition): the
         // output directory is handed to it.
         eval_runtimes::policy::effective_user(&g.def.def, &image_config)
-            .and_then(|ids| eval_runtimes::host::prepare_workspace(&p.out, ids))
+            .and_then(|ids| eval_runtimes::host::prepare_workspace(&target.out, ids))
             .map_err(|e| engine_fault(&e))?;
         let cspec =
             eval_runtimes::container_spec(&g.def.def, &image, &image_config, &facts, &mounts)
@@ -122,6 +143,16 @@ impl DockerExecutor {
         .await
         .map_err(|e| engine_fault(&e))
     }
+}
+
+/// What one grading reads and where it writes.
+pub(super) struct GradeTarget {
+    /// Mounted read-only as `/hidden`.
+    pub(super) hidden: std::path::PathBuf,
+    /// Mounted read-write as `/out`; `score.json` is read from it.
+    pub(super) out: std::path::PathBuf,
+    /// The grader container's `eval.attempt` suffix (`grade`, `grade-round-<k>`).
+    pub(super) label: String,
 }
 
 /// The numeric `metrics` of a `score.json` (other values are not metrics and are left out).
