@@ -32,6 +32,7 @@ mod preflight;
 mod preregistered_upstream;
 mod real_harness;
 mod regrade;
+mod rounds;
 mod run_admission;
 mod run_e2e;
 mod run_integrity;
