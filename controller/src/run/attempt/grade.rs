@@ -96,6 +96,7 @@ impl DockerExecutor {
             workspace: p.workspace.clone(),
             hidden: p.task_dir.join("hidden"),
             out: p.out.clone(),
+            oracle: p.oracle_record.clone(),
         };
         let mut facts = self.facts(spec);
         facts.attempt = format!("{}/grade", spec.attempt);
