@@ -55,6 +55,8 @@ pub(super) struct AttemptControl {
     conversation: tokio::sync::Mutex<Vec<Value>>,
     /// What each answered question of a stateful oracle recorded (its `record_field`), in order.
     recorded: Mutex<Vec<Value>>,
+    /// Every answered question's `clarification` entry, as recorded (the grader's record).
+    entries: Mutex<Vec<Clarification>>,
     /// The brief's constraint ids and the task's `[oracle.constraints]`, for the oracle metrics.
     pub(super) constraints: Option<(Vec<String>, OracleConstraints)>,
     /// Stateful replies that were malformed (the agent got the fallback answer).
@@ -91,6 +93,7 @@ impl AttemptControl {
             oracle,
             conversation: tokio::sync::Mutex::new(Vec::new()),
             recorded: Mutex::new(Vec::new()),
+            entries: Mutex::new(Vec::new()),
             constraints: None,
             malformed: AtomicU32::new(0),
             max_questions,
@@ -132,6 +135,26 @@ impl AttemptControl {
     /// Stateful oracle replies that were malformed (answered with the fallback).
     pub(super) fn malformed(&self) -> u32 {
         self.malformed.load(Ordering::SeqCst)
+    }
+
+    /// The attempt's oracle record for its grader: every answered question's `clarification`
+    /// entry, and (with `[oracle.constraints]`) the brief's ids and those missed.
+    pub(super) fn oracle_record(&self) -> Value {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut record = json!({"format": 1, "questions": entries});
+        if let Some((ids, c)) = &self.constraints {
+            let recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
+            let missed = super::oracle::missed_constraints(ids, &recorded);
+            let substantive: Vec<&String> =
+                missed.iter().filter(|id| !c.is_scaffolding(id)).collect();
+            record["constraints"] =
+                json!({"ids": ids, "missed": missed, "missed_substantive": substantive});
+        }
+        record
     }
 
     /// The oracle metrics of the attempt so far, when the task declares its constraints.
@@ -362,6 +385,10 @@ impl Control {
                 json!({"error": "cannot record the question"}),
             );
         }
+        c.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(payload);
         match answer {
             Some(a) => (http::StatusCode::OK, json!({"answer": a})),
             None if source == "oracle_refused" => (
