@@ -72,6 +72,8 @@ struct Pump {
     cut: CancellationToken,
     /// How the stream ended, when coalescing met the end: returned by the next read.
     held: Option<Step>,
+    /// The buffer batches of ready chunks are split off (`coalesce.rs`, `Chunks::arena`).
+    batches: BytesMut,
     /// Held until the record is delivered, so closing the attempt waits for it.
     _tracked: Option<TaskTrackerToken>,
 }
@@ -210,8 +212,7 @@ impl Pump {
         let shared = self.call.shared.clone();
         let mut call = self.call;
         call.record.client_disconnected = client_gone;
-        call.record.response_digest =
-            Some(format!("sha256:{}", hex::encode(self.hasher.finalize())));
+        call.record.response_digest = Some(crate::record::digest_text(&self.hasher.finalize()));
         let kept = self.transcript.take().map(Bytes::from);
         if let Some(cap) = self.keep_cap
             && let Some(t) = &kept
@@ -325,6 +326,10 @@ impl Chunks for Pump {
     fn process(&mut self, chunk: Bytes) -> Bytes {
         Pump::process(self, chunk)
     }
+
+    fn arena(&mut self) -> &mut BytesMut {
+        &mut self.batches
+    }
 }
 
 /// Owns the pump while the client's body is alive; on drop mid-stream it hands the pump to a
@@ -392,6 +397,7 @@ pub(super) fn stream_back(
         stalled: false,
         cut,
         held: None,
+        batches: BytesMut::new(),
         _tracked: tracked,
     };
     let body = futures_util::stream::unfold(Guard(Some(pump)), |mut guard| async move {
