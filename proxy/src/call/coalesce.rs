@@ -33,10 +33,6 @@ pub(super) trait Chunks {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, Self::End>>;
     /// The per-chunk work (meter, digest, redaction); returns what the client may see of it.
     fn process(&mut self, chunk: Bytes) -> Bytes;
-    /// Where batches are built: one buffer for the whole stream, each batch split off it, so a
-    /// batch costs no allocation once the client's connection has written the earlier ones
-    /// (`BytesMut::reserve` then reuses the same memory).
-    fn arena(&mut self) -> &mut BytesMut;
 }
 
 /// Adds to `first` (already processed) every chunk that becomes ready without waiting on the
@@ -47,15 +43,14 @@ pub(super) trait Chunks {
 /// hands over a chunk. [`TURNS`] turns in a row with nothing to take end the batch; a turn
 /// never waits for I/O, so the batch never waits for the upstream.
 pub(super) async fn coalesce<C: Chunks>(src: &mut C, first: Bytes) -> (Bytes, Option<C::End>) {
-    // Whether the arena holds this batch (`first` is copied in only once a second chunk comes).
-    let mut batch = false;
+    let mut batch: Option<BytesMut> = None;
     let mut len = first.len();
     let mut idle_turns = 0;
     while len < MAX_BATCH {
         let next = std::future::poll_fn(|cx| Poll::Ready(src.poll_chunk(cx))).await;
         let chunk = match next {
             Poll::Ready(Ok(c)) => c,
-            Poll::Ready(Err(end)) => return (joined(src, first, batch), Some(end)),
+            Poll::Ready(Err(end)) => return (joined(first, batch), Some(end)),
             Poll::Pending if idle_turns >= TURNS => break,
             Poll::Pending => {
                 tokio::task::yield_now().await;
@@ -69,22 +64,20 @@ pub(super) async fn coalesce<C: Chunks>(src: &mut C, first: Bytes) -> (Bytes, Op
             continue;
         }
         len += out.len();
-        let arena = src.arena();
-        if !std::mem::replace(&mut batch, true) {
-            arena.clear();
-            arena.reserve(MAX_BATCH.min(4 * len));
-            arena.extend_from_slice(&first);
-        }
-        arena.extend_from_slice(&out);
+        let b = batch.get_or_insert_with(|| {
+            let mut b = BytesMut::with_capacity(MAX_BATCH.min(4 * len));
+            b.extend_from_slice(&first);
+            b
+        });
+        b.extend_from_slice(&out);
     }
-    (joined(src, first, batch), None)
+    (joined(first, batch), None)
 }
 
-fn joined<C: Chunks>(src: &mut C, first: Bytes, batch: bool) -> Bytes {
-    if batch {
-        src.arena().split().freeze()
-    } else {
-        first
+fn joined(first: Bytes, batch: Option<BytesMut>) -> Bytes {
+    match batch {
+        Some(b) => b.freeze(),
+        None => first,
     }
 }
 
@@ -102,7 +95,6 @@ mod tests {
         chunks: VecDeque<Bytes>,
         redactor: StreamRedactor,
         processed: usize,
-        arena: BytesMut,
     }
 
     impl Ready {
@@ -120,9 +112,6 @@ mod tests {
             self.processed += 1;
             self.redactor.push_bytes(chunk)
         }
-        fn arena(&mut self) -> &mut BytesMut {
-            &mut self.arena
-        }
     }
 
     fn ready(chunks: Vec<Vec<u8>>) -> Ready {
@@ -131,7 +120,6 @@ mod tests {
             chunks: chunks.into_iter().map(Bytes::from).collect(),
             redactor: key.redactor().stream(),
             processed: 0,
-            arena: BytesMut::new(),
         }
     }
 
@@ -140,7 +128,6 @@ mod tests {
     /// run).
     struct Scripted {
         polls: VecDeque<Option<&'static [u8]>>,
-        arena: BytesMut,
     }
 
     impl Chunks for Scripted {
@@ -154,9 +141,6 @@ mod tests {
         }
         fn process(&mut self, chunk: Bytes) -> Bytes {
             chunk
-        }
-        fn arena(&mut self) -> &mut BytesMut {
-            &mut self.arena
         }
     }
 
@@ -188,37 +172,6 @@ mod tests {
             "every ready chunk, in order, in one batch"
         );
         assert_eq!(end, Some("end"), "the end is kept for the next read");
-    }
-
-    /// Batches are split off the stream's one buffer: no allocation per batch while it has
-    /// room, and a batch still held by the client's connection is never written over.
-    #[test]
-    fn batches_share_the_arena_and_never_overwrite_a_held_batch() {
-        let events = |n: usize, tag: &str| -> Vec<Bytes> {
-            (0..n)
-                .map(|i| Bytes::from(format!("data: {tag}{i}\n\n")))
-                .collect()
-        };
-        let mut src = ready(vec![]);
-        src.arena = BytesMut::with_capacity(MAX_BATCH);
-        let base = src.arena.as_ptr() as usize;
-        let inside = |b: &Bytes| {
-            let p = b.as_ptr() as usize;
-            p >= base && p + b.len() <= base + MAX_BATCH
-        };
-        let mut held = vec![];
-        for tag in ["a", "b", "c"] {
-            src.chunks.extend(events(20, tag));
-            let first = src.chunks.pop_front().unwrap();
-            let (batch, _) = drive(coalesce(&mut src, first), 10).unwrap();
-            let want: String = (0..20).map(|i| format!("data: {tag}{i}\n\n")).collect();
-            assert_eq!(batch, want.as_bytes());
-            assert!(inside(&batch), "batch {tag} was allocated apart");
-            held.push((batch, want));
-        }
-        for (batch, want) in &held {
-            assert_eq!(batch, want.as_bytes(), "a held batch was written over");
-        }
     }
 
     #[test]
@@ -263,7 +216,6 @@ mod tests {
         polls.push(Some(b"data: 3\n\n"));
         let mut src = Scripted {
             polls: polls.into(),
-            arena: BytesMut::new(),
         };
         let (out, end) = drive(coalesce(&mut src, Bytes::from_static(b"data: 1\n\n")), 10)
             .expect("the batch waited for the upstream");
@@ -286,7 +238,6 @@ mod tests {
         polls.push(Some(b"data: 3\n\n"));
         let mut src = Scripted {
             polls: polls.into(),
-            arena: BytesMut::new(),
         };
         let (out, end) = drive(coalesce(&mut src, Bytes::from_static(b"data: 1\n\n")), 20).unwrap();
         assert_eq!(out, &b"data: 1\n\ndata: 2\n\ndata: 3\n\n"[..]);

@@ -72,8 +72,6 @@ struct Pump {
     cut: CancellationToken,
     /// How the stream ended, when coalescing met the end: returned by the next read.
     held: Option<Step>,
-    /// The buffer batches of ready chunks are split off (`coalesce.rs`, `Chunks::arena`).
-    batches: BytesMut,
     /// Held until the record is delivered, so closing the attempt waits for it.
     _tracked: Option<TaskTrackerToken>,
 }
@@ -326,10 +324,6 @@ impl Chunks for Pump {
     fn process(&mut self, chunk: Bytes) -> Bytes {
         Pump::process(self, chunk)
     }
-
-    fn arena(&mut self) -> &mut BytesMut {
-        &mut self.batches
-    }
 }
 
 /// Owns the pump while the client's body is alive; on drop mid-stream it hands the pump to a
@@ -397,7 +391,6 @@ pub(super) fn stream_back(
         stalled: false,
         cut,
         held: None,
-        batches: BytesMut::new(),
         _tracked: tracked,
     };
     let body = futures_util::stream::unfold(Guard(Some(pump)), |mut guard| async move {
