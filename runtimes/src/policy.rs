@@ -1396,6 +1396,49 @@ HOME = "/home/agent"
         cmd[at + 1..].to_vec()
     }
 
+    /// A multi-round container's shim gets each round's limit and the rendered continue
+    /// command before its `--`; the harness argv and the policy's expectation follow; a
+    /// definition that cannot continue a session is refused.
+    #[test]
+    fn rounds_reach_the_shim_before_its_separator_and_the_check_expects_them() {
+        let tables = "[harness]\ncommand = [\"/agent\", \"{prompt}\"]\ncontinue_command = [\"/agent\", \"--resume\", \"{prompt}\"]";
+        let def = RuntimeDef::parse(
+            &format!("name = \"t\"\n[image]\nreference = \"r\"\n{tables}"),
+            "t.toml",
+        )
+        .unwrap();
+        let mut s = spec_of("", tables, &image()).unwrap();
+        with_rounds(&mut s, &def, &[600, 30]).unwrap();
+        let cmd = s.body.cmd.clone().unwrap();
+        let at = cmd.iter().position(|a| a == "--").unwrap();
+        let before: Vec<&str> = cmd[..at].iter().map(String::as_str).collect();
+        let tail = &before[before.len() - 10..];
+        assert_eq!(
+            tail,
+            [
+                "--round-timeout",
+                "600",
+                "--round-timeout",
+                "30",
+                "--continue",
+                "/agent",
+                "--continue",
+                "--resume",
+                "--continue",
+                paths::PROMPT
+            ]
+        );
+        assert_eq!(harness(&s), ["/agent", paths::PROMPT]);
+        assert_eq!(s.expected.cmd, cmd);
+        let plain = RuntimeDef::parse(
+            "name = \"t\"\n[image]\nreference = \"r\"\n[harness]\ncommand = [\"/agent\"]",
+            "t.toml",
+        )
+        .unwrap();
+        let e = with_rounds(&mut s, &plain, &[1]).unwrap_err();
+        assert!(e.to_string().contains("harness.continue_command"), "{e}");
+    }
+
     #[test]
     fn the_image_config_is_the_base_when_the_definition_is_silent() {
         let s = spec_of("", "[env]\nHOME = \"/home/agent\"", &image()).unwrap();

@@ -841,6 +841,57 @@ mod tests {
         );
     }
 
+    /// `/_eval/round` (the shim's, or the agent's own) only reaches a multi-round attempt's
+    /// loop, which alone decides whether a next round begins; anything else is "no next round".
+    #[tokio::test]
+    async fn a_round_end_reaches_only_the_round_loop_which_decides_the_next_round() {
+        let f = fixture(0);
+        let report = || {
+            bytes::Bytes::from_static(br#"{"round":1,"exit":0,"signal":null,"timed_out":false}"#)
+        };
+        let next = |f: &Fixture, body: bytes::Bytes| {
+            let control = f.control.clone();
+            async move { control.handle("s#1", "/_eval/round", body).await }
+        };
+        // A single-round attempt has no rounds to go on to.
+        let (status, v) = next(&f, report()).await;
+        assert_eq!(
+            (status, &v["next"]),
+            (http::StatusCode::NOT_FOUND, &json!(false))
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        f.ctl.set_rounds(tx);
+        // Malformed: refused before the loop sees it.
+        let (status, v) = next(&f, bytes::Bytes::from_static(b"{\"round\":\"x\"}")).await;
+        assert_eq!(
+            (status, &v["next"]),
+            (http::StatusCode::BAD_REQUEST, &json!(false))
+        );
+        // The loop's answer is the answer, whatever the report claims.
+        for decision in [true, false] {
+            let pending = tokio::spawn(next(&f, report()));
+            let end = rx.recv().await.unwrap();
+            assert_eq!((end.report.exit, end.report.timed_out), (Some(0), false));
+            end.reply.send(decision).unwrap();
+            let (status, v) = pending.await.unwrap();
+            assert_eq!(
+                (status, &v["next"]),
+                (http::StatusCode::OK, &json!(decision))
+            );
+        }
+        // The loop has ended: no next round.
+        drop(rx);
+        let (status, v) = next(&f, report()).await;
+        assert_eq!(
+            (status, &v["next"]),
+            (http::StatusCode::CONFLICT, &json!(false))
+        );
+        assert!(
+            entries(&f).is_empty(),
+            "a round's end is the loop's to record"
+        );
+    }
+
     #[tokio::test]
     async fn without_an_oracle_every_question_is_refused() {
         let f = fixture(0);
