@@ -20,6 +20,7 @@ mod freeze_cli;
 mod gc;
 mod grader_controls;
 mod hostile;
+mod import_evocode;
 mod import_router;
 mod import_v04;
 mod ledger_cli;
