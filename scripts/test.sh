@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: sets up what the tests need (a Docker engine, the
-# Python cross-check packages, Chromium, the real harnesses' base images), then runs formatting,
-# lints and every test.
+# The whole test suite, from a fresh machine: sets up what the tests need (a Docker engine with
+# gVisor's runsc, the Python cross-check packages, Chromium, the real harnesses' base images), then
+# runs formatting, lints and every test, and the hostile-arm suite a second time under gVisor.
 #
 # The harness images (cold builds of several minutes each, mostly network and the engine) are
 # built in the background while the Rust side builds (static binaries, fmt, clippy, the test
@@ -60,4 +60,11 @@ while IFS= read -r assignment; do
 done <"$images_out"
 
 echo "== cargo test"
-cargo test --workspace --locked --no-fail-fast 2>&1
+status=0
+cargo test --workspace --locked --no-fail-fast 2>&1 || status=$?
+# The hostile-arm suite once more with every agent container under gVisor (`isolation = "gvisor"`,
+# runsc registered by scripts/ensure-docker.sh; controller/tests/it/support/gvisor.rs).
+echo "== cargo test: the hostile-arm suite under gVisor (runsc)"
+EVAL_TEST_ISOLATION=gvisor cargo test -p eval-controller --test it --locked --no-fail-fast hostile:: 2>&1 ||
+  status=$?
+exit "$status"

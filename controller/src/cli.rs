@@ -37,6 +37,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Compute the statistics and release gates of a run; exit 0 only when release is allowed
     Report(ReportArgs),
+    /// Grade a finished run's archived workspaces again with another grader runtime, as a
+    /// sensitivity analysis of its own identity and ledger (never changes the run's verdict)
+    Regrade(RegradeArgs),
     /// One attempt's story: outcome and rule, every model call with its messages and reply,
     /// tool calls, grader, artifacts
     Show(ShowArgs),
@@ -208,6 +211,25 @@ pub struct StatusArgs {
     pub state: StateArg,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RegradeArgs {
+    /// Matrix name of the finished run (matrix/NAME.toml)
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// The grader runtime definition, project-relative (e.g. runtimes/strict/runtime.toml)
+    #[arg(long, value_name = "RUNTIME")]
+    pub grader: String,
+    /// Only these tasks (comma-separated; default: every task of the run)
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    #[command(flatten)]
+    pub state: StateArg,
+    /// Ed25519 signing key file for the regrade ledger's checkpoints (or EVAL_SIGNING_KEY_FILE);
+    /// required when the protocol preregisters a key
+    #[arg(long, value_name = "PATH", env = "EVAL_SIGNING_KEY_FILE")]
+    pub signing_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -382,6 +382,51 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
 }
 failure_from!(crate::commands::import::ImportError, import_status);
 
+/// `eval regrade`: a run that is not there, not finished, a smoke run or live, a grader or task
+/// the command line names badly, the engine or the host are 2; a run ledger or regrade ledger
+/// that does not verify, drift from the run's freeze, an archived workspace that does not hash to
+/// its digest, a regrade frozen with other bytes are 3.
+pub fn regrade_status(e: &crate::run::regrade::RegradeError) -> Status {
+    use crate::run::regrade::RegradeError as E;
+    use eval_evidence::artifacts::ArtifactError as A;
+    match e {
+        E::NoRun { .. }
+        | E::Smoke { .. }
+        | E::InUse { .. }
+        | E::Unfinished { .. }
+        | E::UnknownTask(_)
+        | E::Grader { .. }
+        | E::Io { .. }
+        | E::Extract { .. }
+        | E::Serialise(_) => Status::Usage,
+        E::Broken { .. }
+        | E::Drift { .. }
+        | E::FreezeMismatch { .. }
+        | E::OtherLedger { .. }
+        | E::Tampered { .. }
+        | E::Replay(_) => Status::Integrity,
+        E::Ledger(e) => integrity_if(e.is_integrity()),
+        E::Admission(e) => admission_status(e),
+        E::Session(e) => session_status(e),
+        E::Signing(e) => integrity_if(e.is_integrity()),
+        E::Inputs(e) => integrity_if(e.is_integrity()),
+        E::Artifacts(A::Missing { .. } | A::Corrupt { .. }) => Status::Integrity,
+        E::Artifacts(
+            A::Io { .. } | A::Unsupported { .. } | A::OverBudget { .. } | A::Leftover { .. },
+        ) => Status::Usage,
+        E::Engine(e) => runtime_status(e),
+    }
+}
+
+impl From<crate::run::regrade::RegradeError> for Failure {
+    fn from(e: crate::run::regrade::RegradeError) -> Self {
+        Self {
+            status: regrade_status(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

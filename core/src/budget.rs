@@ -30,6 +30,16 @@ pub const BUILTIN_METRICS: &[&str] = &[
     "clarification_questions",
 ];
 
+/// Metrics `eval` computes from a stateful oracle's records of one attempt (a task's
+/// `[oracle.constraints]`): the brief's constraint ids that no question's recorded field (ICAE:
+/// `_internal_log.triggers_hit`) names — v0.4's `criticalRequirementsMissed` — and the same
+/// without the task's declared scaffolding ids. A suite may list them only when every one of
+/// its tasks declares the constraints.
+pub const ORACLE_METRICS: &[&str] = &[
+    "oracle_constraints_missed",
+    "oracle_constraints_missed_substantive",
+];
+
 /// Metrics `eval` computes from what the harness sent, as the proxy recorded it (the `wire` of
 /// the attempt's `model_call` entries): the initial route of a Plan Lattice-style router, read
 /// from the `lattice_*` tools of the first agent request that carries tools. 1 or 0 per attempt;

@@ -294,17 +294,22 @@ pub fn compute(
             ));
         }
         if let Some(o) = &t.spec.oracle {
-            let p = format!("{}/{}", t.dir, o.answers.trim_start_matches("./"));
-            if !manifest
-                .entries
-                .iter()
-                .any(|e| e.path == p && e.kind == Kind::File)
-            {
-                return Err(ProtocolError::field(
-                    project.root.join(&t.dir).join("task.toml"),
-                    "oracle.answers",
-                    format!("{p}: no such file"),
-                ));
+            let system = o.stateful.as_ref().map(|st| st.system_prompt.as_str());
+            let files = std::iter::once(("oracle.answers", o.answers.as_str()))
+                .chain(system.map(|f| ("oracle.stateful.system_prompt", f)));
+            for (field, file) in files {
+                let p = format!("{}/{}", t.dir, file.trim_start_matches("./"));
+                if !manifest
+                    .entries
+                    .iter()
+                    .any(|e| e.path == p && e.kind == Kind::File)
+                {
+                    return Err(ProtocolError::field(
+                        project.root.join(&t.dir).join("task.toml"),
+                        field,
+                        format!("{p}: no such file"),
+                    ));
+                }
             }
         }
     }

@@ -223,19 +223,7 @@ fn validate_task(spec: &TaskSpec, tfile: &Path) -> Result<(), ProtocolError> {
         return Err(bad("grader.command", "must not be empty".into()));
     }
     if let Some(o) = &spec.oracle {
-        let clean = clean_relative(&o.answers).map_err(|e| bad("oracle.answers", e.to_string()))?;
-        if !clean.starts_with("hidden/") {
-            return Err(bad(
-                "oracle.answers",
-                "must be under hidden/ (the agent must never see it)".into(),
-            ));
-        }
-        if spec.is_multi_round() && clean.starts_with("hidden/rounds/") {
-            return Err(bad(
-                "oracle.answers",
-                "must not be under hidden/rounds/ (a round's graders' files)".into(),
-            ));
-        }
+        validate_oracle(o, spec.is_multi_round(), tfile)?;
     }
     if spec.rounds.len() > crate::task::MAX_ROUNDS {
         return Err(bad(
@@ -312,6 +300,113 @@ fn check_round_layout(bundle: &Path, spec: &TaskSpec, tfile: &Path) -> Result<()
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// `[oracle]`: its files under `hidden/`, each mode with exactly its own fields, and a
+/// constraints list the brief really has.
+fn validate_oracle(
+    o: &crate::task::Oracle,
+    multi_round: bool,
+    tfile: &Path,
+) -> Result<(), ProtocolError> {
+    use crate::task::{OracleAnswerer, ReplyFormat};
+    let bad = |field: &str, message: String| ProtocolError::field(tfile, field, message);
+    let hidden = |field: &str, rel: &str| -> Result<String, ProtocolError> {
+        let clean = clean_relative(rel).map_err(|e| bad(field, e.to_string()))?;
+        if clean.starts_with("hidden/") {
+            Ok(clean)
+        } else {
+            Err(bad(
+                field,
+                format!("{rel:?} must be under hidden/ (the agent must never see it)"),
+            ))
+        }
+    };
+    let answers = hidden("oracle.answers", &o.answers)?;
+    if multi_round && answers.starts_with("hidden/rounds/") {
+        return Err(bad(
+            "oracle.answers",
+            "must not be under hidden/rounds/ (a round's graders' files)".into(),
+        ));
+    }
+    if o.catch_all.is_some() && o.answered_by != OracleAnswerer::Scripted {
+        return Err(bad(
+            "oracle.catch_all",
+            "only a scripted oracle has a catch-all answer (a model answers every question)".into(),
+        ));
+    }
+    match (&o.stateful, o.answered_by) {
+        (None, OracleAnswerer::Stateful) => {
+            return Err(bad(
+                "oracle.stateful",
+                "answered_by = \"stateful\" needs an [oracle.stateful] table".into(),
+            ));
+        }
+        (Some(_), a) if a != OracleAnswerer::Stateful => {
+            return Err(bad(
+                "oracle.stateful",
+                "[oracle.stateful] needs answered_by = \"stateful\"".into(),
+            ));
+        }
+        (Some(st), _) => {
+            hidden("oracle.stateful.system_prompt", &st.system_prompt)?;
+            if st.fallback_answer.trim().is_empty() {
+                return Err(bad(
+                    "oracle.stateful.fallback_answer",
+                    "must not be empty".into(),
+                ));
+            }
+            if st.max_tokens == Some(0) {
+                return Err(bad("oracle.stateful.max_tokens", "must be positive".into()));
+            }
+            let fields = [
+                ("oracle.stateful.reply_field", &st.reply_field),
+                ("oracle.stateful.record_field", &st.record_field),
+            ];
+            match st.reply {
+                ReplyFormat::Json if st.reply_field.is_none() => {
+                    return Err(bad(
+                        "oracle.stateful.reply_field",
+                        "reply = \"json\" needs the field passed back to the agent".into(),
+                    ));
+                }
+                ReplyFormat::Text => {
+                    if let Some((f, _)) = fields.iter().find(|(_, v)| v.is_some()) {
+                        return Err(bad(f, "only a reply = \"json\" has fields".into()));
+                    }
+                }
+                ReplyFormat::Json => {}
+            }
+            for (f, v) in fields {
+                if let Some(path) = v
+                    && path.split('.').any(str::is_empty)
+                {
+                    return Err(bad(
+                        f,
+                        format!("{path:?} is not a dotted path (a.b.c, no empty part)"),
+                    ));
+                }
+            }
+        }
+        (None, _) => {}
+    }
+    if let Some(c) = &o.constraints {
+        if o.stateful
+            .as_ref()
+            .is_none_or(|st| st.record_field.is_none())
+        {
+            return Err(bad(
+                "oracle.constraints",
+                "the constraint metrics read what each question recorded: they need answered_by = \"stateful\" with a record_field".into(),
+            ));
+        }
+        let dir = tfile.parent().unwrap_or(Path::new("."));
+        let brief = std::fs::read_to_string(dir.join(&answers))
+            .map_err(|e| bad("oracle.answers", format!("{answers}: {e}")))?;
+        c.ids(&brief)
+            .map_err(|e| bad("oracle.constraints", format!("{answers}: {e}")))?;
     }
     Ok(())
 }

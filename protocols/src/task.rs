@@ -18,6 +18,33 @@
 //! answers = "hidden/oracle.toml"
 //! max_questions = 5
 //! answered_by = "scripted"   # or "model": [models.oracle] answers, with the file as its brief
+//!                            # or "stateful": a conversation per attempt ([oracle.stateful])
+//! catch_all = "No further information."   # scripted: the answer to a question not listed
+//! ```
+//!
+//! A stateful oracle (ICAE's simulated user) is briefed with `answers` and keeps the attempt's
+//! conversation; its replies may be JSON of which one field reaches the agent:
+//!
+//! ```toml
+//! [oracle]
+//! answers = "hidden/oracle/oracle_data.json"   # the brief: the task's hidden data
+//! max_questions = 5
+//! answered_by = "stateful"
+//!
+//! [oracle.stateful]
+//! system_prompt = "hidden/oracle/init.md"      # frozen; the brief follows it
+//! brief_heading = "# Injected oracle_data (your single source of truth)"
+//! brief_fence = "json"                          # the brief inside a ```json block
+//! reply = "json"                                # or "text"
+//! reply_field = "reply"                         # passed back to the agent
+//! record_field = "_internal_log.triggers_hit"   # recorded in the ledger, per question
+//! fallback_answer = "No further information."   # for a malformed reply (the oracle's failure)
+//! max_tokens = 200000                           # the oracle role's tokens per attempt
+//!
+//! [oracle.constraints]                          # metrics oracle_constraints_missed{,_substantive}
+//! list = "hidden_constraints"                   # where in the (JSON) brief
+//! id_field = "constraint_id"
+//! scaffolding = ["ARCH001", "HARNESS*", "TC_*"] # ids (or prefixes*) the _substantive count ignores
 //! ```
 //!
 //! A multi-round task (docs/rounds.md) declares `[[rounds]]` instead of having a `prompt.md`:
@@ -165,15 +192,137 @@ pub struct Grader {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Oracle {
-    /// Scripted answers, relative to the bundle; must be under `hidden/`. When a model answers,
-    /// this file's text is the model's brief.
+    /// Scripted answers, relative to the bundle; must be under `hidden/`. When a model answers
+    /// (`model`, `stateful`), this file's text is the model's brief.
     pub answers: String,
     /// Questions one attempt may ask; further ones are refused.
     pub max_questions: u32,
-    /// Who answers: `scripted` (exact-match `[[qa]]` of `answers`) or `model` (the protocol's
-    /// `[models.oracle]`, through the proxy, in the attempt's `oracle` role).
+    /// Who answers: `scripted` (exact-match `[[qa]]` of `answers`), `model` (the protocol's
+    /// `[models.oracle]`, through the proxy, in the attempt's `oracle` role, each question
+    /// alone) or `stateful` (the same model, keeping the attempt's conversation).
     #[serde(default)]
     pub answered_by: OracleAnswerer,
+    /// A scripted oracle's answer to a question its file does not list; absent:
+    /// [`DEFAULT_CATCH_ALL`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_all: Option<String>,
+    /// How a `stateful` oracle is asked and answers; required for it, refused for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stateful: Option<StatefulOracle>,
+    /// Where the brief lists its hidden constraints, for the oracle metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<OracleConstraints>,
+}
+
+/// What a scripted oracle answers to a question its file does not list, unless the task says.
+pub const DEFAULT_CATCH_ALL: &str = "No further information.";
+
+/// v0.4's one answer to every question in its EvoCode runs (Plan Lattice 0414dfa,
+/// `eval/v0.4/driver/support-plugin/index.js`, `closedWorldAnswer`): the `catch_all` an
+/// imported EvoCode task declares.
+pub const V04_CLOSED_WORLD_ANSWER: &str = "No additional requirement is available. Preserve every requirement supplied in the current and earlier rounds, and make only reversible assumptions that do not conflict with them.";
+
+impl Oracle {
+    /// The scripted oracle's answer to an unlisted question.
+    pub fn catch_all(&self) -> &str {
+        self.catch_all.as_deref().unwrap_or(DEFAULT_CATCH_ALL)
+    }
+}
+
+/// `[oracle.stateful]`: ICAE's simulated user (`user_agent/user_agent.py`): one system message
+/// (the frozen prompt, the heading, the brief), then every earlier question and reply of the
+/// attempt, then the new question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatefulOracle {
+    /// The oracle's frozen system prompt, relative to the bundle; must be under `hidden/`.
+    pub system_prompt: String,
+    /// The line between the system prompt and the brief (ICAE: `# Injected oracle_data (your
+    /// single source of truth)`).
+    pub brief_heading: String,
+    /// When set, the brief is inside a fenced block with this info string (ICAE: `json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief_fence: Option<String>,
+    /// The reply's format.
+    pub reply: ReplyFormat,
+    /// `json`: the dotted path of the string passed back to the agent (ICAE: `reply`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_field: Option<String>,
+    /// `json`: the dotted path of the value recorded per question (ICAE:
+    /// `_internal_log.triggers_hit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_field: Option<String>,
+    /// What the agent is told when the oracle's reply is malformed (not JSON, no reply field).
+    pub fallback_answer: String,
+    /// The oracle role's token budget per attempt (the resent conversation grows); absent: the
+    /// attempt's `budgets.attempt.max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+/// A stateful oracle's reply format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyFormat {
+    /// The whole reply is the answer.
+    Text,
+    /// A JSON object (ICAE's parse: the text from its first `{` to its last `}`).
+    Json,
+}
+
+/// `[oracle.constraints]`: the hidden constraints of a JSON brief, for
+/// `oracle_constraints_missed` (every id no question's recorded field names) and
+/// `oracle_constraints_missed_substantive` (the same without the `scaffolding` ids).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleConstraints {
+    /// The dotted path of the brief's array of constraints (ICAE: `hidden_constraints`).
+    pub list: String,
+    /// The string field of each constraint that is its id (ICAE: `constraint_id`).
+    pub id_field: String,
+    /// Ids the substantive count leaves out: exact, or a prefix ending in `*`.
+    #[serde(default)]
+    pub scaffolding: Vec<String>,
+}
+
+impl OracleConstraints {
+    /// The ids the brief lists, in its order, or why it lists none.
+    pub fn ids(&self, brief: &str) -> Result<Vec<String>, String> {
+        let v: serde_json::Value =
+            serde_json::from_str(brief).map_err(|e| format!("the brief is not JSON: {e}"))?;
+        let list = dotted(&v, &self.list)
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(|| format!("the brief has no array at {:?}", self.list))?;
+        let mut ids = Vec::new();
+        for (i, c) in list.iter().enumerate() {
+            match c.get(&self.id_field).and_then(serde_json::Value::as_str) {
+                Some(id) if !id.is_empty() => ids.push(id.to_owned()),
+                _ => {
+                    return Err(format!(
+                        "{}[{i}] has no string {:?}",
+                        self.list, self.id_field
+                    ));
+                }
+            }
+        }
+        if ids.is_empty() {
+            return Err(format!("{:?} lists no constraint", self.list));
+        }
+        Ok(ids)
+    }
+
+    /// Whether `id` is a declared scaffolding id.
+    pub fn is_scaffolding(&self, id: &str) -> bool {
+        self.scaffolding.iter().any(|s| match s.strip_suffix('*') {
+            Some(prefix) => id.starts_with(prefix),
+            None => id == s,
+        })
+    }
+}
+
+/// The value at a dotted path (`a.b.c`) of a JSON object; `None` when any step is missing.
+pub fn dotted<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    path.split('.').try_fold(v, |v, key| v.get(key))
 }
 
 /// Who answers oracle questions (`answered_by`).
@@ -183,8 +332,12 @@ pub enum OracleAnswerer {
     /// Exact-match answers from the `answers` file; no model is called.
     #[default]
     Scripted,
-    /// The protocol's `[models.oracle]` model, briefed with the `answers` file.
+    /// The protocol's `[models.oracle]` model, briefed with the `answers` file, each question
+    /// alone.
     Model,
+    /// The protocol's `[models.oracle]` model as ICAE's simulated user: `[oracle.stateful]`'s
+    /// system prompt and the brief, the attempt's whole conversation resent each question.
+    Stateful,
 }
 
 /// A loaded bundle.

@@ -41,6 +41,8 @@ const STREAMS_PER_SOCKET: usize = 25;
 const CAP: usize = 32;
 /// Token streams counted under callgrind (`EVAL_PROXY_BENCH_CALLGRIND`).
 const CALLGRIND_STREAMS: usize = 10;
+/// Non-stream calls counted under callgrind (the second dump).
+const CALLGRIND_CALLS: usize = 200;
 
 /// Counts the allocations of this process (each of the three processes has its own count).
 /// The only `unsafe` in the workspace, in a benchmark binary (no library): an allocator that
@@ -666,13 +668,15 @@ async fn parent() {
             pid,
             up_pid,
             callgrind_out.is_some(),
+            &mut stats,
         )
         .await;
         drop(stats);
         drop(up_stdin);
         let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
         if let Some(out) = &callgrind_out {
-            print_callgrind(out, CALLGRIND_STREAMS * TOKEN_EVENTS);
+            print_callgrind(out, 1, CALLGRIND_STREAMS * TOKEN_EVENTS, "event");
+            print_callgrind(out, 2, CALLGRIND_CALLS, "call");
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), upstream_child.wait()).await;
         return;
@@ -680,7 +684,7 @@ async fn parent() {
     println!(
         "eval-proxy benchmark: load generator, upstream and proxy each in their own process (2 worker threads each), loopback TCP, production listener cap {CAP}"
     );
-    rows.extend(cost_phase(&client, &direct, &through, pid, up_pid, false).await);
+    rows.extend(cost_phase(&client, &direct, &through, pid, up_pid, false, &mut stats).await);
     println!(
         "every figure beside its yardstick from this run: the same load sent straight to the upstream"
     );
@@ -1052,9 +1056,12 @@ fn callgrind_control(pid: u32, arg: &str) {
     assert!(ok, "callgrind_control {arg} {pid} failed");
 }
 
-/// The instruction count (`Ir`) of the callgrind dump taken after the workload (`<out>.1`).
-fn print_callgrind(out: &std::path::Path, events: usize) {
-    let out = &std::path::PathBuf::from(format!("{}.1", out.display()));
+/// The instruction count (`Ir`) of the callgrind dump `<out>.<part>` (one workload), per unit,
+/// with the share of SHA-256 (the response digest) apart: valgrind does not emulate the SHA
+/// extensions, so under callgrind the `sha2` crate takes its software path (about ten times the
+/// instructions of the SHA-NI path the proxy runs natively on this machine kind).
+fn print_callgrind(out: &std::path::Path, part: usize, units: usize, unit: &str) {
+    let out = &std::path::PathBuf::from(format!("{}.{part}", out.display()));
     let Ok(text) = std::fs::read_to_string(out) else {
         println!("  callgrind: no dump at {}", out.display());
         return;
@@ -1068,11 +1075,62 @@ fn print_callgrind(out: &std::path::Path, events: usize) {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(f64::NAN);
+    let sha = self_cost(&text, |f| f.starts_with("sha2::sha256::"));
+    let u = units as f64;
     println!(
-        "  callgrind: proxy user-space instructions {total:.0} over {events} events, {:.0} per event (dump {})",
-        total / events as f64,
+        "  callgrind: proxy user-space instructions per {unit} {:.0} ({total:.0} over {units}); of them SHA-256 {:.0} (software under valgrind), the rest {:.0} (dump {})",
+        total / u,
+        sha / u,
+        (total - sha) / u,
         out.display()
     );
+}
+
+/// The self cost (instructions inside the function itself, not its callees) of the functions
+/// whose name `pick` accepts, read from a callgrind dump (name compression: `fn=(id) name`
+/// defines an id, `fn=(id)` reuses it; the cost line after a `calls=` line is a callee's).
+fn self_cost(text: &str, pick: impl Fn(&str) -> bool) -> f64 {
+    let mut names: std::collections::HashMap<String, String> = Default::default();
+    let mut name_of = |spec: &str| -> String {
+        let spec = spec.trim();
+        match spec.strip_prefix('(').and_then(|r| r.split_once(')')) {
+            Some((id, rest)) => {
+                let rest = rest.trim();
+                if !rest.is_empty() {
+                    names.insert(id.to_owned(), rest.to_owned());
+                }
+                names.get(id).cloned().unwrap_or_default()
+            }
+            None => spec.to_owned(),
+        }
+    };
+    let (mut picked, mut callee_line, mut sum) = (false, false, 0.0);
+    for line in text.lines() {
+        if let Some(f) = line.strip_prefix("fn=") {
+            picked = pick(&name_of(f));
+        } else if let Some(f) = line.strip_prefix("cfn=") {
+            name_of(f);
+        } else if line.starts_with("calls=") {
+            callee_line = true;
+        } else if line
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_digit() || b == b'+' || b == b'-' || b == b'*')
+        {
+            if std::mem::take(&mut callee_line) {
+                continue;
+            }
+            if picked
+                && let Some(c) = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|c| c.parse::<f64>().ok())
+            {
+                sum += c;
+            }
+        }
+    }
+    sum
 }
 
 /// The load-independent yardstick: what each side spends per call and per event on a fixed
@@ -1087,6 +1145,7 @@ async fn cost_phase(
     proxy_pid: u32,
     up_pid: u32,
     callgrind: bool,
+    stats: &mut ChildStats,
 ) -> Vec<Row> {
     let me = std::process::id();
     let mut rows = vec![];
@@ -1094,11 +1153,25 @@ async fn cost_phase(
         let streams = CALLGRIND_STREAMS;
         // Warm the proxy's connections and allocator before counting.
         load(client, through, Kind::Tokens, 1, 2).await;
+        let (a0, _) = stats.allocs().await;
         callgrind_control(proxy_pid, "-z");
         load(client, through, Kind::Tokens, 1, streams).await;
         callgrind_control(proxy_pid, "-d");
+        let (a1, _) = stats.allocs().await;
         println!(
-            "\n[cost, callgrind] {streams} streams of {TOKEN_EVENTS} token-sized events through the proxy, 1 connection"
+            "\n[cost, callgrind] {streams} streams of {TOKEN_EVENTS} token-sized events through the proxy, 1 connection; allocations per event {:.2} (per call included)",
+            (a1 - a0) as f64 / (streams * TOKEN_EVENTS) as f64
+        );
+        // The second dump: non-stream calls alone.
+        load(client, through, Kind::Whole, 1, 20).await;
+        let (a0, _) = stats.allocs().await;
+        callgrind_control(proxy_pid, "-z");
+        load(client, through, Kind::Whole, 1, CALLGRIND_CALLS).await;
+        callgrind_control(proxy_pid, "-d");
+        let (a1, _) = stats.allocs().await;
+        println!(
+            "[cost, callgrind] {CALLGRIND_CALLS} non-stream calls through the proxy, 1 connection; allocations per call {:.2}",
+            (a1 - a0) as f64 / CALLGRIND_CALLS as f64
         );
         return rows;
     }
@@ -1123,6 +1196,11 @@ async fn cost_phase(
         )
         .await;
         let tc = perf_counts(&[me], load(client, through, kind, conc, n).map(|_| ())).await;
+        let (a0, b0) = stats.allocs().await;
+        load(client, through, kind, conc, n).await;
+        let (a1, b1) = stats.allocs().await;
+        let allocs = (a1 - a0) as f64 / units as f64;
+        let alloc_bytes = (b1 - b0) as f64 / units as f64;
         let (Some(up), Some(dc), Some(t), Some(tc)) = (up, dc, t, tc) else {
             println!(
                 "  {label}: perf stat could not attach (perf missing or not permitted); not counted"
@@ -1157,6 +1235,9 @@ async fn cost_phase(
             dc.reads / u,
             tc.reads / u
         );
+        println!(
+            "      proxy allocations per {unit} (counting allocator, per-call ones included): {allocs:.2}, {alloc_bytes:.0} bytes"
+        );
         rows.push(Row {
             phase: format!("cost per {unit}, {label}, {conc} conn(s)"),
             direct: format!(
@@ -1165,10 +1246,11 @@ async fn cost_phase(
                 up.syscalls / u
             ),
             proxy: format!(
-                "{:.2} µs CPU, {:.2} syscalls, {:.2} writes",
+                "{:.2} µs CPU, {:.2} syscalls, {:.2} writes, {:.2} futex, {allocs:.2} allocations",
                 t.cpu_ms * 1e3 / u,
                 t.syscalls / u,
-                t.writes / u
+                t.writes / u,
+                t.futex / u
             ),
             added: format!("CPU {:.1}× the upstream's", t.cpu_ms / up.cpu_ms),
             goal: "reported (load-independent counts)".into(),

@@ -158,13 +158,13 @@ impl StreamUsage {
         match self.api {
             ApiKind::OpenAiChat => {
                 self.model.is_none()
-                    || has_non_null(data, b"\"usage\"")
-                    || has_non_null(data, b"\"finish_reason\"")
+                    || has_non_null(data, &KEYS.usage)
+                    || has_non_null(data, &KEYS.finish_reason)
             }
             ApiKind::AnthropicMessages => {
-                memchr::memmem::find(data, b"\"message_start\"").is_some()
-                    || memchr::memmem::find(data, b"\"message_delta\"").is_some()
-                    || memchr::memmem::find(data, b"\"message_stop\"").is_some()
+                KEYS.message_start.find(data).is_some()
+                    || KEYS.message_delta.find(data).is_some()
+                    || KEYS.message_stop.find(data).is_some()
             }
         }
     }
@@ -253,9 +253,28 @@ impl StreamUsage {
     }
 }
 
-/// Whether some `key` (quoted) in `data` is followed (after optional JSON whitespace and the
-/// colon) by anything but `null`.
-fn has_non_null(data: &[u8], key: &[u8]) -> bool {
+/// The searchers of the keys the meter looks for, built once per process: building a searcher
+/// costs more than running it over a token-sized event (`memmem::find` builds one per call).
+struct Keys {
+    usage: memchr::memmem::Finder<'static>,
+    finish_reason: memchr::memmem::Finder<'static>,
+    message_start: memchr::memmem::Finder<'static>,
+    message_delta: memchr::memmem::Finder<'static>,
+    message_stop: memchr::memmem::Finder<'static>,
+}
+
+static KEYS: std::sync::LazyLock<Keys> = std::sync::LazyLock::new(|| Keys {
+    usage: memchr::memmem::Finder::new(b"\"usage\""),
+    finish_reason: memchr::memmem::Finder::new(b"\"finish_reason\""),
+    message_start: memchr::memmem::Finder::new(b"\"message_start\""),
+    message_delta: memchr::memmem::Finder::new(b"\"message_delta\""),
+    message_stop: memchr::memmem::Finder::new(b"\"message_stop\""),
+});
+
+/// Whether some occurrence of the searcher's key (quoted) in `data` is followed (after optional
+/// JSON whitespace and the colon) by anything but `null`.
+fn has_non_null(data: &[u8], key: &memchr::memmem::Finder<'static>) -> bool {
+    let key_len = key.needle().len();
     let skip_ws = |mut i: usize| {
         while data
             .get(i)
@@ -265,8 +284,8 @@ fn has_non_null(data: &[u8], key: &[u8]) -> bool {
         }
         i
     };
-    memchr::memmem::find_iter(data, key).any(|at| {
-        let i = skip_ws(at + key.len());
+    key.find_iter(data).any(|at| {
+        let i = skip_ws(at + key_len);
         if data.get(i) != Some(&b':') {
             // Not a key (a string value "usage"): a decoder would find no usage here either,
             // but deciding that is the decoder's job.
@@ -314,11 +333,11 @@ mod tests {
         assert!(!s.observe_bytes(model.as_bytes()));
         assert_eq!(s.model.as_deref(), Some("deepseek-reasoner"));
         for d in [&token, &spaced] {
-            assert!(!has_non_null(d.as_bytes(), b"\"usage\""), "{d}");
+            assert!(!has_non_null(d.as_bytes(), &KEYS.usage), "{d}");
             assert!(!s.observe_bytes(d.as_bytes()));
         }
         assert!(s.usage().is_none());
-        assert!(has_non_null(finish.as_bytes(), b"\"usage\""));
+        assert!(has_non_null(finish.as_bytes(), &KEYS.usage));
         assert!(
             !s.observe_bytes(finish.as_bytes()),
             "the finish chunk has choices"

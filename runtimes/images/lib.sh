@@ -1,10 +1,12 @@
 # shellcheck shell=bash
 # Shared helpers for the base-image builds under runtimes/images/. Sourced, never executed.
 #
-# Every build follows one shape: compute the digest of its pinned inputs, return the cached image
-# when `eval-base/<name>:<digest prefix>` already exists, otherwise debootstrap a Debian minbase
-# chroot, install into it, and `docker import` it. The image id is printed as the last line of
-# stdout; everything else goes to stderr so callers can capture the id with `| tail -n 1`.
+# Every build follows one shape: compute the digest of its pinned inputs, return the image this
+# machine recorded building from exactly those inputs (`cached_image_id`; never the tag, which any
+# `docker load` can move), otherwise debootstrap a Debian minbase chroot, install into it,
+# `docker import` it as `eval-base/<name>:<digest prefix>` and record its id (`record_build`).
+# The image id is printed as the last line of stdout; everything else goes to stderr so callers
+# can capture the id with `| tail -n 1`.
 #
 # No registry host is named here: the Debian mirror is read from the machine's apt sources, and
 # PyPI / npm are reached through their ordinary clients with the machine's configuration.
@@ -56,9 +58,48 @@ inputs_digest() {
 # image_tag NAME DIGEST -> eval-base/NAME:<first 16 hex of DIGEST>
 image_tag() { printf 'eval-base/%s:%s\n' "$1" "${2:0:16}"; }
 
-# cached_image_id TAG: prints the image id (sha256:…) and succeeds when the engine has TAG.
+# The build record of NAME from inputs DIGEST (the full 64 hex): a file holding the image id
+# `import_dir` returned, written only by `record_build`, after the import.
+build_record() { printf '%s/built/%s/%s\n' "$EVAL_IMAGES_WORK" "$1" "$2"; }
+
+# owned_not_shared PATH: PATH is owned by root or by us and writable by neither group nor others
+# (a record anyone else can write is no record of our build).
+owned_not_shared() {
+  local owner mode
+  owner=$(stat -c %u "$1") && mode=$(stat -c %a "$1") || return 1
+  { [ "$owner" = 0 ] || [ "$owner" = "$(id -u)" ]; } && [ $((8#$mode & 8#022)) = 0 ]
+}
+
+# cached_image_id NAME DIGEST: prints the image id (sha256:…) and succeeds only when this machine
+# recorded building NAME from exactly the inputs DIGEST and the engine still holds that id.
+# The tag `eval-base/NAME:<prefix>` is never trusted: `docker load` applies an archive's RepoTags,
+# so any archive can carry it. An id is the digest of the image's config, which lists its layers'
+# digests, so no load can make another image answer to a recorded id; and a label would not do,
+# since an archive can carry any label too.
 cached_image_id() {
-  docker image inspect --format '{{.Id}}' "$1" 2>/dev/null
+  local rec id got
+  rec=$(build_record "$1" "$2")
+  [ -f "$rec" ] && [ ! -L "$rec" ] && owned_not_shared "$rec" && owned_not_shared "${rec%/*}" &&
+    owned_not_shared "$EVAL_IMAGES_WORK/built" || return 1
+  id=$(head -c 80 "$rec" | head -n 1)
+  [[ $id =~ ^sha256:[0-9a-f]{64}$ ]] || return 1
+  got=$(docker image inspect --format '{{.Id}}' "$id" 2>/dev/null) || return 1
+  [ "$got" = "$id" ] || return 1
+  printf '%s\n' "$id"
+}
+
+# record_build NAME DIGEST ID: records that NAME built from inputs DIGEST is image ID (atomically:
+# a temporary file renamed over the record).
+record_build() {
+  local rec tmp
+  [[ $3 =~ ^sha256:[0-9a-f]{64}$ ]] || die "record_build: '$3' is not an image id"
+  rec=$(build_record "$1" "$2")
+  mkdir -p "${rec%/*}"
+  chmod go-w "$EVAL_IMAGES_WORK/built" "${rec%/*}"
+  tmp=$(mktemp "${rec%/*}/.record.XXXXXX")
+  printf '%s\n' "$3" > "$tmp"
+  chmod 0644 "$tmp"
+  mv -f "$tmp" "$rec"
 }
 
 # debian_mirror: the first Debian archive URI the machine's apt sources use for $DEBIAN_SUITE

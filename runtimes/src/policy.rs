@@ -102,14 +102,38 @@ fn log_config() -> HostConfigLogConfig {
 /// The engine runtime name gVisor is registered under (`/etc/docker/daemon.json` `runtimes`).
 pub const GVISOR_RUNTIME: &str = "runsc";
 
+/// Host threads and processes a gVisor sandbox needs besides its tasks': the Sentry's Go runtime,
+/// the gofer and their helpers. Measured with Debian's `runsc` 0.0~20221219.0 (ptrace platform, 2
+/// CPUs): the fixture agent's sandbox peaked at 69 host pids for 5 in-sandbox threads; the rest is
+/// margin for a machine with more CPUs (more Go threads).
+pub const GVISOR_SANDBOX_PIDS: i64 = 256;
+
+/// Host pids per in-sandbox task under gVisor's ptrace platform: the Sentry thread that runs it
+/// and the stub thread (in a stub process per address space) it traces.
+pub const GVISOR_PIDS_PER_TASK: i64 = 2;
+
+/// The engine's `pids_limit` for a gVisor container whose arm allows `pids` tasks. The engine
+/// applies `pids_limit` to the sandbox's host cgroup, which holds no container process but the
+/// Sentry's threads and the platform's stubs: the arm's own limit there (64 for the fixture)
+/// made the Sentry fail to clone its next stub ("error initializing first thread: resource
+/// temporarily unavailable"), a Go panic whose status 2 read as the agent's `agent_error`.
+pub fn gvisor_host_pids(pids: i64) -> i64 {
+    pids.saturating_mul(GVISOR_PIDS_PER_TASK)
+        .saturating_add(GVISOR_SANDBOX_PIDS)
+}
+
 /// Makes `spec` run under gVisor: the create body names the runtime and the policy check then
 /// refuses a created container whose `HostConfig.Runtime` is anything else (an engine without
-/// `runsc` refuses the create, `container_runtime_failure`).
+/// `runsc` refuses the create, `container_runtime_failure`). The pids limit becomes the sandbox's
+/// ([`gvisor_host_pids`]), checked like any other limit. Call it once per spec.
 pub fn require_gvisor(spec: &mut ContainerSpec) {
+    let pids = gvisor_host_pids(spec.expected.pids);
     if let Some(h) = spec.body.host_config.as_mut() {
         h.runtime = Some(GVISOR_RUNTIME.to_owned());
+        h.pids_limit = Some(pids);
     }
     spec.expected.runtime = Some(GVISOR_RUNTIME.to_owned());
+    spec.expected.pids = pids;
 }
 
 /// Host paths a container of each role gets.
@@ -1111,6 +1135,15 @@ HOME = "/home/agent"
             Some("runsc")
         );
         check(&obeyed(&s), &s.expected, &[]).unwrap();
+        // The sandbox's host cgroup gets room for the Sentry beside the arm's tasks, and the
+        // arm's own number (what a runc container gets) is refused under gVisor.
+        let arms = plain.expected.pids;
+        let want = arms * GVISOR_PIDS_PER_TASK + GVISOR_SANDBOX_PIDS;
+        assert_eq!(s.expected.pids, want);
+        assert_eq!(s.body.host_config.as_ref().unwrap().pids_limit, Some(want));
+        let mut i = obeyed(&s);
+        i.host_config.as_mut().unwrap().pids_limit = Some(arms);
+        assert_eq!(field(check(&i, &s.expected, &[])), "pids");
         for other in [None, Some("runc".to_owned()), Some("kata".to_owned())] {
             let mut i = obeyed(&s);
             i.host_config.as_mut().unwrap().runtime = other;

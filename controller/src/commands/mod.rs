@@ -17,6 +17,7 @@ mod plan_power;
 pub(crate) mod preflight;
 pub(crate) mod proofs;
 pub(crate) mod proxy;
+mod regrade;
 pub mod report;
 mod retire;
 pub(crate) mod run;
@@ -42,6 +43,7 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Status(args) => status::run(args),
         Command::Report(args) => report::run(args),
         Command::Show(args) => show::run(args),
+        Command::Regrade(args) => regrade::run(args),
         Command::Gc(args) => gc::run(args),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Proxy(args) => proxy::run(args),

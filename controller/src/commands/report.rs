@@ -134,10 +134,8 @@ pub fn publish(
     state: &Path,
     key: Option<eval_evidence::signing::SigningKeyPair>,
 ) -> Result<Report, Failure> {
-    let report = build_report(data).map_err(ReportCmdError::Build)?;
+    let mut report = build_report(data).map_err(ReportCmdError::Build)?;
     let run_dir = crate::run::run_dir(state, &data.matrix);
-    let json = eval_evidence::canonical::to_vec(&report).map_err(ReportCmdError::Serialise)?;
-    let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;
     let ledger_path = crate::run::ledger_path(state, &data.matrix);
     let writer = LedgerWriter::open(&ledger_path)?;
     // With a key, the signer attaches to this writer and reads the writer's own file (never the
@@ -169,6 +167,12 @@ pub fn publish(
             .into());
         }
     }
+    // `eval regrade`'s sensitivity analyses, attached after the verdict was decided: shown in
+    // every format, never a reason or an exit status.
+    report.sensitivity =
+        crate::run::regrade::sensitivity(state, &data.matrix, &writer.entries_blocking()?);
+    let json = eval_evidence::canonical::to_vec(&report).map_err(ReportCmdError::Serialise)?;
+    let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;
     swap_point_before_sign(&ledger_path);
     // The entry first: a writer that refuses (its file was replaced) leaves no report.json.
     let entry = NewEntry::new("report", &payload).map_err(LedgerError::from)?;

@@ -400,6 +400,21 @@ pub fn run(args: RunArgs) -> CmdResult {
             .into());
         }
     }
+    if !args.smoke {
+        // The other direction: a real run sweeps its identity's containers as stale too, so it
+        // must not start beside a live smoke run of the same identity.
+        let smoke = crate::run::ledger_path(&state, &smoke_run_name(&args.matrix));
+        if smoke.exists() && eval_evidence::ledger::LedgerWriter::open(&smoke).is_err() {
+            return Err(AdmissionError::Smoke {
+                what: format!("the run of matrix {}", args.matrix),
+                refusals: vec![format!(
+                    "the smoke run's ledger {} is in use (a smoke run is going): the real run of the same identity must not run beside it; wait for it to end",
+                    smoke.display()
+                )],
+            }
+            .into());
+        }
+    }
     if let (UpstreamChoice::Remote { url, .. }, Some(pre)) =
         (&upstream, &admitted.loaded.protocol.upstream)
         && !pre.matches(url)
@@ -633,7 +648,7 @@ fn swap_point_after_staging() {
 
 /// The signing key, loaded and checked against the frozen public key before anything is
 /// written: a run signed by another key than the preregistered one never starts.
-fn signing_key(
+pub(crate) fn signing_key(
     state: &Path,
     protocol: &str,
     path: Option<&Path>,

@@ -674,7 +674,7 @@ impl Paint {
 
 /// Control characters other than newline and tab are shown escaped: a model's or an agent's
 /// text must not drive the reader's terminal.
-fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_control() && c != '\n' && c != '\t' {
@@ -897,6 +897,19 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
                 .and_then(Value::as_str)
                 .unwrap_or("(refused)");
             let _ = writeln!(o, "  ? {}\n    {}", clip(q), clip(a));
+            // A stateful oracle's record: what the question triggered, by digest.
+            if let Some(turn) = c.get("turn") {
+                let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("-");
+                let recorded = c.get("recorded").map_or("-".to_owned(), Value::to_string);
+                let _ = writeln!(
+                    o,
+                    "    turn {turn} {}: question {} reply {} recorded {}",
+                    s("source"),
+                    s("question_sha256"),
+                    s("reply_sha256"),
+                    clip(&recorded)
+                );
+            }
         }
     }
     if let Some(calls) = &v.harness_tool_calls {

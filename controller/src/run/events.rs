@@ -182,9 +182,27 @@ pub struct Clarification {
     pub question: String,
     /// `None` when refused.
     pub answer: Option<String>,
-    /// `scripted`, `oracle_model`, `oracle_unavailable` or `oracle_refused` (refused questions
-    /// are `agent_event`s, without their text).
+    /// `scripted`, `oracle_model`, `oracle_stateful`, `oracle_malformed` (a stateful reply that
+    /// did not parse: the agent got the task's fallback answer), `oracle_unavailable` or
+    /// `oracle_refused` (refused questions are `agent_event`s, without their text).
     pub source: String,
+    /// A stateful oracle's: `sha256:` of the question's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_sha256: Option<String>,
+    /// A stateful oracle's: the exchange's place in the attempt's conversation (1-based; the
+    /// conversation holds only answered exchanges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// A stateful oracle's: `sha256:` of its whole reply text, as the model gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_sha256: Option<String>,
+    /// A stateful JSON oracle's `record_field` value (ICAE: the constraint ids the question
+    /// triggered); absent when the reply had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<serde_json::Value>,
+    /// Why the reply was malformed or lacked its record field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub malformed: Option<String>,
 }
 
 /// `agent_event`: a refused request from the agent, as a digest and a length only.

@@ -293,6 +293,11 @@ impl<'a> Site<'a> {
         for s in &r.suites {
             self.suite_section(&mut o, s);
         }
+        // `eval regrade`'s results, labelled, after everything the verdict rests on.
+        o.push_str(&eval_evidence::report::sensitivity::html(
+            &r.sensitivity,
+            esc,
+        ));
         self.accounting(&mut o);
         self.controls_and_faults(&mut o);
         let _ = writeln!(

@@ -90,3 +90,43 @@ fn a_smoke_run_is_its_own_and_never_evidence() {
     assert!(!text(&o).contains("smoke run"), "{}", text(&o));
     assert!(dir.join("runs/demo/report.json").exists());
 }
+
+/// A real run and a smoke run of one identity never run side by side (each session sweeps the
+/// identity's containers as stale): each is refused, exit 2 naming the other's ledger, while the
+/// other's ledger writer is held — here by the test itself, so no race decides it — and nothing
+/// is recorded.
+#[test]
+fn a_real_run_and_a_smoke_run_of_one_identity_refuse_to_run_side_by_side() {
+    use eval_evidence::ledger::LedgerWriter;
+    let (_tmp, dir) = small_demo_project();
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // A smoke run is going: the real run is refused.
+    let smoke = dir.join("runs/demo.smoke/ledger.sqlite");
+    std::fs::create_dir_all(smoke.parent().unwrap()).unwrap();
+    let held = LedgerWriter::open(&smoke).unwrap();
+    let o = fixture_run(&dir, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("smoke run is going") && text(&o).contains("demo.smoke"),
+        "{}",
+        text(&o)
+    );
+    assert!(!dir.join("runs/demo/ledger.sqlite").exists());
+    held.close();
+
+    // The real run is going: the smoke run is refused.
+    let real = dir.join("runs/demo/ledger.sqlite");
+    std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+    let held = LedgerWriter::open(&real).unwrap();
+    let o = fixture_run(&dir, &["--smoke", "--limit", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("a run is going") && text(&o).contains("runs/demo/ledger.sqlite"),
+        "{}",
+        text(&o)
+    );
+    assert!(entries(&smoke).is_empty(), "the smoke run recorded nothing");
+    held.close();
+}

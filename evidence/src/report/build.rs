@@ -102,6 +102,11 @@ pub struct Report {
     /// and power at freeze time"); additive, so `eval.report/2` documents without it still read.
     #[serde(default)]
     pub power: Vec<crate::stats::power::RulePower>,
+    /// `eval regrade`'s re-gradings of this run with other graders, attached by the controller
+    /// after the verdict was decided (`build_report` leaves it empty and nothing that decides the
+    /// verdict reads it); additive, absent when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitivity: Vec<super::sensitivity::Sensitivity>,
 }
 
 /// How the evidence was checked before the report was computed.
@@ -466,6 +471,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         plan: run.plan.clone(),
         grader_validity: crate::gates::controls::grader_validity(run),
         power: run.power.clone(),
+        sensitivity: Vec::new(),
     })
 }
 

@@ -5,6 +5,7 @@
 pub mod build;
 pub mod render;
 pub mod run_data;
+pub mod sensitivity;
 
 pub use build::{
     REPORT_SCHEMA, Report, ReportError, build_report, model_free_refusal, report_entry_payload,

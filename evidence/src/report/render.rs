@@ -274,6 +274,7 @@ fn text(r: &Report) -> String {
             if f.rerun { " (rerun)" } else { "" }
         );
     }
+    o.push_str(&super::sensitivity::text(&r.sensitivity));
     o
 }
 
@@ -426,6 +427,7 @@ fn markdown(r: &Report) -> String {
         r.infra_faults.len(),
         r.reruns.len()
     );
+    o.push_str(&super::sensitivity::markdown(&r.sensitivity, md_escape));
     o
 }
 
@@ -629,6 +631,7 @@ fn html(r: &Report) -> String {
         }
         let _ = writeln!(o, "</table>");
     }
+    o.push_str(&super::sensitivity::html(&r.sensitivity, esc));
     let _ = writeln!(
         o,
         "<p class=\"note\">Report schema {}. Intervals: {} resamples, seed {}, confidence {}, default method {}.</p></body></html>",

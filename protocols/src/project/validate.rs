@@ -297,6 +297,24 @@ impl Check<'_> {
                 if BUILTIN_METRICS.contains(&m.as_str()) {
                     continue;
                 }
+                if eval_core::budget::ORACLE_METRICS.contains(&m.as_str()) {
+                    if let Some(t) = l.tasks.iter().find(|t| {
+                        t.suite == *s
+                            && t.spec
+                                .oracle
+                                .as_ref()
+                                .is_none_or(|o| o.constraints.is_none())
+                    }) {
+                        return Err(self.bad(
+                            &format!("suites.{s}.metrics"),
+                            format!(
+                                "metric {m:?} is computed from the oracle's records and needs every task of the suite to declare [oracle.constraints]; task {} does not",
+                                t.id
+                            ),
+                        ));
+                    }
+                    continue;
+                }
                 if eval_core::budget::WIRE_METRICS.contains(&m.as_str()) {
                     if m == "wire_route_matches"
                         && let Some(t) = l
@@ -394,13 +412,20 @@ impl Check<'_> {
                     .get(&t.suite)
                     .map(|s| s.max_oracle_calls)
                     .unwrap_or(0);
-                if o.answered_by == crate::task::OracleAnswerer::Model
+                if o.answered_by != crate::task::OracleAnswerer::Scripted
                     && !p.models.contains_key("oracle")
                 {
                     return Err(ProtocolError::field(
                         &tfile,
                         "oracle.answered_by",
-                        "\"model\" needs the protocol's [models.oracle]",
+                        format!(
+                            "\"{}\" needs the protocol's [models.oracle]",
+                            if o.answered_by == crate::task::OracleAnswerer::Model {
+                                "model"
+                            } else {
+                                "stateful"
+                            }
+                        ),
                     ));
                 }
                 if o.max_questions > limit {

@@ -11,5 +11,6 @@
 mod support;
 
 mod freeze;
+mod oracle;
 mod rounds;
 mod signing;

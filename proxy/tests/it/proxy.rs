@@ -467,6 +467,47 @@ async fn a_client_that_leaves_early_is_still_metered() {
     proxy.shutdown(Duration::from_secs(5)).await;
 }
 
+/// A non-stream call whose client hangs up while the upstream is still thinking runs on: the
+/// answer is read, metered and recorded, and closing the attempt waits for it.
+#[tokio::test]
+async fn a_non_stream_call_whose_client_hangs_up_is_still_metered() {
+    let up = upstream().await;
+    let sink = sink();
+    let (proxy, _dir, sock) = one_attempt(
+        config(&up, ApiKind::OpenAiChat, sink.clone()),
+        "hangup",
+        Contract::model_only(MODEL),
+    )
+    .await;
+    let body = chat("usage:30:5", false).to_string();
+    let mut s = tokio::net::UnixStream::connect(&sock).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nx-test-script: held-json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    use tokio::io::AsyncWriteExt;
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    // The upstream has the request (the minute is a hang guard): the call is in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while up.state.seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(up.state.seen.lock().unwrap().len(), 1);
+    drop(s);
+    up.state.go_on.notify_one();
+    let m = proxy
+        .close_attempt_and_wait("hangup", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let recs = sink.records();
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].outcome, CallOutcome::Ok);
+    assert_eq!(recs[0].usage.as_ref().map(|u| u.total_tokens()), Some(35));
+    assert_eq!(m.roles[&Role::Agent].turns, 1);
+    proxy.shutdown(Duration::from_secs(5)).await;
+}
+
 #[tokio::test]
 async fn refusals_have_the_right_status_body_and_record() {
     let up = upstream().await;

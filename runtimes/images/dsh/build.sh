@@ -24,8 +24,8 @@ digest=$(inputs_digest "$0" "$project/package.json" "$project/pnpm-workspace.yam
   "$project/pnpm-lock.yaml" -- "suite=$DEBIAN_SUITE" "mirror=$(debian_mirror)" \
   "node=$NODE_SPEC $NODE_INTEGRITY" "pnpm=$PNPM_SPEC $PNPM_INTEGRITY" "user=$AGENT_UID:$AGENT_GID")
 tag=$(image_tag "$BUILD_NAME" "$digest")
-if id=$(cached_image_id "$tag"); then
-  log "cached: $tag (inputs $digest)"
+if id=$(cached_image_id "$BUILD_NAME" "$digest"); then
+  log "cached: $id, recorded as built from inputs $digest"
   printf '%s\n' "$id"
   exit 0
 fi
@@ -105,6 +105,7 @@ id=$(import_dir "$dir" "$tag" \
   --change "USER $AGENT_UID:$AGENT_GID" \
   --change 'WORKDIR /workspace' \
   --change 'CMD ["dsh", "--help"]' | tail -n 1)
+record_build "$BUILD_NAME" "$digest" "$id"
 cleanup_build_dir "$dir"
 trap - EXIT
 log "built $tag in $(($(date +%s) - start)) s, $(image_size_mb "$tag") MB (inputs $digest)"

@@ -23,8 +23,8 @@ pip_target+=(--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --p
 digest=$(inputs_digest "$0" "$lock" -- "suite=$DEBIAN_SUITE" "mirror=$(debian_mirror)" \
   "apt=$apt_packages" "user=$AGENT_UID:$AGENT_GID")
 tag=$(image_tag "$BUILD_NAME" "$digest")
-if id=$(cached_image_id "$tag"); then
-  log "cached: $tag (inputs $digest)"
+if id=$(cached_image_id "$BUILD_NAME" "$digest"); then
+  log "cached: $id, recorded as built from inputs $digest"
   printf '%s\n' "$id"
   exit 0
 fi
@@ -79,6 +79,7 @@ id=$(import_dir "$dir" "$tag" \
   --change "USER $AGENT_UID:$AGENT_GID" \
   --change 'WORKDIR /workspace' \
   --change 'CMD ["mini", "--help"]' | tail -n 1)
+record_build "$BUILD_NAME" "$digest" "$id"
 cleanup_build_dir "$dir"
 trap - EXIT
 log "built $tag in $(($(date +%s) - start)) s, $(image_size_mb "$tag") MB (inputs $digest)"

@@ -10,6 +10,7 @@
 
 mod support;
 
+mod base_cache;
 mod engine;
 mod image_config;
 mod thin_layers;

@@ -5,11 +5,12 @@
 //! as an `agent_event`; clarifying questions are bounded in count and size, and a refused one is
 //! recorded by digest and length only.
 
-use super::oracle::{OracleAsk, OracleFailure};
+use super::oracle::{OracleAsk, OracleFailure, Stateful, parse_reply};
 use crate::run::Recorder;
 use crate::run::events::{self, AgentEvent, Attestation, Clarification};
 use eval_core::attest::AttestReport;
 use eval_evidence::ledger::Digest;
+use eval_protocols::task::OracleConstraints;
 use eval_proxy::{ControlFuture, ControlPlane, ProxyHandle};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -41,8 +42,20 @@ pub(super) struct AttemptControl {
     attest_claimed: AtomicBool,
     attested: Mutex<AttestState>,
     pub(super) answers: BTreeMap<String, String>,
+    /// A scripted oracle's answer to a question its file does not list.
+    pub(super) catch_all: String,
     /// Set when a model (the `oracle` role) answers this attempt's questions.
     pub(super) oracle: Option<OracleAsk>,
+    /// A stateful oracle's conversation so far (user and assistant turns, as sent). Its lock is
+    /// held over each question's whole exchange, so an attempt's questions are answered one at
+    /// a time, in order (ICAE's per-session lock), and each sees every earlier one.
+    conversation: tokio::sync::Mutex<Vec<Value>>,
+    /// What each answered question of a stateful oracle recorded (its `record_field`), in order.
+    recorded: Mutex<Vec<Value>>,
+    /// The brief's constraint ids and the task's `[oracle.constraints]`, for the oracle metrics.
+    pub(super) constraints: Option<(Vec<String>, OracleConstraints)>,
+    /// Stateful replies that were malformed (the agent got the fallback answer).
+    malformed: AtomicU32,
     pub(super) max_questions: u32,
     asked: AtomicU32,
     /// In-bounds questions the oracle service failed (an infrastructure cause).
@@ -69,7 +82,12 @@ impl AttemptControl {
             attest_claimed: AtomicBool::new(false),
             attested: Mutex::new(AttestState::Pending),
             answers,
+            catch_all: eval_protocols::task::DEFAULT_CATCH_ALL.to_owned(),
             oracle,
+            conversation: tokio::sync::Mutex::new(Vec::new()),
+            recorded: Mutex::new(Vec::new()),
+            constraints: None,
+            malformed: AtomicU32::new(0),
             max_questions,
             asked: AtomicU32::new(0),
             oracle_unavailable: AtomicU32::new(0),
@@ -96,6 +114,20 @@ impl AttemptControl {
 
     pub(super) fn refused(&self) -> u32 {
         self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Stateful oracle replies that were malformed (answered with the fallback).
+    pub(super) fn malformed(&self) -> u32 {
+        self.malformed.load(Ordering::SeqCst)
+    }
+
+    /// The oracle metrics of the attempt so far, when the task declares its constraints.
+    pub(super) fn oracle_metrics(&self) -> BTreeMap<String, f64> {
+        let Some((ids, c)) = &self.constraints else {
+            return BTreeMap::new();
+        };
+        let recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
+        super::oracle::oracle_metrics(ids, c, &recorded)
     }
 
     /// Refused requests counted but not recorded one by one (over [`MAX_AGENT_EVENTS`]).
@@ -293,14 +325,22 @@ impl Control {
                     .await;
             }
         };
-        let (answer, source) = self.answer(id, c, &question).await;
+        let a = self.answer(id, c, &question).await;
+        let (answer, source) = (a.answer, a.source);
         let payload = Clarification {
             schema: events::SCHEMA,
             attempt: id.to_owned(),
             index,
+            question_sha256: a
+                .stateful
+                .then(|| Digest::of(question.as_bytes()).to_string()),
             question,
             answer: answer.clone(),
             source: source.to_owned(),
+            turn: a.turn,
+            reply_sha256: a.reply_sha256,
+            recorded: a.recorded,
+            malformed: a.malformed,
         };
         if let Err(e) = self.rec.append(events::CLARIFICATION, &payload).await {
             c.set_fatal(format!("cannot record a clarifying question of {id}: {e}"));
@@ -346,32 +386,115 @@ impl Control {
     }
 
     /// An in-bounds question's answer: scripted, or from the oracle model.
-    async fn answer(
-        &self,
-        id: &str,
-        c: &AttemptControl,
-        question: &str,
-    ) -> (Option<String>, &'static str) {
+    async fn answer(&self, id: &str, c: &AttemptControl, question: &str) -> Answered {
         let Some(o) = &c.oracle else {
             let a = c
                 .answers
                 .get(question)
                 .cloned()
-                .unwrap_or_else(|| "No further information.".to_owned());
-            return (Some(a), "scripted");
+                .unwrap_or_else(|| c.catch_all.clone());
+            return Answered::plain(Some(a), "scripted");
         };
+        if let Some(st) = &o.stateful {
+            return self.answer_stateful(id, c, o, st, question).await;
+        }
         match self.ask_model(id, o, question).await {
-            Ok(a) => (Some(a), "oracle_model"),
-            Err(OracleFailure::Refused(e)) => {
-                tracing::warn!("attempt {id}: {e}");
-                c.refused.fetch_add(1, Ordering::SeqCst);
-                (None, "oracle_refused")
+            Ok(a) => Answered::plain(Some(a), "oracle_model"),
+            Err(f) => Answered::plain(None, failed(id, c, f)),
+        }
+    }
+
+    /// A stateful oracle's answer: the system message, every earlier question and reply of the
+    /// attempt, then this question. Only an exchange the oracle answered joins the conversation
+    /// (its reply as the model gave it, malformed or not, as ICAE keeps it); a failed one leaves
+    /// it as it was.
+    async fn answer_stateful(
+        &self,
+        id: &str,
+        c: &AttemptControl,
+        o: &OracleAsk,
+        st: &Stateful,
+        question: &str,
+    ) -> Answered {
+        let mut conversation = c.conversation.lock().await;
+        let mut turns = conversation.clone();
+        turns.push(json!({"role": "user", "content": question}));
+        let body = super::oracle::oracle_body(o, &st.system, &turns);
+        let text = match self.oracle_request(id, o, &body).await {
+            Ok(text) => text,
+            Err(f) => {
+                let mut a = Answered::plain(None, failed(id, c, f));
+                a.stateful = true;
+                return a;
             }
-            Err(OracleFailure::Unavailable(e)) => {
-                tracing::warn!("attempt {id}: the oracle model did not answer: {e}");
-                c.oracle_unavailable.fetch_add(1, Ordering::SeqCst);
-                (None, "oracle_unavailable")
-            }
+        };
+        turns.push(json!({"role": "assistant", "content": text}));
+        *conversation = turns;
+        let turn = u32::try_from(conversation.len() / 2).unwrap_or(u32::MAX);
+        drop(conversation);
+        let parsed = parse_reply(&text, &st.spec);
+        let source = if parsed.fallback {
+            c.malformed.fetch_add(1, Ordering::SeqCst);
+            "oracle_malformed"
+        } else {
+            "oracle_stateful"
+        };
+        if let Some(r) = &parsed.recorded {
+            c.recorded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(r.clone());
+        }
+        Answered {
+            answer: Some(parsed.answer),
+            source,
+            stateful: true,
+            turn: Some(turn),
+            reply_sha256: Some(Digest::of(text.as_bytes()).to_string()),
+            recorded: parsed.recorded,
+            malformed: parsed.malformed,
+        }
+    }
+}
+
+/// Counts an oracle call that gave no answer and names its source.
+fn failed(id: &str, c: &AttemptControl, f: OracleFailure) -> &'static str {
+    match f {
+        OracleFailure::Refused(e) => {
+            tracing::warn!("attempt {id}: {e}");
+            c.refused.fetch_add(1, Ordering::SeqCst);
+            "oracle_refused"
+        }
+        OracleFailure::Unavailable(e) => {
+            tracing::warn!("attempt {id}: the oracle model did not answer: {e}");
+            c.oracle_unavailable.fetch_add(1, Ordering::SeqCst);
+            "oracle_unavailable"
+        }
+    }
+}
+
+/// One in-bounds question's answer and what its `clarification` entry records of it.
+struct Answered {
+    answer: Option<String>,
+    source: &'static str,
+    /// Asked of a stateful oracle: the entry carries the question's digest.
+    stateful: bool,
+    turn: Option<u32>,
+    reply_sha256: Option<String>,
+    recorded: Option<Value>,
+    malformed: Option<String>,
+}
+
+impl Answered {
+    fn plain(answer: Option<String>, source: &'static str) -> Self {
+        Self {
+            answer,
+            source,
+            stateful: false,
+            turn: None,
+            reply_sha256: None,
+            recorded: None,
+            malformed: None,
         }
     }
 }
@@ -621,6 +744,30 @@ mod tests {
         assert_eq!(entries(&f).len() as u32, MAX_AGENT_EVENTS);
         assert_eq!(f.ctl.unrecorded_events(), extra);
         assert_eq!(f.ctl.refused(), MAX_AGENT_EVENTS + extra);
+    }
+
+    /// A question the scripted file does not list gets the task's declared catch-all (v0.4's
+    /// closed-world text for EvoCode), or "No further information." when it declares none.
+    #[tokio::test]
+    async fn an_unlisted_question_to_a_scripted_oracle_gets_the_declared_catch_all() {
+        let f = fixture(2);
+        let mut ctl = AttemptControl::new("img".into(), BTreeMap::new(), BTreeMap::new(), None, 2);
+        ctl.catch_all = eval_protocols::task::V04_CLOSED_WORLD_ANSWER.to_owned();
+        f.control.insert("s#2", Arc::new(ctl));
+        let q = bytes::Bytes::from_static(b"{\"question\":\"what else?\"}");
+        let (status, body) = f.control.handle("s#2", "/_eval/clarify", q.clone()).await;
+        assert_eq!(status, http::StatusCode::OK);
+        assert_eq!(
+            body["answer"],
+            json!(eval_protocols::task::V04_CLOSED_WORLD_ANSWER)
+        );
+        let (_, body) = f.control.handle("s#1", "/_eval/clarify", q).await;
+        assert_eq!(body["answer"], json!("No further information."));
+        let c: Clarification = serde_json::from_slice(&entries(&f)[0].payload).unwrap();
+        assert_eq!(
+            (c.source.as_str(), c.question_sha256, c.recorded),
+            ("scripted", None, None)
+        );
     }
 
     #[tokio::test]

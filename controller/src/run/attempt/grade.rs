@@ -53,24 +53,24 @@ impl DockerExecutor {
                 Graded::Unscorable(format!("it ended with {:?}: {tail}", end.outcome));
             return;
         }
-        let score =
-            match Beneath::open(&p.out).and_then(|o| o.read_file("score.json", MAX_SCORE_BYTES)) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    if e.is_host_fault() {
-                        seen.leftover("the grader's score.json", &e);
-                    }
-                    seen.obs.graded = Graded::Unscorable(format!("score.json: {e}"));
-                    return;
-                }
-            };
-        report.artifacts.grader_output = self.store_bytes("the grader's score.json", &score, seen);
-        match metrics_of(&score) {
-            Ok(metrics) => {
+        match read_score(&p.out) {
+            Ok((score, metrics)) => {
+                report.artifacts.grader_output =
+                    self.store_bytes("the grader's score.json", &score, seen);
                 report.metrics = metrics;
                 seen.obs.graded = Graded::Scored;
             }
-            Err(why) => seen.obs.graded = Graded::Unscorable(format!("score.json: {why}")),
+            Err(ScoreError::Leftover(e)) => {
+                if e.is_host_fault() {
+                    seen.leftover("the grader's score.json", &e);
+                }
+                seen.obs.graded = Graded::Unscorable(format!("score.json: {e}"));
+            }
+            Err(ScoreError::Malformed { score, why }) => {
+                report.artifacts.grader_output =
+                    self.store_bytes("the grader's score.json", &score, seen);
+                seen.obs.graded = Graded::Unscorable(format!("score.json: {why}"));
+            }
         }
     }
 
@@ -92,35 +92,68 @@ impl DockerExecutor {
             .image(&g)
             .await
             .map_err(|(code, detail)| EngineFault { code, detail })?;
+        let mut facts = self.facts(spec);
+        facts.attempt = format!("{}/grade", spec.attempt);
         let mounts = RoleMounts::Grader {
             workspace: p.workspace.clone(),
             hidden: p.task_dir.join("hidden"),
             out: p.out.clone(),
         };
-        let mut facts = self.facts(spec);
-        facts.attempt = format!("{}/grade", spec.attempt);
-        let image_config = self
-            .rt
-            .inspect_image(&image)
-            .await
-            .map_err(|e| engine_fault(&e))?;
-        // The grader's user may differ from the agent's (its own image and definition): the
-        // output directory is handed to it.
-        eval_runtimes::policy::effective_user(&g.def.def, &image_config)
-            .and_then(|ids| eval_runtimes::host::prepare_workspace(&p.out, ids))
-            .map_err(|e| engine_fault(&e))?;
-        let cspec =
-            eval_runtimes::container_spec(&g.def.def, &image, &image_config, &facts, &mounts)
-                .map_err(|e| engine_fault(&e))?;
-        eval_runtimes::run_to_end(
-            self.rt.as_ref(),
-            &cspec,
-            &[],
-            GRADER_TIMEOUT,
-            GRADER_LOG_BYTES,
-        )
+        run_grader_container(self.rt.as_ref(), &g.def.def, &image, &facts, mounts).await
+    }
+}
+
+/// The grader container of a run's attempt and of `eval regrade` (`run/regrade.rs`): `def`'s
+/// grader command over the mounts (workspace and hidden files read-only, `out` the only
+/// writable path), under the one container policy, to its end or [`GRADER_TIMEOUT`].
+pub(crate) async fn run_grader_container(
+    rt: &dyn Runtime,
+    def: &eval_runtimes::RuntimeDef,
+    image: &eval_runtimes::ImageId,
+    facts: &eval_runtimes::policy::AttemptFacts,
+    mounts: RoleMounts,
+) -> Result<RunEnd, EngineFault> {
+    let RoleMounts::Grader { out, .. } = &mounts else {
+        return Err(EngineFault {
+            code: FaultCode::ControllerError,
+            detail: "a grader container needs grader mounts".into(),
+        });
+    };
+    let image_config = rt
+        .inspect_image(image)
+        .await
+        .map_err(|e| engine_fault(&e))?;
+    // The grader's user may differ from the agent's (its own image and definition): the
+    // output directory is handed to it.
+    eval_runtimes::policy::effective_user(def, &image_config)
+        .and_then(|ids| eval_runtimes::host::prepare_workspace(out, ids))
+        .map_err(|e| engine_fault(&e))?;
+    let cspec = eval_runtimes::container_spec(def, image, &image_config, facts, &mounts)
+        .map_err(|e| engine_fault(&e))?;
+    eval_runtimes::run_to_end(rt, &cspec, &[], GRADER_TIMEOUT, GRADER_LOG_BYTES)
         .await
         .map_err(|e| engine_fault(&e))
+}
+
+/// Why a grader that exited 0 gave no usable score.
+pub(crate) enum ScoreError {
+    /// `score.json` could not be read (missing, not a regular file, too large, a host failure).
+    Leftover(eval_evidence::leftovers::LeftoverError),
+    /// It was read but holds no `metrics` object (its bytes are kept as evidence).
+    Malformed { score: Vec<u8>, why: String },
+}
+
+/// The grader's `score.json` in `out` and its numeric metrics, read as an agent's leftover
+/// (`Beneath`, capped at [`MAX_SCORE_BYTES`]).
+pub(crate) fn read_score(
+    out: &std::path::Path,
+) -> Result<(Vec<u8>, BTreeMap<String, f64>), ScoreError> {
+    let score = Beneath::open(out)
+        .and_then(|o| o.read_file("score.json", MAX_SCORE_BYTES))
+        .map_err(ScoreError::Leftover)?;
+    match metrics_of(&score) {
+        Ok(m) => Ok((score, m)),
+        Err(why) => Err(ScoreError::Malformed { score, why }),
     }
 }
 

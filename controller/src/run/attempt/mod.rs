@@ -13,7 +13,7 @@ mod contract;
 mod control;
 mod control_arm;
 pub(crate) mod disk;
-mod grade;
+pub(crate) mod grade;
 mod images;
 mod oracle;
 mod prepare;
@@ -425,6 +425,9 @@ impl DockerExecutor {
         if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
             self.after_agent(spec, task, def, &p, &mut seen, &mut report)
                 .await;
+            // The oracle metrics are the controller's own observation of the questions, whatever
+            // the grader made of the workspace; they win over a grader's metric of the name.
+            report.metrics.extend(ctl.oracle_metrics());
         }
         self.conclude(spec, seen, report).await
     }
@@ -606,6 +609,12 @@ fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptRe
         refused: ctl.refused(),
     };
     report.clarification_questions = u64::from(ctl.asked());
+    if ctl.malformed() > 0 {
+        seen.notes.push(format!(
+            "{} oracle repl(ies) were malformed; the agent got the task's fallback answer",
+            ctl.malformed()
+        ));
+    }
     if ctl.unrecorded_events() > 0 {
         seen.notes.push(format!(
             "{} further refused request(s) of the agent were counted but not recorded one by one",

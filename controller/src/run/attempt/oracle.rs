@@ -7,6 +7,7 @@ use crate::run::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_protocols::TaskBundle;
 use eval_protocols::protocol::ModelContract;
+use eval_protocols::task::{OracleConstraints, ReplyFormat, StatefulOracle, dotted};
 use eval_runtimes::ImageId;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -36,6 +37,130 @@ pub(super) struct OracleAsk {
     pub(super) template: Value,
     pub(super) anthropic: bool,
     pub(super) brief: String,
+    /// Set for a stateful oracle (`answered_by = "stateful"`): its system message and reply
+    /// format; the conversation itself is the attempt's ([`super::control::AttemptControl`]).
+    pub(super) stateful: Option<Stateful>,
+}
+
+/// A stateful oracle of one task, as the attempt asks it.
+#[derive(Clone, Debug)]
+pub(super) struct Stateful {
+    /// The whole system message: the frozen prompt, the heading, the brief (ICAE's
+    /// `build_system_prompt`).
+    pub(super) system: String,
+    pub(super) spec: StatefulOracle,
+}
+
+/// What a stateful oracle's reply gave: the answer for the agent, the recorded field, and
+/// why the reply was malformed (then the answer is the task's fallback).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ParsedReply {
+    pub(super) answer: String,
+    pub(super) recorded: Option<Value>,
+    pub(super) malformed: Option<String>,
+    /// The answer is the fallback: the reply was malformed.
+    pub(super) fallback: bool,
+}
+
+/// ICAE's system message (`user_agent.py`, `build_system_prompt`): the prompt, a blank line,
+/// the heading, the brief (fenced when the task says), a final newline.
+pub(super) fn stateful_system(prompt: &str, brief: &str, st: &StatefulOracle) -> String {
+    match &st.brief_fence {
+        Some(info) => format!(
+            "{prompt}\n\n{}\n```{info}\n{brief}\n```\n",
+            st.brief_heading
+        ),
+        None => format!("{prompt}\n\n{}\n{brief}\n", st.brief_heading),
+    }
+}
+
+/// Reads a stateful oracle's reply as its format says. `json` follows ICAE's `parse_reply`: the
+/// text from the first `{` to the last `}` (so a fenced or prefixed object still parses) must
+/// be a JSON object. Its reply field must be a string; without it the reply is malformed and the
+/// agent gets the fallback. A missing record field is recorded as absent (ICAE reads a missing
+/// `triggers_hit` as none) and noted, the reply still passes.
+pub(super) fn parse_reply(text: &str, st: &StatefulOracle) -> ParsedReply {
+    let fallback = |why: String| ParsedReply {
+        answer: st.fallback_answer.clone(),
+        recorded: None,
+        malformed: Some(why),
+        fallback: true,
+    };
+    if st.reply == ReplyFormat::Text {
+        return ParsedReply {
+            answer: text.to_owned(),
+            recorded: None,
+            malformed: None,
+            fallback: false,
+        };
+    }
+    let object = match (text.find('{'), text.rfind('}')) {
+        (Some(a), Some(b)) if a < b => text.get(a..=b).unwrap_or(text),
+        _ => return fallback("the reply holds no JSON object".to_owned()),
+    };
+    let v = match serde_json::from_str::<Value>(object) {
+        Ok(v) if v.is_object() => v,
+        Ok(_) => return fallback("the reply is JSON but not an object".to_owned()),
+        Err(e) => return fallback(format!("the reply is not JSON: {e}")),
+    };
+    let reply_field = st.reply_field.as_deref().unwrap_or("reply");
+    let Some(answer) = dotted(&v, reply_field).and_then(Value::as_str) else {
+        return fallback(format!("the reply has no string {reply_field:?}"));
+    };
+    let (recorded, malformed) = match st.record_field.as_deref() {
+        None => (None, None),
+        Some(f) => match dotted(&v, f) {
+            Some(r) => (Some(r.clone()), None),
+            None => (
+                None,
+                Some(format!("the reply has no {f:?} (recorded as absent)")),
+            ),
+        },
+    };
+    ParsedReply {
+        answer: answer.to_owned(),
+        recorded,
+        malformed,
+        fallback: false,
+    }
+}
+
+/// The constraint ids no recorded field names, in the brief's order: v0.4's
+/// `criticalRequirementsMissed` (ICAE `main.py`, `_calc_repo_stats`: `missed = [c for c in
+/// all_constraint_ids if c not in triggered]`). A recorded value counts as the ids it holds when
+/// it is an array of strings (ICAE's `triggers_hit`); anything else names none.
+pub(super) fn missed_constraints(ids: &[String], recorded: &[Value]) -> Vec<String> {
+    let triggered: std::collections::BTreeSet<&str> = recorded
+        .iter()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    ids.iter()
+        .filter(|id| !triggered.contains(id.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The oracle metrics of an attempt (`eval_core::budget::ORACLE_METRICS`): v0.4's raw count of
+/// missed constraints, and the count without the task's declared scaffolding ids (ICAE's briefs
+/// list architecture and harness ids, e.g. `ARCH001`, `HARNESS001`, `TC_*`, among the hidden
+/// constraints; a question can hardly be expected to "trigger" them, so v0.4's count penalises
+/// every arm for them alike and only the substantive count measures asking).
+pub(super) fn oracle_metrics(
+    ids: &[String],
+    c: &OracleConstraints,
+    recorded: &[Value],
+) -> BTreeMap<String, f64> {
+    let missed = missed_constraints(ids, recorded);
+    let substantive = missed.iter().filter(|id| !c.is_scaffolding(id)).count();
+    BTreeMap::from([
+        ("oracle_constraints_missed".to_owned(), missed.len() as f64),
+        (
+            "oracle_constraints_missed_substantive".to_owned(),
+            substantive as f64,
+        ),
+    ])
 }
 
 /// The line after which the oracle's system message carries the brief. Production owns it; the
@@ -45,13 +170,41 @@ pub(crate) const ORACLE_BRIEF_MARKER: &str = "--- brief ---\n";
 /// The oracle model's system prompt; the brief (the task's oracle file) follows the marker.
 const ORACLE_SYSTEM: &str = "You are the oracle of an evaluation task. Answer the agent's clarifying question briefly, from the brief below only; if the brief does not say, answer \"No further information.\"\n";
 
+/// The oracle request: the template with the system message and the conversation (the
+/// user/assistant turns, the new question last), in the API's shape.
+pub(super) fn oracle_body(o: &OracleAsk, system: &str, turns: &[Value]) -> Value {
+    let mut body = o.template.clone();
+    if o.anthropic {
+        body["system"] = json!(system);
+        body["messages"] = json!(turns);
+    } else {
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        messages.extend(turns.iter().cloned());
+        body["messages"] = json!(messages);
+    }
+    body
+}
+
 impl Control {
-    /// Asks the oracle model through the proxy, in the attempt's `oracle` role.
+    /// Asks the oracle model through the proxy, in the attempt's `oracle` role, one question
+    /// alone (`answered_by = "model"`).
     pub(super) async fn ask_model(
         &self,
         id: &str,
         o: &OracleAsk,
         question: &str,
+    ) -> Result<String, OracleFailure> {
+        let system = format!("{ORACLE_SYSTEM}{ORACLE_BRIEF_MARKER}{}", o.brief);
+        let body = oracle_body(o, &system, &[json!({"role": "user", "content": question})]);
+        self.oracle_request(id, o, &body).await
+    }
+
+    /// Sends one oracle request through the proxy and reads its answer's text.
+    pub(super) async fn oracle_request(
+        &self,
+        id: &str,
+        o: &OracleAsk,
+        body: &Value,
     ) -> Result<String, OracleFailure> {
         use OracleFailure::Unavailable;
         // A poisoned slot is treated as no proxy: the question is answered as unavailable.
@@ -61,18 +214,7 @@ impl Control {
             .ok()
             .and_then(|slot| slot.clone())
             .ok_or_else(|| Unavailable("the proxy is not running".to_owned()))?;
-        let system = format!("{ORACLE_SYSTEM}{ORACLE_BRIEF_MARKER}{}", o.brief);
-        let mut body = o.template.clone();
-        if o.anthropic {
-            body["system"] = json!(system);
-            body["messages"] = json!([{"role": "user", "content": question}]);
-        } else {
-            body["messages"] = json!([
-                {"role": "system", "content": system},
-                {"role": "user", "content": question},
-            ]);
-        }
-        let bytes = serde_json::to_vec(&body).map_err(|e| Unavailable(e.to_string()))?;
+        let bytes = serde_json::to_vec(body).map_err(|e| Unavailable(e.to_string()))?;
         let mut headers = http::HeaderMap::new();
         if o.anthropic {
             headers.insert(
@@ -123,25 +265,54 @@ impl DockerExecutor {
         let mut answers = BTreeMap::new();
         let mut max_questions = 0;
         let mut oracle = None;
+        let mut catch_all = eval_protocols::task::DEFAULT_CATCH_ALL.to_owned();
+        let mut constraints = None;
         if let Some(o) = &task.spec.oracle {
             let suite_cap = self.max_oracle.get(&spec.slot.suite).copied().unwrap_or(0);
             max_questions = o.max_questions.min(suite_cap);
-            let text = std::fs::read_to_string(task_dir.join(&o.answers)).map_err(|e| {
-                AttemptReport::infra(FaultCode::ControllerError, format!("{}: {e}", o.answers))
-            });
-            if o.answered_by == eval_protocols::task::OracleAnswerer::Model {
+            // The task bundle is frozen (and verified): a file of it that cannot be read is the
+            // controller's problem, never silently "no brief".
+            let read = |rel: &str| {
+                std::fs::read_to_string(task_dir.join(rel)).map_err(|e| {
+                    Box::new(AttemptReport::infra(
+                        FaultCode::ControllerError,
+                        format!("{rel}: {e}"),
+                    ))
+                })
+            };
+            let text = read(&o.answers);
+            if o.answered_by != eval_protocols::task::OracleAnswerer::Scripted {
                 let Some((_, template, anthropic)) = &self.oracle else {
                     return Err(Box::new(AttemptReport::infra(
                         FaultCode::ControllerError,
                         "the task's oracle is a model but the protocol names no [models.oracle]",
                     )));
                 };
+                let brief = text?;
+                let stateful = match &o.stateful {
+                    Some(st) => Some(Stateful {
+                        system: stateful_system(&read(&st.system_prompt)?, &brief, st),
+                        spec: st.clone(),
+                    }),
+                    None => None,
+                };
+                if let Some(c) = &o.constraints {
+                    let ids = c.ids(&brief).map_err(|e| {
+                        Box::new(AttemptReport::infra(
+                            FaultCode::ControllerError,
+                            format!("{}: {e}", o.answers),
+                        ))
+                    })?;
+                    constraints = Some((ids, c.clone()));
+                }
                 oracle = Some(OracleAsk {
                     template: template.clone(),
                     anthropic: *anthropic,
-                    brief: text?,
+                    brief,
+                    stateful,
                 });
             } else {
+                o.catch_all().clone_into(&mut catch_all);
                 // The task bundle is frozen: an answers file that cannot be read or parsed is the
                 // controller's problem, never silently "no answers".
                 answers = scripted_answers(&text?).map_err(|e| {
@@ -152,18 +323,21 @@ impl DockerExecutor {
                 })?;
             }
         }
-        Ok(Arc::new(AttemptControl::new(
+        let mut ctl = AttemptControl::new(
             image.0.clone(),
             arm.expected.clone(),
             answers,
             oracle,
             max_questions,
-        )))
+        );
+        ctl.catch_all = catch_all;
+        ctl.constraints = constraints;
+        Ok(Arc::new(ctl))
     }
 }
 
 /// The `[[qa]]` question → answer pairs of a scripted oracle file; a question it does not list
-/// is answered "No further information.".
+/// gets the task's `catch_all` answer.
 fn scripted_answers(text: &str) -> Result<BTreeMap<String, String>, toml::de::Error> {
     let mut answers = BTreeMap::new();
     let v = toml::from_str::<toml::Table>(text)?;
@@ -273,6 +447,112 @@ mod tests {
         assert_eq!(t["max_tokens"], json!(512));
         assert_eq!(t["stream"], true);
         assert_eq!(t["stream_options"]["include_usage"], true);
+    }
+
+    fn icae_like(reply: ReplyFormat) -> StatefulOracle {
+        StatefulOracle {
+            system_prompt: "hidden/init.md".into(),
+            brief_heading: "# Injected oracle_data (your single source of truth)".into(),
+            brief_fence: Some("json".into()),
+            reply,
+            reply_field: (reply == ReplyFormat::Json).then(|| "reply".into()),
+            record_field: (reply == ReplyFormat::Json).then(|| "_internal_log.triggers_hit".into()),
+            fallback_answer: "FALLBACK".into(),
+            max_tokens: None,
+        }
+    }
+
+    /// ICAE's `build_system_prompt`: `f"{INIT_PROMPT}\n\n# Injected oracle_data (your single
+    /// source of truth)\n```json\n{injected}\n```\n"`.
+    #[test]
+    fn the_stateful_system_message_is_icaes_composition() {
+        let st = icae_like(ReplyFormat::Json);
+        assert_eq!(
+            stateful_system("INIT", "{\"a\": 1}", &st),
+            "INIT\n\n# Injected oracle_data (your single source of truth)\n```json\n{\"a\": 1}\n```\n"
+        );
+        let plain = StatefulOracle {
+            brief_fence: None,
+            ..st
+        };
+        assert_eq!(
+            stateful_system("P", "B", &plain),
+            "P\n\n# Injected oracle_data (your single source of truth)\nB\n"
+        );
+    }
+
+    /// ICAE's `parse_reply`: the first `{` to the last `}` is the object; only the reply field
+    /// is the answer; a reply that is not an object with it falls back (and says why).
+    #[test]
+    fn stateful_replies_are_parsed_as_icae_does_and_malformed_ones_fall_back() {
+        let st = icae_like(ReplyFormat::Json);
+        let ok = parse_reply(
+            "```json\n{\"_internal_log\": {\"triggers_hit\": [\"C1\"]}, \"reply\": \"Yes.\"}\n```",
+            &st,
+        );
+        assert_eq!(
+            ok,
+            ParsedReply {
+                answer: "Yes.".into(),
+                recorded: Some(json!(["C1"])),
+                malformed: None,
+                fallback: false,
+            }
+        );
+        let no_log = parse_reply("{\"reply\": \"No.\"}", &st);
+        assert_eq!((no_log.answer.as_str(), no_log.fallback), ("No.", false));
+        assert_eq!(no_log.recorded, None);
+        assert!(no_log.malformed.unwrap().contains("triggers_hit"));
+        for bad in [
+            "plain prose, no object",
+            "{not json}",
+            "[1, 2]",
+            "{\"_internal_log\": {}}",
+            "{\"reply\": 42}",
+            "} backwards {",
+        ] {
+            let p = parse_reply(bad, &st);
+            assert!(p.fallback, "{bad}");
+            assert_eq!(p.answer, "FALLBACK", "{bad}");
+            assert_eq!(p.recorded, None, "{bad}");
+            assert!(p.malformed.is_some(), "{bad}");
+        }
+        let text = parse_reply("{\"reply\": \"x\"}", &icae_like(ReplyFormat::Text));
+        assert_eq!(text.answer, "{\"reply\": \"x\"}");
+        assert!(!text.fallback && text.malformed.is_none());
+    }
+
+    /// v0.4's `criticalRequirementsMissed` (ICAE `_calc_repo_stats`) and the substantive count,
+    /// by hand: ids C1, C2, ARCH001, TC_1; C1 triggered twice, junk recorded values name nothing.
+    #[test]
+    fn missed_constraints_are_the_brief_ids_no_question_triggered() {
+        let ids: Vec<String> = ["C1", "C2", "ARCH001", "TC_1"].map(String::from).to_vec();
+        let c = OracleConstraints {
+            list: "hidden_constraints".into(),
+            id_field: "constraint_id".into(),
+            scaffolding: vec!["ARCH001".into(), "TC_*".into()],
+        };
+        let recorded = [
+            json!(["C1"]),
+            json!([]),
+            json!("C2"),
+            json!({"C2": true}),
+            json!(["C1", "UNKNOWN", 7]),
+        ];
+        assert_eq!(
+            missed_constraints(&ids, &recorded),
+            ["C2", "ARCH001", "TC_1"]
+        );
+        let m = oracle_metrics(&ids, &c, &recorded);
+        assert_eq!(m["oracle_constraints_missed"], 3.0);
+        assert_eq!(m["oracle_constraints_missed_substantive"], 1.0);
+        let none = oracle_metrics(&ids, &c, &[]);
+        assert_eq!(none["oracle_constraints_missed"], 4.0);
+        assert_eq!(none["oracle_constraints_missed_substantive"], 2.0);
+        assert_eq!(
+            oracle_metrics(&ids, &c, &[json!(["TC_1", "C2", "C1", "ARCH001"])])["oracle_constraints_missed"],
+            0.0
+        );
     }
 
     #[test]

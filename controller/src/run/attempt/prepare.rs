@@ -186,7 +186,13 @@ impl DockerExecutor {
             // The oracle role may answer at most the questions the task allows.
             let mut role = role.clone();
             role.budget.max_requests = Some(u64::from(ctl.max_questions));
-            role.budget.max_tokens = Some(self.max_tokens);
+            // A stateful oracle resends its conversation: the task may bound its tokens.
+            let stateful = ctl.oracle.as_ref().and_then(|o| o.stateful.as_ref());
+            role.budget.max_tokens = Some(
+                stateful
+                    .and_then(|st| st.spec.max_tokens)
+                    .unwrap_or(self.max_tokens),
+            );
             roles.insert(Role::Oracle, role);
         }
         self.proxy

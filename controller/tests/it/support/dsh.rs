@@ -106,6 +106,60 @@ pub enum Kind {
     /// The Harness's `bash` tool with a hostile command (a prompt holding [`HOSTILE_HANG`] or
     /// [`HOSTILE_DELETE`]).
     Bash,
+    /// An ICAE simulated user's answer ([`icae_oracle_reply`]): a request without tools whose
+    /// system message injects an `oracle_data` brief under [`ICAE_BRIEF_HEADING`].
+    Oracle,
+}
+
+/// The heading after which ICAE's simulated user finds its brief (`user_agent/user_agent.py`,
+/// `build_system_prompt`: the heading, then the `oracle_data` in a ```json block).
+pub const ICAE_BRIEF_HEADING: &str = "# Injected oracle_data (your single source of truth)";
+
+/// In a question to the ICAE oracle: it answers in prose, not the JSON its prompt demands.
+pub const ORACLE_MALFORMED: &str = "EVAL-TEST-MALFORMED";
+
+/// What ICAE's oracle model answers (its `init.md` "Response Format"): JSON with an
+/// `_internal_log` (`triggers_hit`: the `constraint_id` of every hidden constraint whose
+/// `trigger_keywords` the latest question touches, `fallback_triggered`, …) and the `reply`
+/// (those constraints' `oracle_response`s, or the brief's `fallback_response` verbatim). `None`
+/// when the request is not such an oracle's.
+pub fn icae_oracle_reply(messages: &[Value]) -> Option<String> {
+    let system = messages.first().filter(|m| m["role"] == "system")?["content"].as_str()?;
+    let after = &system[system.find(ICAE_BRIEF_HEADING)? + ICAE_BRIEF_HEADING.len()..];
+    let start = after.find("```json\n")? + "```json\n".len();
+    let end = start + after[start..].rfind("\n```")?;
+    let brief: Value = serde_json::from_str(&after[start..end]).ok()?;
+    let question = messages.iter().rev().find(|m| m["role"] == "user")?["content"]
+        .as_str()?
+        .to_lowercase();
+    if question.contains(&ORACLE_MALFORMED.to_lowercase()) {
+        return Some("Sure, happy to help: just do what seems right.".to_owned());
+    }
+    let mut hit = Vec::new();
+    let mut replies = Vec::new();
+    for c in brief["hidden_constraints"].as_array()? {
+        let touched = c["trigger_keywords"].as_array()?.iter().any(|k| {
+            k.as_str()
+                .is_some_and(|k| question.contains(&k.to_lowercase()))
+        });
+        if touched {
+            hit.push(c["constraint_id"].clone());
+            replies.push(c["oracle_response"].as_str()?.to_owned());
+        }
+    }
+    let fallback = hit.is_empty();
+    let reply = if fallback {
+        brief["fallback_response"].as_str()?.to_owned()
+    } else {
+        replies.join(" ")
+    };
+    Some(
+        json!({"_internal_log": {"triggers_hit": hit, "api_alignment_triggered": false,
+                                 "fallback_triggered": fallback, "cheating_attempt_detected": false,
+                                 "score_adjustment": 0},
+               "reply": reply})
+        .to_string(),
+    )
 }
 
 /// In a prompt: every reply is a `bash` call that sleeps far beyond any test task's time limit,
@@ -760,6 +814,8 @@ async fn handle(
             "echo ready"
         };
         (Kind::Bash, bash(command))
+    } else if let Some(text) = icae_oracle_reply(&messages).filter(|_| tools.is_empty()) {
+        (Kind::Oracle, Reply::Text(text))
     } else if tools.is_empty() {
         (Kind::Title, Reply::Text("Scripted task".into()))
     } else if let Some(route) = route.filter(|_| !done.iter().any(|n| n == "lattice_route")) {

@@ -373,6 +373,9 @@ pub struct Cfg {
     pub max_questions: u32,
     /// `[budgets.artifacts] max_bytes`; `None`: the table is absent (the default applies).
     pub artifact_max_bytes: Option<u64>,
+    /// `isolation = "gvisor"` in the protocol (every agent container under `runsc`), also set
+    /// for every test by `EVAL_TEST_ISOLATION=gvisor` (`support::gvisor`).
+    pub gvisor: bool,
 }
 
 impl Default for Cfg {
@@ -391,6 +394,7 @@ impl Default for Cfg {
             model_oracle: false,
             max_questions: 5,
             artifact_max_bytes: None,
+            gvisor: false,
         }
     }
 }
@@ -607,6 +611,16 @@ impl Project {
             )
             .replace("@SUITE@", suite)
             .replace("@MAXORACLE@", if cfg.model_oracle { "5" } else { "0" });
+        let protocol = if cfg.gvisor || super::gvisor::suite_under_gvisor() {
+            super::gvisor::require_runsc();
+            protocol.replacen(
+                "matrix = \"demo\"\n",
+                "matrix = \"demo\"\nisolation = \"gvisor\"\n",
+                1,
+            )
+        } else {
+            protocol
+        };
         // Unique per test (the identity must differ between tests).
         let protocol = format!("{protocol}\n# hostile test {}\n", random_hex(8));
         std::fs::write(dir.join("protocols/demo/protocol.toml"), protocol).unwrap();
@@ -668,12 +682,16 @@ impl Project {
     /// a 4 GB address-space limit (a controller that reads `/dev/zero` fails instead of taking
     /// the shared machine's memory) and the hang guard.
     pub fn run(&self) -> RunResult {
+        self.run_against(&self.upstream.url())
+    }
+
+    /// [`Project::run`] against another upstream at `url` that takes this project's key.
+    pub fn run_against(&self, url: &str) -> RunResult {
         let o = self.freeze();
         assert!(o.status.success(), "freeze: {}", text(&o));
         let identity = identity_of(&self.dir);
         let _sweep = Sweep(format!("eval.identity={identity}"));
         let _serial = RUN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        let url = self.upstream.url();
         let child = Command::new("sh")
             .arg("-c")
             .arg("ulimit -n 1024; ulimit -v 4000000; exec \"$0\" \"$@\"")
@@ -683,7 +701,7 @@ impl Project {
                 "--matrix",
                 "demo",
                 "--upstream",
-                &url,
+                url,
                 "--api-key-env",
                 KEY_ENV,
                 "--concurrency",

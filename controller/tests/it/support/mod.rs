@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod dsh;
+pub mod gvisor;
 pub mod hostile;
 pub mod real_harness;
 

@@ -514,6 +514,16 @@ async fn script(State(state): State<Arc<UpstreamState>>, req: Request) -> Respon
             .header("content-type", "application/json")
             .body(Body::from("<<<not json>>>"))
             .unwrap(),
+        "held-json" => {
+            // Answers once the test says so (the minute is a hang guard, as in slow-stream).
+            let _ = tokio::time::timeout(Duration::from_secs(60), state.go_on.notified()).await;
+            json_response(
+                200,
+                json!({"id":"c","object":"chat.completion","model":MODEL,
+                "choices":[{"index":0,"message":{"role":"assistant","content":"late"},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":p,"completion_tokens":c,"total_tokens":p+c}}),
+            )
+        }
         "hang" => {
             tokio::time::sleep(Duration::from_secs(30)).await;
             json_response(200, json!({}))

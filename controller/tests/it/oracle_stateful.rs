@@ -1,0 +1,239 @@
+//! The stateful oracle (ICAE's simulated user) through the real `eval run`: a synthetic
+//! ICAE-shaped task (`controller/tests/fixtures/icae-synthetic`: a fuzzy PRD, a brief with three
+//! hidden constraints), a busybox agent that asks through `/_eval/clarify` and hunts for the
+//! brief, and the scripted DeepSeek upstream, whose oracle-role replies are the JSON ICAE's model
+//! gives (`support::dsh::icae_oracle_reply`). Checks: the conversation is resent whole (the
+//! upstream's received bodies), only the reply field reaches the agent, each question's digest,
+//! reply digest and triggered ids are in the ledger, a malformed reply gets the fallback and no
+//! fault, the missed-constraint metrics are as hand-computed, the agent never sees the brief,
+//! and the key appears nowhere.
+
+use crate::support::dsh::{DeepSeekUpstream, ICAE_BRIEF_HEADING, Kind, ORACLE_MALFORMED};
+use crate::support::hostile::*;
+use crate::support::*;
+use eval_evidence::ledger::Digest;
+use serde_json::{Value, json};
+use std::path::Path;
+
+const Q1: &str = "What should parse return for an empty input?";
+const Q2: &str = "How fast must parse be on a large export?";
+const Q3: &str = "EVAL-TEST-MALFORMED: should errors be logged?";
+const Q5: &str = "Are there naming rules for the record keys?";
+const FALLBACK: &str = "No further information is available.";
+const CANARY: &str = "BRIEF-CANARY-ARCH001";
+
+fn fixture_dir() -> std::path::PathBuf {
+    repo_root().join("controller/tests/fixtures/icae-synthetic")
+}
+
+/// Turns the hostile project's `demo-icae-1` into the synthetic ICAE task with a stateful
+/// oracle, and lists the oracle metrics in its suite.
+fn icae_task(dir: &Path) {
+    let task = dir.join("protocols/demo/tasks/icae/demo-icae-1");
+    let fx = fixture_dir();
+    std::fs::create_dir_all(task.join("hidden/oracle")).unwrap();
+    for f in ["init.md", "oracle_data.json"] {
+        std::fs::copy(
+            fx.join("oracle").join(f),
+            task.join("hidden/oracle").join(f),
+        )
+        .unwrap();
+    }
+    std::fs::copy(fx.join("start.md"), task.join("workspace/start.md")).unwrap();
+    edit(&task.join("task.toml"), |t| {
+        let head = &t[..t.find("[oracle]").unwrap()];
+        format!(
+            r#"{head}[oracle]
+answers = "hidden/oracle/oracle_data.json"
+max_questions = 5
+answered_by = "stateful"
+
+[oracle.stateful]
+system_prompt = "hidden/oracle/init.md"
+brief_heading = "{ICAE_BRIEF_HEADING}"
+brief_fence = "json"
+reply = "json"
+reply_field = "reply"
+record_field = "_internal_log.triggers_hit"
+fallback_answer = "{FALLBACK}"
+max_tokens = 1000000
+
+[oracle.constraints]
+list = "hidden_constraints"
+id_field = "constraint_id"
+scaffolding = ["ARCH001", "HARNESS*", "TC_*"]
+"#
+        )
+    });
+    replace_in(
+        &dir.join("protocols/demo/protocol.toml"),
+        "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\"]",
+        "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\", \"oracle_constraints_missed\", \"oracle_constraints_missed_substantive\"]",
+    );
+}
+
+/// The agent: five questions (one triggers C001, one nothing, one draws a malformed reply, one
+/// is not JSON, one more is answered), a sixth over the limit, then a hunt for the brief.
+fn script() -> String {
+    format!(
+        r#"ask() {{ wget -q -O - --header 'Content-Type: application/json' --post-data "$1" "$CTL/clarify"; echo; }}
+{{
+ask '{{"question":"{Q1}"}}'
+ask '{{"question":"{Q2}"}}'
+ask '{{"question":"{Q3}"}}'
+ask 'not json'
+ask '{{"question":"{Q5}"}}'
+ask '{{"question":"one too many"}}'
+}} > "$W/answers.txt" 2>&1
+{{
+  $BB find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -name '*oracle*' -print
+  $BB grep -rl {CANARY} /workspace /home /tmp /opt /etc /eval-state /hidden
+  $BB cat /hidden/oracle/oracle_data.json /workspace/../hidden/oracle/oracle_data.json
+}} > "$W/probe.txt" 2>&1
+metrics
+exit 0
+"#
+    )
+}
+
+fn sha(s: &str) -> String {
+    Digest::of(s.as_bytes()).to_string()
+}
+
+#[test]
+fn a_stateful_oracle_keeps_the_conversation_records_triggers_and_hides_its_brief() {
+    if !docker_available() {
+        return;
+    }
+    static_binaries();
+    assert!(Q3.contains(ORACLE_MALFORMED));
+    let cfg = Cfg {
+        model_oracle: true,
+        ..Cfg::default()
+    };
+    let p = Project::new(&script(), &cfg);
+    icae_task(&p.dir);
+    let ds = DeepSeekUpstream::start(&p.key, "# eval-oracle-test");
+    let r = p.run_against(&ds.url());
+    let outcome = r.assert_one_final_outcome();
+
+    // The upstream received one oracle request per answered question, each resending the
+    // whole conversation before it: the system message, then every earlier exchange.
+    let oracle: Vec<Value> = ds
+        .served()
+        .into_iter()
+        .filter(|s| s.kind == Kind::Oracle)
+        .map(|s| s.request)
+        .collect();
+    assert_eq!(oracle.len(), 4, "oracle requests: {oracle:#?}\n{}", r.text);
+    let init = std::fs::read_to_string(fixture_dir().join("oracle/init.md")).unwrap();
+    let brief = std::fs::read_to_string(fixture_dir().join("oracle/oracle_data.json")).unwrap();
+    let system = format!("{init}\n\n{ICAE_BRIEF_HEADING}\n```json\n{brief}\n```\n");
+    let questions = [Q1, Q2, Q3, Q5];
+    let mut replies = Vec::new();
+    for (k, req) in oracle.iter().enumerate() {
+        let messages = req["messages"].as_array().unwrap();
+        let mut want = vec![json!({"role": "system", "content": system})];
+        for (q, a) in questions.iter().zip(&replies) {
+            want.push(json!({"role": "user", "content": q}));
+            want.push(json!({"role": "assistant", "content": a}));
+        }
+        want.push(json!({"role": "user", "content": questions[k]}));
+        assert_eq!(messages, &want, "oracle request {}", k + 1);
+        assert!(req.get("tools").is_none(), "{req}");
+        replies.push(crate::support::dsh::icae_oracle_reply(messages).unwrap());
+    }
+
+    // One `clarification` per answered question: digests, turn, what it recorded.
+    let clar = r.hostile("clarification");
+    assert_eq!(clar.len(), 4, "{clar:#?}");
+    let field = |k: &str| clar.iter().map(|c| c[k].clone()).collect::<Vec<_>>();
+    assert_eq!(field("index"), [json!(1), json!(2), json!(3), json!(5)]);
+    assert_eq!(field("turn"), [json!(1), json!(2), json!(3), json!(4)]);
+    assert_eq!(
+        field("source"),
+        [
+            "oracle_stateful",
+            "oracle_stateful",
+            "oracle_malformed",
+            "oracle_stateful"
+        ]
+    );
+    assert_eq!(
+        field("recorded"),
+        [json!(["C001"]), json!([]), Value::Null, json!([])]
+    );
+    let qd: Vec<Value> = questions.iter().map(|q| json!(sha(q))).collect();
+    assert_eq!(field("question_sha256"), qd);
+    let rd: Vec<Value> = replies.iter().map(|a| json!(sha(a))).collect();
+    assert_eq!(field("reply_sha256"), rd);
+    let fallback_response = "That is not specified; choose a reasonable behaviour and document it.";
+    assert_eq!(
+        field("answer"),
+        [
+            "An empty input returns an empty list, never an error.",
+            fallback_response,
+            FALLBACK,
+            fallback_response
+        ]
+    );
+    assert!(clar[2]["malformed"].as_str().unwrap().contains("JSON"));
+    let refused: Vec<Value> = r
+        .hostile("agent_event")
+        .iter()
+        .map(|e| e["reason"].clone())
+        .collect();
+    assert_eq!(refused, ["malformed", "limit"]);
+
+    // Missed constraints, by hand: the brief lists C001, C002, ARCH001; only C001 was
+    // triggered, so v0.4's count is 2 and, without the scaffolding ARCH001, 1.
+    assert_eq!(outcome["metrics"]["oracle_constraints_missed"], json!(2.0));
+    assert_eq!(
+        outcome["metrics"]["oracle_constraints_missed_substantive"],
+        json!(1.0)
+    );
+    assert_eq!(outcome["clarification_questions"], json!(6));
+
+    // Only the reply field reached the agent; the brief never did.
+    let ws = artifact(&p.dir, &outcome, "workspace").expect("the workspace archive");
+    let log = artifact(&p.dir, &outcome, "agent_log").unwrap_or_default();
+    assert!(
+        contains(&ws, b"An empty input returns an empty list"),
+        "answers missing"
+    );
+    for (what, bytes) in [("workspace", &ws), ("agent log", &log)] {
+        for needle in [
+            CANARY,
+            "triggers_hit",
+            "hidden_constraints",
+            "trigger_keywords",
+        ] {
+            assert!(
+                !contains(bytes, needle.as_bytes()),
+                "the agent's {what} holds {needle:?}"
+            );
+        }
+    }
+    // `eval show` puts each question's record beside the attempt's outcome and grade.
+    let shown = eval(
+        &p.dir,
+        &[
+            "show",
+            outcome["attempt"].as_str().unwrap(),
+            "--matrix",
+            "demo",
+        ],
+    );
+    let shown = text(&shown);
+    assert!(
+        shown.contains(&format!(
+            "turn 1 oracle_stateful: question {} reply {} recorded [\"C001\"]",
+            sha(Q1),
+            sha(&replies[0])
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("turn 3 oracle_malformed"), "{shown}");
+    assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
+    p.assert_no_leak(&r, &[]);
+}
