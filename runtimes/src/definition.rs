@@ -315,6 +315,22 @@ pub struct ArmPaths {
     /// In-image path of the candidate package (default `/opt/eval/candidate`); `{candidate}` in
     /// commands.
     pub candidate: String,
+    /// `[[arm.file]]`: the runtime's own files (or directories) every arm of it carries in its
+    /// layer, beside the arm's profile and package — the same bytes in every arm, baseline
+    /// included (the DeepSeek Harness's `eval-support` plugin). Serialised only when present,
+    /// so older frozen definitions keep their bytes.
+    #[serde(default, rename = "file", skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ArmFile>,
+}
+
+/// One `[[arm.file]]`: copied from the definition's directory into every arm's layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArmFile {
+    /// Relative to the definition's directory (a file or a directory, copied whole).
+    pub src: String,
+    /// Absolute path in the image.
+    pub dest: String,
 }
 
 impl Default for ArmPaths {
@@ -322,6 +338,7 @@ impl Default for ArmPaths {
         ArmPaths {
             profile: "/opt/eval/profile.toml".to_owned(),
             candidate: "/opt/eval/candidate".to_owned(),
+            files: Vec::new(),
         }
     }
 }
@@ -564,6 +581,41 @@ impl RuntimeDef {
                 ),
             ));
         }
+        for (i, f) in self.arm.files.iter().enumerate() {
+            relative(&f.src).map_err(|why| {
+                (
+                    format!("arm.file[{i}].src"),
+                    format!(
+                        "{:?} {why} (it is relative to the definition's directory)",
+                        f.src
+                    ),
+                )
+            })?;
+            let field = format!("arm.file[{i}].dest");
+            let refuse = |why: String| (field.clone(), format!("{:?} {why}", f.dest));
+            absolute(&f.dest).map_err(refuse)?;
+            if let Some(m) = fixed_mount_overlapping(&f.dest) {
+                return Err(refuse(format!(
+                    "overlaps the fixed container mount {m:?}, which would hide or be hidden by it"
+                )));
+            }
+            for (name, a) in arm {
+                if overlaps(&f.dest, a) {
+                    return Err(refuse(format!("overlaps {name} {a:?}")));
+                }
+            }
+            if let Some(o) = self.arm.files[..i]
+                .iter()
+                .find(|o| overlaps(&f.dest, &o.dest))
+            {
+                return Err(refuse(format!("overlaps arm.file dest {:?}", o.dest)));
+            }
+            for t in self.tmpfs.iter().chain(&self.tmpfs_exec) {
+                if overlaps(&f.dest, t) {
+                    return Err(refuse(format!("overlaps tmpfs {t:?}, which would hide it")));
+                }
+            }
+        }
         for (i, t) in self.tmpfs.iter().enumerate() {
             let field = format!("tmpfs[{i}]");
             let refuse = |why: String| (field.clone(), format!("{t:?} {why}"));
@@ -670,7 +722,8 @@ impl RuntimeDef {
             // A thin arm's image is its base (pinned by id) plus a layer of the arm's own files;
             // the expected digests come from those files, so only they can be attested.
             let own = [&self.arm.profile, &self.arm.candidate]
-                .iter()
+                .into_iter()
+                .chain(self.arm.files.iter().map(|f| &f.dest))
                 .any(|a| overlaps(&rendered, a) && rendered.starts_with(a.as_str()));
             if self.build.is_none() && !own {
                 return Err((
@@ -1118,6 +1171,70 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         let (field, detail) = refused("", "[arm]\nprofile = \"/opt/c/p\"\ncandidate = \"/opt/c\"");
         assert_eq!(field, "arm.candidate");
         assert!(detail.contains("overlaps arm.profile"), "{detail}");
+    }
+
+    /// `[[arm.file]]`: the runtime's own files in every arm's layer; attestable over a pinned
+    /// base (they are the layer's, not the base's), checked like the other arm paths.
+    #[test]
+    fn arm_files_are_checked_and_attestable_over_a_base() {
+        let id = format!("sha256:{}", "a".repeat(64));
+        let thin = |files: &str, attest: &str| {
+            format!(
+                "name = \"t\"\ntmpfs = [\"/home/agent\"]\n[image]\nid = \"{id}\"\n[harness]\ncommand = [\"/a\"]\n[attest]\npaths = [{attest}]\n[arm]\nprofile = \"/opt/eval/arm/p\"\ncandidate = \"/opt/eval/arm/c\"\n{files}"
+            )
+        };
+        let one = "[[arm.file]]\nsrc = \"eval-support\"\ndest = \"/opt/eval/support\"\n";
+        let d = RuntimeDef::parse(&thin(one, "\"/opt/eval/support\""), "t.toml").unwrap();
+        assert_eq!(
+            d.arm.files,
+            [ArmFile {
+                src: "eval-support".into(),
+                dest: "/opt/eval/support".into()
+            }]
+        );
+        // Without the file, the same path lies in the base: not attestable.
+        let e = RuntimeDef::parse(&thin("", "\"/opt/eval/support\""), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("attest.paths[0]"), "{e}");
+        for (file, field, why) in [
+            (
+                "src = \"../x\"\ndest = \"/opt/s\"",
+                "arm.file[0].src",
+                "contains `..`",
+            ),
+            (
+                "src = \"/etc\"\ndest = \"/opt/s\"",
+                "arm.file[0].src",
+                "must be relative",
+            ),
+            (
+                "src = \"s\"\ndest = \"opt/s\"",
+                "arm.file[0].dest",
+                "must be absolute",
+            ),
+            (
+                "src = \"s\"\ndest = \"/workspace/s\"",
+                "arm.file[0].dest",
+                "fixed container mount",
+            ),
+            (
+                "src = \"s\"\ndest = \"/opt/eval/arm\"",
+                "arm.file[0].dest",
+                "overlaps arm.profile",
+            ),
+            (
+                "src = \"s\"\ndest = \"/home/agent/s\"",
+                "arm.file[0].dest",
+                "overlaps tmpfs",
+            ),
+        ] {
+            let e = RuntimeDef::parse(&thin(&format!("[[arm.file]]\n{file}\n"), ""), "t.toml")
+                .unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(field) && text.contains(why), "{file}: {text}");
+        }
+        let two = format!("{one}[[arm.file]]\nsrc = \"b\"\ndest = \"/opt/eval/support/b\"\n");
+        let e = RuntimeDef::parse(&thin(&two, ""), "t.toml").unwrap_err();
+        assert!(e.to_string().contains("arm.file[1].dest"), "{e}");
     }
 
     #[test]

@@ -618,6 +618,33 @@ impl Runtime for DockerRuntime {
         })
     }
 
+    fn pause_labelled<'a>(&'a self, label: &'a str, paused: bool) -> RtFuture<'a, usize> {
+        Box::pin(async move {
+            let mut filters = HashMap::new();
+            filters.insert("label", vec![label]);
+            let opts = ListContainersOptionsBuilder::new()
+                .all(false)
+                .filters(&filters)
+                .build();
+            let list = bounded(
+                "list containers",
+                "",
+                self.docker.list_containers(Some(opts)),
+            )
+            .await?;
+            let mut n = 0;
+            for id in list.into_iter().filter_map(|c| c.id) {
+                if paused {
+                    bounded("pause container", &id, self.docker.pause_container(&id)).await?;
+                } else {
+                    bounded("unpause container", &id, self.docker.unpause_container(&id)).await?;
+                }
+                n += 1;
+            }
+            Ok(n)
+        })
+    }
+
     fn inspect_image<'a>(&'a self, id: &'a ImageId) -> RtFuture<'a, ImageConfig> {
         Box::pin(async move {
             match self.inspect(&id.0).await? {

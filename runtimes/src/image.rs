@@ -281,6 +281,10 @@ fn build_layer(spec: &ImageSpec) -> Result<Layer, RuntimeError> {
     if let Some(c) = &spec.arm.candidate {
         layer.copy(c, &def.arm.candidate)?;
     }
+    // The runtime's own files, identical in every arm of it (`[[arm.file]]`).
+    for f in &def.arm.files {
+        layer.copy(&spec.def.dir.join(&f.src), &f.dest)?;
+    }
     Ok(layer)
 }
 
@@ -418,6 +422,10 @@ pub fn build_thin(spec: &ImageSpec, base: &BaseImage) -> Result<Built, RuntimeEr
     }
     if let Some(c) = &spec.arm.candidate {
         layer.copy(c, &def.arm.candidate)?;
+    }
+    // The runtime's own files, identical in every arm of it (`[[arm.file]]`).
+    for f in &def.arm.files {
+        layer.copy(&spec.def.dir.join(&f.src), &f.dest)?;
     }
     let layer_tar = layer.tar()?;
     let diff_id = format!("sha256:{}", sha_hex(&layer_tar));
@@ -569,4 +577,59 @@ pub fn expected_attestation(
     spec: &ImageSpec,
 ) -> Result<BTreeMap<String, Option<String>>, RuntimeError> {
     Ok(build(spec)?.expected_attestation(&spec.def.def))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// `[[arm.file]]` lands in every arm's thin layer with the same digest (a baseline without
+    /// a package included), and the arm's own files still differ.
+    #[test]
+    fn every_arm_carries_the_runtimes_arm_files_and_attests_them_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("support")).unwrap();
+        std::fs::write(root.join("support/index.js"), "export const name = 's'\n").unwrap();
+        std::fs::write(root.join("support/package.json"), "{}\n").unwrap();
+        let id = format!("sha256:{}", "a".repeat(64));
+        let path = root.join("runtime.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"t\"\n[image]\nid = \"{id}\"\n[harness]\ncommand = [\"/a\"]\n\
+                 [attest]\npaths = [\"{{profile}}\", \"{{candidate}}\", \"/opt/eval/support\"]\n\
+                 [arm]\nprofile = \"/opt/eval/arm/p\"\ncandidate = \"/opt/eval/arm/c\"\n\
+                 [[arm.file]]\nsrc = \"support\"\ndest = \"/opt/eval/support\"\n"
+            ),
+        )
+        .unwrap();
+        let def = crate::RuntimeDef::load(&path).unwrap();
+        std::fs::write(root.join("a.yml"), "- a\n").unwrap();
+        std::fs::write(root.join("b.yml"), "- b\n").unwrap();
+        std::fs::write(root.join("b.tgz"), "pkg").unwrap();
+        let spec = |profile: &str, candidate: Option<&str>| ImageSpec {
+            def: def.clone(),
+            arm: ArmFiles {
+                profile: Some(root.join(profile)),
+                candidate: candidate.map(|c| root.join(c)),
+            },
+            labels: BTreeMap::new(),
+        };
+        let a = arm_attestation(&spec("a.yml", None)).unwrap();
+        let b = arm_attestation(&spec("b.yml", Some("b.tgz"))).unwrap();
+        let support = a["/opt/eval/support"].clone().unwrap();
+        assert!(support.starts_with("sha256:"), "{support}");
+        assert_eq!(b["/opt/eval/support"].as_deref(), Some(support.as_str()));
+        assert_ne!(a["/opt/eval/arm/p"], b["/opt/eval/arm/p"]);
+        assert_eq!(
+            a["/opt/eval/arm/c"], None,
+            "the baseline's package is absent"
+        );
+        // The digest is the directory's tree digest: a changed byte changes it.
+        std::fs::write(root.join("support/index.js"), "export const name = 'x'\n").unwrap();
+        let c = arm_attestation(&spec("a.yml", None)).unwrap();
+        assert_ne!(c["/opt/eval/support"].as_deref(), Some(support.as_str()));
+    }
 }

@@ -136,6 +136,43 @@ pub fn require_gvisor(spec: &mut ContainerSpec) {
     spec.expected.pids = pids;
 }
 
+/// Makes an agent container's shim run a multi-round attempt (docs/rounds.md): one
+/// `--round-timeout SECONDS` per round, in order, and the definition's rendered
+/// `harness.continue_command` as `--continue ARG`s, all before the shim's `--`; the policy check
+/// then expects exactly that command. A definition without `continue_command` is refused.
+pub fn with_rounds(
+    spec: &mut ContainerSpec,
+    def: &RuntimeDef,
+    round_timeouts: &[u64],
+) -> Result<(), RuntimeError> {
+    let Some(cont) = &def.harness.continue_command else {
+        return Err(invalid(
+            &def.name,
+            "harness.continue_command",
+            "absent: this runtime cannot continue a session, so it cannot run a multi-round task"
+                .into(),
+        ));
+    };
+    let mut extra = Vec::new();
+    for t in round_timeouts {
+        extra.push("--round-timeout".to_owned());
+        extra.push(t.to_string());
+    }
+    for a in cont {
+        extra.push("--continue".to_owned());
+        extra.push(def.render_agent(a));
+    }
+    let insert = |cmd: &mut Vec<String>| {
+        let at = cmd.iter().position(|a| a == "--").unwrap_or(cmd.len());
+        cmd.splice(at..at, extra.iter().cloned());
+    };
+    if let Some(cmd) = spec.body.cmd.as_mut() {
+        insert(cmd);
+    }
+    insert(&mut spec.expected.cmd);
+    Ok(())
+}
+
 /// Host paths a container of each role gets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RoleMounts {

@@ -61,6 +61,42 @@ fn size_cap(file: &str) -> u64 {
 const DSH_RUNTIME: &str = include_str!("../../../runtimes/dsh/runtime.toml");
 const DSH_IMAGE_PLACEHOLDER: &str = "@DSH_IMAGE_ID@";
 const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
+/// eval's support plugin for the Harness (`runtimes/dsh/eval-support/`), written beside every dsh
+/// runtime an import writes: the runtime's `[[arm.file]]` puts these same bytes into every arm's
+/// layer, baseline included (the Harness's user questions reach `/_eval/clarify` through it).
+const DSH_SUPPORT: [(&str, &str); 3] = [
+    (
+        "cordis.patch.yml",
+        include_str!("../../../runtimes/dsh/eval-support/cordis.patch.yml"),
+    ),
+    (
+        "index.js",
+        include_str!("../../../runtimes/dsh/eval-support/index.js"),
+    ),
+    (
+        "package.json",
+        include_str!("../../../runtimes/dsh/eval-support/package.json"),
+    ),
+];
+/// The support plugin's directory beside a runtime definition (its `[[arm.file]]` `src`).
+const DSH_SUPPORT_DIR: &str = "eval-support";
+
+/// The support plugin's files for the runtime definition at `runtime` (project-relative).
+fn dsh_support_files(runtime: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(runtime)
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join(DSH_SUPPORT_DIR);
+    DSH_SUPPORT
+        .iter()
+        .map(|(name, text)| {
+            (
+                dir.join(name).to_string_lossy().into_owned(),
+                text.as_bytes().to_vec(),
+            )
+        })
+        .collect()
+}
 /// eval's wrapper around v0.4's grader, and the one helper of v0.4's `lib/canonical.mjs` it needs.
 const GRADE_MJS: &str = include_str!("import/grade.mjs");
 const CANONICAL_MJS: &str = include_str!("import/canonical.mjs");
@@ -371,7 +407,11 @@ fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
 
 /// The runtime definitions every import writes the same way.
 fn is_shared(rel: &Path) -> bool {
-    rel == Path::new(DSH_RUNTIME_PATH) || rel == Path::new(GRADER_RUNTIME_PATH)
+    rel == Path::new(DSH_RUNTIME_PATH)
+        || rel == Path::new(GRADER_RUNTIME_PATH)
+        || dsh_support_files(DSH_RUNTIME_PATH)
+            .iter()
+            .any(|(p, _)| rel == Path::new(p))
 }
 
 /// Creates `path`, failing if it appeared since the check.
@@ -475,6 +515,9 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             .replace(DSH_IMAGE_PLACEHOLDER, &args.dsh_image)
             .into_bytes(),
     );
+    for (rel, bytes) in dsh_support_files(DSH_RUNTIME_PATH) {
+        put(rel, bytes);
+    }
     put(
         GRADER_RUNTIME_PATH.to_owned(),
         grader_runtime_toml(&args.grader_image).into_bytes(),

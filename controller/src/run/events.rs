@@ -33,6 +33,11 @@ pub const AGENT_EVENT: &str = "agent_event";
 /// What the controller noticed about an attempt without it changing the outcome (archive notes,
 /// artifacts it could not store), written before the attempt's outcome.
 pub const ATTEMPT_NOTE: &str = "attempt_note";
+/// A multi-round attempt's round began: its prompt was delivered (docs/rounds.md).
+pub const ROUND_STARTED: &str = "round_started";
+/// A multi-round attempt's round ended: how its harness ended, its grade, its snapshot; or that
+/// it was never reached.
+pub const ROUND_FINISHED: &str = "round_finished";
 
 /// One slot of the expanded schedule, as recorded in `run_started` (so `eval status` and the
 /// report need nothing but the ledger).
@@ -226,6 +231,77 @@ pub struct AttemptNote {
     pub schema: u32,
     pub attempt: String,
     pub notes: Vec<String>,
+}
+
+/// `round_started`: round `round` (1-based) of `rounds` began; the agent can read its prompt
+/// from now on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundStarted {
+    pub schema: u32,
+    pub attempt: String,
+    pub round: u32,
+    pub rounds: u32,
+    /// The round's harness limit (`rounds[k].timeout_seconds`, else the task's).
+    pub timeout_seconds: u64,
+    /// The round's token budget, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// sha256 of the prompt delivered.
+    pub prompt_digest: String,
+    pub started_at: String,
+}
+
+/// How a round's harness ended, as the shim reported it (agent-side: evidence of what the agent
+/// did, never of a fault), or as the container ended when it ended inside the round.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundHarness {
+    pub exit: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// The round ended with the agent's container (its end, its time limit, a cancellation)
+    /// rather than with a report of the shim.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_container: bool,
+}
+
+/// What a round left, in the artifact store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundArtifacts {
+    /// The workspace as the round left it (a deterministic tar, as `workspace` of an outcome).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grader_output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grader_log: Option<String>,
+}
+
+/// `round_finished`: round `round`'s end. `status` is `passed`, `failed` (see `failures`) or
+/// `unreached` (the attempt ended before it began: no harness, no grade).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundFinished {
+    pub schema: u32,
+    pub attempt: String,
+    pub round: u32,
+    pub status: String,
+    /// Why a failed round failed: `timed_out`, `exit`, `over_budget`, `unscorable`,
+    /// `grader_not_run`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<RoundHarness>,
+    /// `scored`, `unscorable`, `not_run` or `unreached`.
+    pub graded: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The round's grader's `score.json` metrics (empty unless scored).
+    pub metrics: BTreeMap<String, f64>,
+    /// The agent's model turns and tokens (input + output) within this round, from the proxy's
+    /// meter.
+    pub model_turns: u64,
+    pub tokens: u64,
+    pub artifacts: RoundArtifacts,
+    pub finished_at: String,
 }
 
 /// Digests of what the attempt left behind, all in the artifact store.

@@ -22,15 +22,45 @@ use std::process::Command;
 
 const IMAGE_ENV: &str = "EVAL_TEST_DSH_IMAGE";
 const UPSTREAM_ENV: &str = "EVAL_V04_UPSTREAM";
-const KEY_ENV: &str = "EVAL_DSH_TEST_KEY";
+pub(crate) const KEY_ENV: &str = "EVAL_DSH_TEST_KEY";
 /// A hang detector only: each attempt takes 4–15 s on an idle machine, minutes on a loaded one.
-const HANG_GUARD_SECS: u64 = 1800;
+pub(crate) const HANG_GUARD_SECS: u64 = 1800;
 /// The v0.4 candidate package and its pinned digest (v04-upstream/SHA256SUMS).
 const V04_PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
 
 /// The repository's runtime files: the test runs exactly what the importer writes.
 const RUNTIME_TOML: &str = include_str!("../../../runtimes/dsh/runtime.toml");
 const PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
+/// eval's support plugin, as the importer writes it beside the runtime (its `[[arm.file]]`).
+pub(crate) const SUPPORT: [(&str, &str); 3] = [
+    (
+        "cordis.patch.yml",
+        include_str!("../../../runtimes/dsh/eval-support/cordis.patch.yml"),
+    ),
+    (
+        "index.js",
+        include_str!("../../../runtimes/dsh/eval-support/index.js"),
+    ),
+    (
+        "package.json",
+        include_str!("../../../runtimes/dsh/eval-support/package.json"),
+    ),
+];
+
+/// The repository's dsh runtime (base `image`) and its support plugin, into `dir/runtimes/dsh/`.
+pub(crate) fn write_runtime(dir: &Path, image: &str) {
+    let rt = dir.join("runtimes/dsh");
+    std::fs::create_dir_all(rt.join("eval-support")).unwrap();
+    assert!(RUNTIME_TOML.contains("@DSH_IMAGE_ID@"));
+    std::fs::write(
+        rt.join("runtime.toml"),
+        RUNTIME_TOML.replace("@DSH_IMAGE_ID@", image),
+    )
+    .unwrap();
+    for (name, text) in SUPPORT {
+        std::fs::write(rt.join("eval-support").join(name), text).unwrap();
+    }
+}
 
 pub(crate) fn random_hex(n: usize) -> String {
     let mut buf = vec![0u8; n];
@@ -105,7 +135,7 @@ pub(crate) fn checked_package(dir: &Path) -> Vec<u8> {
     bytes
 }
 
-const PROTOCOL: &str = r#"schema = 1
+pub(crate) const PROTOCOL: &str = r#"schema = 1
 name = "demo"
 title = "The DeepSeek Harness as arms, with and without a plugin"
 matrix = "demo"
@@ -213,9 +243,9 @@ repetitions = 1
 "#;
 
 /// The prompt of v0.4's `simple-js-clamp`, verbatim.
-const CLAMP_PROMPT: &str = "Add and export a clamp(value, min, max) function in src/clamp.js. Throw RangeError when min is greater than max. Do not add dependencies or change other files.";
+pub(crate) const CLAMP_PROMPT: &str = "Add and export a clamp(value, min, max) function in src/clamp.js. Throw RangeError when min is greater than max. Do not add dependencies or change other files.";
 
-const TASK_TOML: &str = r#"id = "simple-js-clamp"
+pub(crate) const TASK_TOML: &str = r#"id = "simple-js-clamp"
 suite = "real"
 timeout_seconds = 900
 metrics = ["score", "checks_passed", "checks_total"]
@@ -244,13 +274,7 @@ pub(crate) fn write_project(dir: &Path, image: &str, marker: &str, package: &[u8
     )
     .unwrap();
     std::fs::write(dir.join("matrix/demo.toml"), MATRIX).unwrap();
-    std::fs::create_dir_all(dir.join("runtimes/dsh")).unwrap();
-    assert!(RUNTIME_TOML.contains("@DSH_IMAGE_ID@"));
-    std::fs::write(
-        dir.join("runtimes/dsh/runtime.toml"),
-        RUNTIME_TOML.replace("@DSH_IMAGE_ID@", image),
-    )
-    .unwrap();
+    write_runtime(dir, image);
     // v0.4's `simple-js-clamp` (simple-tasks.json), graded here by the fixture grader: Plan
     // Lattice's `auto` router sends this prompt to its probe phase (so `lattice_route` is offered,
     // and `write` refused until it is called), unlike a bypassed one such as the Python tasks.
@@ -608,12 +632,7 @@ fn a_timed_out_or_transcript_deleting_attempt_is_its_own_gap_never_the_runs_veto
         .replace("candidate = \"v04-auto\"", "candidate = \"b\"")
         .replace("concurrency = 1", "concurrency = 2");
     std::fs::write(dir.join("matrix/demo.toml"), matrix).unwrap();
-    std::fs::create_dir_all(dir.join("runtimes/dsh")).unwrap();
-    std::fs::write(
-        dir.join("runtimes/dsh/runtime.toml"),
-        RUNTIME_TOML.replace("@DSH_IMAGE_ID@", &image),
-    )
-    .unwrap();
+    write_runtime(&dir, &image);
     for (arm, note) in [("a", ""), ("b", "# arm b\n")] {
         let d = dir.join(format!("protocols/demo/arms/{arm}"));
         std::fs::create_dir_all(&d).unwrap();
@@ -884,6 +903,7 @@ fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
         .replace("exec dsh --profile", "dsh --profile")
         .replace("/workspace", w.to_str().unwrap())
         .replace("/opt/eval/arm", root.join("arm").to_str().unwrap())
+        .replace("/opt/eval/support", root.join("support").to_str().unwrap())
         .replace(
             "/task/prompt.md",
             root.join("t/prompt.md").to_str().unwrap(),
@@ -908,8 +928,8 @@ fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
     (o.status.code().unwrap_or(-1), tmp)
 }
 
-/// The wrapper keeps dsh's exit status, adds the arm's plugin only when the layer has one and
-/// installs the arm's patch after the add; it touches no transcript (the controller finds it in
+/// The wrapper keeps dsh's exit status, adds eval's support plugin in every arm and the arm's
+/// plugin only when the layer has one (one add), and installs the arm's patch after the add; it touches no transcript (the controller finds it in
 /// the state directory itself, `Beneath::read_found`), so a session file dsh wrote stays where
 /// it is, in the state directory named by the patch and never in the workspace.
 #[test]
@@ -935,9 +955,14 @@ fn the_wrapper_adds_the_plugin_installs_the_patch_and_keeps_dshs_status() {
         "the wrapper moved or removed a session file"
     );
     let calls = std::fs::read_to_string(tmp.path().join("dsh-calls.log")).unwrap();
+    let support = tmp.path().join("support");
     assert_eq!(
-        calls, "--profile headless the task text\n",
-        "no plugin add without a plugin"
+        calls,
+        format!(
+            "plugin --profile headless add {}\n--profile headless the task text\n",
+            support.display()
+        ),
+        "a baseline adds eval's support plugin, and nothing else"
     );
     assert_eq!(
         std::fs::read_to_string(
@@ -951,10 +976,16 @@ fn the_wrapper_adds_the_plugin_installs_the_patch_and_keeps_dshs_status() {
     let (status, tmp) = run_wrapper("", true);
     assert_eq!(status, 0);
     let calls = std::fs::read_to_string(tmp.path().join("dsh-calls.log")).unwrap();
-    assert!(
-        calls.starts_with("plugin --profile headless add ")
-            && calls.contains("plugin.tgz\n--profile headless the task text"),
-        "{calls}"
+    let support = tmp.path().join("support");
+    let plugin = tmp.path().join("arm/plugin.tgz");
+    assert_eq!(
+        calls,
+        format!(
+            "plugin --profile headless add {} {}\n--profile headless the task text\n",
+            support.display(),
+            plugin.display()
+        ),
+        "the support plugin and the arm's plugin in one add"
     );
 }
 

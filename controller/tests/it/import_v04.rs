@@ -220,6 +220,50 @@ fn the_import_writes_the_suite_from_the_inputs_and_the_protocol_loads() {
     assert_eq!(stat, tasks.len() * 3 * 2);
 }
 
+/// Every arm the import writes carries eval's support plugin (the Harness's user questions reach
+/// `/_eval/clarify` through it): the repository's `runtimes/dsh/eval-support/` byte for byte
+/// beside the runtime, in each arm's layer (`[[arm.file]]`), attested with one digest in every
+/// arm, the baseline included.
+#[test]
+fn every_imported_arm_carries_the_same_attested_support_plugin() {
+    let (_t, proj) = project();
+    let o = import(&proj, &upstream(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ours = tree(&repo_root().join("runtimes/dsh/eval-support"));
+    assert_eq!(
+        ours.keys().cloned().collect::<Vec<_>>(),
+        ["cordis.patch.yml", "index.js", "package.json"].map(PathBuf::from)
+    );
+    assert_eq!(tree(&proj.join("runtimes/dsh/eval-support")), ours);
+    let def = eval_runtimes::RuntimeDef::load(&proj.join("runtimes/dsh/runtime.toml")).unwrap();
+    assert_eq!(def.def.arm.files.len(), 1);
+    assert_eq!(def.def.arm.files[0].dest, "/opt/eval/support");
+    assert!(
+        def.def
+            .attested_paths()
+            .contains(&"/opt/eval/support".to_owned())
+    );
+    let loaded = eval_protocols::Project::open(&proj).load(NAME).unwrap();
+    let mut digests = std::collections::BTreeSet::new();
+    for arm in &loaded.protocol.arms {
+        let spec = eval_runtimes::ImageSpec {
+            def: def.clone(),
+            arm: eval_runtimes::ArmFiles {
+                profile: Some(proj.join(&arm.profile)),
+                candidate: arm.package.as_ref().map(|p| proj.join(p)),
+            },
+            labels: BTreeMap::new(),
+        };
+        let expected = eval_runtimes::image::arm_attestation(&spec).unwrap();
+        let d = expected["/opt/eval/support"]
+            .clone()
+            .unwrap_or_else(|| panic!("{}: no support plugin in its layer", arm.id));
+        digests.insert(d);
+    }
+    assert_eq!(loaded.protocol.arms.len(), 3);
+    assert_eq!(digests.len(), 1, "{digests:?}");
+}
+
 #[test]
 fn a_second_import_exits_2_names_the_file_and_changes_nothing() {
     let (_t, proj) = project();

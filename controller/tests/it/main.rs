@@ -12,6 +12,7 @@ mod support;
 
 mod architecture;
 mod custody;
+mod dsh_clarify;
 mod dsh_faults;
 mod dsh_harness;
 mod dsh_simple;
@@ -32,6 +33,7 @@ mod preflight;
 mod preregistered_upstream;
 mod real_harness;
 mod regrade;
+mod rounds;
 mod run_admission;
 mod run_e2e;
 mod run_integrity;

@@ -242,7 +242,11 @@ impl Agent {
             let answers = self.questions(task);
             messages.extend(answers);
         }
-        while self.metrics.model_turns < u64::from(self.profile.max_turns) {
+        // The turn bound is per harness run: a later round of a multi-round attempt starts
+        // its own count (its metrics carry on from the earlier rounds').
+        let mut turns = 0u64;
+        while turns < u64::from(self.profile.max_turns) {
+            turns += 1;
             let reply = self.call_model(&messages)?;
             let parsed = answer::parse(&reply.content).map_err(|e| e.to_string())?;
             for edit in &parsed.edits {
@@ -318,7 +322,25 @@ fn main() -> ExitCode {
         origin,
         workspace: args.workspace.clone(),
     };
-    agent.metrics.probes = probes::run(&agent.profile.adversarial, &args.workspace);
+    // A later round (`EVAL_ROUND` > 1, set by the shim) continues the session: the metrics
+    // file goes on counting what the earlier rounds used, so the cross-check covers them all.
+    let round: u32 = std::env::var("EVAL_ROUND")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    if round > 1
+        && let Some(before) = fs::read(args.workspace.join(METRICS_PATH))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<AgentMetrics>(&b).ok())
+    {
+        agent.metrics = AgentMetrics {
+            finished: false,
+            error: None,
+            ..before
+        };
+    }
+    let probes = probes::run(&agent.profile.adversarial, &args.workspace);
+    agent.metrics.probes.extend(probes);
     if agent.profile.adversarial.sleep_secs > 0 {
         std::thread::sleep(Duration::from_secs(agent.profile.adversarial.sleep_secs));
     }

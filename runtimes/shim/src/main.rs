@@ -7,6 +7,12 @@
 //!    so harness SDKs use a plain `http://127.0.0.1:PORT` base URL.
 //! 3. Starts the harness command, forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT to it, and exits with
 //!    its status (128 + signal when it died of a signal).
+//! 4. In a multi-round attempt (`--round-timeout S` once per round, `--continue ARG…`, see
+//!    docs/rounds.md): round k's harness runs with `EVAL_ROUND=k` and is killed at its round's
+//!    limit; when it has ended the shim kills every other process of the container (so nothing
+//!    of the agent's still writes while the round is graded), reports `POST /_eval/round`
+//!    `{"round","exit","signal","timed_out"}` and waits for `{"next": bool}`; on `true` it runs
+//!    the continue command for the next round, else it exits with the last harness's status.
 //!
 //! Must never: read or pass on any credential (it has none), connect anywhere but the socket,
 //! or start the harness before the controller said yes.
@@ -38,6 +44,10 @@ struct Args {
     port: u16,
     attest: Vec<String>,
     command: Vec<String>,
+    /// One limit per round, in seconds; empty: a single-round attempt.
+    round_timeouts: Vec<u64>,
+    /// The command that continues the session in rounds 2..N.
+    continue_command: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,6 +56,8 @@ fn parse_args() -> Result<Args, String> {
     let mut port = None;
     let mut attest = Vec::new();
     let mut command = Vec::new();
+    let mut round_timeouts = Vec::new();
+    let mut continue_command = Vec::new();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--socket" => socket = it.next().map(PathBuf::from),
@@ -57,6 +69,12 @@ fn parse_args() -> Result<Args, String> {
                 )
             }
             "--attest" => attest.push(it.next().ok_or("--attest needs a path")?),
+            "--round-timeout" => round_timeouts.push(
+                it.next()
+                    .and_then(|p| p.parse::<u64>().ok())
+                    .ok_or("--round-timeout needs a number of seconds")?,
+            ),
+            "--continue" => continue_command.push(it.next().ok_or("--continue needs an argument")?),
             "--" => {
                 command.extend(it.by_ref());
             }
@@ -66,11 +84,16 @@ fn parse_args() -> Result<Args, String> {
     if command.is_empty() {
         return Err("no harness command after --".to_owned());
     }
+    if round_timeouts.len() > 1 && continue_command.is_empty() {
+        return Err("several rounds but no --continue command".to_owned());
+    }
     Ok(Args {
         socket: socket.ok_or("--socket is required")?,
         port: port.ok_or("--port is required")?,
         attest,
         command,
+        round_timeouts,
+        continue_command,
     })
 }
 
@@ -230,6 +253,115 @@ fn main() -> ExitCode {
     let socket = args.socket.clone();
     thread::spawn(move || serve_relay(listener, socket));
 
+    if args.round_timeouts.is_empty() {
+        return match run_harness(&args.command, None, None) {
+            Ok(end) => end.exit_code(),
+            Err(code) => ExitCode::from(code),
+        };
+    }
+    run_rounds(&args)
+}
+
+/// How one harness run ended.
+struct HarnessEnd {
+    code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+}
+
+impl HarnessEnd {
+    fn exit_code(&self) -> ExitCode {
+        match (self.code, self.signal) {
+            (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),
+            (None, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+            _ => ExitCode::from(EXIT_SHIM_FAILURE),
+        }
+    }
+}
+
+/// The rounds, in order: each harness run, then quiet, the report and the controller's answer.
+fn run_rounds(args: &Args) -> ExitCode {
+    let mut last = ExitCode::SUCCESS;
+    for (i, limit) in args.round_timeouts.iter().enumerate() {
+        let k = i + 1;
+        let command = if k == 1 {
+            &args.command
+        } else {
+            &args.continue_command
+        };
+        let end = match run_harness(command, Some(k), Some(Duration::from_secs(*limit))) {
+            Ok(end) => end,
+            Err(code) => HarnessEnd {
+                code: Some(i32::from(code)),
+                signal: None,
+                timed_out: false,
+            },
+        };
+        last = end.exit_code();
+        // Whatever the harness left running (a background build, a process writing ahead) ends
+        // before the round is graded.
+        kill_the_rest();
+        let report = serde_json::json!({
+            "round": k,
+            "exit": end.code,
+            "signal": end.signal,
+            "timed_out": end.timed_out,
+        })
+        .to_string();
+        let next = match post_unix(&args.socket, "/_eval/round", report.as_bytes()) {
+            Ok((200, reply)) => serde_json::from_slice::<Value>(&reply)
+                .ok()
+                .and_then(|v| v.get("next").and_then(Value::as_bool))
+                .unwrap_or(false),
+            Ok((status, _)) => {
+                log(&format!("round {k}: the controller answered HTTP {status}"));
+                false
+            }
+            Err(e) => {
+                log(&format!("round {k}: the attempt socket: {e}"));
+                return ExitCode::from(EXIT_SOCKET_UNREACHABLE);
+            }
+        };
+        if !next {
+            break;
+        }
+    }
+    last
+}
+
+/// Kills every process of the container but this one (the shim is its PID 1, so orphans are
+/// its children to reap) until `/proc` lists no other, bounded by a count of passes.
+fn kill_the_rest() {
+    let me = std::process::id();
+    for _ in 0..1000 {
+        let others: Vec<i32> = std::fs::read_dir("/proc")
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                    .filter(|pid| *pid != me)
+                    .filter_map(|pid| i32::try_from(pid).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if others.is_empty() {
+            return;
+        }
+        for pid in others {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        // Reap what died (a zombie stays listed until reaped); ECHILD ends it.
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::empty()) {}
+    }
+}
+
+/// Runs one harness command to its end (killed at `limit`), forwarding signals to it.
+fn run_harness(
+    command: &[String],
+    round: Option<usize>,
+    limit: Option<Duration>,
+) -> Result<HarnessEnd, u8> {
     let mut signals = match signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
@@ -239,17 +371,19 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             log(&format!("cannot install signal handlers: {e}"));
-            return ExitCode::from(EXIT_SHIM_FAILURE);
+            return Err(EXIT_SHIM_FAILURE);
         }
     };
-    let mut child = match Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .spawn()
-    {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    if let Some(k) = round {
+        cmd.env("EVAL_ROUND", k.to_string());
+    }
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            log(&format!("cannot start {:?}: {e}", args.command[0]));
-            return ExitCode::from(EXIT_SHIM_FAILURE);
+            log(&format!("cannot start {:?}: {e}", command[0]));
+            return Err(EXIT_SHIM_FAILURE);
         }
     };
     let pid = rustix::process::Pid::from_raw(child.id() as i32);
@@ -261,18 +395,33 @@ fn main() -> ExitCode {
             }
         }
     });
+    // The round's limit: a timer thread kills the harness unless told it ended first.
+    let (ended_tx, ended_rx) = std::sync::mpsc::channel::<()>();
+    let timer = limit.map(|limit| {
+        thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ended_rx.recv_timeout(limit) {
+                if let Some(pid) = pid {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+                return true;
+            }
+            false
+        })
+    });
     let status = child.wait();
+    let _ = ended_tx.send(());
+    let timed_out = timer.is_some_and(|t| t.join().unwrap_or(false));
     handle.close();
     let _ = forwarder.join();
     match status {
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => ExitCode::from(c.clamp(0, 255) as u8),
-            (None, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
-            _ => ExitCode::from(EXIT_SHIM_FAILURE),
-        },
+        Ok(s) => Ok(HarnessEnd {
+            code: s.code(),
+            signal: s.signal(),
+            timed_out,
+        }),
         Err(e) => {
             log(&format!("waiting for the harness failed: {e}"));
-            ExitCode::from(EXIT_SHIM_FAILURE)
+            Err(EXIT_SHIM_FAILURE)
         }
     }
 }

@@ -8,8 +8,8 @@
 //! prompts are inputs, copied into the user's project, never into this repository.
 
 use super::{
-    DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED, q,
-    read_input, write_new,
+    DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
+    dsh_support_files, q, read_input, write_new,
 };
 use crate::cli::ImportV04RouterArgs;
 use crate::status::{CmdResult, Status};
@@ -395,6 +395,11 @@ fn plan(args: &ImportV04RouterArgs) -> Result<(Files, Vec<PathBuf>), ImportError
             .replace(DSH_LAUNCH, ROUTER_LAUNCH)
             .into_bytes(),
     );
+    // The router's runtime is the dsh runtime with another launch line: its `[[arm.file]]`
+    // needs the same support plugin beside it.
+    for (rel, bytes) in dsh_support_files(ROUTER_RUNTIME_PATH) {
+        put(rel, bytes);
+    }
     put(
         ROUTER_GRADER_PATH.to_owned(),
         grader_runtime(&args.dsh_image).into_bytes(),

@@ -156,6 +156,19 @@ pub struct Observations {
     /// Storing the attempt's artifacts would have passed the run's artifact budget (why): what
     /// the agent left is its own doing, never the host's capacity.
     pub over_budget: Option<String>,
+    /// A multi-round attempt's rounds, in order (empty: a single-round attempt, graded by
+    /// `graded`). The attempt is scored when some round was; a round's own failure (its time
+    /// limit, its exit, its grade) is that round's record, never the attempt's fault.
+    pub rounds: Vec<RoundSeen>,
+}
+
+/// One round of a multi-round attempt, as the round loop saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoundSeen {
+    /// Its grade (`NotRun` for an unreached round).
+    pub graded: Graded,
+    /// Its grader could not run at all (engine, image): the controller's side, as rule 7.
+    pub grader_engine: Option<EngineFault>,
 }
 
 impl Default for Observations {
@@ -173,6 +186,7 @@ impl Default for Observations {
             grader_engine: None,
             graded: Graded::Scored,
             over_budget: None,
+            rounds: Vec::new(),
         }
     }
 }
@@ -316,7 +330,39 @@ fn infrastructure(obs: &Observations) -> Option<Classification> {
             format!("the grader could not run: {}", e.detail),
         ));
     }
+    if let Some((k, e)) = obs
+        .rounds
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| r.grader_engine.as_ref().map(|e| (i + 1, e)))
+    {
+        return Some(Classification::infra(
+            e.code,
+            format!("round {k}'s grader could not run: {}", e.detail),
+        ));
+    }
     None
+}
+
+/// The attempt's grade: a single-round attempt's own; a multi-round attempt is scored when any
+/// of its rounds was, else unscorable with the first round's reason.
+fn attempt_graded(obs: &Observations) -> Graded {
+    if obs.rounds.is_empty() {
+        return obs.graded.clone();
+    }
+    if obs.rounds.iter().any(|r| r.graded == Graded::Scored) {
+        return Graded::Scored;
+    }
+    let why = obs
+        .rounds
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| match &r.graded {
+            Graded::Unscorable(w) => Some(format!("round {}: {w}", i + 1)),
+            _ => None,
+        })
+        .unwrap_or_else(|| "no round was graded".to_owned());
+    Graded::Unscorable(why)
 }
 
 /// Rules 7–11: how the agent's own run ended.
@@ -401,7 +447,7 @@ fn accounted(obs: &Observations, c: Classification) -> Classification {
 /// so the attempt keeps its outcome (a completed one becomes `agent_error`) and its metrics are
 /// the protocol's missing-data values.
 fn graded(obs: &Observations, c: Classification) -> Classification {
-    let Graded::Unscorable(why) = &obs.graded else {
+    let Graded::Unscorable(why) = &attempt_graded(obs) else {
         return c;
     };
     let outcome = match c.outcome {
@@ -931,6 +977,74 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A round's failure is the round's record: whatever each round's grade, the attempt is an
+    /// outcome (never infra) unless a round's grader could not run at all; scored when any round
+    /// was, else a completed attempt becomes `agent_error`.
+    #[test]
+    fn a_failed_round_is_never_an_infrastructure_fault() {
+        let grades = [
+            Graded::Scored,
+            Graded::Unscorable("does not build".into()),
+            Graded::NotRun,
+        ];
+        for a in &grades {
+            for b in &grades {
+                for end in [
+                    Some(End::Exited(0)),
+                    Some(End::Exited(1)),
+                    Some(End::TimedOut { after_seconds: 1 }),
+                ] {
+                    let obs = Observations {
+                        end,
+                        // The single-round field says nothing for a multi-round attempt.
+                        graded: Graded::Unscorable("ignored".into()),
+                        rounds: vec![
+                            RoundSeen {
+                                graded: a.clone(),
+                                grader_engine: None,
+                            },
+                            RoundSeen {
+                                graded: b.clone(),
+                                grader_engine: None,
+                            },
+                        ],
+                        ..Observations::default()
+                    };
+                    let c = classify(&obs);
+                    assert_ne!(c.outcome, Outcome::InfraFault, "{obs:?} → {c:?}");
+                    let scored = *a == Graded::Scored || *b == Graded::Scored;
+                    if end == Some(End::Exited(0)) {
+                        let want = if scored {
+                            Outcome::Completed
+                        } else {
+                            Outcome::AgentError
+                        };
+                        assert_eq!(c.outcome, want, "{obs:?}");
+                    }
+                }
+            }
+        }
+        let engine_down = Observations {
+            rounds: vec![
+                RoundSeen {
+                    graded: Graded::Scored,
+                    grader_engine: None,
+                },
+                RoundSeen {
+                    graded: Graded::NotRun,
+                    grader_engine: Some(EngineFault {
+                        code: FaultCode::ImageMissing,
+                        detail: "no image".into(),
+                    }),
+                },
+            ],
+            ..Observations::default()
+        };
+        let c = classify(&engine_down);
+        assert_eq!(c.infra_fault, Some(FaultCode::ImageMissing));
+        assert!(c.detail.unwrap().contains("round 2"));
     }
 
     /// Artifacts past the run's budget are the attempt's doing: a completed attempt becomes

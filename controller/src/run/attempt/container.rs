@@ -34,7 +34,7 @@ impl DockerExecutor {
     ) -> (Result<Option<RunEnd>, RuntimeError>, f64) {
         let mounts = RoleMounts::Agent {
             workspace: p.workspace.clone(),
-            prompt: p.task_dir.join("prompt.md"),
+            prompt: p.prompt.clone(),
             socket: p.socket.clone(),
             shim: self.shim.clone(),
             state: p.state.clone(),
@@ -58,13 +58,20 @@ impl DockerExecutor {
         if self.isolation == eval_protocols::protocol::Isolation::Gvisor {
             eval_runtimes::policy::require_gvisor(&mut cspec);
         }
-        let run = eval_runtimes::run_to_end(
-            self.rt.as_ref(),
-            &cspec,
-            &forbidden,
-            self.agent_timeout(task),
-            AGENT_LOG_BYTES,
-        );
+        let mut limit = self.agent_timeout(task);
+        if task.spec.is_multi_round() {
+            let timeouts: Vec<u64> = (1..=task.spec.rounds.len())
+                .map(|k| task.spec.round_timeout(k).min(self.wall_seconds).max(1))
+                .collect();
+            if let Err(e) = eval_runtimes::policy::with_rounds(&mut cspec, def, &timeouts) {
+                return (Err(e), 0.0);
+            }
+            // The container is frozen while each round is graded: its limit gives each round
+            // its grader's time on top of the agent's.
+            limit += super::grade::GRADER_TIMEOUT * task.spec.rounds.len() as u32;
+        }
+        let run =
+            eval_runtimes::run_to_end(self.rt.as_ref(), &cspec, &forbidden, limit, AGENT_LOG_BYTES);
         tokio::pin!(run);
         let finished = tokio::select! {
             r = &mut run => Some(r),

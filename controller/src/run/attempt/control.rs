@@ -1,9 +1,12 @@
-//! The control plane: `/_eval/attest` from the shim, `/_eval/clarify` from the agent.
+//! The control plane: `/_eval/attest` and `/_eval/round` from the shim, `/_eval/clarify` from
+//! the agent.
 //!
 //! Both arrive on the attempt's socket, so both are the agent's input: the first attestation
 //! decides (the shim sends it before it starts the harness), a later one is refused and recorded
 //! as an `agent_event`; clarifying questions are bounded in count and size, and a refused one is
-//! recorded by digest and length only.
+//! recorded by digest and length only. A round's end (`/_eval/round`, multi-round attempts only)
+//! is handed to the attempt's round loop (`rounds.rs`), which answers whether to continue; since
+//! the agent can send it too, all it can do is end its own round early.
 
 use super::oracle::{OracleAsk, OracleFailure, Stateful, parse_reply};
 use crate::run::Recorder;
@@ -66,6 +69,8 @@ pub(super) struct AttemptControl {
     fatal: Mutex<Option<String>>,
     /// `agent_event`s claimed so far (recorded ones, then counted-only ones).
     agent_events: AtomicU32,
+    /// A multi-round attempt's round loop, which takes each `/_eval/round`.
+    rounds: Mutex<Option<tokio::sync::mpsc::Sender<super::rounds::RoundEnd>>>,
 }
 
 impl AttemptControl {
@@ -94,6 +99,14 @@ impl AttemptControl {
             refused: AtomicU32::new(0),
             fatal: Mutex::new(None),
             agent_events: AtomicU32::new(0),
+            rounds: Mutex::new(None),
+        }
+    }
+
+    /// Makes this a multi-round attempt: each `/_eval/round` goes to `tx`.
+    pub(super) fn set_rounds(&self, tx: tokio::sync::mpsc::Sender<super::rounds::RoundEnd>) {
+        if let Ok(mut r) = self.rounds.lock() {
+            *r = Some(tx);
         }
     }
 
@@ -536,6 +549,36 @@ fn attestation_of(id: &str, c: &AttemptControl, body: &[u8]) -> Attestation {
     }
 }
 
+/// A round's end: handed to the attempt's round loop, answered with whether the next round
+/// begins. Not a multi-round attempt, a malformed report or a loop that has ended: no next round.
+async fn round_end(c: &AttemptControl, body: &[u8]) -> (http::StatusCode, Value) {
+    let tx = c.rounds.lock().ok().and_then(|r| r.clone());
+    let Some(tx) = tx else {
+        return (
+            http::StatusCode::NOT_FOUND,
+            json!({"error": "not a multi-round attempt", "next": false}),
+        );
+    };
+    let Ok(report) = serde_json::from_slice::<super::rounds::ShimRound>(body) else {
+        return (
+            http::StatusCode::BAD_REQUEST,
+            json!({"error": "malformed round report", "next": false}),
+        );
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if tx
+        .send(super::rounds::RoundEnd { report, reply })
+        .await
+        .is_err()
+    {
+        return (http::StatusCode::CONFLICT, json!({"next": false}));
+    }
+    match answer.await {
+        Ok(next) => (http::StatusCode::OK, json!({ "next": next })),
+        Err(_) => (http::StatusCode::CONFLICT, json!({"next": false})),
+    }
+}
+
 impl ControlPlane for Control {
     fn handle<'a>(
         &'a self,
@@ -553,6 +596,7 @@ impl ControlPlane for Control {
             match path {
                 "/_eval/attest" => self.attest(attempt_id, &c, &body).await,
                 "/_eval/clarify" => self.clarify(attempt_id, &c, &body).await,
+                "/_eval/round" => round_end(&c, &body).await,
                 _ => (
                     http::StatusCode::NOT_FOUND,
                     json!({"error": format!("no control path {path}")}),

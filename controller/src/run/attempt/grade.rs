@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The largest `score.json` read.
 pub const MAX_SCORE_BYTES: u64 = 1024 * 1024;
 /// The grader's time limit.
-const GRADER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const GRADER_TIMEOUT: Duration = Duration::from_secs(600);
 /// The most of the grader's log kept.
 const GRADER_LOG_BYTES: usize = 64 * 1024;
 
@@ -36,7 +36,26 @@ impl DockerExecutor {
         seen: &mut Seen,
         report: &mut AttemptReport,
     ) {
-        let end = match self.run_grader(spec, task, p).await {
+        let target = GradeTarget {
+            hidden: p.task_dir.join("hidden"),
+            out: p.out.clone(),
+            label: "grade".to_owned(),
+        };
+        self.grade_with(spec, task, p, &target, seen, report).await;
+    }
+
+    /// Grades the workspace with `target`'s hidden files into its output directory (a round's
+    /// grading: that round's `hidden/rounds/<k>/` only).
+    pub(super) async fn grade_with(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        target: &GradeTarget,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        let end = match self.run_grader(spec, task, p, target).await {
             Ok(end) => end,
             Err(f) => {
                 seen.obs.grader_engine = Some(f);
@@ -53,7 +72,7 @@ impl DockerExecutor {
                 Graded::Unscorable(format!("it ended with {:?}: {tail}", end.outcome));
             return;
         }
-        match read_score(&p.out) {
+        match read_score(&target.out) {
             Ok((score, metrics)) => {
                 report.artifacts.grader_output =
                     self.store_bytes("the grader's score.json", &score, seen);
@@ -79,6 +98,7 @@ impl DockerExecutor {
         spec: &AttemptSpec,
         task: &TaskBundle,
         p: &Prepared,
+        target: &GradeTarget,
     ) -> Result<RunEnd, EngineFault> {
         let g = self
             .graders
@@ -93,11 +113,11 @@ impl DockerExecutor {
             .await
             .map_err(|(code, detail)| EngineFault { code, detail })?;
         let mut facts = self.facts(spec);
-        facts.attempt = format!("{}/grade", spec.attempt);
+        facts.attempt = format!("{}/{}", spec.attempt, target.label);
         let mounts = RoleMounts::Grader {
             workspace: p.workspace.clone(),
-            hidden: p.task_dir.join("hidden"),
-            out: p.out.clone(),
+            hidden: target.hidden.clone(),
+            out: target.out.clone(),
         };
         run_grader_container(self.rt.as_ref(), &g.def.def, &image, &facts, mounts).await
     }
@@ -133,6 +153,16 @@ pub(crate) async fn run_grader_container(
     eval_runtimes::run_to_end(rt, &cspec, &[], GRADER_TIMEOUT, GRADER_LOG_BYTES)
         .await
         .map_err(|e| engine_fault(&e))
+}
+
+/// What one grading reads and where it writes.
+pub(super) struct GradeTarget {
+    /// Mounted read-only as `/hidden`.
+    pub(super) hidden: std::path::PathBuf,
+    /// Mounted read-write as `/out`; `score.json` is read from it.
+    pub(super) out: std::path::PathBuf,
+    /// The grader container's `eval.attempt` suffix (`grade`, `grade-round-<k>`).
+    pub(super) label: String,
 }
 
 /// Why a grader that exited 0 gave no usable score.

@@ -17,6 +17,7 @@ pub(crate) mod grade;
 mod images;
 mod oracle;
 mod prepare;
+pub mod rounds;
 
 pub use bridge::Bridge;
 pub use contract::contract_of;
@@ -183,6 +184,30 @@ impl DockerExecutor {
             .iter()
             .map(|t| ((t.suite.clone(), t.id.clone()), t.clone()))
             .collect();
+        // A multi-round task needs every arm it runs on to say how its harness continues.
+        for suite in &loaded.matrix.suites {
+            let multi = loaded
+                .tasks
+                .iter()
+                .find(|t| t.suite == suite.id && t.spec.is_multi_round());
+            for arm in suite.arms.iter().filter_map(|a| arms.get(a)) {
+                if let Some(t) = multi
+                    && arm.def.def.harness.continue_command.is_none()
+                {
+                    return Err(SetupError::Definition {
+                        path: arm.def.path.display().to_string(),
+                        source: Box::new(eval_runtimes::definition::DefinitionError::Invalid {
+                            path: arm.def.path.display().to_string(),
+                            field: "harness.continue_command".into(),
+                            detail: format!(
+                                "absent, but task {}/{} has rounds: the runtime must say how its harness continues the session",
+                                t.suite, t.id
+                            ),
+                        }),
+                    });
+                }
+            }
+        }
         let agent_contract = p.models.get("agent").ok_or(SetupError::NoAgentModel)?;
         let shim = eval_runtimes::static_bins::locate(eval_runtimes::static_bins::SHIM)
             .map_err(SetupError::from)?;
@@ -369,7 +394,7 @@ impl DockerExecutor {
         };
         let with_state = def.metrics_root == eval_runtimes::definition::MetricsRoot::State;
         let limits = Some(disk::DiskLimits::of(&def.limits));
-        let p = match self
+        let mut p = match self
             .prepare(spec, ids, task, dir, (with_state, limits))
             .await
         {
@@ -384,10 +409,45 @@ impl DockerExecutor {
             self.control.remove(&spec.attempt);
             return *report;
         }
+        let mut rounds = rounds::Rounds::default();
+        let round_ends = if task.spec.is_multi_round() {
+            match self
+                .begin_rounds(spec, task, dir, &mut p, &ctl, &mut rounds)
+                .await
+            {
+                Ok(rx) => Some(rx),
+                Err(report) => {
+                    self.control.remove(&spec.attempt);
+                    return *report;
+                }
+            }
+        } else {
+            None
+        };
         let before_agent = std::time::Instant::now();
-        let (ran, agent_seconds) = self
-            .run_agent(spec, cancel, (def, &image_config), task, image, &p)
-            .await;
+        let (ran, agent_seconds) = match round_ends {
+            None => {
+                self.run_agent(spec, cancel, (def, &image_config), task, image, &p)
+                    .await
+            }
+            Some(rx) => {
+                // The container and its rounds side by side: the loop serves each round's end
+                // until the container has ended.
+                let done = CancellationToken::new();
+                let agent = async {
+                    let r = self
+                        .run_agent(spec, cancel, (def, &image_config), task, image, &p)
+                        .await;
+                    done.cancel();
+                    r
+                };
+                let (r, ()) = tokio::join!(
+                    agent,
+                    self.round_loop(spec, task, &p, rx, done.clone(), &mut rounds)
+                );
+                r
+            }
+        };
         let started = match &ran {
             Ok(Some(end)) => end.started,
             // Cancelled, or failed around create or start: `run_agent` timed all of it.
@@ -422,6 +482,10 @@ impl DockerExecutor {
                     self.store_bytes("the agent's log", &end.logs, &mut seen);
             }
         }
+        if task.spec.is_multi_round() {
+            self.close_rounds(spec, task, &p, rounds, &mut seen, &mut report)
+                .await;
+        }
         if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
             self.after_agent(spec, task, def, &p, &mut seen, &mut report)
                 .await;
@@ -430,6 +494,51 @@ impl DockerExecutor {
             report.metrics.extend(ctl.oracle_metrics());
         }
         self.conclude(spec, seen, report).await
+    }
+
+    /// A multi-round attempt after its container: the open round finished, the unreached ones
+    /// recorded, the rounds' observations and the attempt's metrics (`rounds::attempt_metrics`).
+    async fn close_rounds(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        mut rounds: rounds::Rounds,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        self.finish_open_round(spec, task, p, seen.obs.end.as_ref(), report, &mut rounds)
+            .await;
+        let declared = task.spec.rounds.len();
+        seen.obs.rounds = rounds.observed(declared);
+        if let Some(e) = rounds.seen.obs.grader_engine.take()
+            && let Some(r) = seen
+                .obs
+                .rounds
+                .iter_mut()
+                .find(|r| r.graded == classify::Graded::NotRun)
+        {
+            r.grader_engine = Some(e);
+        }
+        seen.notes.append(&mut rounds.seen.notes);
+        let o = rounds.seen.obs;
+        if seen.obs.engine.is_none() {
+            seen.obs.engine = o.engine;
+        }
+        if seen.obs.host_io.is_none() {
+            seen.obs.host_io = o.host_io;
+        }
+        if seen.obs.leftover_host_fault.is_none() {
+            seen.obs.leftover_host_fault = o.leftover_host_fault;
+        }
+        if seen.obs.over_budget.is_none() {
+            seen.obs.over_budget = o.over_budget;
+        }
+        report.container_seconds += rounds.container_seconds;
+        report.metrics = rounds::attempt_metrics(&rounds.finished, declared);
+        if report.recording_failure.is_none() {
+            report.recording_failure = rounds.recording_failure;
+        }
     }
 
     /// The agent's leftovers: the accounting cross-check, the archive, then the grader (every
@@ -470,9 +579,11 @@ impl DockerExecutor {
                 return;
             }
         }
-        // Past the artifact budget the attempt is not graded: its outcome is decided.
+        // Past the artifact budget the attempt is not graded: its outcome is decided. A
+        // multi-round attempt was graded round by round (`close_rounds`).
         if classify(&seen.obs).outcome == eval_core::outcome::Outcome::InfraFault
             || seen.obs.over_budget.is_some()
+            || task.spec.is_multi_round()
         {
             return;
         }

@@ -18,6 +18,9 @@ use std::sync::Arc;
 /// The attempt's host side while it runs.
 pub(super) struct Prepared {
     pub(super) task_dir: PathBuf,
+    /// The file mounted at `/task/prompt.md`: the task's `prompt.md`, or for a multi-round
+    /// attempt the attempt's own file holding the current round's prompt (`rounds.rs`).
+    pub(super) prompt: PathBuf,
     pub(super) workspace: PathBuf,
     pub(super) out: PathBuf,
     /// The harness's state directory (`metrics_root = "state"`), beside the workspace and
@@ -159,6 +162,7 @@ impl DockerExecutor {
             .attempt_dir(&spec.attempt, uid, gid)
             .map_err(|e| host_fault(format!("the socket directory of {}", spec.attempt), &e))?;
         Ok(Prepared {
+            prompt: task_dir.join("prompt.md"),
             task_dir,
             workspace,
             out,

@@ -106,9 +106,28 @@ pub enum Kind {
     /// The Harness's `bash` tool with a hostile command (a prompt holding [`HOSTILE_HANG`] or
     /// [`HOSTILE_DELETE`]).
     Bash,
+    /// The Harness's `ask_user_question` tool (a prompt holding [`ASK`]): one of [`questions`].
+    Ask,
     /// An ICAE simulated user's answer ([`icae_oracle_reply`]): a request without tools whose
     /// system message injects an `oracle_data` brief under [`ICAE_BRIEF_HEADING`].
     Oracle,
+}
+
+/// In a prompt: before its work the model asks the user each of [`questions`], one
+/// `ask_user_question` call each (after Plan Lattice's route, when offered).
+pub const ASK: &str = "EVAL-TEST-ASK";
+
+/// The questions of an [`ASK`] prompt, as `ask_user_question` arguments take them
+/// (`packages/interaction/tool-ask-user/src/index.ts` of dsh-v0.1.0-rc.8: `questions[]` of
+/// `{id, question, header?, options?: [{label, description?}], multi_select?}`).
+pub fn questions() -> Vec<Value> {
+    vec![
+        json!({"id": "nan", "question": "Should clamp return NaN when the value is NaN?"}),
+        json!({"id": "error", "header": "Errors", "question": "Which error should clamp throw when min > max?",
+               "options": [{"label": "RangeError (Recommended)", "description": "as the task says"},
+                           {"label": "TypeError"}]}),
+        json!({"id": "extra", "question": "May I also add a clampInt helper?"}),
+    ]
 }
 
 /// The heading after which ICAE's simulated user finds its brief (`user_agent/user_agent.py`,
@@ -494,7 +513,7 @@ fn has(done: &[String], name: &str) -> bool {
 
 /// The text of the tool result answering this upstream's call of `name` (its call ids are
 /// `call_<name>_<step>`).
-fn result_of(messages: &[Value], name: &str) -> Option<String> {
+pub fn result_of(messages: &[Value], name: &str) -> Option<String> {
     let prefix = format!("call_{name}_");
     let m = messages.iter().rev().find(|m| {
         m["role"] == "tool"
@@ -822,6 +841,15 @@ async fn handle(
         (
             Kind::Route,
             Reply::Call("lattice_route".into(), route_arguments(route)),
+        )
+    } else if let Some(q) = questions()
+        .into_iter()
+        .nth(done.iter().filter(|n| *n == "ask_user_question").count())
+        .filter(|_| prompt.contains(ASK) && offered(&tools, "ask_user_question"))
+    {
+        (
+            Kind::Ask,
+            Reply::Call("ask_user_question".into(), json!({"questions": [q]})),
         )
     } else if let Some(sol) = task.filter(|_| !done.iter().any(|n| n == "read")) {
         let args = json!({"file_path": format!("/workspace/{}", sol.path)});

@@ -1,0 +1,468 @@
+//! A multi-round attempt's rounds (docs/rounds.md): one agent container, one harness session.
+//!
+//! The shim runs round k's harness, kills what it left running and reports `/_eval/round`
+//! (`control.rs`, `fn round_end`); [`DockerExecutor::round_loop`] then freezes the container
+//! (`Runtime::pause_labelled`), archives the workspace (the round's snapshot), grades it with
+//! `hidden/rounds/<k>/` only (`grade.rs`, `fn grade_with`: network none, workspace read-only),
+//! records `round_finished`, writes round k+1's prompt into the attempt's own prompt file (the
+//! only place the agent can read it, and only from now on), records `round_started`, thaws the
+//! container and answers whether to go on. A round still open when the container ends is
+//! finished from the container's end ([`DockerExecutor::finish_open_round`]); rounds never begun
+//! are recorded `unreached`.
+//!
+//! The agent can post `/_eval/round` itself: it can only end its own round early. It never sees
+//! a later round's prompt before that round begins, nor any round's hidden files.
+
+use super::classify::{EngineFault, Graded, RoundSeen};
+use super::grade::GradeTarget;
+use super::prepare::Prepared;
+use super::{DockerExecutor, Seen};
+use crate::run::events::{self, RoundArtifacts, RoundFinished, RoundHarness, RoundStarted};
+use crate::run::{AttemptReport, AttemptSpec};
+use eval_core::fault::FaultCode;
+use eval_evidence::ledger::Digest;
+use eval_protocols::TaskBundle;
+use eval_protocols::task::AfterFailedRound;
+use eval_proxy::Role;
+use eval_runtimes::Runtime;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The attempt's own prompt file in a multi-round attempt (in the attempt directory, outside
+/// the workspace and the agent's filesystem).
+pub(super) const ROUND_PROMPT: &str = "round-prompt.md";
+
+/// What the shim reports at a round's end (`POST /_eval/round`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ShimRound {
+    /// The shim's count; recorded rounds are counted by the controller, never by this.
+    #[allow(dead_code)]
+    pub(super) round: u64,
+    pub(super) exit: Option<i32>,
+    pub(super) signal: Option<i32>,
+    pub(super) timed_out: bool,
+}
+
+/// A round's end handed from the control plane to the round loop, with the answer's channel.
+pub(super) struct RoundEnd {
+    pub(super) report: ShimRound,
+    pub(super) reply: oneshot::Sender<bool>,
+}
+
+/// Where the round loop is and what it saw.
+#[derive(Default)]
+pub(super) struct Rounds {
+    /// Rounds recorded `round_finished` (passed or failed), in order.
+    pub(super) finished: Vec<RoundFinished>,
+    /// The round begun and not yet finished (1-based).
+    pub(super) open: Option<usize>,
+    /// The attempt stopped after a failed round (`after_failed_round = "stop"`).
+    pub(super) stopped: bool,
+    /// The agent's (turns, tokens) at the last round's end, to count the next round's.
+    meter_mark: (u64, u64),
+    /// Notes and faults of snapshots and gradings.
+    pub(super) seen: Seen,
+    /// Grading containers' time.
+    pub(super) container_seconds: f64,
+    pub(super) recording_failure: Option<String>,
+}
+
+impl Rounds {
+    /// The round observations for `classify` (unreached rounds are `NotRun`).
+    pub(super) fn observed(&self, declared: usize) -> Vec<RoundSeen> {
+        (0..declared)
+            .map(|i| match self.finished.get(i) {
+                Some(f) => RoundSeen {
+                    graded: match f.graded.as_str() {
+                        "scored" => Graded::Scored,
+                        "not_run" | "unreached" => Graded::NotRun,
+                        _ => Graded::Unscorable(f.detail.clone().unwrap_or_default()),
+                    },
+                    grader_engine: None,
+                },
+                None => RoundSeen {
+                    graded: Graded::NotRun,
+                    grader_engine: None,
+                },
+            })
+            .collect()
+    }
+}
+
+/// The attempt's metrics from its rounds: where round metrics plug in (v0.4's EvoCode metrics
+/// and their corrected variants belong here). Until then: the last scored round's `score.json`
+/// metrics, each also as `round<k>_<name>` for every scored round k, plus `rounds_passed` and
+/// `rounds_reached`.
+pub fn attempt_metrics(rounds: &[RoundFinished], declared: usize) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for r in rounds.iter().filter(|r| r.graded == "scored") {
+        for (name, v) in &r.metrics {
+            out.insert(format!("round{}_{name}", r.round), *v);
+        }
+    }
+    if let Some(last) = rounds.iter().rev().find(|r| r.graded == "scored") {
+        out.extend(last.metrics.iter().map(|(k, v)| (k.clone(), *v)));
+    }
+    let passed = rounds.iter().filter(|r| r.status == "passed").count();
+    let reached = rounds.iter().filter(|r| r.status != "unreached").count();
+    out.insert("rounds_passed".into(), passed as f64);
+    out.insert("rounds_reached".into(), reached.min(declared) as f64);
+    out
+}
+
+impl DockerExecutor {
+    /// Makes `p` a multi-round attempt: the attempt's own prompt file holds round 1's prompt
+    /// (recorded `round_started`), and `/_eval/round` goes to the returned receiver.
+    pub(super) async fn begin_rounds(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        dir: &Path,
+        p: &mut Prepared,
+        ctl: &super::control::AttemptControl,
+        rounds: &mut Rounds,
+    ) -> Result<mpsc::Receiver<RoundEnd>, Box<AttemptReport>> {
+        p.prompt = dir.join(ROUND_PROMPT);
+        if let Err(why) = self.deliver_prompt(spec, task, p, 1, rounds).await {
+            return Err(Box::new(AttemptReport::infra(
+                FaultCode::ControllerError,
+                why,
+            )));
+        }
+        let (tx, rx) = mpsc::channel(1);
+        ctl.set_rounds(tx);
+        Ok(rx)
+    }
+
+    /// Writes round `k`'s prompt into the attempt's prompt file (same inode, so the bind mount
+    /// shows it) and records `round_started`.
+    async fn deliver_prompt(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        k: usize,
+        rounds: &mut Rounds,
+    ) -> Result<(), String> {
+        let src = p.task_dir.join(eval_protocols::task::round_prompt(k));
+        let text = std::fs::read(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        std::fs::write(&p.prompt, &text).map_err(|e| format!("{}: {e}", p.prompt.display()))?;
+        let payload = RoundStarted {
+            schema: events::SCHEMA,
+            attempt: spec.attempt.clone(),
+            round: k as u32,
+            rounds: task.spec.rounds.len() as u32,
+            timeout_seconds: task.spec.round_timeout(k),
+            max_tokens: task.spec.rounds.get(k - 1).and_then(|r| r.max_tokens),
+            prompt_digest: Digest::of(&text).to_string(),
+            started_at: events::now_rfc3339(),
+        };
+        if let Err(e) = self
+            .control
+            .rec
+            .append(events::ROUND_STARTED, &payload)
+            .await
+        {
+            rounds.recording_failure.get_or_insert(format!(
+                "cannot record round {k} of attempt {}: {e}",
+                spec.attempt
+            ));
+        }
+        rounds.open = Some(k);
+        Ok(())
+    }
+
+    /// Takes each round's end until the last round, a stop, or the container's end (`done`).
+    pub(super) async fn round_loop(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        mut rx: mpsc::Receiver<RoundEnd>,
+        done: CancellationToken,
+        rounds: &mut Rounds,
+    ) {
+        let label = format!("{}={}", eval_runtimes::policy::LABEL_ATTEMPT, spec.attempt);
+        loop {
+            let end = tokio::select! {
+                m = rx.recv() => m,
+                _ = done.cancelled() => None,
+            };
+            let Some(RoundEnd { report, reply }) = end else {
+                return;
+            };
+            let Some(k) = rounds.open else {
+                let _ = reply.send(false);
+                continue;
+            };
+            // Frozen, nothing of the agent's runs while its round is archived and graded.
+            if let Err(e) = self.rt.pause_labelled(&label, true).await {
+                let f = super::container::engine_fault(&e);
+                rounds.seen.obs.engine.get_or_insert(EngineFault {
+                    code: f.code,
+                    detail: format!("freezing the agent for round {k}'s grade: {}", f.detail),
+                });
+                let _ = reply.send(false);
+                return;
+            }
+            let harness = RoundHarness {
+                exit: report.exit,
+                signal: report.signal,
+                timed_out: report.timed_out,
+                with_container: false,
+            };
+            let mark = self.meter_now(spec);
+            let failed = self
+                .finish_round(spec, task, p, k, harness, mark, rounds)
+                .await;
+            let last = k >= task.spec.rounds.len();
+            let stop = failed && task.spec.after_failed_round == Some(AfterFailedRound::Stop);
+            let next = !last && !stop;
+            if next && let Err(why) = self.deliver_prompt(spec, task, p, k + 1, rounds).await {
+                rounds.seen.notes.push(format!("round {}: {why}", k + 1));
+                rounds
+                    .seen
+                    .obs
+                    .host_io
+                    .get_or_insert(super::classify::HostIo::of(
+                        format!("round {}'s prompt", k + 1),
+                        &std::io::Error::other(why),
+                    ));
+            }
+            rounds.stopped = stop && !last;
+            let go_on = next && rounds.open == Some(k + 1);
+            if let Err(e) = self.rt.pause_labelled(&label, false).await {
+                let f = super::container::engine_fault(&e);
+                rounds.seen.obs.engine.get_or_insert(f);
+            }
+            let _ = reply.send(go_on);
+            if !go_on {
+                return;
+            }
+        }
+    }
+
+    /// The agent role's (turns, input + output tokens) so far.
+    fn meter_now(&self, spec: &AttemptSpec) -> (u64, u64) {
+        self.proxy
+            .meter(&spec.attempt)
+            .ok()
+            .and_then(|m| {
+                m.roles
+                    .get(&Role::Agent)
+                    .map(|a| (a.turns, a.tokens().input + a.tokens().output))
+            })
+            .unwrap_or_default()
+    }
+
+    /// Round `k`'s end: snapshot, grade with its own hidden files, record. True when it failed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn finish_round(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        k: usize,
+        harness: RoundHarness,
+        (turns, tokens): (u64, u64),
+        rounds: &mut Rounds,
+    ) -> bool {
+        rounds.open = None;
+        let (turns0, tokens0) = rounds.meter_mark;
+        rounds.meter_mark = (turns, tokens);
+        let round_tokens = tokens.saturating_sub(tokens0);
+        // The snapshot: the workspace as the round left it.
+        let (store, ws) = (self.store.clone(), p.workspace.clone());
+        let snap = super::off_runtime(move || {
+            let mut seen = Seen::default();
+            let mut report = AttemptReport::default();
+            super::archive::archive(&store, &ws, &mut seen, &mut report);
+            (seen, report.artifacts.workspace)
+        })
+        .await;
+        let snapshot = match snap {
+            Ok((s, d)) => {
+                merge_seen(&mut rounds.seen, s, k);
+                d
+            }
+            Err(why) => {
+                rounds.recording_failure.get_or_insert(why);
+                None
+            }
+        };
+        let out = p.out.with_file_name(format!("out-round-{k}"));
+        let mut seen = Seen::default();
+        let mut report = AttemptReport::default();
+        match std::fs::create_dir(&out) {
+            Ok(()) => {
+                let target = GradeTarget {
+                    hidden: p.task_dir.join(eval_protocols::task::round_hidden(k)),
+                    out: out.clone(),
+                    label: format!("grade-round-{k}"),
+                };
+                self.grade_with(spec, task, p, &target, &mut seen, &mut report)
+                    .await;
+            }
+            Err(e) => {
+                seen.obs.host_io = Some(super::classify::HostIo::of(
+                    format!("round {k}'s grader output directory"),
+                    &e,
+                ));
+                seen.obs.graded = Graded::NotRun;
+            }
+        }
+        rounds.container_seconds += report.container_seconds;
+        let (graded, detail) = match &seen.obs.graded {
+            Graded::Scored => ("scored", None),
+            Graded::Unscorable(w) => ("unscorable", Some(w.clone())),
+            Graded::NotRun => ("not_run", None),
+        };
+        let mut failures = Vec::new();
+        if harness.timed_out {
+            failures.push("timed_out".to_owned());
+        } else if harness.exit != Some(0) {
+            failures.push("exit".to_owned());
+        }
+        if let Some(max) = task.spec.rounds.get(k - 1).and_then(|r| r.max_tokens)
+            && round_tokens > max
+        {
+            failures.push("over_budget".to_owned());
+        }
+        match graded {
+            "unscorable" => failures.push("unscorable".to_owned()),
+            "not_run" => failures.push("grader_not_run".to_owned()),
+            _ => {}
+        }
+        let grader_engine = seen.obs.grader_engine.take();
+        let detail = detail.or_else(|| grader_engine.as_ref().map(|e| e.detail.clone()));
+        if let Some(e) = grader_engine {
+            rounds.seen.obs.grader_engine.get_or_insert(EngineFault {
+                code: e.code,
+                detail: format!("round {k}: {}", e.detail),
+            });
+        }
+        merge_seen(&mut rounds.seen, seen, k);
+        let failed = !failures.is_empty();
+        let payload = RoundFinished {
+            schema: events::SCHEMA,
+            attempt: spec.attempt.clone(),
+            round: k as u32,
+            status: if failed { "failed" } else { "passed" }.to_owned(),
+            failures,
+            harness: Some(harness),
+            graded: graded.to_owned(),
+            detail,
+            metrics: if graded == "scored" {
+                report.metrics
+            } else {
+                BTreeMap::new()
+            },
+            model_turns: turns.saturating_sub(turns0),
+            tokens: round_tokens,
+            artifacts: RoundArtifacts {
+                snapshot,
+                grader_output: report.artifacts.grader_output,
+                grader_log: report.artifacts.grader_log,
+            },
+            finished_at: events::now_rfc3339(),
+        };
+        if let Err(e) = self
+            .control
+            .rec
+            .append(events::ROUND_FINISHED, &payload)
+            .await
+        {
+            rounds.recording_failure.get_or_insert(format!(
+                "cannot record round {k} of attempt {}: {e}",
+                spec.attempt
+            ));
+        }
+        rounds.finished.push(payload);
+        failed
+    }
+
+    /// After the container: the round still open is finished from how the container ended (the
+    /// workspace is final), and every round never begun is recorded `unreached`.
+    pub(super) async fn finish_open_round(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        end: Option<&super::classify::End>,
+        report: &AttemptReport,
+        rounds: &mut Rounds,
+    ) {
+        if let Some(k) = rounds.open {
+            let harness = RoundHarness {
+                exit: match end {
+                    Some(super::classify::End::Exited(c)) => Some(*c as i32),
+                    _ => None,
+                },
+                signal: None,
+                timed_out: matches!(end, Some(super::classify::End::TimedOut { .. })),
+                with_container: true,
+            };
+            let tokens = report.tokens.input + report.tokens.output;
+            self.finish_round(
+                spec,
+                task,
+                p,
+                k,
+                harness,
+                (report.model_turns, tokens),
+                rounds,
+            )
+            .await;
+        }
+        let declared = task.spec.rounds.len();
+        for k in rounds.finished.len() + 1..=declared {
+            let payload = RoundFinished {
+                schema: events::SCHEMA,
+                attempt: spec.attempt.clone(),
+                round: k as u32,
+                status: "unreached".to_owned(),
+                failures: Vec::new(),
+                harness: None,
+                graded: "unreached".to_owned(),
+                detail: None,
+                metrics: BTreeMap::new(),
+                model_turns: 0,
+                tokens: 0,
+                artifacts: RoundArtifacts::default(),
+                finished_at: events::now_rfc3339(),
+            };
+            if let Err(e) = self
+                .control
+                .rec
+                .append(events::ROUND_FINISHED, &payload)
+                .await
+            {
+                rounds.recording_failure.get_or_insert(format!(
+                    "cannot record round {k} of attempt {}: {e}",
+                    spec.attempt
+                ));
+            }
+            rounds.finished.push(payload);
+        }
+    }
+}
+
+/// A snapshot's or a grading's notes and host faults into the rounds' own.
+fn merge_seen(into: &mut Seen, from: Seen, k: usize) {
+    into.notes
+        .extend(from.notes.into_iter().map(|n| format!("round {k}: {n}")));
+    let o = from.obs;
+    if into.obs.host_io.is_none() {
+        into.obs.host_io = o.host_io;
+    }
+    if into.obs.leftover_host_fault.is_none() {
+        into.obs.leftover_host_fault = o.leftover_host_fault;
+    }
+    if into.obs.over_budget.is_none() {
+        into.obs.over_budget = o.over_budget;
+    }
+}
