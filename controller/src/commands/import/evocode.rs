@@ -20,8 +20,8 @@
 //! into this repository.
 
 use super::{
-    DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED, q,
-    read_input, safe_relative, write_new,
+    DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
+    dsh_support_files, q, read_input, safe_relative, write_new,
 };
 use crate::cli::ImportV04EvocodeArgs;
 use crate::status::{CmdResult, Status};
@@ -194,8 +194,12 @@ pub fn run(args: &ImportV04EvocodeArgs) -> CmdResult {
 /// Writes every file, nothing when any target exists (the shared runtime definitions are left
 /// alone when they already hold exactly these bytes).
 fn write_all(files: &BTreeMap<PathBuf, Vec<u8>>) -> Result<usize, ImportError> {
-    let shared =
-        |rel: &Path| rel == Path::new(DSH_RUNTIME_PATH) || rel == Path::new(GRADER_RUNTIME_PATH);
+    let support = dsh_support_files(DSH_RUNTIME_PATH);
+    let shared = |rel: &Path| {
+        rel == Path::new(DSH_RUNTIME_PATH)
+            || rel == Path::new(GRADER_RUNTIME_PATH)
+            || support.iter().any(|(p, _)| rel == Path::new(p))
+    };
     let mut todo = Vec::new();
     for (rel, bytes) in files {
         match std::fs::symlink_metadata(rel) {
@@ -305,6 +309,9 @@ fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError
             .replace(DSH_IMAGE_PLACEHOLDER, &args.dsh_image)
             .into_bytes(),
     );
+    for (rel, bytes) in dsh_support_files(DSH_RUNTIME_PATH) {
+        put(rel, bytes);
+    }
     put(
         GRADER_RUNTIME_PATH.to_owned(),
         grader_runtime_toml(&args.grader_image).into_bytes(),
