@@ -20,6 +20,7 @@
 //! answered_by = "scripted"   # or "model": [models.oracle] answers, with the file as its brief
 //!                            # or "stateful": a conversation per attempt ([oracle.stateful])
 //! catch_all = "No further information."   # scripted: the answer to a question not listed
+//! grader_reads_record = false # true: the grader gets /oracle/record.json ({oracle_record})
 //! ```
 //!
 //! A stateful oracle (ICAE's simulated user) is briefed with `answers` and keeps the attempt's
@@ -212,6 +213,11 @@ pub struct Oracle {
     /// Where the brief lists its hidden constraints, for the oracle metrics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraints: Option<OracleConstraints>,
+    /// The grader may read the attempt's oracle record: `record.json` (every answered
+    /// question's ledger entry, and the constraints missed) mounted read-only at `/oracle`
+    /// (`{oracle_record}` in the grader's command).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grader_reads_record: bool,
 }
 
 /// What a scripted oracle answers to a question its file does not list, unless the task says.

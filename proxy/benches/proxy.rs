@@ -1257,6 +1257,22 @@ async fn cost_phase(
             ok: None,
         });
     }
+    // The allocations of one more event: 1,000-event against 22-event streams, per-call ones
+    // cancelling out (the full run's allocation phase, on the cost phase's fixed workload).
+    let calls = 20;
+    let (a0, _) = stats.allocs().await;
+    load(client, through, Kind::Stream, 1, calls).await;
+    let (a1, _) = stats.allocs().await;
+    load(client, through, Kind::Tokens, 1, calls).await;
+    let (a2, _) = stats.allocs().await;
+    let (small, big) = (
+        (a1 - a0) as f64 / calls as f64,
+        (a2 - a1) as f64 / calls as f64,
+    );
+    println!(
+        "  allocations per 22-event stream call {small:.0}, per {TOKEN_EVENTS}-event stream call {big:.0}: per event (marginal) {:.3}",
+        (big - small) / (TOKEN_EVENTS - 22) as f64
+    );
     rows
 }
 

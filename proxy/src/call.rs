@@ -63,7 +63,7 @@ fn now_ms() -> u64 {
 }
 
 fn digest(b: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(b)))
+    crate::record::digest_text(&Sha256::digest(b))
 }
 
 /// Who caused an upstream failure, for the meter: the classification of outcomes may turn only

@@ -29,6 +29,9 @@ pub mod paths {
     /// attempt-private directory, mounted only when the definition says
     /// `metrics_root = "state"`. Never seen by the grader, never archived as the workspace.
     pub const STATE: &str = "/eval-state";
+    /// The attempt's oracle record (`record.json`), read-only, in the grader container of a task
+    /// that lets its grader read it (`[oracle] grader_reads_record`); never in an agent's.
+    pub const ORACLE: &str = "/oracle";
 }
 
 /// A parsed `runtime.toml`: everything about an arm's containers that is not the policy's fixed
@@ -791,10 +794,12 @@ impl RuntimeDef {
             .replace("{candidate}", &self.arm.candidate)
     }
 
-    /// Substitutes the grader-side variables (`{out}` becomes the score file's path).
+    /// Substitutes the grader-side variables (`{out}` becomes the score file's path,
+    /// `{oracle_record}` the oracle record's).
     pub fn render_grader(&self, s: &str) -> String {
         s.replace("{workspace}", paths::WORKSPACE)
             .replace("{hidden}", paths::HIDDEN)
+            .replace("{oracle_record}", &format!("{}/record.json", paths::ORACLE))
             .replace("{out}", &format!("{}/score.json", paths::OUT))
     }
 
@@ -818,7 +823,7 @@ impl RuntimeDef {
 
 /// What the container policy mounts (or the kernel provides) at fixed places: an image path or
 /// tmpfs that overlaps one of these would hide it or be hidden by it.
-const FIXED_MOUNTS: [&str; 11] = [
+const FIXED_MOUNTS: [&str; 12] = [
     paths::WORKSPACE,
     paths::STATE,
     paths::PROMPT,
@@ -826,6 +831,7 @@ const FIXED_MOUNTS: [&str; 11] = [
     paths::SOCKET_DIR,
     paths::HIDDEN,
     paths::OUT,
+    paths::ORACLE,
     "/tmp",
     "/proc",
     "/sys",

@@ -199,6 +199,9 @@ pub enum RoleMounts {
         hidden: PathBuf,
         /// An empty directory for the grader's `score.json`, mounted read-write.
         out: PathBuf,
+        /// The attempt's oracle record directory, mounted read-only at `paths::ORACLE` when the
+        /// task lets its grader read it.
+        oracle: Option<PathBuf>,
     },
 }
 
@@ -445,7 +448,8 @@ pub fn container_spec(
             workspace,
             hidden,
             out,
-        } => grader_process(def, workspace, hidden, out)?,
+            oracle,
+        } => grader_process(def, workspace, hidden, out, oracle.as_deref())?,
     };
     let limits = Limits::of(def);
     let body = ContainerCreateBody {
@@ -598,6 +602,7 @@ fn grader_process(
     workspace: &Path,
     hidden: &Path,
     out: &Path,
+    oracle: Option<&Path>,
 ) -> Result<Process, RuntimeError> {
     let grader = def.grader.as_ref().ok_or_else(|| {
         RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
@@ -606,11 +611,14 @@ fn grader_process(
             detail: "the runtime definition has no grader command".to_owned(),
         })
     })?;
-    let binds = vec![
+    let mut binds = vec![
         bind(workspace, paths::WORKSPACE, true)?,
         bind(hidden, paths::HIDDEN, true)?,
         bind(out, paths::OUT, false)?,
     ];
+    if let Some(o) = oracle {
+        binds.push(bind(o, paths::ORACLE, true)?);
+    }
     let argv: Vec<String> = grader
         .command
         .iter()
@@ -980,6 +988,34 @@ HOME = "/home/agent"
 
     fn spec() -> ContainerSpec {
         spec_with_state(None)
+    }
+
+    /// The oracle record is mounted read-only, and only when the task lets the grader read it.
+    #[test]
+    fn a_grader_sees_the_oracle_record_only_when_given_read_only() {
+        let d = RuntimeDef::parse(
+            "name = \"g\"\n[image]\nreference = \"eval-runtime/g\"\n[harness]\ncommand = [\"/a\"]\n[grader]\ncommand = [\"/g\", \"{oracle_record}\", \"{out}\"]\n",
+            "g.toml",
+        )
+        .unwrap();
+        let with = grader_process(
+            &d,
+            Path::new("/w"),
+            Path::new("/h"),
+            Path::new("/o"),
+            Some(Path::new("/r")),
+        )
+        .unwrap();
+        assert!(with.0.contains(&BindMount {
+            source: "/r".into(),
+            target: paths::ORACLE.into(),
+            read_only: true,
+        }));
+        assert_eq!(with.1, ["/g", "/oracle/record.json", "/out/score.json"]);
+        let without =
+            grader_process(&d, Path::new("/w"), Path::new("/h"), Path::new("/o"), None).unwrap();
+        assert_eq!(without.0.len(), 3);
+        assert!(without.0.iter().all(|b| b.target != paths::ORACLE));
     }
 
     /// The agent spec of `def()`, with or without the attempt's state directory mounted.
@@ -1358,6 +1394,49 @@ HOME = "/home/agent"
         let cmd = s.body.cmd.clone().unwrap();
         let at = cmd.iter().position(|a| a == "--").unwrap();
         cmd[at + 1..].to_vec()
+    }
+
+    /// A multi-round container's shim gets each round's limit and the rendered continue
+    /// command before its `--`; the harness argv and the policy's expectation follow; a
+    /// definition that cannot continue a session is refused.
+    #[test]
+    fn rounds_reach_the_shim_before_its_separator_and_the_check_expects_them() {
+        let tables = "[harness]\ncommand = [\"/agent\", \"{prompt}\"]\ncontinue_command = [\"/agent\", \"--resume\", \"{prompt}\"]";
+        let def = RuntimeDef::parse(
+            &format!("name = \"t\"\n[image]\nreference = \"r\"\n{tables}"),
+            "t.toml",
+        )
+        .unwrap();
+        let mut s = spec_of("", tables, &image()).unwrap();
+        with_rounds(&mut s, &def, &[600, 30]).unwrap();
+        let cmd = s.body.cmd.clone().unwrap();
+        let at = cmd.iter().position(|a| a == "--").unwrap();
+        let before: Vec<&str> = cmd[..at].iter().map(String::as_str).collect();
+        let tail = &before[before.len() - 10..];
+        assert_eq!(
+            tail,
+            [
+                "--round-timeout",
+                "600",
+                "--round-timeout",
+                "30",
+                "--continue",
+                "/agent",
+                "--continue",
+                "--resume",
+                "--continue",
+                paths::PROMPT
+            ]
+        );
+        assert_eq!(harness(&s), ["/agent", paths::PROMPT]);
+        assert_eq!(s.expected.cmd, cmd);
+        let plain = RuntimeDef::parse(
+            "name = \"t\"\n[image]\nreference = \"r\"\n[harness]\ncommand = [\"/agent\"]",
+            "t.toml",
+        )
+        .unwrap();
+        let e = with_rounds(&mut s, &plain, &[1]).unwrap_err();
+        assert!(e.to_string().contains("harness.continue_command"), "{e}");
     }
 
     #[test]

@@ -1015,8 +1015,9 @@ pub struct Progress {
     budget: Option<eval_core::budget::RunBudget>,
 }
 
-/// The live line's message: running attempts, infrastructure faults, reruns, and tokens against
-/// the run budget when there is one.
+/// The live line's message: running attempts, infrastructure faults, reruns, and tokens and
+/// spend (USD, every recorded call as the proxy priced it) against the run budget when there is
+/// one.
 pub fn status_line(s: &StatusSummary, budget: Option<&eval_core::budget::RunBudget>) -> String {
     let tokens = match budget {
         Some(b) if b.max_tokens > 0 => format!(
@@ -1027,8 +1028,17 @@ pub fn status_line(s: &StatusSummary, budget: Option<&eval_core::budget::RunBudg
         ),
         _ => format!("tokens {}", s.tokens.total()),
     };
+    let spend = match budget {
+        Some(b) if b.max_spend_usd > 0.0 => format!(
+            "spend ${:.2}/${:.2} ({:.0}%)",
+            s.spend_usd,
+            b.max_spend_usd,
+            100.0 * s.spend_usd / b.max_spend_usd
+        ),
+        _ => format!("spend ${:.2}", s.spend_usd),
+    };
     format!(
-        "running {} · infra faults {} · reruns {} · {tokens}",
+        "running {} · infra faults {} · reruns {} · {tokens} · {spend}",
         s.running.len(),
         s.infra_faults,
         s.reruns
@@ -1129,10 +1139,10 @@ impl ProgressSink for Progress {
 mod tests {
     use super::*;
 
-    /// The live line names running attempts, infrastructure faults and tokens against the
-    /// budget (and only the count when there is no budget).
+    /// The live line names running attempts, infrastructure faults, and tokens and spend
+    /// against the budget (and only the amounts when there is no budget).
     #[test]
-    fn the_status_line_shows_tokens_against_the_budget() {
+    fn the_status_line_shows_tokens_and_spend_against_the_budget() {
         let mut s = StatusSummary {
             infra_faults: 2,
             running: vec!["a#1".into(), "b#1".into()],
@@ -1140,6 +1150,7 @@ mod tests {
         };
         s.tokens.input = 150;
         s.tokens.output = 50;
+        s.spend_usd = 1.25;
         let b = eval_core::budget::RunBudget {
             max_tokens: 1000,
             max_spend_usd: 5.0,
@@ -1148,7 +1159,12 @@ mod tests {
         assert!(line.contains("running 2"), "{line}");
         assert!(line.contains("infra faults 2"), "{line}");
         assert!(line.contains("tokens 200/1000 (20%)"), "{line}");
-        assert!(status_line(&s, None).ends_with("tokens 200"));
+        assert!(line.contains("spend $1.25/$5.00 (25%)"), "{line}");
+        assert!(
+            status_line(&s, None).ends_with("tokens 200 · spend $1.25"),
+            "{}",
+            status_line(&s, None)
+        );
     }
 
     /// A session's moving parts as `session` starts them (fixture upstream, recorder, bridge,

@@ -785,6 +785,8 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
         workspace,
         hidden: task_dir.join("hidden"),
         out: scratch.clone(),
+        // A regrade has no live oracle record: a grader that reads /oracle sees none.
+        oracle: None,
     };
     match run_grader_container(g.rt, g.def, &image, &g.facts, mounts).await {
         Err(f) => {

@@ -95,6 +95,9 @@ pub struct RunState {
     pub attempts: BTreeMap<String, Vec<AttemptState>>,
     pub finished_sessions: u32,
     pub report_entries: u64,
+    /// USD of every recorded `model_call` (any phase and role), as the proxy priced it: what
+    /// the run budget's spend has used, shown against it on the progress line.
+    pub spend_usd: f64,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(e: &Entry) -> Result<T, ReplayError> {
@@ -199,6 +202,12 @@ impl RunState {
                 if let Some(a) = self.attempt_mut(id) {
                     if e.kind == events::MODEL_CALL {
                         a.model_call_seqs.push(e.seq);
+                        self.spend_usd += v
+                            .pointer("/record/spend_usd")
+                            .and_then(|x| x.as_f64())
+                            .filter(|x| x.is_finite())
+                            .unwrap_or(0.0)
+                            .max(0.0);
                     } else {
                         a.calls_started += 1;
                     }
@@ -376,7 +385,10 @@ impl RunState {
     }
 
     pub fn summary(&self) -> StatusSummary {
-        let mut sum = StatusSummary::default();
+        let mut sum = StatusSummary {
+            spend_usd: self.spend_usd,
+            ..StatusSummary::default()
+        };
         let rules = self.rules();
         if let Some(s) = &self.started {
             sum.matrix = s.matrix.clone();
@@ -550,6 +562,8 @@ pub struct StatusSummary {
     pub tokens: TokenCounts,
     /// Tokens of the infrastructure attempts, kept out of `tokens` and `groups`.
     pub infra_tokens: TokenCounts,
+    /// USD of every recorded model call (all phases): the run budget's spend so far.
+    pub spend_usd: f64,
     /// `suite/arm` → progress of its statistical slots (infrastructure slots are in no group).
     pub groups: BTreeMap<String, GroupSummary>,
 }
@@ -869,6 +883,27 @@ mod tests {
         let st = RunState::replay(&b.entries).unwrap();
         assert_eq!(st.statuses()[0].1, SlotStatus::Failed { number: 1 });
         assert!(!st.summary().infra_complete);
+    }
+
+    /// The summary's spend is every recorded call's price, infrastructure slots included (the
+    /// run budget counts them too); a started call without its record adds nothing yet.
+    #[test]
+    fn the_summary_spends_what_the_recorded_calls_were_priced() {
+        let priced = |attempt: &str, usd: f64| {
+            let mut c = call(attempt);
+            c["record"] = serde_json::json!({"spend_usd": usd});
+            c
+        };
+        let mut b = Builder::new();
+        b.push(RUN_STARTED, &started(&[], 2));
+        b.push(ATTEMPT_STARTED, &start("infra-s-t1-a-r0", 1, None));
+        b.push(MODEL_CALL, &priced("infra-s-t1-a-r0#1", 0.5));
+        b.push(ATTEMPT_STARTED, &start("stat-s-t1-a-r1", 1, None));
+        b.push(MODEL_CALL_STARTED, &call("stat-s-t1-a-r1#1"));
+        b.push(MODEL_CALL, &priced("stat-s-t1-a-r1#1", 0.25));
+        b.push(MODEL_CALL_STARTED, &call("stat-s-t1-a-r1#1"));
+        let st = RunState::replay(&b.entries).unwrap();
+        assert_eq!(st.summary().spend_usd, 0.75);
     }
 
     #[test]

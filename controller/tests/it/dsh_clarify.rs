@@ -3,7 +3,8 @@
 //! 0.4.0-rc.3 — each with eval's support plugin from `runtimes/dsh/eval-support/` in its layer.
 //! The scripted DeepSeek upstream calls the Harness's own `ask_user_question` tool (its real
 //! name and argument schema, `packages/interaction/tool-ask-user` of dsh-v0.1.0-rc.8) three
-//! times, one question each, before the work; the task allows two (`[oracle] max_questions`,
+//! times, one question each, before the work (after Plan Lattice's `lattice_route` in the plugin
+//! arm: both plugins at work in one arm); the task allows two (`[oracle] max_questions`,
 //! the suite's `max_oracle_calls`), answered by a scripted oracle. Asserted per arm: the two
 //! in-bounds questions are `clarification` entries with the text the plugin sent and the
 //! scripted answers; the third is refused (`agent_event` `question_refused`, reason `limit`)
@@ -13,8 +14,8 @@
 //! digest; the key is nowhere.
 
 use crate::dsh_harness::{
-    CLAMP_PROMPT, HANG_GUARD_SECS, KEY_ENV, TASK_TOML, checked_package, image_id, random_hex,
-    v04_upstream, write_project,
+    HANG_GUARD_SECS, KEY_ENV, TASK_TOML, checked_package, image_id, random_hex, v04_upstream,
+    write_project,
 };
 use crate::support::dsh::*;
 use crate::support::*;
@@ -96,10 +97,12 @@ fn dsh_questions_reach_the_clarify_channel_counted_answered_and_refused_over_the
     )
     .unwrap();
     std::fs::write(task.join("hidden/oracle.toml"), oracle_toml()).unwrap();
-    std::fs::write(task.join("prompt.md"), format!("{CLAMP_PROMPT} {ASK}")).unwrap();
 
     let key = format!("sk-dsh-{}", random_hex(24));
     let upstream = DeepSeekUpstream::start(&key, &marker);
+    // v0.4's prompt unchanged (so Plan Lattice's router probes it, as in `dsh_harness`); the
+    // model asks three questions before its work.
+    upstream.ask_questions();
     let o = eval(&dir, &["freeze", "--protocol", "demo"]);
     assert!(o.status.success(), "eval freeze: {}", text(&o));
     let identity = identity_of(&dir);
@@ -269,8 +272,29 @@ fn dsh_questions_reach_the_clarify_channel_counted_answered_and_refused_over_the
             got.contains("eval refused question \"extra\"") && got.contains("limit"),
             "{arm}: the refusal the model read: {got}"
         );
-        assert_eq!(wire.last().map(|s| s.kind), Some(Kind::Answer), "{arm}");
-        assert!(wire.iter().any(|s| s.kind == Kind::Write), "{arm}");
+        // Both plugins at work in the plugin arm: Plan Lattice's route, then the questions.
+        let route: &[Kind] = if arm == "v04-auto" {
+            &[Kind::Route]
+        } else {
+            &[]
+        };
+        let want: Vec<Kind> = route
+            .iter()
+            .copied()
+            .chain([
+                Kind::Ask,
+                Kind::Ask,
+                Kind::Ask,
+                Kind::Read,
+                Kind::Write,
+                Kind::Answer,
+            ])
+            .collect();
+        assert_eq!(
+            wire.iter().map(|s| s.kind).collect::<Vec<_>>(),
+            want,
+            "{arm}"
+        );
     }
     assert_eq!(session_of_arm.len(), 2);
 

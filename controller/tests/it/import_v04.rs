@@ -555,6 +555,7 @@ async fn grade(
         &config,
         &facts,
         &eval_runtimes::RoleMounts::Grader {
+            oracle: None,
             workspace: workspace.to_path_buf(),
             hidden: task_dir.join("hidden"),
             out: out.clone(),

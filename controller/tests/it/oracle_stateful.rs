@@ -26,8 +26,15 @@ fn fixture_dir() -> std::path::PathBuf {
     repo_root().join("controller/tests/fixtures/icae-synthetic")
 }
 
+/// The grader: copies the attempt's oracle record (`{oracle_record}`) into its `score.json`, so
+/// the test sees exactly what the grader was given; fails when there is none.
+const GRADE_SH: &str = r#"BB=/bin/busybox
+$BB test -f "$1" || exit 3
+{ $BB printf '{"metrics":{"score":1},"record":'; $BB cat "$1"; $BB printf '}'; } > "$2"
+"#;
+
 /// Turns the hostile project's `demo-icae-1` into the synthetic ICAE task with a stateful
-/// oracle, and lists the oracle metrics in its suite.
+/// oracle whose record its grader reads, and lists the oracle metrics in its suite.
 fn icae_task(dir: &Path) {
     let task = dir.join("protocols/demo/tasks/icae/demo-icae-1");
     let fx = fixture_dir();
@@ -40,13 +47,23 @@ fn icae_task(dir: &Path) {
         .unwrap();
     }
     std::fs::copy(fx.join("start.md"), task.join("workspace/start.md")).unwrap();
+    std::fs::write(task.join("hidden/grade.sh"), GRADE_SH).unwrap();
+    replace_in(
+        &dir.join("runtimes/hostile/runtime.toml"),
+        "[grader]\ncommand = [\"/usr/local/bin/eval-fixture-grader\", \"--workspace\", \"{workspace}\", \"--hidden\", \"{hidden}\", \"--out\", \"{out}\"]",
+        "[grader]\ncommand = [\"/bin/busybox\", \"sh\", \"{hidden}/grade.sh\", \"{oracle_record}\", \"{out}\"]",
+    );
     edit(&task.join("task.toml"), |t| {
-        let head = &t[..t.find("[oracle]").unwrap()];
+        let head = t[..t.find("[oracle]").unwrap()].replace(
+            "runtime = \"runtimes/fixture/runtime.toml\"",
+            "runtime = \"runtimes/hostile/runtime.toml\"",
+        );
         format!(
             r#"{head}[oracle]
 answers = "hidden/oracle/oracle_data.json"
 max_questions = 5
 answered_by = "stateful"
+grader_reads_record = true
 
 [oracle.stateful]
 system_prompt = "hidden/oracle/init.md"
@@ -214,6 +231,20 @@ fn a_stateful_oracle_keeps_the_conversation_records_triggers_and_hides_its_brief
             );
         }
     }
+    // The grader read the attempt's record: the very entries the ledger holds, and the
+    // constraints missed.
+    let score: Value =
+        serde_json::from_slice(&artifact(&p.dir, &outcome, "grader_output").unwrap()).unwrap();
+    let record = &score["record"];
+    assert_eq!(record["questions"], json!(clar), "{record}");
+    assert_eq!(
+        record["constraints"]["ids"],
+        json!(["C001", "C002", "ARCH001"])
+    );
+    assert_eq!(record["constraints"]["missed"], json!(["C002", "ARCH001"]));
+    assert_eq!(record["constraints"]["missed_substantive"], json!(["C002"]));
+    assert_eq!(outcome["outcome"], "completed", "{outcome}");
+
     // `eval show` puts each question's record beside the attempt's outcome and grade.
     let shown = eval(
         &p.dir,

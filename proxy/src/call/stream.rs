@@ -210,8 +210,7 @@ impl Pump {
         let shared = self.call.shared.clone();
         let mut call = self.call;
         call.record.client_disconnected = client_gone;
-        call.record.response_digest =
-            Some(format!("sha256:{}", hex::encode(self.hasher.finalize())));
+        call.record.response_digest = Some(crate::record::digest_text(&self.hasher.finalize()));
         let kept = self.transcript.take().map(Bytes::from);
         if let Some(cap) = self.keep_cap
             && let Some(t) = &kept

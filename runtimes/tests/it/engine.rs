@@ -256,6 +256,7 @@ async fn fixture_agent_and_grader_end_to_end() {
         &rt.inspect_image(&image).await.unwrap(),
         &facts(&sweep, "grade"),
         &RoleMounts::Grader {
+            oracle: None,
             workspace: dirs.workspace.clone(),
             hidden: dirs.hidden.clone(),
             out: dirs.out.clone(),

@@ -55,6 +55,8 @@ pub(super) struct AttemptControl {
     conversation: tokio::sync::Mutex<Vec<Value>>,
     /// What each answered question of a stateful oracle recorded (its `record_field`), in order.
     recorded: Mutex<Vec<Value>>,
+    /// Every answered question's `clarification` entry, as recorded (the grader's record).
+    entries: Mutex<Vec<Clarification>>,
     /// The brief's constraint ids and the task's `[oracle.constraints]`, for the oracle metrics.
     pub(super) constraints: Option<(Vec<String>, OracleConstraints)>,
     /// Stateful replies that were malformed (the agent got the fallback answer).
@@ -91,6 +93,7 @@ impl AttemptControl {
             oracle,
             conversation: tokio::sync::Mutex::new(Vec::new()),
             recorded: Mutex::new(Vec::new()),
+            entries: Mutex::new(Vec::new()),
             constraints: None,
             malformed: AtomicU32::new(0),
             max_questions,
@@ -132,6 +135,26 @@ impl AttemptControl {
     /// Stateful oracle replies that were malformed (answered with the fallback).
     pub(super) fn malformed(&self) -> u32 {
         self.malformed.load(Ordering::SeqCst)
+    }
+
+    /// The attempt's oracle record for its grader: every answered question's `clarification`
+    /// entry, and (with `[oracle.constraints]`) the brief's ids and those missed.
+    pub(super) fn oracle_record(&self) -> Value {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut record = json!({"format": 1, "questions": entries});
+        if let Some((ids, c)) = &self.constraints {
+            let recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
+            let missed = super::oracle::missed_constraints(ids, &recorded);
+            let substantive: Vec<&String> =
+                missed.iter().filter(|id| !c.is_scaffolding(id)).collect();
+            record["constraints"] =
+                json!({"ids": ids, "missed": missed, "missed_substantive": substantive});
+        }
+        record
     }
 
     /// The oracle metrics of the attempt so far, when the task declares its constraints.
@@ -362,6 +385,10 @@ impl Control {
                 json!({"error": "cannot record the question"}),
             );
         }
+        c.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(payload);
         match answer {
             Some(a) => (http::StatusCode::OK, json!({"answer": a})),
             None if source == "oracle_refused" => (
@@ -811,6 +838,57 @@ mod tests {
         assert_eq!(
             (c.source.as_str(), c.question_sha256, c.recorded),
             ("scripted", None, None)
+        );
+    }
+
+    /// `/_eval/round` (the shim's, or the agent's own) only reaches a multi-round attempt's
+    /// loop, which alone decides whether a next round begins; anything else is "no next round".
+    #[tokio::test]
+    async fn a_round_end_reaches_only_the_round_loop_which_decides_the_next_round() {
+        let f = fixture(0);
+        let report = || {
+            bytes::Bytes::from_static(br#"{"round":1,"exit":0,"signal":null,"timed_out":false}"#)
+        };
+        let next = |f: &Fixture, body: bytes::Bytes| {
+            let control = f.control.clone();
+            async move { control.handle("s#1", "/_eval/round", body).await }
+        };
+        // A single-round attempt has no rounds to go on to.
+        let (status, v) = next(&f, report()).await;
+        assert_eq!(
+            (status, &v["next"]),
+            (http::StatusCode::NOT_FOUND, &json!(false))
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        f.ctl.set_rounds(tx);
+        // Malformed: refused before the loop sees it.
+        let (status, v) = next(&f, bytes::Bytes::from_static(b"{\"round\":\"x\"}")).await;
+        assert_eq!(
+            (status, &v["next"]),
+            (http::StatusCode::BAD_REQUEST, &json!(false))
+        );
+        // The loop's answer is the answer, whatever the report claims.
+        for decision in [true, false] {
+            let pending = tokio::spawn(next(&f, report()));
+            let end = rx.recv().await.unwrap();
+            assert_eq!((end.report.exit, end.report.timed_out), (Some(0), false));
+            end.reply.send(decision).unwrap();
+            let (status, v) = pending.await.unwrap();
+            assert_eq!(
+                (status, &v["next"]),
+                (http::StatusCode::OK, &json!(decision))
+            );
+        }
+        // The loop has ended: no next round.
+        drop(rx);
+        let (status, v) = next(&f, report()).await;
+        assert_eq!(
+            (status, &v["next"]),
+            (http::StatusCode::CONFLICT, &json!(false))
+        );
+        assert!(
+            entries(&f).is_empty(),
+            "a round's end is the loop's to record"
         );
     }
 

@@ -118,6 +118,7 @@ impl DockerExecutor {
             workspace: p.workspace.clone(),
             hidden: target.hidden.clone(),
             out: target.out.clone(),
+            oracle: p.oracle_record.clone(),
         };
         run_grader_container(self.rt.as_ref(), &g.def.def, &image, &facts, mounts).await
     }

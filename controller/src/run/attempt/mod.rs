@@ -487,6 +487,21 @@ impl DockerExecutor {
                 .await;
         }
         if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
+            if task
+                .spec
+                .oracle
+                .as_ref()
+                .is_some_and(|o| o.grader_reads_record)
+            {
+                // Written after the agent's container is gone, beside (never in) its
+                // workspace: the agent cannot see or shape it beyond its questions.
+                match write_oracle_record(dir, &ctl) {
+                    Ok(d) => p.oracle_record = Some(d),
+                    Err(e) => {
+                        seen.obs.host_io = Some(classify::HostIo::of("the oracle record", &e))
+                    }
+                }
+            }
             self.after_agent(spec, task, def, &p, &mut seen, &mut report)
                 .await;
             // The oracle metrics are the controller's own observation of the questions, whatever
@@ -733,6 +748,17 @@ fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptRe
         ));
     }
     report.recording_failure = ctl.fatal();
+}
+
+/// Writes the attempt's oracle record (`AttemptControl::oracle_record`) as
+/// `<attempt dir>/oracle/record.json` and returns the directory the grader gets read-only. A
+/// small file, written once per attempt (not worth the blocking pool).
+fn write_oracle_record(dir: &Path, ctl: &AttemptControl) -> std::io::Result<PathBuf> {
+    let d = dir.join("oracle");
+    std::fs::create_dir_all(&d)?;
+    let bytes = serde_json::to_vec_pretty(&ctl.oracle_record()).map_err(std::io::Error::other)?;
+    std::fs::write(d.join("record.json"), bytes)?;
+    Ok(d)
 }
 
 /// The proxy's meter of the attempt: the agent role's upstream outcomes and usage.

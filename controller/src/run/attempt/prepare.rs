@@ -27,6 +27,9 @@ pub(super) struct Prepared {
     /// never in it.
     pub(super) state: Option<PathBuf>,
     pub(super) socket: PathBuf,
+    /// The attempt's oracle record directory, once written for a grader that may read it
+    /// (`fn write_oracle_record`).
+    pub(super) oracle_record: Option<PathBuf>,
     /// The container user's ids (the socket is handed to them).
     uid: u32,
     gid: u32,
@@ -168,6 +171,7 @@ impl DockerExecutor {
             out,
             state,
             socket,
+            oracle_record: None,
             uid,
             gid,
         })

@@ -533,28 +533,47 @@ fn merge_seen(into: &mut Seen, from: Seen, k: usize) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn finished(round: u32, status: &str, graded: &str, reward: f64) -> RoundFinished {
+    fn round(k: u32, status: &str, graded: &str, metrics: &[(&str, f64)]) -> RoundFinished {
         RoundFinished {
-            schema: events::SCHEMA,
-            attempt: "a".into(),
-            round,
+            schema: 1,
+            attempt: "s#1".into(),
+            round: k,
             status: status.into(),
-            failures: Vec::new(),
+            failures: vec![],
             harness: None,
             graded: graded.into(),
             detail: None,
-            metrics: if graded == "scored" {
-                BTreeMap::from([("reward".to_owned(), reward)])
-            } else {
-                BTreeMap::new()
-            },
+            metrics: metrics.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
             model_turns: 0,
             tokens: 0,
             artifacts: RoundArtifacts::default(),
             finished_at: String::new(),
         }
+    }
+
+    /// The attempt's metrics are the last scored round's, every scored round's under its own
+    /// name, and the counts of passed and reached rounds; unscored and unreached rounds add none.
+    #[test]
+    fn attempt_metrics_are_the_last_scored_rounds_beside_each_rounds_own() {
+        let rounds = [
+            round(1, "passed", "scored", &[("score", 100.0)]),
+            round(2, "failed", "scored", &[("score", 50.0)]),
+            round(3, "failed", "unscorable", &[]),
+            round(4, "unreached", "unreached", &[]),
+        ];
+        let m = attempt_metrics(&rounds, 4, &[]);
+        assert_eq!(m["score"], 50.0);
+        assert_eq!(m["round1_score"], 100.0);
+        assert_eq!(m["round2_score"], 50.0);
+        assert!(!m.contains_key("round3_score"));
+        assert_eq!(m["rounds_passed"], 1.0);
+        assert_eq!(m["rounds_reached"], 3.0);
+        let none = attempt_metrics(&[round(1, "failed", "unscorable", &[])], 2, &[]);
+        assert!(!none.contains_key("score"));
+        assert_eq!(none["rounds_reached"], 1.0);
     }
 
     fn case(id: &str, origin: &str, scenario: &str, status: &str) -> String {
@@ -578,9 +597,9 @@ mod tests {
             case("c002", "round-1", "a", "fail")
         );
         let rounds = [
-            finished(1, "passed", "scored", 1.0),
-            finished(2, "passed", "scored", 0.0),
-            finished(3, "unreached", "unreached", 0.0),
+            round(1, "passed", "scored", &[("reward", 1.0)]),
+            round(2, "passed", "scored", &[("reward", 0.0)]),
+            round(3, "unreached", "unreached", &[]),
         ];
         let tests = [
             RoundTests {

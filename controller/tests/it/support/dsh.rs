@@ -106,18 +106,15 @@ pub enum Kind {
     /// The Harness's `bash` tool with a hostile command (a prompt holding [`HOSTILE_HANG`] or
     /// [`HOSTILE_DELETE`]).
     Bash,
-    /// The Harness's `ask_user_question` tool (a prompt holding [`ASK`]): one of [`questions`].
+    /// The Harness's `ask_user_question` tool ([`DeepSeekUpstream::ask_questions`]): one of
+    /// [`questions`].
     Ask,
     /// An ICAE simulated user's answer ([`icae_oracle_reply`]): a request without tools whose
     /// system message injects an `oracle_data` brief under [`ICAE_BRIEF_HEADING`].
     Oracle,
 }
 
-/// In a prompt: before its work the model asks the user each of [`questions`], one
-/// `ask_user_question` call each (after Plan Lattice's route, when offered).
-pub const ASK: &str = "EVAL-TEST-ASK";
-
-/// The questions of an [`ASK`] prompt, as `ask_user_question` arguments take them
+/// The questions the model asks after [`DeepSeekUpstream::ask_questions`], as `ask_user_question` arguments take them
 /// (`packages/interaction/tool-ask-user/src/index.ts` of dsh-v0.1.0-rc.8: `questions[]` of
 /// `{id, question, header?, options?: [{label, description?}], multi_select?}`).
 pub fn questions() -> Vec<Value> {
@@ -278,6 +275,8 @@ struct Shared {
     /// The prefix cache: hashes of every message-boundary prefix any request sent.
     cache: Mutex<std::collections::HashSet<u64>>,
     faults: Mutex<BTreeMap<usize, Fault>>,
+    /// Set by [`DeepSeekUpstream::ask_questions`]: every conversation asks [`questions`] first.
+    ask: std::sync::atomic::AtomicBool,
 }
 
 /// The upstream, on 127.0.0.1 in the test process. Stateless per conversation: each reply is
@@ -304,6 +303,7 @@ impl DeepSeekUpstream {
             tally: Mutex::new(Tally::default()),
             cache: Mutex::new(Default::default()),
             faults: Mutex::new(BTreeMap::new()),
+            ask: std::sync::atomic::AtomicBool::new(false),
         });
         let listener = rt
             .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
@@ -345,6 +345,15 @@ impl DeepSeekUpstream {
 
     /// Plays `fault` on the `n`-th chat request (1-based, counting every request that arrives,
     /// faulted ones and retries included).
+    /// From now on the model asks the user each of [`questions`] (one `ask_user_question` call
+    /// each, after Plan Lattice's route when offered) before its work, in every conversation;
+    /// the prompt stays as it is (Plan Lattice's router reads it).
+    pub fn ask_questions(&self) {
+        self.shared
+            .ask
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     pub fn schedule(&self, n: usize, fault: Fault) {
         self.shared.faults.lock().unwrap().insert(n, fault);
     }
@@ -845,7 +854,9 @@ async fn handle(
     } else if let Some(q) = questions()
         .into_iter()
         .nth(done.iter().filter(|n| *n == "ask_user_question").count())
-        .filter(|_| prompt.contains(ASK) && offered(&tools, "ask_user_question"))
+        .filter(|_| {
+            s.ask.load(std::sync::atomic::Ordering::SeqCst) && offered(&tools, "ask_user_question")
+        })
     {
         (
             Kind::Ask,
