@@ -506,6 +506,10 @@ pub struct KeygenArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "each variant is one of v0.4's suites"
+)]
 pub enum ImportCommand {
     /// v0.4's `simple` suite: its six tasks and grader, and its three DeepSeek Harness arms with
     /// the real Plan Lattice packages (from a directory of v0.4's files)
@@ -516,6 +520,40 @@ pub enum ImportCommand {
     /// upstream and the four gates (from a directory in Plan Lattice's eval/router-corpus layout)
     #[command(name = "v04-router")]
     V04Router(ImportV04RouterArgs),
+    /// v0.4's EvoCode suite: task directories in the Harbor multi-step layout (task.toml with
+    /// [[steps]], environment/Dockerfile, steps/<step>/{instruction.md,tests/,solution/}) become
+    /// multi-round tasks, a Go grader runtime, the arms native, v0.4-contract and v0.4-lattice,
+    /// the protocol and its matrix
+    #[command(name = "v04-evocode")]
+    V04Evocode(ImportV04EvocodeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportV04EvocodeArgs {
+    /// Directory of EvoCode-Bench task directories (DIR/<task id>/task.toml, as the dataset
+    /// extracts to data/EvoCodeBench/)
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// The Plan Lattice package of the two plugin arms (dsh-plan-lattice-0.4.0-rc.3.tgz)
+    #[arg(long, value_name = "FILE")]
+    pub package: PathBuf,
+    /// Name of the protocol (and matrix) to write
+    #[arg(long, value_name = "NAME", default_value = "evocode")]
+    pub protocol: String,
+    /// Import only these tasks (comma-separated directory names; default: all)
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub dsh_image: String,
+    /// Image id of the Go grader base (the last line runtimes/images/evocode-go/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub grader_image: String,
+    /// Accept task directories (no pin exists for extracted tasks: the dataset pins only its
+    /// archive) and a package whose SHA-256 is not Plan Lattice 0414dfa's; the protocol records
+    /// every task's tree digest
+    #[arg(long)]
+    pub allow_unpinned: bool,
 }
 
 #[derive(Debug, Args)]

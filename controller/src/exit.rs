@@ -375,7 +375,9 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Target { .. }
         | E::Write { .. }
         | E::Solution { .. }
-        | E::Corpus { .. } => Status::Usage,
+        | E::Corpus { .. }
+        | E::Harbor { .. }
+        | E::TasksUnpinned(_) => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

@@ -6,6 +6,7 @@
 //! project, never into this repository. Nothing is written unless every input checks out and no
 //! target exists.
 
+mod evocode;
 mod router;
 mod solutions;
 
@@ -245,6 +246,16 @@ pub enum ImportError {
     /// line or id at fault).
     #[error("{file}: {why}")]
     Corpus { file: PathBuf, why: String },
+    /// A task directory of `v04-evocode --from DIR` that is not in the Harbor multi-step layout,
+    /// or a line of its `environment/Dockerfile` that cannot be translated (the message names the
+    /// file, the field or the line).
+    #[error("{path}: {why}")]
+    Harbor { path: PathBuf, why: String },
+    /// EvoCode tasks read from directories: no pin exists for their bytes.
+    #[error(
+        "{0}: EvoCode-Bench pins only its dataset archive, not extracted task directories; pass --allow-unpinned to import them (their tree digests are recorded)"
+    )]
+    TasksUnpinned(PathBuf),
     /// A target already exists (and is not a shared runtime with exactly these bytes).
     #[error(
         "{0}: exists; `eval import` never overwrites (choose another --protocol, or move it away)"
@@ -339,6 +350,7 @@ pub fn run(cmd: ImportCommand) -> CmdResult {
     match cmd {
         ImportCommand::V04Simple(args) => v04_simple(&args),
         ImportCommand::V04Router(args) => router::run(&args),
+        ImportCommand::V04Evocode(args) => evocode::run(&args),
     }
 }
 

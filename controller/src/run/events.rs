@@ -274,6 +274,14 @@ pub struct RoundArtifacts {
     pub grader_output: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grader_log: Option<String>,
+    /// What the round's tests printed and the reward file they wrote, when the grader left them
+    /// in its output (`test-stdout.txt`, `reward.txt`: the Harbor format of
+    /// `eval import v04-evocode`): the inputs of the attempt's round metrics
+    /// (`eval_core::round_metrics`), stored so that a reviewer can recompute them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<String>,
 }
 
 /// `round_finished`: round `round`'s end. `status` is `passed`, `failed` (see `failures`) or

@@ -22,6 +22,7 @@ mod gc;
 mod grader_controls;
 mod gvisor;
 mod hostile;
+mod import_evocode;
 mod import_router;
 mod import_v04;
 mod ledger_cli;

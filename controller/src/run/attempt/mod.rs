@@ -550,7 +550,7 @@ impl DockerExecutor {
             seen.obs.over_budget = o.over_budget;
         }
         report.container_seconds += rounds.container_seconds;
-        report.metrics = rounds::attempt_metrics(&rounds.finished, declared);
+        report.metrics = rounds::attempt_metrics(&rounds.finished, declared, &rounds.tests);
         if report.recording_failure.is_none() {
             report.recording_failure = rounds.recording_failure;
         }

@@ -66,6 +66,9 @@ pub(super) struct Rounds {
     meter_mark: (u64, u64),
     /// Notes and faults of snapshots and gradings.
     pub(super) seen: Seen,
+    /// Each finished round's test output and reward bytes (Harbor's `test-stdout.txt` and
+    /// `reward.txt` in its grader output), for the round metrics.
+    pub(super) tests: Vec<RoundTests>,
     /// Grading containers' time.
     pub(super) container_seconds: f64,
     pub(super) recording_failure: Option<String>,
@@ -93,11 +96,44 @@ impl Rounds {
     }
 }
 
-/// The attempt's metrics from its rounds: where round metrics plug in (v0.4's EvoCode metrics
-/// and their corrected variants belong here). Until then: the last scored round's `score.json`
-/// metrics, each also as `round<k>_<name>` for every scored round k, plus `rounds_passed` and
-/// `rounds_reached`.
-pub fn attempt_metrics(rounds: &[RoundFinished], declared: usize) -> BTreeMap<String, f64> {
+/// What one round's grader left for the round metrics: the tests' output and the reward file,
+/// each `None` when absent.
+#[derive(Clone, Debug, Default)]
+pub struct RoundTests {
+    pub round: u32,
+    pub output: Option<Vec<u8>>,
+    pub reward: Option<Vec<u8>>,
+}
+
+/// The most of a round's test output and reward file read (`evocode-grade.sh` caps them alike).
+const MAX_TEST_OUTPUT_BYTES: u64 = 16 << 20;
+const MAX_REWARD_BYTES: u64 = 4096;
+
+/// Reads `test-stdout.txt` and `reward.txt` of a round's grader output directory, each `None`
+/// when absent or unreadable (a grader of another format leaves neither).
+fn round_tests(round: u32, out: &Path) -> RoundTests {
+    let read = |name: &str, cap: u64| {
+        eval_evidence::leftovers::Beneath::open(out)
+            .and_then(|o| o.read_file(name, cap))
+            .ok()
+    };
+    RoundTests {
+        round,
+        output: read("test-stdout.txt", MAX_TEST_OUTPUT_BYTES),
+        reward: read("reward.txt", MAX_REWARD_BYTES),
+    }
+}
+
+/// The attempt's metrics from its rounds: the last scored round's `score.json` metrics, each
+/// also as `round<k>_<name>` for every scored round k, plus `rounds_passed` and `rounds_reached`;
+/// and, when any round's grader left Harbor's test output, the round metrics of
+/// `eval_core::round_metrics::summarize` (v0.4's `v04_*` and the corrected `rounds_*`) — a round
+/// reached but without output counts as ungraded, an unreached one as unreached.
+pub fn attempt_metrics(
+    rounds: &[RoundFinished],
+    declared: usize,
+    tests: &[RoundTests],
+) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for r in rounds.iter().filter(|r| r.graded == "scored") {
         for (name, v) in &r.metrics {
@@ -111,6 +147,22 @@ pub fn attempt_metrics(rounds: &[RoundFinished], declared: usize) -> BTreeMap<St
     let reached = rounds.iter().filter(|r| r.status != "unreached").count();
     out.insert("rounds_passed".into(), passed as f64);
     out.insert("rounds_reached".into(), reached.min(declared) as f64);
+    if tests.iter().any(|t| t.output.is_some()) {
+        let inputs: Vec<eval_core::round_metrics::RoundInput<'_>> = rounds
+            .iter()
+            .filter(|r| r.status != "unreached")
+            .map(|r| {
+                let t = tests.iter().find(|t| t.round == r.round);
+                eval_core::round_metrics::RoundInput {
+                    round: r.round,
+                    output: t.and_then(|t| t.output.as_deref()),
+                    reward: t.and_then(|t| t.reward.as_deref()),
+                }
+            })
+            .collect();
+        let declared = u32::try_from(declared).unwrap_or(u32::MAX);
+        out.extend(eval_core::round_metrics::summarize(declared, &inputs).named());
+    }
     out
 }
 
@@ -316,6 +368,16 @@ impl DockerExecutor {
             }
         }
         rounds.container_seconds += report.container_seconds;
+        let tests = round_tests(k as u32, &out);
+        let test_output = tests
+            .output
+            .as_deref()
+            .and_then(|b| self.store_bytes(&format!("round {k}'s test output"), b, &mut seen));
+        let reward = tests
+            .reward
+            .as_deref()
+            .and_then(|b| self.store_bytes(&format!("round {k}'s reward.txt"), b, &mut seen));
+        rounds.tests.push(tests);
         let (graded, detail) = match &seen.obs.graded {
             Graded::Scored => ("scored", None),
             Graded::Unscorable(w) => ("unscorable", Some(w.clone())),
@@ -367,6 +429,8 @@ impl DockerExecutor {
                 snapshot,
                 grader_output: report.artifacts.grader_output,
                 grader_log: report.artifacts.grader_log,
+                test_output,
+                reward,
             },
             finished_at: events::now_rfc3339(),
         };
@@ -500,15 +564,71 @@ mod tests {
             round(3, "failed", "unscorable", &[]),
             round(4, "unreached", "unreached", &[]),
         ];
-        let m = attempt_metrics(&rounds, 4);
+        let m = attempt_metrics(&rounds, 4, &[]);
         assert_eq!(m["score"], 50.0);
         assert_eq!(m["round1_score"], 100.0);
         assert_eq!(m["round2_score"], 50.0);
         assert!(!m.contains_key("round3_score"));
         assert_eq!(m["rounds_passed"], 1.0);
         assert_eq!(m["rounds_reached"], 3.0);
-        let none = attempt_metrics(&[round(1, "failed", "unscorable", &[])], 2);
+        let none = attempt_metrics(&[round(1, "failed", "unscorable", &[])], 2, &[]);
         assert!(!none.contains_key("score"));
         assert_eq!(none["rounds_reached"], 1.0);
+    }
+
+    fn case(id: &str, origin: &str, scenario: &str, status: &str) -> String {
+        format!(
+            "CASE_RESULT case_id={id} origin_step={origin} requirement_ref=r case_type=t status={status} scenario=\"{scenario}\"\n"
+        )
+    }
+
+    /// The hook hands every reached round's Harbor output to the round metrics: round 2
+    /// renumbers (c001 is now `b`), `a` regresses; round 3 is unreached.
+    #[test]
+    fn round_metrics_reach_the_attempts_metrics_from_the_rounds_test_output() {
+        let r1 = format!(
+            "{}{}",
+            case("c001", "round-1", "a", "success"),
+            case("c002", "round-1", "b", "success")
+        );
+        let r2 = format!(
+            "{}{}",
+            case("c001", "round-1", "b", "success"),
+            case("c002", "round-1", "a", "fail")
+        );
+        let rounds = [
+            round(1, "passed", "scored", &[("reward", 1.0)]),
+            round(2, "passed", "scored", &[("reward", 0.0)]),
+            round(3, "unreached", "unreached", &[]),
+        ];
+        let tests = [
+            RoundTests {
+                round: 1,
+                output: Some(r1.into_bytes()),
+                reward: Some(b"1\n".to_vec()),
+            },
+            RoundTests {
+                round: 2,
+                output: Some(r2.into_bytes()),
+                reward: Some(b"0\n".to_vec()),
+            },
+        ];
+        let m = attempt_metrics(&rounds, 3, &tests);
+        // v0.4: c002 success -> fail: 1; rounds 100 and 50 (two observed); Σ reward 1.
+        assert_eq!(m["v04_regressions"], 1.0);
+        assert_eq!(m["v04_cumulative_case_score"], 75.0);
+        assert_eq!(m["v04_score"], 1.0);
+        // Corrected: scenario a regressed; (100 + 50 + 0) / 3; Σ 1 over 3 rounds.
+        assert_eq!(m["rounds_regressions"], 1.0);
+        assert_eq!(m["rounds_cumulative_case_score"], 50.0);
+        assert_eq!(m["rounds_score"], 1.0);
+        assert!((m["rounds_mean_reward"] - 1.0 / 3.0).abs() < 1e-12);
+        // The engine's own stay beside them.
+        assert_eq!(m["rounds_reached"], 2.0);
+        assert_eq!(m["round1_reward"], 1.0);
+        // A grader of another format leaves no test output: no round metrics.
+        let m = attempt_metrics(&rounds, 3, &[]);
+        assert!(!m.contains_key("rounds_regressions"));
+        assert!(!m.contains_key("v04_score"));
     }
 }

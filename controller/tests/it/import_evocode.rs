@@ -1,0 +1,312 @@
+//! `eval import v04-evocode`: a synthetic 3-round Go task written here in the Harbor multi-step
+//! layout of EvoCode-Bench (never the benchmark's own hidden data) imported into a temporary
+//! project: it becomes a multi-round bundle (one prompt and one hidden test directory per round,
+//! eval's grader wrapper beside each), the three arms of v0.4's EvoCode suite and a protocol that
+//! plans and freezes; refusals (unpinned directories, a Dockerfile line eval cannot translate, a
+//! step directory [[steps]] does not declare) exit 2 naming the file and line, and write nothing.
+
+use crate::support::{eval, text};
+use std::path::{Path, PathBuf};
+
+const PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
+
+/// The synthetic task: `greet`, a Go CLI. Round 1: `greet hello NAME` prints `hello, NAME`.
+/// Round 2 adds `greet count WORD…`. Round 3 changes round 1's output to `Hello, NAME!` (an
+/// earlier behaviour that changes, as EvoCode's "correction" rounds do).
+pub fn write_task(dir: &Path, dockerfile: &str) -> PathBuf {
+    let t = dir.join("theme_synthetic_greet");
+    let w = |rel: &str, body: &str| {
+        let p = t.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    };
+    w(
+        "task.toml",
+        r#"schema_version = "1.2"
+multi_step_reward_strategy = "mean"
+
+[metadata]
+name = "greet-cli"
+difficulty = "easy"
+category = "code-build-greenfield-go"
+
+[metadata.requirement_chain]
+num_steps = 3
+
+[agent]
+timeout_sec = 600.0
+
+[verifier]
+timeout_sec = 600.0
+
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 4096
+
+[[steps]]
+name = "round-1"
+
+[[steps]]
+name = "round-2"
+[steps.agent]
+timeout_sec = 300.0
+
+[[steps]]
+name = "round-3"
+"#,
+    );
+    w("environment/Dockerfile", dockerfile);
+    w(
+        "environment/app_init/go.mod",
+        "module example.com/greet\n\ngo 1.22\n",
+    );
+    w(
+        "environment/app_init/cmd/greet/main.go",
+        "package main\n\nfunc main() {}\n",
+    );
+    let case = |id: &str, origin: &str, req: &str, scenario: &str, cond: &str| {
+        format!(
+            "if {cond}; then st=success; pass=$((pass+1)); else st=fail; fi\ntotal=$((total+1))\necho \"CASE_RESULT case_id={id} origin_step={origin} requirement_ref={req} case_type=behavior status=$st intent=\\\"{scenario}\\\" scenario=\\\"{scenario}\\\" input=\\\"\\\" expected=\\\"\\\" actual=\\\"\\\" failure_reason=\\\"\\\"\"\n"
+        )
+    };
+    let test = |cases: &[String]| {
+        format!(
+            "#!/bin/bash\nmkdir -p /logs/verifier\ncd /app\nif ! go build -o /usr/local/bin/greet ./cmd/greet; then echo 'FAIL: build'; echo 0 > /logs/verifier/reward.txt; exit 0; fi\npass=0; total=0\n{}echo \"CASE_SUMMARY total_cases=$total success_count=$pass fail_count=$((total-pass))\"\nif [ \"$pass\" = \"$total\" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
+            cases.concat()
+        )
+    };
+    let hello = |id: &str, want: &str| {
+        case(
+            id,
+            "round-1",
+            "hello",
+            "hello_name",
+            &format!("[ \"$(greet hello Ada)\" = \"{want}\" ]"),
+        )
+    };
+    let count = |id: &str| {
+        case(
+            id,
+            "round-2",
+            "count",
+            "count_words",
+            "[ \"$(greet count a b c)\" = 3 ]",
+        )
+    };
+    let prompts = [
+        "# greet\n\nBuild `greet` with `go build -o /usr/local/bin/greet ./cmd/greet`. `greet hello NAME` prints `hello, NAME`.\n",
+        "# greet count\n\nAdd `greet count WORD...`: it prints how many words it got. `hello` is unchanged.\n",
+        "# greet, politely\n\n`greet hello NAME` now prints `Hello, NAME!`. `count` is unchanged.\n",
+    ];
+    let tests = [
+        test(&[hello("c001", "hello, Ada")]),
+        // The ordinal moves: round 2 lists the new case first.
+        test(&[count("c001"), hello("c002", "hello, Ada")]),
+        test(&[
+            count("c001"),
+            case(
+                "c002",
+                "round-3",
+                "hello",
+                "hello_polite",
+                "[ \"$(greet hello Ada)\" = 'Hello, Ada!' ]",
+            ),
+        ]),
+    ];
+    for (k, (p, tst)) in prompts.iter().zip(tests.iter()).enumerate() {
+        let r = format!("steps/round-{}", k + 1);
+        w(&format!("{r}/instruction.md"), p);
+        w(&format!("{r}/tests/test.sh"), tst);
+        w(&format!("{r}/solution/solve.sh"), "#!/bin/bash\ntrue\n");
+    }
+    t
+}
+
+pub const DOCKERFILE: &str = "FROM golang:1.22-bookworm\nWORKDIR /app\nRUN apt-get update && apt-get install -y --no-install-recommends jq \\\n    && rm -rf /var/lib/apt/lists/*\nCOPY app_init/ /app/\nENV CGO_ENABLED=0\nRUN mkdir -p /logs/verifier\n";
+
+fn import(project: &Path, from: &Path, extra: &[&str]) -> std::process::Output {
+    let id = format!("sha256:{}", "d".repeat(64));
+    let gid = format!("sha256:{}", "e".repeat(64));
+    import_with(project, from, &id, &gid, extra)
+}
+
+fn import_with(
+    project: &Path,
+    from: &Path,
+    id: &str,
+    gid: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let pkg = crate::support::v04_upstream().join(PACKAGE);
+    let mut args = vec![
+        "import",
+        "v04-evocode",
+        "--from",
+        from.to_str().unwrap(),
+        "--package",
+        pkg.to_str().unwrap(),
+        "--dsh-image",
+        id,
+        "--grader-image",
+        gid,
+    ];
+    args.extend_from_slice(extra);
+    eval(project, &args)
+}
+
+fn project(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("proj");
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_harbor_multi_step_task_becomes_a_multi_round_protocol_that_plans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("tasks");
+    write_task(&from, DOCKERFILE);
+    let proj = project(tmp.path());
+    let o = import(&proj, &from, &["--allow-unpinned"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = proj.join("protocols/evocode/tasks/evocode/theme_synthetic_greet");
+    let toml = std::fs::read_to_string(t.join("task.toml")).unwrap();
+    // Three rounds, their timeouts (the task's 600 s, step 2's own 300 s), the attempt's total.
+    assert_eq!(toml.matches("[[rounds]]").count(), 3, "{toml}");
+    assert!(toml.contains("timeout_seconds = 1500"), "{toml}");
+    assert!(
+        toml.contains("[[rounds]]\ntimeout_seconds = 300\n"),
+        "{toml}"
+    );
+    for m in eval_core::round_metrics::ROUND_METRICS {
+        assert!(toml.contains(&format!("\"{m}\"")), "{m}: {toml}");
+    }
+    // Round k: its instruction as the prompt; its tests only, with the wrapper, in hidden/rounds/k.
+    for k in 1..=3 {
+        let prompt = std::fs::read_to_string(t.join(format!("rounds/{k}/prompt.md"))).unwrap();
+        let instr = std::fs::read_to_string(from.join(format!(
+            "theme_synthetic_greet/steps/round-{k}/instruction.md"
+        )))
+        .unwrap();
+        assert_eq!(prompt, instr);
+        let h = t.join(format!("hidden/rounds/{k}"));
+        assert_eq!(
+            std::fs::read(h.join("tests/test.sh")).unwrap(),
+            std::fs::read(from.join(format!(
+                "theme_synthetic_greet/steps/round-{k}/tests/test.sh"
+            )))
+            .unwrap()
+        );
+        assert!(h.join("grade.sh").is_file());
+        assert_eq!(
+            std::fs::read_to_string(h.join("env")).unwrap(),
+            "CGO_ENABLED=0\n"
+        );
+    }
+    assert!(!t.join("prompt.md").exists());
+    // The workspace is what the Dockerfile COPYs into /app.
+    assert_eq!(
+        std::fs::read_to_string(t.join("workspace/go.mod")).unwrap(),
+        "module example.com/greet\n\ngo 1.22\n"
+    );
+    assert!(t.join("workspace/cmd/greet/main.go").is_file());
+    assert!(!t.join("workspace/Dockerfile").exists());
+    // v0.4's EvoCode arms: armPluginConfig of the frozen manifest's arms.
+    let arms = proj.join("protocols/evocode/arms");
+    let lattice = std::fs::read_to_string(arms.join("v0.4-lattice/cordis.patch.yml")).unwrap();
+    assert!(
+        lattice.ends_with("- id: plan-lattice\n  config:\n    activationMode: always\n    clarificationPolicy: critical\n    controlCeiling: lattice\n"),
+        "{lattice}"
+    );
+    let contract = std::fs::read_to_string(arms.join("v0.4-contract/cordis.patch.yml")).unwrap();
+    assert!(
+        contract.contains("    controlCeiling: contract\n"),
+        "{contract}"
+    );
+    assert!(!arms.join(format!("native/{PACKAGE}")).exists());
+    // eval's support plugin beside the dsh runtime (its `[[arm.file]]`).
+    assert!(proj.join("runtimes/dsh/eval-support/index.js").is_file());
+    let grader =
+        std::fs::read_to_string(proj.join("runtimes/v04-evocode-grader/runtime.toml")).unwrap();
+    assert!(grader.contains("\"/usr/local/bin\""), "{grader}");
+    // The protocol loads and plans: one task x 3 arms x 2 repetitions, plus 2 infrastructure slots.
+    let o = eval(&proj, &["plan", "--matrix", "evocode", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let plan: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan.len(), 3 * 2 + 2, "{plan:?}");
+    // Nothing is overwritten.
+    let again = import(&proj, &from, &["--allow-unpinned"]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("exists"), "{}", text(&again));
+}
+
+#[test]
+fn the_evocode_import_refuses_unpinned_directories_untranslatable_dockerfiles_and_orphan_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("tasks");
+    let task = write_task(&from, DOCKERFILE);
+    let proj = project(tmp.path());
+    let refused = |o: &std::process::Output, want: &str| {
+        assert_eq!(o.status.code(), Some(2), "{}", text(o));
+        assert!(text(o).contains(want), "{want}: {}", text(o));
+        assert_eq!(
+            std::fs::read_dir(&proj).unwrap().count(),
+            0,
+            "nothing written"
+        );
+    };
+    refused(&import(&proj, &from, &[]), "--allow-unpinned");
+    std::fs::write(
+        task.join("environment/Dockerfile"),
+        "FROM golang:1.22\nWORKDIR /app\n\nRUN go install golang.org/x/tools/cmd/stringer@latest\n",
+    )
+    .unwrap();
+    refused(
+        &import(&proj, &from, &["--allow-unpinned"]),
+        "environment/Dockerfile: line 4: `RUN go install",
+    );
+    std::fs::write(task.join("environment/Dockerfile"), DOCKERFILE).unwrap();
+    std::fs::create_dir_all(task.join("steps/round-9")).unwrap();
+    refused(
+        &import(&proj, &from, &["--allow-unpinned"]),
+        "a step directory [[steps]] does not declare",
+    );
+    std::fs::remove_dir(task.join("steps/round-9")).unwrap();
+    std::fs::remove_file(task.join("steps/round-2/tests/test.sh")).unwrap();
+    refused(&import(&proj, &from, &["--allow-unpinned"]), "no test.sh");
+}
+
+/// `eval freeze` needs images the engine has: the dsh base, and for the grader any image the
+/// engine holds (the test checks the freeze of what the import wrote, not the grader's content;
+/// `EVAL_TEST_V04_GRADER_IMAGE` stands in for runtimes/images/evocode-go/build.sh's).
+#[test]
+fn freeze_of_the_imported_evocode_protocol_exits_0() {
+    if !crate::support::docker_available() {
+        return;
+    }
+    let var = |v: &str| {
+        std::env::var(v).unwrap_or_else(|_| {
+            panic!("{v} is not set: run `export $(scripts/ensure-harness-images.sh)` first")
+        })
+    };
+    let (dsh, grader) = (
+        var("EVAL_TEST_DSH_IMAGE"),
+        var("EVAL_TEST_V04_GRADER_IMAGE"),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("tasks");
+    write_task(&from, DOCKERFILE);
+    let proj = project(tmp.path());
+    let o = import_with(
+        &proj,
+        &from,
+        dsh.trim(),
+        grader.trim(),
+        &["--allow-unpinned"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["freeze", "--protocol", "evocode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["verify", "--protocol", "evocode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
