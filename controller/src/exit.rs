@@ -440,6 +440,72 @@ mod tests {
         std::io::Error::new(kind, "x")
     }
 
+    /// `eval regrade`: what the user fixes and reruns is 2, evidence that does not hold is 3.
+    #[test]
+    fn every_regrade_refusal_has_its_status() {
+        use crate::run::regrade::RegradeError as E;
+        let cases: Vec<(E, Status)> = vec![
+            (
+                E::NoRun {
+                    matrix: "m".into(),
+                    path: "p".into(),
+                },
+                Status::Usage,
+            ),
+            (E::Smoke { path: "p".into() }, Status::Usage),
+            (E::InUse { path: "p".into() }, Status::Usage),
+            (
+                E::Unfinished {
+                    path: "p".into(),
+                    done: 1,
+                    total: 2,
+                },
+                Status::Usage,
+            ),
+            (E::UnknownTask("t".into()), Status::Usage),
+            (
+                E::Grader {
+                    path: "g".into(),
+                    why: "w".into(),
+                },
+                Status::Usage,
+            ),
+            (
+                E::Broken {
+                    path: "p".into(),
+                    why: "w".into(),
+                },
+                Status::Integrity,
+            ),
+            (
+                E::Drift {
+                    identity: "i".into(),
+                    drift: "d".into(),
+                },
+                Status::Integrity,
+            ),
+            (
+                E::FreezeMismatch {
+                    path: "p".into(),
+                    identity: "i".into(),
+                },
+                Status::Integrity,
+            ),
+            (
+                E::Tampered {
+                    attempt: "a#1".into(),
+                    digest: "sha256:00".into(),
+                    why: "w".into(),
+                },
+                Status::Integrity,
+            ),
+        ];
+        for (e, want) in cases {
+            let message = e.to_string();
+            assert_eq!(Failure::from(e).status, want, "{message}");
+        }
+    }
+
     /// One value of every `RunError` kind and the status it must give. A signing failure that is
     /// not itself an integrity error (a key file the OS cannot read) still leaves the run
     /// unsigned: 3, unlike the same error from `eval keygen` (2).
