@@ -122,6 +122,31 @@ impl DockerRuntime {
     /// The engine's inspect answer for image `name` (an id or a reference); `None` if absent.
     /// The one place an image is inspected: a timeout and every engine error but 404 are
     /// engine failures.
+    /// The ids of the containers carrying `label` (`key=value`), of any state or only of the
+    /// one `status` names (`running`, `paused`, …, as the engine's `status` filter reads it).
+    async fn labelled(
+        &self,
+        label: &str,
+        status: Option<&str>,
+    ) -> Result<Vec<String>, RuntimeError> {
+        let mut filters = HashMap::new();
+        filters.insert("label", vec![label]);
+        if let Some(s) = status {
+            filters.insert("status", vec![s]);
+        }
+        let opts = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = bounded(
+            "list containers",
+            "",
+            self.docker.list_containers(Some(opts)),
+        )
+        .await?;
+        Ok(list.into_iter().filter_map(|c| c.id).collect())
+    }
+
     async fn inspect(
         &self,
         name: &str,
@@ -595,24 +620,10 @@ impl Runtime for DockerRuntime {
 
     fn sweep<'a>(&'a self, label: &'a str) -> RtFuture<'a, usize> {
         Box::pin(async move {
-            let mut filters = HashMap::new();
-            filters.insert("label", vec![label]);
-            let opts = ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build();
-            let list = bounded(
-                "list containers",
-                "",
-                self.docker.list_containers(Some(opts)),
-            )
-            .await?;
             let mut n = 0;
-            for c in list {
-                if let Some(id) = c.id {
-                    self.remove(&ContainerId(id)).await?;
-                    n += 1;
-                }
+            for id in self.labelled(label, None).await? {
+                self.remove(&ContainerId(id)).await?;
+                n += 1;
             }
             Ok(n)
         })
@@ -620,20 +631,12 @@ impl Runtime for DockerRuntime {
 
     fn pause_labelled<'a>(&'a self, label: &'a str, paused: bool) -> RtFuture<'a, usize> {
         Box::pin(async move {
-            let mut filters = HashMap::new();
-            filters.insert("label", vec![label]);
-            let opts = ListContainersOptionsBuilder::new()
-                .all(false)
-                .filters(&filters)
-                .build();
-            let list = bounded(
-                "list containers",
-                "",
-                self.docker.list_containers(Some(opts)),
-            )
-            .await?;
             let mut n = 0;
-            for id in list.into_iter().filter_map(|c| c.id) {
+            // By state, not by label alone: the attempt's grader containers carry its label too,
+            // and one still running when the agent is thawed is not paused (the engine refuses
+            // to unpause it, which failed a round as an engine fault).
+            let from = if paused { "running" } else { "paused" };
+            for id in self.labelled(label, Some(from)).await? {
                 if paused {
                     bounded("pause container", &id, self.docker.pause_container(&id)).await?;
                 } else {

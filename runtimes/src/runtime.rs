@@ -55,9 +55,9 @@ pub trait Runtime: Send + Sync {
     /// The image's own configuration (env, working directory, user, entrypoint, cmd), which
     /// `policy::container_spec` starts from.
     fn inspect_image<'a>(&'a self, id: &'a ImageId) -> RtFuture<'a, ImageConfig>;
-    /// Freezes (`paused`) or thaws every running container carrying `label`: a frozen
-    /// container's processes run no instruction until thawed (the cgroup freezer), so its files
-    /// hold still while a round is graded. Returns how many containers it changed.
+    /// Freezes (`paused`) every running container carrying `label`, or thaws every paused one:
+    /// a frozen container's processes run no instruction until thawed (the cgroup freezer), so
+    /// its files hold still while a round is graded. Returns how many containers it changed.
     fn pause_labelled<'a>(&'a self, label: &'a str, paused: bool) -> RtFuture<'a, usize>;
 }
 

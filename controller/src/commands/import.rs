@@ -918,33 +918,69 @@ tmpfs_mb = 768
 }
 
 fn matrix_toml(name: &str, tasks: &[&Task]) -> String {
-    let list: Vec<String> = tasks
-        .iter()
-        .map(|t| format!("  {},", q(&t.spec.id)))
-        .collect();
+    let ids: Vec<&str> = tasks.iter().map(|t| t.spec.id.as_str()).collect();
     // v0.4 runs its infrastructure slots on simple-js-clamp; with a subset, the first task.
-    let infra = tasks
+    let infra = ids
         .iter()
-        .find(|t| t.spec.id == "simple-js-clamp")
-        .or(tasks.first())
-        .map(|t| t.spec.id.clone())
+        .find(|id| **id == "simple-js-clamp")
+        .or(ids.first())
+        .copied()
         .unwrap_or_default();
-    format!(
-        r#"# v0.4's `simple` suite (written by `eval import v04-simple`): its tasks, its three arms
-# (baseline first, gated candidate named), two repetitions, its infrastructure slots first, and
-# v0.4's order algorithm and seed string (mulberry32 Fisher-Yates). v0.4 shuffled its 90 slots of
-# all three suites together, so the simple slots alone come out in another order than theirs.
-name = {qn}
+    let arms: Vec<&str> = ARMS.iter().map(|a| a.id).collect();
+    V04Matrix {
+        name,
+        header: "# v0.4's `simple` suite (written by `eval import v04-simple`): its tasks, its three arms\n\
+# (baseline first, gated candidate named), two repetitions, its infrastructure slots first, and\n\
+# v0.4's order algorithm and seed string (mulberry32 Fisher-Yates). v0.4 shuffled its 90 slots of\n\
+# all three suites together, so the simple slots alone come out in another order than theirs.\n",
+        description: "v0.4's simple suite on the DeepSeek Harness with the real Plan Lattice packages",
+        concurrency: 2,
+        suite: "simple",
+        tasks: &ids,
+        arms: &arms,
+        baseline: BASELINE,
+        candidate: CANDIDATE,
+        repetitions: REPETITIONS,
+        infra,
+    }
+    .toml()
+}
+
+/// A matrix of one v0.4 suite as the importers write it: the suite's tasks and arms, v0.4's
+/// order algorithm and seed string, and infrastructure slots for the baseline and the candidate
+/// on one task. One writer, so every imported suite's matrix has the same shape.
+pub(super) struct V04Matrix<'a> {
+    /// The matrix's (and its protocol's) name.
+    pub name: &'a str,
+    /// Comment lines heading the file, each ending in a newline.
+    pub header: &'a str,
+    pub description: &'a str,
+    pub concurrency: u32,
+    pub suite: &'a str,
+    pub tasks: &'a [&'a str],
+    pub arms: &'a [&'a str],
+    pub baseline: &'a str,
+    pub candidate: &'a str,
+    pub repetitions: usize,
+    /// The task the infrastructure slots run.
+    pub infra: &'a str,
+}
+
+impl V04Matrix<'_> {
+    pub(super) fn toml(&self) -> String {
+        let list: Vec<String> = self.tasks.iter().map(|t| format!("  {},", q(t))).collect();
+        format!(
+            r#"{header}name = {qn}
 protocol = {qn}
-description = "v0.4's simple suite on the DeepSeek Harness with the real Plan Lattice packages"
-concurrency = 2
+description = {desc}
+concurrency = {conc}
 
 [order]
 algorithm = "mulberry32-fisher-yates"
 seed_string = "plan-lattice-v0.4-blind-90-2026-08-15"
 
 [[suites]]
-id = "simple"
+id = {suite}
 task_root = {root}
 tasks = [
 {list}
@@ -955,24 +991,34 @@ candidate = {cand}
 repetitions = {reps}
 
 [[infra]]
-suite = "simple"
+suite = {suite}
 task = {infra}
 arm = {base}
 
 [[infra]]
-suite = "simple"
+suite = {suite}
 task = {infra}
 arm = {cand}
 "#,
-        qn = q(name),
-        root = q(&format!("protocols/{name}/tasks/simple")),
-        list = list.join("\n"),
-        arms = ARMS.map(|a| q(a.id)).join(", "),
-        base = q(BASELINE),
-        cand = q(CANDIDATE),
-        reps = REPETITIONS,
-        infra = q(&infra),
-    )
+            header = self.header,
+            qn = q(self.name),
+            desc = q(self.description),
+            conc = self.concurrency,
+            suite = q(self.suite),
+            root = q(&format!("protocols/{}/tasks/{}", self.name, self.suite)),
+            list = list.join("\n"),
+            arms = self
+                .arms
+                .iter()
+                .map(|a| q(a))
+                .collect::<Vec<_>>()
+                .join(", "),
+            base = q(self.baseline),
+            cand = q(self.candidate),
+            reps = self.repetitions,
+            infra = q(self.infra),
+        )
+    }
 }
 
 /// v0.4's router precondition, pinned to the identity `--router-identity` names, or (without

@@ -955,50 +955,24 @@ tmpfs_mb = 2048
 }
 
 fn matrix_toml(name: &str, tasks: &[EvoTask]) -> String {
-    let list: Vec<String> = tasks.iter().map(|t| format!("  {},", q(&t.id))).collect();
-    let infra = tasks.first().map(|t| t.id.clone()).unwrap_or_default();
-    format!(
-        r#"# v0.4's EvoCode suite (written by `eval import v04-evocode`): its tasks, its three arms
-# (baseline first, gated candidate named), two repetitions, infrastructure slots first, v0.4's
-# order algorithm and seed string.
-name = {qn}
-protocol = {qn}
-description = "v0.4's EvoCode suite on the DeepSeek Harness with the real Plan Lattice package"
-concurrency = 1
-
-[order]
-algorithm = "mulberry32-fisher-yates"
-seed_string = "plan-lattice-v0.4-blind-90-2026-08-15"
-
-[[suites]]
-id = "{SUITE}"
-task_root = {root}
-tasks = [
-{list}
-]
-arms = [{arms}]
-baseline = {base}
-candidate = {cand}
-repetitions = {REPETITIONS}
-
-[[infra]]
-suite = "{SUITE}"
-task = {infra}
-arm = {base}
-
-[[infra]]
-suite = "{SUITE}"
-task = {infra}
-arm = {cand}
-"#,
-        qn = q(name),
-        root = q(&format!("protocols/{name}/tasks/{SUITE}")),
-        list = list.join("\n"),
-        arms = ARMS.map(|a| q(a.0)).join(", "),
-        base = q(BASELINE),
-        cand = q(CANDIDATE),
-        infra = q(&infra),
-    )
+    let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    let arms: Vec<&str> = ARMS.iter().map(|a| a.0).collect();
+    super::V04Matrix {
+        name,
+        header: "# v0.4's EvoCode suite (written by `eval import v04-evocode`): its tasks, its three arms\n\
+# (baseline first, gated candidate named), two repetitions, infrastructure slots first, v0.4's\n\
+# order algorithm and seed string.\n",
+        description: "v0.4's EvoCode suite on the DeepSeek Harness with the real Plan Lattice package",
+        concurrency: 1,
+        suite: SUITE,
+        tasks: &ids,
+        arms: &arms,
+        baseline: BASELINE,
+        candidate: CANDIDATE,
+        repetitions: REPETITIONS,
+        infra: ids.first().copied().unwrap_or_default(),
+    }
+    .toml()
 }
 
 fn protocol_toml(name: &str, tasks: &[EvoTask], package_sha: &str) -> String {

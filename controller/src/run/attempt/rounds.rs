@@ -167,6 +167,24 @@ pub fn attempt_metrics(
 }
 
 impl DockerExecutor {
+    /// Appends a round entry; the first failure to record becomes the attempt report's
+    /// `recording_failure`, as every other entry's does.
+    async fn record<T: serde::Serialize>(
+        &self,
+        kind: &str,
+        payload: &T,
+        k: usize,
+        spec: &AttemptSpec,
+        rounds: &mut Rounds,
+    ) {
+        if let Err(e) = self.control.rec.append(kind, payload).await {
+            rounds.recording_failure.get_or_insert(format!(
+                "cannot record round {k} of attempt {}: {e}",
+                spec.attempt
+            ));
+        }
+    }
+
     /// Makes `p` a multi-round attempt: the attempt's own prompt file holds round 1's prompt
     /// (recorded `round_started`), and `/_eval/round` goes to the returned receiver.
     pub(super) async fn begin_rounds(
@@ -213,17 +231,8 @@ impl DockerExecutor {
             prompt_digest: Digest::of(&text).to_string(),
             started_at: events::now_rfc3339(),
         };
-        if let Err(e) = self
-            .control
-            .rec
-            .append(events::ROUND_STARTED, &payload)
-            .await
-        {
-            rounds.recording_failure.get_or_insert(format!(
-                "cannot record round {k} of attempt {}: {e}",
-                spec.attempt
-            ));
-        }
+        self.record(events::ROUND_STARTED, &payload, k, spec, rounds)
+            .await;
         rounds.open = Some(k);
         Ok(())
     }
@@ -434,17 +443,8 @@ impl DockerExecutor {
             },
             finished_at: events::now_rfc3339(),
         };
-        if let Err(e) = self
-            .control
-            .rec
-            .append(events::ROUND_FINISHED, &payload)
-            .await
-        {
-            rounds.recording_failure.get_or_insert(format!(
-                "cannot record round {k} of attempt {}: {e}",
-                spec.attempt
-            ));
-        }
+        self.record(events::ROUND_FINISHED, &payload, k, spec, rounds)
+            .await;
         rounds.finished.push(payload);
         failed
     }
@@ -499,17 +499,8 @@ impl DockerExecutor {
                 artifacts: RoundArtifacts::default(),
                 finished_at: events::now_rfc3339(),
             };
-            if let Err(e) = self
-                .control
-                .rec
-                .append(events::ROUND_FINISHED, &payload)
-                .await
-            {
-                rounds.recording_failure.get_or_insert(format!(
-                    "cannot record round {k} of attempt {}: {e}",
-                    spec.attempt
-                ));
-            }
+            self.record(events::ROUND_FINISHED, &payload, k, spec, rounds)
+                .await;
             rounds.finished.push(payload);
         }
     }
