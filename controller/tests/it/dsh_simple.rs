@@ -9,7 +9,8 @@
 //! it writes a correct solution with the Harness's real tools), and `eval report`. Asserted: every attempt completed and graded by v0.4's
 //! grader at 100 (5 of 5 assertions); the arms differ on the wire (`lattice_route` only in
 //! `v0.4-auto`'s requests); every attempt's transcript usage == the proxy's meter == the
-//! upstream's tally; the key nowhere. Prints one wire summary line per arm. Needs
+//! upstream's tally; `eval regrade` with v0.4's grader grades every archived workspace as the run
+//! did, beside an unchanged verdict; the key nowhere. Prints one wire summary line per arm. Needs
 //! `EVAL_TEST_DSH_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE` (`scripts/ensure-harness-images.sh`).
 
 use crate::support::dsh::*;
@@ -459,6 +460,48 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
         "eval run of {} attempts: {run_secs:.1} s; report exit {:?}",
         outcomes.len(),
         o.status.code()
+    );
+
+    // A regrade on the real suite (`eval regrade`): v0.4's grader runtime as imported (its own
+    // `[grader] command` is the tasks') grades the archived real workspaces again. Each attempt
+    // must grade exactly as it did (a regrade that took another attempt's workspace, a wrong
+    // archive or other hidden files would differ), and the report's verdict and exit status stay
+    // what they were.
+    let g = eval(
+        &dir,
+        &[
+            "regrade",
+            "--matrix",
+            NAME,
+            "--grader",
+            "runtimes/v04-grader/runtime.toml",
+        ],
+    );
+    assert!(g.status.success(), "eval regrade: {}", text(&g));
+    let o2 = eval(&dir, &["report", "--matrix", NAME, "--format", "json"]);
+    assert_eq!(o2.status.code(), o.status.code(), "{}", text(&o2));
+    let after: Value = serde_json::from_slice(&o2.stdout).unwrap();
+    for field in ["verdict", "release_allowed", "reasons", "gates", "suites"] {
+        assert_eq!(after[field], report[field], "{field}");
+    }
+    let s = &after["sensitivity"][0];
+    assert_eq!(s["finished"], true, "{s}");
+    assert!(s["problems"].as_array().unwrap().is_empty(), "{s}");
+    let regraded = s["attempts"].as_array().unwrap();
+    assert_eq!(
+        regraded.len(),
+        TASKS.len() * ARMS.len() * 2,
+        "every statistical slot's attempt (two repetitions): {s}"
+    );
+    for a in regraded {
+        assert_eq!(a["graded"], "scored", "{a}");
+        for m in ["score", "checks_passed", "checks_total", "hardened_score"] {
+            assert_eq!(a["regraded"][m], a["original"][m], "{m} of {a}");
+        }
+    }
+    eprintln!(
+        "eval regrade of {} real attempts with v0.4's grader: every one graded as it was",
+        regraded.len()
     );
 
     // The key nowhere: not in the project, its state, the run's output, what the agent sent.

@@ -408,12 +408,24 @@ exit 0
         .first()
         .and_then(|o| artifact(&p.dir, o, "agent_log"))
         .unwrap_or_default();
-    assert!(
-        ready.is_some(),
-        "the flood never got in place before the sibling's first call: {}\nagent log: {}",
-        r.text,
-        String::from_utf8_lossy(&log)
-    );
+    if ready.is_none() && crate::support::gvisor::suite_under_gvisor() {
+        // Under gVisor's ptrace platform each of the 1,500 processes is a host stub process of
+        // the sandbox, inside the arm's memory: the sandbox may die of the flood before it is in
+        // place (as `gvisor::a_process_flood_under_gvisor_ends_only_its_own_attempt` shows for a
+        // process flood). Then what must hold is that it ended only its own attempt, as the
+        // agent's error and never a rerunnable fault; the sibling's checks below still apply.
+        let hostile = r.hostile_outcomes();
+        assert_eq!(hostile.len(), 1, "{hostile:?}");
+        assert_eq!(hostile[0]["outcome"], "agent_error", "{}", hostile[0]);
+        assert!(hostile[0]["infra_fault"].is_null(), "{}", hostile[0]);
+    } else {
+        assert!(
+            ready.is_some(),
+            "the flood never got in place before the sibling's first call: {}\nagent log: {}",
+            r.text,
+            String::from_utf8_lossy(&log)
+        );
+    }
     let native = r.native_outcomes();
     assert_eq!(
         native.len(),

@@ -27,8 +27,8 @@ mirror=$(debian_mirror)
 digest=$(inputs_digest "$0" -- "suite=$DEBIAN_SUITE" "mirror=$mirror" "apt=$APT_PACKAGES" \
   "go=$GO_SUITE $GO_PACKAGE" "user=$AGENT_UID:$AGENT_GID")
 tag=$(image_tag "$BUILD_NAME" "$digest")
-if id=$(cached_image_id "$tag"); then
-  log "cached: $tag (inputs $digest)"
+if id=$(cached_image_id "$BUILD_NAME" "$digest"); then
+  log "cached: $id, recorded as built from inputs $digest"
   printf '%s\n' "$id"
   exit 0
 fi
@@ -65,5 +65,6 @@ id=$(import_dir "$dir" "$tag" \
   --change 'CMD ["go", "version"]' | tail -n 1)
 cleanup_build_dir "$dir"
 trap - EXIT
+record_build "$BUILD_NAME" "$digest" "$id"
 log "built $tag in $(($(date +%s) - start)) s, $(image_size_mb "$tag") MB (inputs $digest)"
 printf '%s\n' "$id"

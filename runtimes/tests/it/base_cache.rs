@@ -171,5 +171,5 @@ fn every_base_build_script_reuses_only_its_recorded_build() {
             build.display()
         );
     }
-    assert_eq!(scripts, 3, "dsh, mini-swe-agent and v04-grader");
+    assert_eq!(scripts, 4, "dsh, evocode-go, mini-swe-agent and v04-grader");
 }
