@@ -9,8 +9,9 @@
 //! it writes a correct solution with the Harness's real tools), and `eval report`. Asserted: every attempt completed and graded by v0.4's
 //! grader at 100 (5 of 5 assertions); the arms differ on the wire (`lattice_route` only in
 //! `v0.4-auto`'s requests); every attempt's transcript usage == the proxy's meter == the
-//! upstream's tally; `eval regrade` with v0.4's grader grades every archived workspace as the run
-//! did, beside an unchanged verdict; the key nowhere. Prints one wire summary line per arm. Needs
+//! upstream's tally; `eval show --json` lists each attempt's ledger calls in order, the site has
+//! the verdict and a page per attempt; `eval regrade` with v0.4's grader grades every archived
+//! workspace as the run did, beside an unchanged verdict; the key nowhere. Prints one wire summary line per arm. Needs
 //! `EVAL_TEST_DSH_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE` (`scripts/ensure-harness-images.sh`).
 
 use crate::support::dsh::*;
@@ -461,6 +462,60 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
         outcomes.len(),
         o.status.code()
     );
+
+    // The reviewer's view of the real run: `eval show --json` of every attempt lists exactly its
+    // ledger's model calls, in ledger order, and the Harness's tool calls from its transcript;
+    // the site has the verdict of `report.json` and one page per attempt.
+    for out in &outcomes {
+        let attempt = out["attempt"].as_str().unwrap();
+        let o = eval(&dir, &["show", attempt, "--matrix", NAME, "--json"]);
+        assert!(o.status.success(), "eval show {attempt}: {}", text(&o));
+        let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(shown["format"], "eval.show/1");
+        let recorded: Vec<u64> = es
+            .iter()
+            .filter(|e| e.kind == "model_call" && e.payload_json().unwrap()["attempt"] == attempt)
+            .map(|e| e.seq)
+            .collect();
+        let listed: Vec<u64> = shown["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["entry"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            listed, recorded,
+            "{attempt}: the calls shown are the ledger's, in order"
+        );
+        assert!(
+            shown["harness_tool_calls"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty()),
+            "{attempt}: the Harness's tool calls from its transcript"
+        );
+    }
+    let site = tmp.path().join("site");
+    let o = eval(
+        &dir,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "site",
+            "--out",
+            site.to_str().unwrap(),
+        ],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let index = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert!(
+        index.contains(report["verdict"].as_str().unwrap()),
+        "the site's index shows report.json's verdict {}",
+        report["verdict"]
+    );
+    let pages = std::fs::read_dir(site.join("attempts")).unwrap().count();
+    assert_eq!(pages, outcomes.len(), "one page per attempt");
 
     // A regrade on the real suite (`eval regrade`): v0.4's grader runtime as imported (its own
     // `[grader] command` is the tasks') grades the archived real workspaces again. Each attempt
