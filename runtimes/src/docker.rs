@@ -122,13 +122,13 @@ impl DockerRuntime {
     /// The engine's inspect answer for image `name` (an id or a reference); `None` if absent.
     /// The one place an image is inspected: a timeout and every engine error but 404 are
     /// engine failures.
-    /// The ids of the containers carrying `label` (`key=value`), of any state or only of the
-    /// one `status` names (`running`, `paused`, …, as the engine's `status` filter reads it).
+    /// The containers carrying `label` (`key=value`), of any state or only of the one `status`
+    /// names (`running`, `paused`, …, as the engine's `status` filter reads it).
     async fn labelled(
         &self,
         label: &str,
         status: Option<&str>,
-    ) -> Result<Vec<String>, RuntimeError> {
+    ) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
         let mut filters = HashMap::new();
         filters.insert("label", vec![label]);
         if let Some(s) = status {
@@ -138,13 +138,12 @@ impl DockerRuntime {
             .all(true)
             .filters(&filters)
             .build();
-        let list = bounded(
+        bounded(
             "list containers",
             "",
             self.docker.list_containers(Some(opts)),
         )
-        .await?;
-        Ok(list.into_iter().filter_map(|c| c.id).collect())
+        .await
     }
 
     async fn inspect(
@@ -254,19 +253,9 @@ impl DockerRuntime {
         &self,
         label: &str,
     ) -> Result<Vec<(String, Vec<String>)>, RuntimeError> {
-        let mut filters = HashMap::new();
-        filters.insert("label", vec![label]);
-        let opts = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let list = bounded(
-            "list containers",
-            "",
-            self.docker.list_containers(Some(opts)),
-        )
-        .await?;
-        Ok(list
+        Ok(self
+            .labelled(label, None)
+            .await?
             .into_iter()
             .filter_map(|c| c.id.map(|id| (id, c.names.unwrap_or_default())))
             .collect())
@@ -621,7 +610,12 @@ impl Runtime for DockerRuntime {
     fn sweep<'a>(&'a self, label: &'a str) -> RtFuture<'a, usize> {
         Box::pin(async move {
             let mut n = 0;
-            for id in self.labelled(label, None).await? {
+            for id in self
+                .labelled(label, None)
+                .await?
+                .into_iter()
+                .filter_map(|c| c.id)
+            {
                 self.remove(&ContainerId(id)).await?;
                 n += 1;
             }
@@ -636,7 +630,12 @@ impl Runtime for DockerRuntime {
             // and one still running when the agent is thawed is not paused (the engine refuses
             // to unpause it, which failed a round as an engine fault).
             let from = if paused { "running" } else { "paused" };
-            for id in self.labelled(label, Some(from)).await? {
+            for id in self
+                .labelled(label, Some(from))
+                .await?
+                .into_iter()
+                .filter_map(|c| c.id)
+            {
                 if paused {
                     bounded("pause container", &id, self.docker.pause_container(&id)).await?;
                 } else {

@@ -632,16 +632,21 @@ fn write_freeze(
     }
 }
 
+/// An archived workspace that is not what the run recorded.
+fn tampered(attempt: &str, digest: &str, why: String) -> RegradeError {
+    RegradeError::Tampered {
+        attempt: attempt.to_owned(),
+        digest: digest.to_owned(),
+        why,
+    }
+}
+
 fn verify_workspace(
     store: &ArtifactStore,
     attempt: &str,
     digest: &str,
 ) -> Result<(), RegradeError> {
-    let tampered = |why: String| RegradeError::Tampered {
-        attempt: attempt.to_owned(),
-        digest: digest.to_owned(),
-        why,
-    };
+    let tampered = |why: String| tampered(attempt, digest, why);
     let d = Digest::parse(digest).ok_or_else(|| tampered("not a sha256 digest".into()))?;
     store.verify(&d).map_err(|e| tampered(e.to_string()))
 }
@@ -655,11 +660,7 @@ fn extract_verified(
     into: &Path,
 ) -> Result<(), RegradeError> {
     use sha2::Digest as _;
-    let tampered = |why: String| RegradeError::Tampered {
-        attempt: attempt.to_owned(),
-        digest: digest.to_owned(),
-        why,
-    };
+    let tampered = |why: String| tampered(attempt, digest, why);
     let d = Digest::parse(digest).ok_or_else(|| tampered("not a sha256 digest".into()))?;
     let src = store.path_of(&d);
     let mut file = std::fs::File::open(&src).map_err(|e| tampered(e.to_string()))?;
