@@ -149,14 +149,16 @@ case $LANG_NAME in
 esac
 # The toolchain runs in the tree (an apt failure inside chroot_apt does not stop the script).
 case $LANG_NAME in
-  # By its path: without /proc in the chroot, go finds GOROOT from argv[0] only.
-  go) probe="$GO_ROOT/bin/go version" ;;
+  go) probe="go version" ;;
   node) probe="/opt/node20/bin/node --version" ;;
   python) probe="python3 --version" ;;
 esac
+# /proc, because go finds its GOROOT from /proc/self/exe.
+chroot_mounts "$dir"
 # shellcheck disable=SC2086 # the probe's words
 version=$(chroot "$dir" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/tmp GOTOOLCHAIN=local $probe 2>&1) ||
   die "$probe does not run in the tree: $version"
+chroot_unmount_all
 log "toolchain: $version"
 
 # A writable, executable scratch a runtime mounts a tmpfs_exec over (Go's test binaries, build
