@@ -178,6 +178,85 @@ pub fn icae_oracle_reply(messages: &[Value]) -> Option<String> {
     )
 }
 
+/// The ICAE-shaped synthetic task (`controller/tests/fixtures/icae-synthetic`): a prompt naming
+/// this file is answered by [`icae_next`] instead of the `simple` solutions.
+pub const ICAE_TARGET: &str = "parser.py";
+/// The questions the model asks on the ICAE task, one `ask_user_question` call each: C001's
+/// keyword ("empty input"), C002's ("separator"), none of the brief's (its fallback), and one
+/// more, which a limit of three refuses.
+pub const ICAE_Q_EMPTY: &str = "What should parse return for an empty input?";
+pub const ICAE_Q_SEP: &str = "Which separator splits the fields of a record?";
+pub const ICAE_Q_PERF: &str = "How fast must parse be on a large export?";
+pub const ICAE_Q_EXTRA: &str = "May I also add a CSV export?";
+
+/// What the scripted model asks on the ICAE task: with Plan Lattice at work (it called the
+/// plugin's `lattice_route`) every gap it sees, otherwise only the first. A test double's policy
+/// keyed on the plugin's presence, so the counts move by arm; it says nothing about what a real
+/// model does with the plugin.
+pub fn icae_questions(plugin: bool) -> &'static [&'static str] {
+    if plugin {
+        &[ICAE_Q_EMPTY, ICAE_Q_SEP, ICAE_Q_PERF, ICAE_Q_EXTRA]
+    } else {
+        &[ICAE_Q_EMPTY]
+    }
+}
+
+/// The `parse` the scripted model writes, from what the oracle's answers told it (they reach it
+/// only as the `ask_user_question` results in its conversation): C001's empty-input rule and
+/// C002's single-tab separator, or its own guesses (an empty input is an error; fields split on
+/// whitespace).
+pub fn icae_solution(knows_empty: bool, knows_tab: bool) -> String {
+    let empty = if knows_empty {
+        ""
+    } else {
+        "    if not text:\n        raise ValueError(\"empty input\")\n"
+    };
+    let split = if knows_tab {
+        "        parts = line.split(\"\\t\", 1)\n        if len(parts) != 2:\n            raise ValueError(\"no tab in \" + repr(line))\n        name, value = parts\n"
+    } else {
+        "        name, value = line.split(None, 1)\n"
+    };
+    format!(
+        "def parse(text: str) -> list[dict]:\n{empty}    records = []\n    for line in text.splitlines():\n        if not line.strip():\n            continue\n{split}        records.append({{\"name\": name, \"value\": value}})\n    return records\n"
+    )
+}
+
+/// The model's next step on the ICAE task, `None` when the request is not that task's: its
+/// questions ([`icae_questions`]), then one `write` of `parser.py` ([`icae_solution`] from the
+/// answers its conversation holds), then a short answer.
+fn icae_next(messages: &[Value], done: &[String], tools: &[Value]) -> Option<(Kind, Reply)> {
+    let user = messages.iter().find(|m| m["role"] == "user")?;
+    if !user["content"].to_string().contains(ICAE_TARGET) {
+        return None;
+    }
+    let asked = done.iter().filter(|n| *n == "ask_user_question").count();
+    let plan = icae_questions(has(done, "lattice_route"));
+    if let Some(q) = plan
+        .get(asked)
+        .filter(|_| offered(tools, "ask_user_question"))
+    {
+        let args = json!({"questions": [{"id": format!("q{}", asked + 1), "question": q}]});
+        return Some((Kind::Ask, Reply::Call("ask_user_question".into(), args)));
+    }
+    if !has(done, "write") {
+        let learned: String = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].to_string())
+            .collect();
+        let content = icae_solution(
+            learned.contains("returns an empty list"),
+            learned.contains("separated by a single tab"),
+        );
+        let args = json!({"file_path": format!("/workspace/{ICAE_TARGET}"), "content": content});
+        return Some((Kind::Write, Reply::Call("write".into(), args)));
+    }
+    Some((
+        Kind::Answer,
+        Reply::Text(format!("Implemented parse in {ICAE_TARGET}.")),
+    ))
+}
+
 /// In a prompt: every reply is a `bash` call that sleeps far beyond any test task's time limit,
 /// so the attempt can only end by the controller killing it at that limit.
 pub const HOSTILE_HANG: &str = "EVAL-TEST-HANG";
@@ -851,6 +930,8 @@ async fn handle(
             Kind::Route,
             Reply::Call("lattice_route".into(), route_arguments(route)),
         )
+    } else if let Some(next) = icae_next(&messages, &done, &tools) {
+        next
     } else if let Some(q) = questions()
         .into_iter()
         .nth(done.iter().filter(|n| *n == "ask_user_question").count())
