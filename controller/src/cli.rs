@@ -531,8 +531,10 @@ pub enum ImportCommand {
 #[derive(Debug, Args)]
 pub struct ImportV04EvocodeArgs {
     /// Directory of EvoCode-Bench task directories (DIR/<task id>/task.toml, as the dataset
-    /// extracts to data/EvoCodeBench/)
-    #[arg(long, value_name = "DIR")]
+    /// extracts to data/EvoCodeBench/), or the dataset archive itself
+    /// (archives/evocodebench_wotraj.tar.zst, checked against its pinned sha256 before anything
+    /// is extracted)
+    #[arg(long, value_name = "DIR|ARCHIVE.tar.zst")]
     pub from: PathBuf,
     /// The Plan Lattice package of the two plugin arms (dsh-plan-lattice-0.4.0-rc.3.tgz)
     #[arg(long, value_name = "FILE")]
@@ -540,7 +542,8 @@ pub struct ImportV04EvocodeArgs {
     /// Name of the protocol (and matrix) to write
     #[arg(long, value_name = "NAME", default_value = "evocode")]
     pub protocol: String,
-    /// Import only these tasks (comma-separated directory names; default: all)
+    /// Import only these tasks (comma-separated directory names; default: all of DIR, or from
+    /// the archive v0.4's three)
     #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
     pub tasks: Vec<String>,
     /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
@@ -550,8 +553,8 @@ pub struct ImportV04EvocodeArgs {
     #[arg(long, value_name = "sha256:…")]
     pub grader_image: String,
     /// Accept task directories (no pin exists for extracted tasks: the dataset pins only its
-    /// archive) and a package whose SHA-256 is not Plan Lattice 0414dfa's; the protocol records
-    /// every task's tree digest
+    /// archive), an archive that is not the pinned one, and a package whose SHA-256 is not Plan
+    /// Lattice 0414dfa's; the protocol records every task's tree digest and the archive's
     #[arg(long)]
     pub allow_unpinned: bool,
 }

@@ -51,6 +51,9 @@ const PINNED: &[(&str, &str)] = &[
 fn size_cap(file: &str) -> u64 {
     if file.ends_with(".tgz") {
         32 << 20
+    } else if file.ends_with(".tar.zst") {
+        // EvoCode-Bench's dataset archive is 70 MB (V04-SUITES.md).
+        256 << 20
     } else {
         4 << 20
     }
@@ -251,6 +254,15 @@ pub enum ImportError {
     /// file, the field or the line).
     #[error("{path}: {why}")]
     Harbor { path: PathBuf, why: String },
+    /// EvoCode-Bench's dataset archive whose bytes are not the pinned ones.
+    #[error(
+        "{path}: sha256 {got}, but EvoCode-Bench's dataset archive (dataset commit 9fcae3e, archives/evocodebench_wotraj.tar.zst) has {want}; pass --allow-unpinned to import other bytes (their digest is recorded)"
+    )]
+    ArchiveUnpinned {
+        path: PathBuf,
+        got: String,
+        want: &'static str,
+    },
     /// EvoCode tasks read from directories: no pin exists for their bytes.
     #[error(
         "{0}: EvoCode-Bench pins only its dataset archive, not extracted task directories; pass --allow-unpinned to import them (their tree digests are recorded)"
