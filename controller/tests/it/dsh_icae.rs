@@ -16,7 +16,8 @@
 //! resend the conversation; only `reply` reached the Harness (its next request and its
 //! transcript show question and answer, never the oracle's JSON); the hidden-feature score and
 //! the missed constraints as computed by hand (native 40 / 2 / 1, plugin 80 / 1 / 0); the grader
-//! read the attempt's oracle record, equal to the ledger's entries; the brief, the oracle's
+//! read the attempt's oracle record, equal to the ledger's entries, and reads it again in
+//! `eval regrade` (the same output, byte for byte); the brief, the oracle's
 //! system prompt and the hidden cases are in nothing the agent saw or left; the key nowhere.
 //! `eval show` of each attempt, printed, is the closing note's question-and-answer log.
 
@@ -511,6 +512,43 @@ fn dsh_asks_icae_s_simulated_user_and_the_answers_move_the_hidden_feature_score_
     }
     assert_eq!(arms_seen.len(), 2);
     eprintln!("asks and hidden-feature score by arm: {arms_seen:?}");
+
+    // `eval regrade` with the same grader: each attempt's grader reads the oracle record again,
+    // rebuilt from the ledger, and writes byte for byte what it wrote in the run.
+    let o = eval(
+        &dir,
+        &[
+            "regrade",
+            "--matrix",
+            "demo",
+            "--grader",
+            "runtimes/icae-grader/runtime.toml",
+        ],
+    );
+    assert!(o.status.success(), "eval regrade: {}", text(&o));
+    let regrade_dir = std::fs::read_dir(dir.join("runs/demo.regrade"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|d| d.join("ledger.sqlite").is_file())
+        .expect("a regrade ledger");
+    let regraded = payloads(
+        &entries(&regrade_dir.join("ledger.sqlite")),
+        "regrade_outcome",
+    );
+    assert_eq!(regraded.len(), 2, "{regraded:?}");
+    for r in &regraded {
+        let original = outcomes
+            .iter()
+            .find(|o| o["attempt"] == r["attempt"])
+            .unwrap();
+        assert_eq!(r["graded"], "scored", "{r}");
+        assert_eq!(r["metrics"]["score"], original["metrics"]["score"], "{r}");
+        assert_eq!(
+            r["artifacts"]["grader_output"], original["artifacts"]["grader_output"],
+            "{r}"
+        );
+    }
 
     // The key nowhere: not in the project, its state, the run's output, what the Harness sent.
     let mut files = Vec::new();
