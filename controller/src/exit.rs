@@ -378,7 +378,9 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Corpus { .. }
         | E::Harbor { .. }
         | E::TasksUnpinned(_)
-        | E::ArchiveUnpinned { .. } => Status::Usage,
+        | E::ArchiveUnpinned { .. }
+        | E::Icae { .. }
+        | E::IcaeUnpinned(_) => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

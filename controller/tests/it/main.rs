@@ -24,6 +24,7 @@ mod grader_controls;
 mod gvisor;
 mod hostile;
 mod import_evocode;
+mod import_icae;
 mod import_router;
 mod import_v04;
 mod ledger_cli;
