@@ -162,7 +162,7 @@ scaffolding = ["ARCH001", "HARNESS*", "TC_*"]
     )
 }
 
-fn write_project(dir: &Path, image: &str, grader: &str, package: &[u8]) {
+fn write_project(dir: &Path, image: &str, grader: &str, package: &[u8], prompt: &str) {
     std::fs::write(dir.join("protocols/demo/protocol.toml"), protocol()).unwrap();
     std::fs::write(dir.join("matrix/demo.toml"), MATRIX).unwrap();
     write_runtime(dir, image);
@@ -180,7 +180,7 @@ fn write_project(dir: &Path, image: &str, grader: &str, package: &[u8]) {
     let task = dir.join("protocols/demo/tasks/icae").join(TASK);
     std::fs::create_dir_all(task.join("workspace")).unwrap();
     std::fs::write(task.join("task.toml"), task_toml()).unwrap();
-    std::fs::write(task.join("prompt.md"), PROMPT).unwrap();
+    std::fs::write(task.join("prompt.md"), prompt).unwrap();
     std::fs::copy(fixture().join("start.md"), task.join("workspace/start.md")).unwrap();
     copy_tree(&fixture().join("hidden"), &task.join("hidden"));
     copy_tree(&fixture().join("oracle"), &task.join("hidden/oracle"));
@@ -287,7 +287,7 @@ fn dsh_asks_icae_s_simulated_user_and_the_answers_move_the_hidden_feature_score_
     static_binaries();
     let package = checked_package(&v04_upstream());
     let (tmp, dir) = demo_project();
-    write_project(&dir, &image, &grader, &package);
+    write_project(&dir, &image, &grader, &package, PROMPT);
     let key = format!("sk-dsh-{}", random_hex(24));
     let upstream = DeepSeekUpstream::start(&key, &format!("dsh-icae-{}", random_hex(8)));
 
@@ -568,5 +568,163 @@ fn dsh_asks_icae_s_simulated_user_and_the_answers_move_the_hidden_feature_score_
             !s.request.to_string().contains(core),
             "a request held the key"
         );
+    }
+}
+
+/// The Harness driven by the scripted model into a hostile `bash` call ([`HUNT_COMMAND`]) from
+/// inside its own container, in both arms, on the same task: it finds none of the brief, the
+/// oracle's system prompt, the hidden cases or the record (nothing found, nothing read, none of
+/// their text in what it got back or left), and its oversized, malformed, flooding and
+/// over-limit questions are refused and recorded as its own doing: each attempt completed,
+/// nothing rerun, the oracle never asked (the limit of three went to the oversized and malformed
+/// ones), every question counted, and `parse` written without the answers scores 20 (only the
+/// first hidden case passes).
+#[test]
+fn dsh_driven_to_hunt_and_flood_finds_no_brief_and_makes_no_fault() {
+    let Some(image) = image_id() else { return };
+    if !docker_available() {
+        return;
+    }
+    let grader = grader_image();
+    static_binaries();
+    let package = checked_package(&v04_upstream());
+    let (_tmp, dir) = demo_project();
+    write_project(
+        &dir,
+        &image,
+        &grader,
+        &package,
+        &format!("{PROMPT} {HOSTILE_HUNT}"),
+    );
+    let key = format!("sk-dsh-{}", random_hex(24));
+    let upstream = DeepSeekUpstream::start(&key, &format!("dsh-hunt-{}", random_hex(8)));
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "eval freeze: {}", text(&o));
+    let identity = identity_of(&dir);
+    let _sweep = Sweep(format!("eval.identity={identity}"));
+    let mut run = Command::new(eval_bin());
+    run.args([
+        "run",
+        "--matrix",
+        "demo",
+        "--upstream",
+        &upstream.url(),
+        "--api-key-env",
+        KEY_ENV,
+        "--concurrency",
+        "1",
+    ])
+    .env(KEY_ENV, &key)
+    .env_remove("EVAL_SIGNING_KEY_FILE")
+    .current_dir(&dir);
+    let out = guarded(run, HANG_GUARD_SECS);
+    let run_text = text(&out);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "eval run exited {:?}:\n{run_text}",
+        out.status.code()
+    );
+    assert!(
+        upstream.unexpected().is_empty(),
+        "{:?}",
+        upstream.unexpected()
+    );
+    let served = upstream.served();
+    assert!(
+        served.iter().all(|s| s.kind != Kind::Oracle),
+        "the oracle was asked"
+    );
+    let es = entries(&dir.join("runs/demo/ledger.sqlite"));
+    assert!(payloads(&es, "rerun").is_empty(), "{run_text}");
+    assert!(payloads(&es, "clarification").is_empty());
+    let outcomes = payloads(&es, "attempt_outcome");
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}\n{run_text}");
+    let events = payloads(&es, "agent_event");
+    for o in &outcomes {
+        let id = o["attempt"].as_str().unwrap();
+        let arm = o["arm"].as_str().unwrap();
+        let log = artifact(&dir, "demo", o, "agent_log");
+        let kinds: Vec<Kind> = served
+            .iter()
+            .filter(|s| s.request.to_string().contains(HOSTILE_HUNT))
+            .map(|s| s.kind)
+            .collect();
+        eprintln!(
+            "{arm}: calls {kinds:?}; agent log:\n{}",
+            String::from_utf8_lossy(&log)
+        );
+        assert_eq!(o["outcome"], "completed", "{arm}: {o}\n{run_text}");
+        assert!(o["infra_fault"].is_null(), "{arm}: {o}");
+        // The appended marker makes Plan Lattice's router bypass the prompt, so neither arm
+        // routes: each asks the baseline's one question (`icae_questions`).
+        let transcript = artifact(&dir, "demo", o, "transcript");
+        let (session, _) = transcript_usage(&transcript);
+        let wire: Vec<&Served> = served.iter().filter(|s| s.session() == session).collect();
+        let routed = wire.iter().any(|s| s.kind == Kind::Route);
+        let asks = icae_questions(routed).len();
+        assert_eq!(
+            wire.iter().filter(|s| s.kind == Kind::Ask).count(),
+            asks,
+            "{arm}"
+        );
+        assert_eq!(o["clarification_questions"], json!(33 + asks), "{arm}: {o}");
+        assert_eq!(o["metrics"]["score"], json!(20.0), "{arm}: {o}");
+        let mut reasons = BTreeMap::new();
+        for e in events.iter().filter(|e| e["attempt"] == id) {
+            *reasons
+                .entry(e["reason"].as_str().unwrap_or("?").to_owned())
+                .or_insert(0) += 1;
+        }
+        assert_eq!(
+            reasons,
+            BTreeMap::from([
+                ("limit".to_owned(), 30 + asks),
+                ("malformed".to_owned(), 2),
+                ("too_large".to_owned(), 1)
+            ]),
+            "{arm}"
+        );
+
+        // What the hunt got back: nothing found, nothing read, the flood refused.
+        let bash_at = wire
+            .iter()
+            .position(|s| s.kind == Kind::Bash)
+            .unwrap_or_else(|| panic!("{arm}: no hunt"));
+        let result = result_of(
+            wire[bash_at + 1].request["messages"].as_array().unwrap(),
+            "bash",
+        )
+        .unwrap_or_else(|| panic!("{arm}: no bash result"));
+        eprintln!("{arm}: the hunt got back: {result}");
+        assert!(result.contains("FIND-BEGIN\nFIND-END"), "{arm}: {result}");
+        assert!(result.contains("GREP-BEGIN\nGREP-END"), "{arm}: {result}");
+        assert!(result.contains("No such file"), "{arm}: {result}");
+        let flood = result
+            .lines()
+            .find_map(|l| l.strip_prefix("FLOOD "))
+            .unwrap_or_else(|| panic!("{arm}: the flood did not run: {result}"));
+        let statuses: Vec<&str> = flood.split(',').collect();
+        assert_eq!(statuses.len(), 33, "{arm}: {flood}");
+        assert!(
+            statuses.iter().all(|s| s.starts_with('4')),
+            "{arm}: every question refused: {flood}"
+        );
+        let ws = artifact(&dir, "demo", o, "workspace");
+        let sent: Vec<u8> = wire
+            .iter()
+            .flat_map(|s| s.request.to_string().into_bytes())
+            .collect();
+        for (what, bytes) in [
+            ("requests", &sent),
+            ("transcript", &transcript),
+            ("workspace", &ws),
+        ] {
+            for needle in SECRETS.iter().chain(&["triggers_hit", "_internal_log"]) {
+                assert!(
+                    !contains(bytes, needle.as_bytes()),
+                    "{arm}: the agent's {what} holds {needle:?}"
+                );
+            }
+        }
     }
 }
