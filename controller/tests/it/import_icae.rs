@@ -348,17 +348,14 @@ pub fn write_solution(ws: &Path) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, body).unwrap();
     };
-    w(
-        "shout.py",
-        "import json, sys\ns = sys.stdin.read()\nif s.startswith('list:'):\n    print(json.dumps([x.upper() for x in s[5:].split(',')]), end='')\nelse:\n    print(s.upper() + '!')\n",
-    );
-    w(
-        "rcb_tests/test.sh",
-        "#!/bin/bash\nset -u\ndir=public_test_cases\n[ \"${1:-}\" = --cases-dir ] && dir=\"$2\"\ncd \"$(dirname \"$0\")/..\"\npython3 - \"$dir\" <<'PY'\nimport json, pathlib, subprocess, sys\nd = sys.argv[1]\nout = pathlib.Path('rcb_tests/stdout') / d\nout.mkdir(parents=True, exist_ok=True)\nfor f in sorted(pathlib.Path('rcb_tests', d).glob('*.json')):\n    for i, c in enumerate(json.loads(f.read_text())['cases']):\n        assert 'expected_output' not in c, 'the answers reached test.sh'\n        r = subprocess.run([sys.executable, 'shout.py'], input=c['input'], capture_output=True, text=True)\n        (out / f'{f.stem}@{i + 1:03}.txt').write_text(r.stdout)\nPY\n",
-    );
+    w("shout.py", SHOUT_PY);
+    w("rcb_tests/test.sh", TEST_SH);
     // The agent's own copy of a tier is replaced by the authoritative one.
     w("rcb_tests/test_cases/hidden.json", "{\"cases\": []}");
 }
+
+pub const SHOUT_PY: &str = "import json, sys\ns = sys.stdin.read()\nif s.startswith('list:'):\n    print(json.dumps([x.upper() for x in s[5:].split(',')]), end='')\nelse:\n    print(s.upper() + '!')\n";
+pub const TEST_SH: &str = "#!/bin/bash\nset -u\ndir=public_test_cases\n[ \"${1:-}\" = --cases-dir ] && dir=\"$2\"\ncd \"$(dirname \"$0\")/..\"\npython3 - \"$dir\" <<'PY'\nimport json, pathlib, subprocess, sys\nd = sys.argv[1]\nout = pathlib.Path('rcb_tests/stdout') / d\nout.mkdir(parents=True, exist_ok=True)\nfor f in sorted(pathlib.Path('rcb_tests', d).glob('*.json')):\n    for i, c in enumerate(json.loads(f.read_text())['cases']):\n        assert 'expected_output' not in c, 'the answers reached test.sh'\n        r = subprocess.run([sys.executable, 'shout.py'], input=c['input'], capture_output=True, text=True)\n        (out / f'{f.stem}@{i + 1:03}.txt').write_text(r.stdout)\nPY\n";
 
 /// By hand, from evaluate.py's rules: public `hi` → `HI!` passes (1/1); hidden `abc` passes,
 /// the empty input prints `!` (C001 missed) and fails, `list:a,b` prints `["A", "B"]`, which is
@@ -383,7 +380,7 @@ fn evals_icae_grader_scores_a_solution_as_evaluate_py_does() {
     let scratch = tmp.path().join("scratch");
     let o = std::process::Command::new(&python)
         .arg(hidden.join("grade.py"))
-        .args([&ws, &hidden, &out])
+        .args([&ws, &hidden, &out.join("score.json")])
         .env("EVAL_ICAE_GRADER_SCRATCH", &scratch)
         .output()
         .expect("python3 runs");
@@ -412,7 +409,7 @@ fn evals_icae_grader_scores_a_solution_as_evaluate_py_does() {
     std::fs::create_dir(&out2).unwrap();
     let o = std::process::Command::new(&python)
         .arg(hidden.join("grade.py"))
-        .args([&ws, &hidden, &out2])
+        .args([&ws, &hidden, &out2.join("score.json")])
         .env("EVAL_ICAE_GRADER_SCRATCH", &scratch)
         .output()
         .unwrap();
@@ -451,4 +448,161 @@ fn freeze_of_the_imported_icae_protocol_exits_0() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = eval(&proj, &["verify", "--protocol", "icae"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The imported task through the real `eval run`: its bundle (prompt, PRD, hidden cases,
+/// grade.py, the oracle's frozen files, task.toml's [oracle] tables) in the hostile project's
+/// icae slot, a busybox agent that asks two questions through `/_eval/clarify`, writes the
+/// synthetic solution and looks for the hidden files, the scripted DeepSeek upstream as ICAE's
+/// oracle model, and the imported grader runtime on the v0.4 grader base. The grade is the
+/// hand-computed 60, the recorded triggers give the missed constraints, the oracle's system
+/// message is ICAE's composition of init.md and the brief, the agent never sees the brief or the
+/// answers, and the report releases.
+#[test]
+fn an_imported_icae_task_runs_with_the_fixture_agent_and_grades_as_hand_computed() {
+    use crate::support::contains;
+    use crate::support::dsh::{DeepSeekUpstream, Kind};
+    use crate::support::hostile::*;
+    if !crate::support::docker_available() {
+        return;
+    }
+    crate::support::static_binaries();
+    let grader_image = std::env::var("EVAL_TEST_V04_GRADER_IMAGE").unwrap_or_else(|_| {
+        panic!("EVAL_TEST_V04_GRADER_IMAGE is not set: run `export $(scripts/ensure-harness-images.sh)` first")
+    });
+    let q1 = "What should shout print for an empty input?";
+    let q2 = "Which separator splits the fields?";
+    let script = format!(
+        r#"ask() {{ wget -q -O - --header 'Content-Type: application/json' --post-data "$1" "$CTL/clarify"; echo; }}
+{{
+ask '{{"question":"{q1}"}}'
+ask '{{"question":"{q2}"}}'
+}} > "$W/answers.txt" 2>&1
+mkdir -p "$W/rcb_tests"
+$BB cat > "$W/shout.py" <<'EVAL_PY_EOF'
+{SHOUT_PY}EVAL_PY_EOF
+$BB cat > "$W/rcb_tests/test.sh" <<'EVAL_SH_EOF'
+{TEST_SH}EVAL_SH_EOF
+{{
+  $BB ls -R /hidden /oracle
+  $BB cat /hidden/cases/test_cases/hidden.json /hidden/oracle/oracle_data.json
+  $BB grep -rl hidden_constraints /workspace /home /tmp /opt /etc
+}} > "$W/probe.txt" 2>&1
+metrics
+exit 0
+"#
+    );
+    let cfg = Cfg {
+        model_oracle: true,
+        ..Cfg::default()
+    };
+    let p = Project::new(&script, &cfg);
+    // Import into a scratch project, then move the task's bundle into the hostile project's
+    // icae slot and its grader runtime beside the others.
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let o = import(
+        &proj,
+        &from,
+        &format!("sha256:{}", "d".repeat(64)),
+        grader_image.trim(),
+        &ONE,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let src = proj.join(format!("protocols/icae/tasks/icae/{TASK}"));
+    let slot = p.dir.join("protocols/demo/tasks/icae/demo-icae-1");
+    std::fs::remove_dir_all(&slot).unwrap();
+    copy_tree(&src, &slot);
+    copy_tree(
+        &proj.join("runtimes/v04-icae-grader"),
+        &p.dir.join("runtimes/v04-icae-grader"),
+    );
+    crate::support::edit(&slot.join("task.toml"), |t| {
+        t.replace(&format!("id = \"{TASK}\""), "id = \"demo-icae-1\"")
+            .replace("timeout_seconds = 3600", "timeout_seconds = 300")
+    });
+    crate::support::replace_in(
+        &p.dir.join("protocols/demo/protocol.toml"),
+        "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\"]",
+        "metrics = [\"hidden_score\", \"oracle_constraints_missed\", \"oracle_constraints_missed_substantive\", \"model_turns\", \"tokens\", \"duration_seconds\"]",
+    );
+    crate::support::replace_in(
+        &p.dir.join("protocols/demo/protocol.toml"),
+        "[missing_data.values]\nscore = 0.0\n",
+        "[missing_data.values]\nhidden_score = 0.0\noracle_constraints_missed = 3.0\noracle_constraints_missed_substantive = 3.0\n",
+    );
+    let ds = DeepSeekUpstream::start(&p.key, "# eval-icae-import-test");
+    let r = p.run_against(&ds.url());
+    let outcome = r.assert_one_final_outcome();
+    assert_eq!(outcome["outcome"], "completed", "{outcome}\n{}", r.text);
+
+    // The grade: the hand-computed hidden-feature score and tiers.
+    let m = &outcome["metrics"];
+    assert_eq!(m["hidden_score"], json!(HAND_SCORE), "{outcome}");
+    assert_eq!(m["hidden_passed"], json!(2.0), "{outcome}");
+    assert_eq!(m["enhanced_total"], json!(2.0), "{outcome}");
+    // C001 and C002 were triggered, ARCH001 (scaffolding) never: 1 missed, 0 substantive.
+    assert_eq!(m["oracle_constraints_missed"], json!(1.0), "{outcome}");
+    assert_eq!(
+        m["oracle_constraints_missed_substantive"],
+        json!(0.0),
+        "{outcome}"
+    );
+    let clar = r.hostile("clarification");
+    let recorded: Vec<Value> = clar.iter().map(|c| c["recorded"].clone()).collect();
+    assert_eq!(recorded, [json!(["C001"]), json!(["C002"])], "{clar:#?}");
+
+    // The oracle was briefed as ICAE's user_agent.py briefs it.
+    let oracle: Vec<Value> = ds
+        .served()
+        .into_iter()
+        .filter(|s| s.kind == Kind::Oracle)
+        .map(|s| s.request)
+        .collect();
+    assert_eq!(oracle.len(), 2, "{oracle:#?}");
+    let init = String::from_utf8(fixture("oracle/init.md")).unwrap();
+    let brief = std::fs::read_to_string(slot.join("hidden/oracle/oracle_data.json")).unwrap();
+    assert_eq!(
+        oracle[0]["messages"][0]["content"],
+        json!(format!(
+            "{init}\n\n# Injected oracle_data (your single source of truth)\n```json\n{brief}\n```\n"
+        ))
+    );
+
+    // The agent got the answers, never the brief or the expected outputs.
+    let ws = artifact(&p.dir, &outcome, "workspace").expect("the workspace archive");
+    assert!(
+        contains(&ws, b"An empty input returns an empty list"),
+        "answers missing"
+    );
+    // (test.sh names 'expected_output' in single quotes; case files key it in double ones)
+    for needle in [
+        "hidden_constraints",
+        "\"expected_output\"",
+        "BRIEF-CANARY-ARCH001",
+    ] {
+        assert!(
+            !contains(&ws, needle.as_bytes()),
+            "the agent's workspace holds {needle:?}"
+        );
+    }
+    let o = eval(&p.dir, &["report", "--matrix", "demo", "--allow-unsigned"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
+    p.assert_no_leak(&r, &[]);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
 }

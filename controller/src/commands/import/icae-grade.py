@@ -18,7 +18,8 @@ Deviations from ICAE, declared in the protocol: the tiers run in one network-les
 container one after the other (ICAE: a fresh networked container per tier), each for at most
 TIER_SECONDS (ICAE: 2400 s), because eval's grader has 600 s in all.
 
-Usage: grade.py WORKSPACE HIDDEN OUT
+Usage: grade.py WORKSPACE HIDDEN SCORE_JSON (eval's `{out}` is the score file's path; the
+tiers' traces go into logs/ beside it)
 """
 
 import json
@@ -205,10 +206,10 @@ def run_tier(workspace: Path, cases_dir: Path, sub: str, logs: Path) -> Path:
 
 def main(argv) -> int:
     if len(argv) != 4:
-        print("usage: grade.py WORKSPACE HIDDEN OUT", file=sys.stderr)
+        print("usage: grade.py WORKSPACE HIDDEN SCORE_JSON", file=sys.stderr)
         return 2
-    workspace, hidden, out = (Path(a) for a in argv[1:])
-    logs = out / "logs"
+    workspace, hidden, score_json = (Path(a) for a in argv[1:])
+    logs = score_json.parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     objective = {}
     metrics = {}
@@ -242,7 +243,7 @@ def main(argv) -> int:
     passed = metrics["hidden_passed"] + metrics["enhanced_passed"]
     total = metrics["hidden_total"] + metrics["enhanced_total"]
     metrics["hidden_score"] = 100.0 * passed / total if total else 0.0
-    (out / "score.json").write_text(
+    score_json.write_text(
         json.dumps({"metrics": metrics, "objective": objective}, indent=2, sort_keys=True),
         encoding="utf-8",
     )
