@@ -588,6 +588,24 @@ exit 0
             "the agent's workspace holds {needle:?}"
         );
     }
+    // `eval show`: the attempt's question-and-answer log (digests, triggers) beside its grade.
+    let shown = eval(
+        &p.dir,
+        &[
+            "show",
+            outcome["attempt"].as_str().unwrap(),
+            "--matrix",
+            "demo",
+        ],
+    );
+    let shown = text(&shown);
+    let sha = |s: &str| eval_evidence::ledger::Digest::of(s.as_bytes()).to_string();
+    assert!(
+        shown.contains(&format!("turn 1 oracle_stateful: question {}", sha(q1)))
+            && shown.contains("recorded [\"C002\"]"),
+        "{shown}"
+    );
+    println!("{shown}");
     let o = eval(&p.dir, &["report", "--matrix", "demo", "--allow-unsigned"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
