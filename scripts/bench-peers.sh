@@ -7,6 +7,8 @@
 # The peers are installed into a scratch directory, never into the repository:
 #   LiteLLM    PyPI `litellm[proxy]` into a venv
 #   Portkey    npm `@portkey-ai/gateway` (its Node build, started with --headless)
+# A kind of call a peer cannot serve is named on stderr and left out of its column (Portkey's
+# gateway under Node 20 answers streamed calls 500: see the README's benchmark notes).
 # Set EVAL_BENCH_PEERS_DIR to reuse an earlier install (default: a fresh mktemp directory).
 # Needs python3 (with venv), node/npm and cargo; registries are reached only while installing.
 #
