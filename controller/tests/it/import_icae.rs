@@ -129,7 +129,7 @@ fn import_fake(project: &Path, from: &Path, extra: &[&str]) -> std::process::Out
 
 fn project(tmp: &Path) -> PathBuf {
     let dir = tmp.join("proj");
-    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
@@ -588,6 +588,24 @@ exit 0
             "the agent's workspace holds {needle:?}"
         );
     }
+    // `eval show`: the attempt's question-and-answer log (digests, triggers) beside its grade.
+    let shown = eval(
+        &p.dir,
+        &[
+            "show",
+            outcome["attempt"].as_str().unwrap(),
+            "--matrix",
+            "demo",
+        ],
+    );
+    let shown = text(&shown);
+    let sha = |s: &str| eval_evidence::ledger::Digest::of(s.as_bytes()).to_string();
+    assert!(
+        shown.contains(&format!("turn 1 oracle_stateful: question {}", sha(q1)))
+            && shown.contains("recorded [\"C002\"]"),
+        "{shown}"
+    );
+    println!("{shown}");
     let o = eval(&p.dir, &["report", "--matrix", "demo", "--allow-unsigned"]);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
@@ -605,4 +623,118 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(e.path(), dest).unwrap();
         }
     }
+}
+
+/// `tar -czf` of `members` of `root` into `out` (the host's GNU tar, as Zenodo's were made).
+fn tgz(root: &Path, out: &Path, members: &[&str]) {
+    let o = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(out)
+        .arg("-C")
+        .arg(root)
+        .args(members)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The Zenodo archives beside the repository's own two files: checked against v0.4's pins
+/// (synthetic ones are refused naming both digests), read with --allow-unpinned into exactly
+/// the task a directory import writes; one archive alone, and a link member, are refused.
+#[test]
+fn the_zenodo_archives_are_pinned_and_read_like_the_extracted_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let zen = tmp.path().join("zenodo");
+    std::fs::create_dir_all(zen.join("user_agent")).unwrap();
+    for f in ["user_agent/init.md", "user_agent/fuzzy_suffix.md"] {
+        std::fs::copy(from.join(f), zen.join(f)).unwrap();
+    }
+    tgz(
+        &from,
+        &zen.join("rcb_tests_repos.tar.gz"),
+        &["rcb_tests_repos"],
+    );
+    let proj = project(tmp.path());
+    // Only one archive: refused, naming the other.
+    let o = import_fake(&proj, &zen, &ONE);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("icae_prd_bundle.tar.gz: missing, while rcb_tests_repos.tar.gz is there"),
+        "{}",
+        text(&o)
+    );
+    tgz(
+        &from,
+        &zen.join("icae_prd_bundle.tar.gz"),
+        &["repo_alias.json", "fuzzy_prds", "user_agent/prd_json"],
+    );
+    // Not v0.4's bytes: refused naming both digests.
+    let o = import_fake(&proj, &zen, &["--tasks", TASK]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("rcb_tests_repos.tar.gz: sha256 ")
+            && text(&o)
+                .contains("has f746c560e724d0dad12d512ead771d91de91d4b3e6051335728c305e2adff204"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_dir(&proj).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // Read: the task is byte for byte what the extracted root gives.
+    let o = import_fake(&proj, &zen, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let by_dir = project(&tmp.path().join("second"));
+    let o = import_fake(&by_dir, &from, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let task = format!("protocols/icae/tasks/icae/{TASK}");
+    assert_eq!(tree(&proj.join(&task)), tree(&by_dir.join(&task)));
+    let protocol = std::fs::read_to_string(proj.join("protocols/icae/protocol.toml")).unwrap();
+    assert!(
+        protocol.contains("#   icae_prd_bundle.tar.gz: sha256 "),
+        "{protocol}"
+    );
+    // A link member in the cases archive: refused naming it.
+    let cases = from.join(format!("rcb_tests_repos/{KEY}/rcb_tests/test_cases"));
+    std::os::unix::fs::symlink("/etc/passwd", cases.join("link.json")).unwrap();
+    tgz(
+        &from,
+        &zen.join("rcb_tests_repos.tar.gz.new"),
+        &["rcb_tests_repos"],
+    );
+    std::fs::rename(
+        zen.join("rcb_tests_repos.tar.gz.new"),
+        zen.join("rcb_tests_repos.tar.gz"),
+    )
+    .unwrap();
+    let again = project(&tmp.path().join("third"));
+    let o = import_fake(&again, &zen, &ONE);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("rcb_tests_repos.tar.gz: member \"rcb_tests_repos/{KEY}/rcb_tests/test_cases/link.json\": not a regular file or directory")),
+        "{}",
+        text(&o)
+    );
 }

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use crate::support::*;
 use eval_runtimes::policy::{self, RoleMounts};
-use eval_runtimes::{ImageId, Runtime, RuntimeDef, WaitOutcome, run_to_end};
+use eval_runtimes::{
+    ArmFiles, ImageId, ImageSpec, LoadedDef, Runtime, RuntimeDef, WaitOutcome, run_to_end,
+};
 
 /// The image a test runs, by id, from the variable `scripts/ensure-harness-images.sh` prints.
 fn image(var: &str) -> ImageId {
@@ -108,24 +110,57 @@ echo "net=$(ls /sys/class/net | tr '\n' ' ')"
 echo "dsh=$(dsh --version)"
 "#;
 
+/// The line of the dsh wrapper that hands the prompt to dsh: the probe runs in its place.
+const DSH_EXEC: &str = "exec dsh --profile headless \"$(cat /task/prompt.md)\"";
+
 /// Runs `script` as the harness of `lang`'s agent runtime (`runtimes/dsh/<lang>.toml` on the
 /// image `var` names) through eval-shim, the way an attempt's agent container runs, and returns
-/// its output. The arm's layer is not built (no plugin, no profile), so nothing is attested.
+/// its output: a baseline arm's image (the base plus the thin layer with the shared profile patch
+/// and eval's support plugin), the definition's own wrapper — the offline `dsh plugin add` of the
+/// support plugin through the image's pnpm, the patch copied over the profile — with the probe
+/// and `script` where dsh would get the prompt. Attestation is left out (the stand-in controller
+/// here expects nothing).
 async fn run_agent(lang: &str, var: &str, script: &str) -> String {
     let Some(rt) = engine().await else {
         return String::new();
     };
     static_binaries();
-    let image = image(var);
+    let base = image(var);
     let placeholder = format!("@DSH_{}_IMAGE_ID@", lang.to_uppercase());
-    let mut def = definition(&format!("runtimes/dsh/{lang}.toml"), &placeholder, &image.0);
+    let rel = format!("runtimes/dsh/{lang}.toml");
+    let mut def = definition(&rel, &placeholder, &base.0);
+    let command = def.harness.command.clone().unwrap();
+    assert!(
+        command.len() == 3 && command[2].contains(DSH_EXEC),
+        "{rel}: the wrapper no longer ends in {DSH_EXEC:?}"
+    );
+    let probe = format!(
+        "cmp /opt/eval/arm/cordis.patch.yml \"$DSH_HOME/profiles/headless/cordis.patch.yml\" || exit 9\n\
+         grep -q '\"eval-dsh-support\"' \"$DSH_HOME/profiles/headless/package.json\" && echo support=added\n\
+         {AGENT_PROBE}{script}"
+    );
     def.harness.command = Some(vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        format!("{AGENT_PROBE}{script}"),
+        command[0].clone(),
+        command[1].clone(),
+        command[2].replacen(DSH_EXEC, &probe, 1),
     ]);
     def.attest.paths.clear();
     let sweep = Sweep::new();
+    let root = project_root();
+    let spec = ImageSpec {
+        def: LoadedDef {
+            def: def.clone(),
+            dir: root.join("runtimes/dsh"),
+            path: root.join(&rel),
+        },
+        arm: ArmFiles {
+            profile: Some(root.join("runtimes/dsh/profile.patch.yml")),
+            candidate: None,
+        },
+        labels: sweep.labels(),
+    };
+    let image = rt.ensure_image(&spec).await.unwrap();
+    sweep.image(&image);
     let dirs = attempt_dirs(&def);
     let control = Arc::new(Control {
         expected: BTreeMap::new(),
@@ -148,6 +183,7 @@ async fn run_agent(lang: &str, var: &str, script: &str) -> String {
     let logs = String::from_utf8_lossy(&end.logs).into_owned();
     assert_eq!(end.outcome, WaitOutcome::Exited { code: 0 }, "{logs}");
     for want in [
+        "support=added",
         "uid=65532:65532",
         "root=read-only",
         "net=lo \n",

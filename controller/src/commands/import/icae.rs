@@ -25,6 +25,8 @@ use super::{
     dsh_support_files, q, read_input, safe_relative, write_new,
 };
 use crate::cli::ImportV04IcaeArgs;
+
+mod archive;
 use crate::status::{CmdResult, Status};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +46,18 @@ const GRADER_SCRATCH: &str = "/var/cache/grader";
 const ALIAS_FILE: &str = "repo_alias.json";
 const INIT_FILE: &str = "user_agent/init.md";
 const SUFFIX_FILE: &str = "user_agent/fuzzy_suffix.md";
+/// The two files read from the ICAE repository itself when the data comes from the archives,
+/// pinned to ICAE b33fe65 (v0.4's `sources.icae.commit`).
+const REPO_PINS: [(&str, &str); 2] = [
+    (
+        INIT_FILE,
+        "316ab5f4175a6b22ab9c56edf60745c12a9d13c1dc597bd82b918f275f4a5047",
+    ),
+    (
+        SUFFIX_FILE,
+        "4699adc7e08748fe0108e5ca3f8f08e797c9bf76c1ba45b9b5e00a00509cac91",
+    ),
+];
 /// ICAE's case tiers (evaluate.py `SUBDIRS`), in its order.
 pub const TIERS: [&str; 3] = ["public_test_cases", "test_cases", "enhanced_test_cases"];
 /// The most case files in one tier.
@@ -198,9 +212,11 @@ fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
         }
     }
     let chosen = choose(&args.tasks)?;
-    if !args.allow_unpinned {
-        return Err(ImportError::IcaeUnpinned(args.from.clone()));
-    }
+    let mut inputs = Vec::new();
+    let staged = stage(args, &chosen, &mut inputs)?;
+    let from = staged
+        .as_ref()
+        .map_or(args.from.clone(), |d| d.path().to_path_buf());
     let pkg_dir = args.package.parent().unwrap_or(Path::new("."));
     let pkg_file = args
         .package
@@ -221,7 +237,7 @@ fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
             want,
         });
     }
-    let from = &args.from;
+    let from = &from;
     let init = read_at(from, INIT_FILE)?;
     text_of(&init, &from.join(INIT_FILE))?;
     let suffix_bytes = read_at(from, SUFFIX_FILE)?;
@@ -238,11 +254,11 @@ fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
         return Err(ImportError::BuiltinRuntime);
     }
     let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
-    let mut inputs = vec![
+    inputs.extend([
         format!("#   {INIT_FILE}: sha256 {}", sha(&init)),
         format!("#   {SUFFIX_FILE}: sha256 {}", sha(&suffix_bytes)),
         format!("#   {PACKAGE_V04}: sha256 {package_sha}"),
-    ];
+    ]);
     for t in &tasks {
         inputs.push(format!(
             "#   {} ({}, alias {}): input tree sha256 {}",
@@ -316,6 +332,103 @@ fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
         }
     }
     Ok((out, tasks.iter().map(|t| t.id.to_owned()).collect()))
+}
+
+/// Where the inputs are read: `--from DIR` itself (extracted directories: no pin, so only with
+/// `--allow-unpinned`), or, when DIR holds both Zenodo archives, a private directory laid out as
+/// an ICAE root with the members the import needs (`archive::extract`) and DIR's `init.md` and
+/// `fuzzy_suffix.md`; the archives and those two files must have v0.4's bytes unless
+/// `--allow-unpinned`. Records the archives' digests in `inputs`.
+fn stage(
+    args: &ImportV04IcaeArgs,
+    chosen: &[(&'static str, &'static str, &'static str)],
+    inputs: &mut Vec<String>,
+) -> Result<Option<tempfile::TempDir>, ImportError> {
+    let has =
+        archive::PINS.map(|(name, _)| std::fs::symlink_metadata(args.from.join(name)).is_ok());
+    match has {
+        [false, false] if args.allow_unpinned => return Ok(None),
+        [false, false] => return Err(ImportError::IcaeUnpinned(args.from.clone())),
+        [true, true] => {}
+        [_, prd_here] => {
+            let (here, missing) = if prd_here {
+                (archive::PRD_ARCHIVE, archive::RCB_ARCHIVE)
+            } else {
+                (archive::RCB_ARCHIVE, archive::PRD_ARCHIVE)
+            };
+            return Err(bad(
+                args.from.join(missing),
+                format!(
+                    "missing, while {here} is there: the import reads both archives or neither"
+                ),
+            ));
+        }
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("eval-icae-")
+        .tempdir()
+        .map_err(|source| ImportError::Read {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let mut bytes = Vec::new();
+    for (name, want) in archive::PINS {
+        let (b, got) = archive::read(&args.from, name)?;
+        if got != want && !args.allow_unpinned {
+            return Err(ImportError::Unpinned {
+                path: args.from.join(name),
+                got,
+                want,
+            });
+        }
+        inputs.push(format!("#   {name}: sha256 {got}"));
+        bytes.push(b);
+    }
+    let mut it = bytes.into_iter();
+    let (rcb, prd) = (it.next().unwrap_or_default(), it.next().unwrap_or_default());
+    let under = |r: &str, top: &str| r == top || r.starts_with(&format!("{top}/"));
+    let keys: Vec<String> = chosen
+        .iter()
+        .map(|t| format!("rcb_tests_repos/{}", t.1))
+        .collect();
+    archive::extract(
+        &args.from.join(archive::PRD_ARCHIVE),
+        prd,
+        &|r| {
+            r == ALIAS_FILE
+                || r == "user_agent"
+                || under(r, "fuzzy_prds")
+                || under(r, "user_agent/prd_json")
+        },
+        dir.path(),
+    )?;
+    archive::extract(
+        &args.from.join(archive::RCB_ARCHIVE),
+        rcb,
+        &|r| r == "rcb_tests_repos" || keys.iter().any(|k| under(r, k)),
+        dir.path(),
+    )?;
+    for (rel, want) in REPO_PINS {
+        let b = read_at(&args.from, rel)?;
+        let got = hex::encode(Sha256::digest(&b));
+        if got != want && !args.allow_unpinned {
+            return Err(ImportError::Unpinned {
+                path: args.from.join(rel),
+                got,
+                want,
+            });
+        }
+        let target = dir.path().join(rel);
+        let fail = |source| ImportError::Write {
+            path: target.clone(),
+            source,
+        };
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(fail)?;
+        }
+        write_new(&target, &b).map_err(fail)?;
+    }
+    Ok(Some(dir))
 }
 
 /// The tasks to import, in v0.4's order (`--tasks` selects; an unknown id is an error).
