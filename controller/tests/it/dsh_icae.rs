@@ -728,3 +728,143 @@ fn dsh_driven_to_hunt_and_flood_finds_no_brief_and_makes_no_fault() {
         }
     }
 }
+
+/// The same through the protocol `eval import v04-icae` writes (the importer test's synthetic
+/// ICAE root, `import_icae::write_root`; the real dsh and grader images; one repetition, no
+/// infrastructure slots): v0.4's three arms on the real Harness, the imported prompt, PRD,
+/// stateful oracle and `grade.py`. Plan Lattice's `auto` router bypasses this prompt (in
+/// `v0.4-never` and `v0.4-critical` alike), so the scripted model behaves alike in every arm:
+/// one question (C001 triggered), then `shout.py` knowing the empty-input rule and ICAE's
+/// `rcb_tests/test.sh`. By hand: hidden 3/3, enhanced 1/2 (`q` expects `Q!!`): 100·4/5 = 80;
+/// missed C002 and ARCH001 (2), substantive 1.
+#[test]
+fn dsh_runs_the_imported_icae_protocol_with_its_simulated_user_in_v04_s_three_arms() {
+    let Some(image) = image_id() else { return };
+    if !docker_available() {
+        return;
+    }
+    let grader = grader_image();
+    static_binaries();
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    crate::import_icae::write_root(&from);
+    let dir = tmp.path().join("proj");
+    std::fs::create_dir(&dir).unwrap();
+    let o = crate::import_icae::import(
+        &dir,
+        &from,
+        &image,
+        &grader,
+        &["--allow-unpinned", "--tasks", crate::import_icae::TASK],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    edit(&dir.join("matrix/icae.toml"), |m| {
+        let m = m.replace("repetitions = 2", "repetitions = 1");
+        match m.find("[[infra]]") {
+            Some(i) => m[..i].to_owned(),
+            None => m,
+        }
+    });
+    let key = format!("sk-dsh-{}", random_hex(24));
+    let upstream = DeepSeekUpstream::start(&key, &format!("dsh-icae-import-{}", random_hex(8)));
+    let o = eval(&dir, &["freeze", "--protocol", "icae"]);
+    assert!(o.status.success(), "eval freeze: {}", text(&o));
+    let freeze: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runs/freezes/icae.json")).unwrap())
+            .unwrap();
+    let _sweep = Sweep(format!(
+        "eval.identity={}",
+        freeze["identity"].as_str().unwrap()
+    ));
+    let mut run = Command::new(eval_bin());
+    run.args([
+        "run",
+        "--matrix",
+        "icae",
+        "--upstream",
+        &upstream.url(),
+        "--api-key-env",
+        KEY_ENV,
+        "--concurrency",
+        "1",
+        // v0.4's run budget (2,000 USD) is more than the scripted account's balance.
+        "--no-balance-check",
+    ])
+    .env(KEY_ENV, &key)
+    .env_remove("EVAL_SIGNING_KEY_FILE")
+    .current_dir(&dir);
+    let out = guarded(run, HANG_GUARD_SECS);
+    let run_text = text(&out);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "eval run exited {:?}:\n{run_text}",
+        out.status.code()
+    );
+    assert!(
+        upstream.unexpected().is_empty(),
+        "{:?}",
+        upstream.unexpected()
+    );
+    let served = upstream.served();
+    let es = entries(&dir.join("runs/icae/ledger.sqlite"));
+    assert!(payloads(&es, "rerun").is_empty(), "{run_text}");
+    let outcomes = payloads(&es, "attempt_outcome");
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}\n{run_text}");
+    let clarifications = payloads(&es, "clarification");
+    for o in &outcomes {
+        let id = o["attempt"].as_str().unwrap();
+        let arm = o["arm"].as_str().unwrap();
+        assert_eq!(o["outcome"], "completed", "{arm}: {o}\n{run_text}");
+        assert_eq!(o["accounting"], "matched", "{arm}: {o}");
+        assert_eq!(o["clarification_questions"], json!(1), "{arm}: {o}");
+        let m = &o["metrics"];
+        assert_eq!(m["hidden_score"], json!(80.0), "{arm}: {m}");
+        assert_eq!(m["oracle_constraints_missed"], json!(2.0), "{arm}: {m}");
+        assert_eq!(
+            m["oracle_constraints_missed_substantive"],
+            json!(1.0),
+            "{arm}: {m}"
+        );
+        let clar: Vec<&Value> = clarifications
+            .iter()
+            .filter(|c| c["attempt"] == id)
+            .collect();
+        assert_eq!(clar.len(), 1, "{arm}: {clar:?}");
+        assert_eq!(
+            clar[0]["question_sha256"],
+            json!(sha(ICAE_Q_EMPTY)),
+            "{arm}"
+        );
+        assert_eq!(clar[0]["recorded"], json!(["C001"]), "{arm}");
+        assert_eq!(clar[0]["answer"], json!(C001_REPLY), "{arm}");
+        let transcript = artifact(&dir, "icae", o, "transcript");
+        let (session, _) = transcript_usage(&transcript);
+        let kinds: Vec<Kind> = served
+            .iter()
+            .filter(|s| s.session() == session)
+            .map(|s| s.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            [Kind::Ask, Kind::Write, Kind::Write, Kind::Answer],
+            "{arm}"
+        );
+        let t = String::from_utf8_lossy(&transcript);
+        assert!(
+            t.contains(C001_REPLY),
+            "{arm}: the transcript lacks the answer"
+        );
+        for needle in SECRETS {
+            assert!(
+                !t.contains(needle),
+                "{arm}: the transcript holds {needle:?}"
+            );
+        }
+        eprintln!("imported icae, arm {arm}: calls {kinds:?}, metrics {m}");
+    }
+    assert_eq!(
+        served.iter().filter(|s| s.kind == Kind::Oracle).count(),
+        3,
+        "one oracle request per attempt"
+    );
+}

@@ -226,7 +226,13 @@ pub fn icae_solution(knows_empty: bool, knows_tab: bool) -> String {
 /// answers its conversation holds), then a short answer.
 fn icae_next(messages: &[Value], done: &[String], tools: &[Value]) -> Option<(Kind, Reply)> {
     let user = messages.iter().find(|m| m["role"] == "user")?;
-    if !user["content"].to_string().contains(ICAE_TARGET) {
+    let prompt = user["content"].to_string();
+    // The prompt `eval import v04-icae` writes (ICAE's task_docker.md adapted) on the importer
+    // test's synthetic root (`shout`, `controller/tests/it/import_icae.rs`).
+    if prompt.contains("rcb_tests/test.sh") && !prompt.contains(ICAE_TARGET) {
+        return imported_icae_next(messages, done, tools);
+    }
+    if !prompt.contains(ICAE_TARGET) {
         return None;
     }
     let asked = done.iter().filter(|n| *n == "ask_user_question").count();
@@ -255,6 +261,59 @@ fn icae_next(messages: &[Value], done: &[String], tools: &[Value]) -> Option<(Ki
         Kind::Answer,
         Reply::Text(format!("Implemented parse in {ICAE_TARGET}.")),
     ))
+}
+
+/// The `shout.py` the scripted model writes for the imported synthetic task: upper-cased with
+/// `!`, a `list:` input as a JSON array, and — when an answer told it the empty-input rule (C001)
+/// — `EMPTY` for an empty input (the importer test's cases; its `SHOUT_PY` is the uninformed one).
+pub fn imported_shout(knows_empty: bool) -> String {
+    let empty = if knows_empty {
+        "if s == '':\n    print('EMPTY')\nel"
+    } else {
+        ""
+    };
+    format!(
+        "import json, sys\ns = sys.stdin.read()\n{empty}if s.startswith('list:'):\n    print(json.dumps([x.upper() for x in s[5:].split(',')]), end='')\nelse:\n    print(s.upper() + '!')\n"
+    )
+}
+
+/// The imported task's steps: the same questions, then `shout.py`, then the importer test's
+/// `rcb_tests/test.sh` (the runner ICAE's protocol asks for), then a short answer.
+fn imported_icae_next(
+    messages: &[Value],
+    done: &[String],
+    tools: &[Value],
+) -> Option<(Kind, Reply)> {
+    let asked = done.iter().filter(|n| *n == "ask_user_question").count();
+    let plan = icae_questions(has(done, "lattice_route"));
+    if let Some(q) = plan
+        .get(asked)
+        .filter(|_| offered(tools, "ask_user_question"))
+    {
+        let args = json!({"questions": [{"id": format!("q{}", asked + 1), "question": q}]});
+        return Some((Kind::Ask, Reply::Call("ask_user_question".into(), args)));
+    }
+    let writes = done.iter().filter(|n| *n == "write").count();
+    let learned: String = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    let file = match writes {
+        0 => (
+            "shout.py",
+            imported_shout(learned.contains("returns an empty list")),
+        ),
+        1 => ("rcb_tests/test.sh", crate::import_icae::TEST_SH.to_owned()),
+        _ => {
+            return Some((
+                Kind::Answer,
+                Reply::Text("Implemented shout.py and rcb_tests/test.sh.".into()),
+            ));
+        }
+    };
+    let args = json!({"file_path": format!("/workspace/{}", file.0), "content": file.1});
+    Some((Kind::Write, Reply::Call("write".into(), args)))
 }
 
 /// In a prompt: after Plan Lattice's route (when offered), one `bash` call of [`HUNT_COMMAND`],
