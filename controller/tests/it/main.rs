@@ -15,6 +15,7 @@ mod custody;
 mod dsh_clarify;
 mod dsh_faults;
 mod dsh_harness;
+mod dsh_rounds;
 mod dsh_simple;
 mod exit_status;
 mod freeze_cli;
