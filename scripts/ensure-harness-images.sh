@@ -5,14 +5,20 @@
 #   EVAL_TEST_MINI_SWE_AGENT_IMAGE=sha256:…
 #   EVAL_TEST_DSH_IMAGE=sha256:…
 #   EVAL_TEST_V04_GRADER_IMAGE=sha256:…      (v0.4's simple grader: controller/tests/import_v04.rs)
+#   EVAL_TEST_EVOCODE_GO_IMAGE=sha256:…      (EvoCode's and the Go grader base)
+#   EVAL_TEST_DSH_GO_IMAGE=sha256:…          (the Harness + Go 1.22; the next two likewise)
+#   EVAL_TEST_DSH_NODE_IMAGE=sha256:…
+#   EVAL_TEST_DSH_PYTHON_IMAGE=sha256:…
+#   EVAL_TEST_GRADER_NODE_IMAGE=sha256:…     (grader bases: runtimes/tests/it/lang_images.rs)
+#   EVAL_TEST_GRADER_PYTHON_IMAGE=sha256:…
 #
 # Each image is built by its own `runtimes/images/<name>/build.sh`, which reuses the engine's image
 # when the tag of its inputs' digest is already there (a rerun with unchanged inputs builds nothing,
 # needs no root and no network). A first build needs root, the Debian mirror and PyPI or npm: see
 # runtimes/images/README.md. Use from scripts/test.sh as `export $(scripts/ensure-harness-images.sh)`.
 #
-# Arguments: the harness names to ensure (default: every image a test uses, `mini-swe-agent dsh
-# v04-grader`).
+# Arguments: the image names to ensure (default: every image a test uses, in this order: `dsh`
+# before the `dsh-<lang>` images built over it).
 # Exit 0 when every image is there; 2 (with the harness named) when one cannot be built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,15 +31,33 @@ var_of() {
     mini-swe-agent) echo EVAL_TEST_MINI_SWE_AGENT_IMAGE ;;
     dsh) echo EVAL_TEST_DSH_IMAGE ;;
     v04-grader) echo EVAL_TEST_V04_GRADER_IMAGE ;;
+    evocode-go) echo EVAL_TEST_EVOCODE_GO_IMAGE ;;
+    dsh-go) echo EVAL_TEST_DSH_GO_IMAGE ;;
+    dsh-node) echo EVAL_TEST_DSH_NODE_IMAGE ;;
+    dsh-python) echo EVAL_TEST_DSH_PYTHON_IMAGE ;;
+    grader-node) echo EVAL_TEST_GRADER_NODE_IMAGE ;;
+    grader-python) echo EVAL_TEST_GRADER_PYTHON_IMAGE ;;
     *) return 1 ;;
   esac
 }
 
-[ $# -gt 0 ] || set -- mini-swe-agent dsh v04-grader
+# image name -> its build command (the per-language bases share runtimes/images/lang/build.sh)
+build_of() {
+  case $1 in
+    dsh-*) echo "$root/runtimes/images/lang/build.sh agent ${1#dsh-}" ;;
+    grader-*) echo "$root/runtimes/images/lang/build.sh grader ${1#grader-}" ;;
+    *) echo "$root/runtimes/images/$1/build.sh" ;;
+  esac
+}
+
+all="mini-swe-agent dsh v04-grader evocode-go dsh-go dsh-node dsh-python grader-node grader-python"
+
+# shellcheck disable=SC2086 # a list of plain names
+[ $# -gt 0 ] || set -- $all
 for name in "$@"; do
-  var=$(var_of "$name") || { say "unknown harness '$name' (known: mini-swe-agent, dsh, v04-grader)"; exit 2; }
-  build="$root/runtimes/images/$name/build.sh"
-  [ -x "$build" ] || { say "$name: no build script at $build"; exit 2; }
+  var=$(var_of "$name") || { say "unknown image '$name' (known: $all)"; exit 2; }
+  build=$(build_of "$name")
+  [ -x "${build%% *}" ] || { say "$name: no build script at ${build%% *}"; exit 2; }
   say "$name: building or reusing the cached image ($build)"
   # The id is the build script's last stdout line; its progress goes to stderr.
   # One build of a base at a time on this machine: two builds share the build directory
@@ -42,7 +66,8 @@ for name in "$@"; do
   # lib.sh are inputs of the image tag: a lock there would change every base's tag.
   locks="${EVAL_IMAGES_WORK:-/var/tmp/eval-images}/locks"
   mkdir -p "$locks"
-  if ! out=$(flock "$locks/$name.lock" "$build"); then
+  # shellcheck disable=SC2086 # the script and its arguments
+  if ! out=$(flock "$locks/$name.lock" $build); then
     say "$name: $build failed (a first build needs root, the Debian mirror and PyPI or npm)"
     exit 2
   fi

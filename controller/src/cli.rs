@@ -526,13 +526,51 @@ pub enum ImportCommand {
     /// the protocol and its matrix
     #[command(name = "v04-evocode")]
     V04Evocode(ImportV04EvocodeArgs),
+    /// v0.4's ICAE suite: ICAE-EVAL's layout (repo_alias.json, fuzzy_prds/, user_agent/,
+    /// rcb_tests_repos/) becomes six ambiguous-build tasks with a stateful simulated user, an
+    /// eval-written grader of evaluate.py's rules, the arms native, v0.4-never and v0.4-critical,
+    /// the protocol and its matrix
+    #[command(name = "v04-icae")]
+    V04Icae(ImportV04IcaeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportV04IcaeArgs {
+    /// The ICAE-EVAL root as download_scaffold.sh leaves it: repo_alias.json, fuzzy_prds/,
+    /// user_agent/{init.md,fuzzy_suffix.md,prd_json/}, rcb_tests_repos/ (extracted), or beside
+    /// them the Zenodo archives rcb_tests_repos.tar.gz and icae_prd_bundle.tar.gz (checked
+    /// against v0.4's pins, then read)
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// The Plan Lattice package of the two plugin arms (dsh-plan-lattice-0.4.0-rc.3.tgz)
+    #[arg(long, value_name = "FILE")]
+    pub package: PathBuf,
+    /// Name of the protocol (and matrix) to write
+    #[arg(long, value_name = "NAME", default_value = "icae")]
+    pub protocol: String,
+    /// Import only these tasks (comma-separated v0.4 ids, e.g. icae-python-01; default: all six)
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub dsh_image: String,
+    /// Image id of the grader base: bash, python3 and the tasks' toolchains (the last line
+    /// runtimes/images/v04-grader/build.sh prints)
+    #[arg(long, value_name = "sha256:…")]
+    pub grader_image: String,
+    /// Accept extracted directories (their tree digests are recorded) and archives or a package
+    /// whose SHA-256 is not v0.4's pin
+    #[arg(long)]
+    pub allow_unpinned: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ImportV04EvocodeArgs {
     /// Directory of EvoCode-Bench task directories (DIR/<task id>/task.toml, as the dataset
-    /// extracts to data/EvoCodeBench/)
-    #[arg(long, value_name = "DIR")]
+    /// extracts to data/EvoCodeBench/), or the dataset archive itself
+    /// (archives/evocodebench_wotraj.tar.zst, checked against its pinned sha256 before anything
+    /// is extracted)
+    #[arg(long, value_name = "DIR|ARCHIVE.tar.zst")]
     pub from: PathBuf,
     /// The Plan Lattice package of the two plugin arms (dsh-plan-lattice-0.4.0-rc.3.tgz)
     #[arg(long, value_name = "FILE")]
@@ -540,7 +578,8 @@ pub struct ImportV04EvocodeArgs {
     /// Name of the protocol (and matrix) to write
     #[arg(long, value_name = "NAME", default_value = "evocode")]
     pub protocol: String,
-    /// Import only these tasks (comma-separated directory names; default: all)
+    /// Import only these tasks (comma-separated directory names; default: all of DIR, or from
+    /// the archive v0.4's three)
     #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
     pub tasks: Vec<String>,
     /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
@@ -550,8 +589,8 @@ pub struct ImportV04EvocodeArgs {
     #[arg(long, value_name = "sha256:…")]
     pub grader_image: String,
     /// Accept task directories (no pin exists for extracted tasks: the dataset pins only its
-    /// archive) and a package whose SHA-256 is not Plan Lattice 0414dfa's; the protocol records
-    /// every task's tree digest
+    /// archive), an archive that is not the pinned one, and a package whose SHA-256 is not Plan
+    /// Lattice 0414dfa's; the protocol records every task's tree digest and the archive's
     #[arg(long)]
     pub allow_unpinned: bool,
 }

@@ -377,7 +377,10 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Solution { .. }
         | E::Corpus { .. }
         | E::Harbor { .. }
-        | E::TasksUnpinned(_) => Status::Usage,
+        | E::TasksUnpinned(_)
+        | E::ArchiveUnpinned { .. }
+        | E::Icae { .. }
+        | E::IcaeUnpinned(_) => Status::Usage,
     }
 }
 failure_from!(crate::commands::import::ImportError, import_status);

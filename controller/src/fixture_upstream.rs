@@ -16,13 +16,10 @@
 //! the demo and `--upstream fixture` run it on purpose; no other production module may use it
 //! (a test below reads the sources to keep it so).
 
-use crate::loopback_upstream::{self, LoopbackServer};
-use axum::Router;
-use axum::body::Body;
+use crate::loopback_upstream::{self, ChatFlags, Completion, LoopbackServer};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -79,12 +76,7 @@ impl FixtureUpstream {
             key,
             tally: Mutex::new(FixtureTally::default()),
         });
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/chat/completions", post(chat))
-            .route("/v1/models", get(models))
-            .route("/models", get(models))
-            .with_state(shared.clone());
+        let app = loopback_upstream::openai_app(shared.clone(), chat, models);
         Ok(Self {
             server: LoopbackServer::serve(app).await?,
             shared,
@@ -109,24 +101,13 @@ impl FixtureUpstream {
     }
 }
 
-fn openai_error(status: StatusCode, kind: &str, message: &str) -> Response {
-    loopback_upstream::openai_error("x-eval-fixture", status, kind, message)
-}
-
-fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    loopback_upstream::bearer_matches(&shared.key, headers)
-}
+const MARKER: &str = "x-eval-fixture";
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if !authorized(&shared, &headers) {
-        return openai_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "invalid API key",
-        );
+    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
+        return loopback_upstream::unauthorized(MARKER);
     }
-    axum::Json(json!({"object": "list", "data": [{"id": "fixture", "object": "model", "owned_by": "eval-fixture"}]}))
-        .into_response()
+    loopback_upstream::model_list("fixture", "eval-fixture")
 }
 
 /// What the fixture model says to one request.
@@ -162,111 +143,50 @@ async fn chat(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if !authorized(&shared, &headers) {
+    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
         if let Ok(mut t) = shared.tally.lock() {
             t.rejected_unauthorized += 1;
         }
-        return openai_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "invalid API key",
-        );
+        return loopback_upstream::unauthorized(MARKER);
     }
-    let (request, model) = match loopback_upstream::chat_request("x-eval-fixture", &body) {
+    let (request, model) = match loopback_upstream::chat_request(MARKER, &body) {
         Ok(parsed) => parsed,
         Err(refusal) => return *refusal,
     };
     let ans = match answer(&request) {
         Ok(a) => a,
-        Err(e) => return openai_error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
+        Err(e) => {
+            return loopback_upstream::openai_error(
+                MARKER,
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &e,
+            );
+        }
     };
-    let stream = request
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let include_usage = request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let flags = ChatFlags::of(&request);
     if let Ok(mut t) = shared.tally.lock() {
         t.calls += 1;
-        if stream {
+        if flags.stream {
             t.stream_calls += 1;
         }
         t.prompt_tokens += ans.prompt_tokens;
         t.completion_tokens += ans.completion_tokens;
     }
-    let id = format!(
-        "fixture-{}",
-        &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))[..16]
-    );
-    let usage = json!({
-        "prompt_tokens": ans.prompt_tokens,
-        "completion_tokens": ans.completion_tokens,
-        "total_tokens": ans.prompt_tokens + ans.completion_tokens,
-    });
-    if !stream {
-        let body = json!({
-            "id": id, "object": "chat.completion", "created": 0, "model": model,
-            "system_fingerprint": "eval-fixture",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": ans.content},
-                         "finish_reason": "stop"}],
-            "usage": usage,
-        });
-        return ([("x-eval-fixture", "1")], axum::Json(body)).into_response();
+    Completion {
+        marker: MARKER,
+        fingerprint: "eval-fixture",
+        id: Completion::id("fixture", &body),
+        model: &model,
+        content: &ans.content,
+        piece_bytes: 64,
+        usage: json!({
+            "prompt_tokens": ans.prompt_tokens,
+            "completion_tokens": ans.completion_tokens,
+            "total_tokens": ans.prompt_tokens + ans.completion_tokens,
+        }),
     }
-    let mut events: Vec<Value> = Vec::new();
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
-               "system_fingerprint": "eval-fixture",
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    events.push(chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    ));
-    for piece in split_pieces(&ans.content, 64) {
-        events.push(chunk(json!({"content": piece}), Value::Null));
-    }
-    events.push(chunk(json!({}), json!("stop")));
-    if include_usage {
-        events.push(
-            json!({"id": id, "object": "chat.completion.chunk", "created": 0,
-                           "model": model, "system_fingerprint": "eval-fixture",
-                           "choices": [], "usage": usage}),
-        );
-    }
-    let mut frames: Vec<Result<bytes::Bytes, std::io::Error>> = events
-        .into_iter()
-        .map(|e| Ok(bytes::Bytes::from(format!("data: {e}\n\n"))))
-        .collect();
-    frames.push(Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n")));
-    let body = Body::from_stream(futures_util::stream::iter(frames));
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        [("x-eval-fixture", "1")],
-        body,
-    )
-        .into_response()
-}
-
-/// Splits text into pieces of at most `max` bytes on char boundaries.
-fn split_pieces(text: &str, max: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(max);
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
-        let (head, tail) = rest.split_at(end);
-        out.push(head);
-        rest = tail;
-    }
-    out
+    .respond(flags)
 }
 
 #[cfg(test)]
@@ -386,7 +306,10 @@ mod tests {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.headers()[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(
+            r.headers()[axum::http::header::CONTENT_TYPE],
+            "text/event-stream; charset=utf-8"
+        );
         let text = r.text().await.unwrap();
         assert!(text.ends_with("data: [DONE]\n\n"));
         let mut content = String::new();
@@ -422,7 +345,17 @@ mod tests {
             .text()
             .await
             .unwrap();
-        assert!(!text.contains("\"usage\""));
+        assert!(
+            !text.contains("prompt_tokens"),
+            "no usage chunk unless asked"
+        );
+        assert!(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter(|l| *l != "[DONE]")
+                .all(|l| serde_json::from_str::<Value>(l).unwrap()["usage"].is_null()),
+            "every other chunk carries \"usage\": null, as the real API's do"
+        );
         assert_eq!(up.tally().stream_calls, 2);
         up.shutdown().await;
     }

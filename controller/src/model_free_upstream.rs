@@ -21,13 +21,10 @@
 //! every report format; only a protocol that declares `model_free = true` (which loading allows
 //! only with wire metrics) may release on it (`eval_evidence::report::build`).
 
-use crate::loopback_upstream::{self, LoopbackServer};
-use axum::Router;
-use axum::body::Body;
+use crate::loopback_upstream::{self, ChatFlags, Completion, LoopbackServer};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,12 +54,7 @@ impl ModelFreeUpstream {
             key,
             calls: AtomicU64::new(0),
         });
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/chat/completions", post(chat))
-            .route("/v1/models", get(models))
-            .route("/models", get(models))
-            .with_state(shared.clone());
+        let app = loopback_upstream::openai_app(shared.clone(), chat, models);
         Ok(Self {
             server: LoopbackServer::serve(app).await?,
             shared,
@@ -84,24 +76,13 @@ impl ModelFreeUpstream {
     }
 }
 
-fn openai_error(status: StatusCode, kind: &str, message: &str) -> Response {
-    loopback_upstream::openai_error("x-eval-model-free", status, kind, message)
-}
-
-fn authorized(shared: &Shared, headers: &HeaderMap) -> bool {
-    loopback_upstream::bearer_matches(&shared.key, headers)
-}
+const MARKER: &str = "x-eval-model-free";
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if !authorized(&shared, &headers) {
-        return openai_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "invalid API key",
-        );
+    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
+        return loopback_upstream::unauthorized(MARKER);
     }
-    axum::Json(json!({"object": "list", "data": [{"id": "model-free", "object": "model", "owned_by": FINGERPRINT}]}))
-        .into_response()
+    loopback_upstream::model_list("model-free", FINGERPRINT)
 }
 
 /// The usage of a plain stop to a request of `body_len` bytes, in DeepSeek's shape (the answer's
@@ -123,73 +104,24 @@ async fn chat(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if !authorized(&shared, &headers) {
-        return openai_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_api_key",
-            "invalid API key",
-        );
+    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
+        return loopback_upstream::unauthorized(MARKER);
     }
-    let (request, model) = match loopback_upstream::chat_request("x-eval-model-free", &body) {
+    let (request, model) = match loopback_upstream::chat_request(MARKER, &body) {
         Ok(parsed) => parsed,
         Err(refusal) => return *refusal,
     };
-    let stream = request
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let include_usage = request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
     shared.calls.fetch_add(1, Ordering::Relaxed);
-    let id = format!(
-        "model-free-{}",
-        &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))[..16]
-    );
-    let usage = usage(body.len());
-    if !stream {
-        let body = json!({
-            "id": id, "object": "chat.completion", "created": 0, "model": model,
-            "system_fingerprint": FINGERPRINT,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},
-                         "finish_reason": "stop"}],
-            "usage": usage,
-        });
-        return ([("x-eval-model-free", "1")], axum::Json(body)).into_response();
+    Completion {
+        marker: MARKER,
+        fingerprint: FINGERPRINT,
+        id: Completion::id("model-free", &body),
+        model: &model,
+        content: ANSWER,
+        piece_bytes: ANSWER.len(),
+        usage: usage(body.len()),
     }
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
-               "system_fingerprint": FINGERPRINT,
-               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-               "usage": null})
-    };
-    let mut events = vec![
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": ANSWER}), Value::Null),
-        chunk(json!({}), json!("stop")),
-    ];
-    if include_usage {
-        events.push(
-            json!({"id": id, "object": "chat.completion.chunk", "created": 0,
-                           "model": model, "system_fingerprint": FINGERPRINT,
-                           "choices": [], "usage": usage}),
-        );
-    }
-    let mut frames: Vec<Result<bytes::Bytes, std::io::Error>> = events
-        .into_iter()
-        .map(|e| Ok(bytes::Bytes::from(format!("data: {e}\n\n"))))
-        .collect();
-    frames.push(Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n")));
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        [("x-eval-model-free", "1")],
-        Body::from_stream(futures_util::stream::iter(frames)),
-    )
-        .into_response()
+    .respond(ChatFlags::of(&request))
 }
 
 #[cfg(test)]
@@ -286,7 +218,7 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            r.headers()[header::CONTENT_TYPE]
+            r.headers()[axum::http::header::CONTENT_TYPE]
                 .to_str()
                 .unwrap()
                 .starts_with("text/event-stream")

@@ -28,6 +28,7 @@ mod secret;
 mod server;
 pub mod sse;
 pub mod tls_pin;
+mod upstream;
 mod usage;
 pub mod wire;
 

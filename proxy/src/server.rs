@@ -82,6 +82,9 @@ pub(crate) struct Shared {
     pub transcript_dir: Option<PathBuf>,
     pub keep_bodies: Option<usize>,
     pub client: reqwest::Client,
+    /// The streamed calls' client (`crate::upstream`), unless an outbound proxy is configured
+    /// (then reqwest carries every call).
+    pub stream_client: Option<Arc<crate::upstream::StreamClient>>,
     pub sink: Arc<dyn RecordSink>,
     pub control: Option<Arc<dyn ControlPlane>>,
     pub run: RunLedger,
@@ -183,6 +186,26 @@ fn build_client(cfg: &ProxyConfig) -> Result<reqwest::Client, ProxyError> {
     )
 }
 
+/// The streamed calls' HTTP/1.1 client, with the same TLS verification and pins as
+/// [`upstream_client`]; none behind an outbound proxy, which only reqwest speaks.
+fn build_stream_client(
+    cfg: &ProxyConfig,
+) -> Result<Option<Arc<crate::upstream::StreamClient>>, ProxyError> {
+    if cfg.outbound_proxy.is_some() {
+        return Ok(None);
+    }
+    let tls = if cfg.upstream.starts_with("https:") {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Some(
+            crate::tls_pin::h1_config(&cfg.tls_spki_sha256, cfg.extra_root_pem.as_deref())
+                .map_err(ProxyError::Client)?,
+        )
+    } else {
+        None
+    };
+    Ok(crate::upstream::StreamClient::new(&cfg.upstream, cfg.timeouts.connect, tls).map(Arc::new))
+}
+
 /// The one construction of an HTTP client to the upstream, shared by the proxy and the account
 /// checks (`crate::account`), so both trust the same roots: rustls through reqwest's platform
 /// verifier (on Linux the system CA bundle, or only `SSL_CERT_FILE`/`SSL_CERT_DIR` when set), plus
@@ -237,6 +260,7 @@ impl Proxy {
             )));
         }
         let client = build_client(&cfg)?;
+        let stream_client = build_stream_client(&cfg)?;
         let shared = Arc::new(Shared {
             upstream: cfg.upstream.trim_end_matches('/').to_owned(),
             api: cfg.api,
@@ -249,6 +273,7 @@ impl Proxy {
             transcript_dir: cfg.transcript_dir,
             keep_bodies: cfg.keep_bodies,
             client,
+            stream_client,
             sink: cfg.sink,
             control: cfg.control,
             run: RunLedger::new(cfg.run_budget, cfg.run_seed),

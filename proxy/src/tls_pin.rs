@@ -85,6 +85,27 @@ pub fn client_config(
     pins: &[[u8; 32]],
     extra_root_pem: Option<&[u8]>,
 ) -> Result<rustls::ClientConfig, String> {
+    let mut tls = verified_config(pins, extra_root_pem)?;
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
+/// The same verification for the streamed calls' HTTP/1.1 client (`crate::upstream`): the
+/// platform verifier with the extra roots, wrapped by the pins when there are any (none: the
+/// plain verifier, as reqwest's unpinned client uses it); ALPN `http/1.1` only.
+pub(crate) fn h1_config(
+    pins: &[[u8; 32]],
+    extra_root_pem: Option<&[u8]>,
+) -> Result<rustls::ClientConfig, String> {
+    let mut tls = verified_config(pins, extra_root_pem)?;
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
+fn verified_config(
+    pins: &[[u8; 32]],
+    extra_root_pem: Option<&[u8]>,
+) -> Result<rustls::ClientConfig, String> {
     use rustls::pki_types::pem::PemObject as _;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let extra = match extra_root_pem {
@@ -95,16 +116,18 @@ pub fn client_config(
     };
     let inner = rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
         .map_err(|e| format!("TLS verifier: {e}"))?;
-    let verifier = Pinned {
-        inner: Arc::new(inner),
-        pins: pins.to_vec(),
+    let verifier: Arc<dyn ServerCertVerifier> = if pins.is_empty() {
+        Arc::new(inner)
+    } else {
+        Arc::new(Pinned {
+            inner: Arc::new(inner),
+            pins: pins.to_vec(),
+        })
     };
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS versions: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tls)
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth())
 }

@@ -67,7 +67,14 @@ pub struct RuntimeDef {
     /// `uid:gid`, else [`DEFAULT_USER`] (`policy::effective_user`).
     #[serde(default)]
     pub user: Option<String>,
-    /// The harness's working directory. Absent: the image's `WorkingDir`, else `/workspace`.
+    /// Where the task's workspace is mounted in this definition's containers (agent and
+    /// grader alike), for tasks that expect it elsewhere (EvoCode-Bench's `/app`); `{workspace}`
+    /// renders to it. Absent: [`paths::WORKSPACE`]. Serialised only when set, so the frozen form
+    /// of every definition written before the field existed stays byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// The harness's working directory. Absent: the declared `workspace`, else the image's
+    /// `WorkingDir`, else `/workspace`.
     #[serde(default)]
     pub workdir: Option<String>,
     /// Extra tmpfs mount points besides `/tmp` (a harness's `$HOME`, caches), `noexec`.
@@ -640,6 +647,37 @@ impl RuntimeDef {
                 return Err(refuse(format!("overlaps tmpfs_exec {o:?}")));
             }
         }
+        // A tmpfs starts empty and hides what the image has beneath it: never the programs the
+        // containers run or the files the shim attests (`/usr/local/bin` for build outputs is
+        // fine in an image whose harness lives elsewhere, and refused in one whose lives there).
+        let programs = self
+            .harness
+            .command
+            .iter()
+            .chain(&self.harness.continue_command)
+            .chain(self.grader.as_ref().map(|g| &g.command))
+            .filter_map(|c| c.first())
+            .chain(self.attest.paths.iter())
+            .map(|p| self.render_agent(p))
+            .filter(|p| p.starts_with('/'));
+        for p in programs {
+            for (kind, list) in [("tmpfs", &self.tmpfs), ("tmpfs_exec", &self.tmpfs_exec)] {
+                if let Some((i, t)) = list
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| p.starts_with(t.as_str()) && overlaps(t, &p))
+                {
+                    return Err((
+                        format!("{kind}[{i}]"),
+                        format!("{t:?} would hide {p:?}, which the container runs or attests"),
+                    ));
+                }
+            }
+        }
+        if let Some(w) = &self.workspace {
+            workspace_path(w, self)
+                .map_err(|why| ("workspace".to_owned(), format!("{w:?} {why}")))?;
+        }
         if let Some(w) = &self.workdir {
             absolute(w).map_err(|why| ("workdir".to_owned(), format!("{w:?} {why}")))?;
         }
@@ -785,10 +823,15 @@ impl RuntimeDef {
         format!("http://127.0.0.1:{}/v1", self.relay_port)
     }
 
+    /// Where the workspace is mounted: the declared `workspace`, else [`paths::WORKSPACE`].
+    pub fn workspace_path(&self) -> &str {
+        self.workspace.as_deref().unwrap_or(paths::WORKSPACE)
+    }
+
     /// Substitutes the agent-side variables.
     pub fn render_agent(&self, s: &str) -> String {
         s.replace("{prompt}", paths::PROMPT)
-            .replace("{workspace}", paths::WORKSPACE)
+            .replace("{workspace}", self.workspace_path())
             .replace("{base_url}", &self.base_url())
             .replace("{profile}", &self.arm.profile)
             .replace("{candidate}", &self.arm.candidate)
@@ -797,7 +840,7 @@ impl RuntimeDef {
     /// Substitutes the grader-side variables (`{out}` becomes the score file's path,
     /// `{oracle_record}` the oracle record's).
     pub fn render_grader(&self, s: &str) -> String {
-        s.replace("{workspace}", paths::WORKSPACE)
+        s.replace("{workspace}", self.workspace_path())
             .replace("{hidden}", paths::HIDDEN)
             .replace("{oracle_record}", &format!("{}/record.json", paths::ORACLE))
             .replace("{out}", &format!("{}/score.json", paths::OUT))
@@ -837,6 +880,63 @@ const FIXED_MOUNTS: [&str; 12] = [
     "/sys",
     "/dev",
 ];
+
+/// Image directories a declared workspace may neither be nor hide (a bind mount over one of
+/// them, or over a parent of one, would replace the image's own programs or configuration).
+const SYSTEM_DIRS: [&str; 10] = [
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/etc",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/local/bin",
+    "/usr/local/lib",
+];
+
+/// A declared `workspace`: absolute, normalised, not `/`, hiding no system directory, clear of
+/// every other fixed mount (it replaces `/workspace`, which it may equal), of the arm's paths
+/// and files and of every tmpfs (a tmpfs over the workspace would hide it; one beneath it would
+/// be graded as part of it).
+fn workspace_path(w: &str, def: &RuntimeDef) -> Result<(), String> {
+    absolute(w)?;
+    if let Some(d) = SYSTEM_DIRS
+        .iter()
+        .find(|d| d.starts_with(w) && overlaps(w, d))
+    {
+        return Err(format!("would hide the image's {d}"));
+    }
+    if let Some(m) = FIXED_MOUNTS
+        .iter()
+        .copied()
+        .filter(|m| *m != paths::WORKSPACE)
+        .find(|m| overlaps(w, m))
+    {
+        return Err(format!("overlaps the fixed container mount {m:?}"));
+    }
+    for (name, a) in [
+        ("arm.profile", &def.arm.profile),
+        ("arm.candidate", &def.arm.candidate),
+    ] {
+        if overlaps(w, a) {
+            return Err(format!("overlaps {name} {a:?}"));
+        }
+    }
+    if let Some(f) = def.arm.files.iter().find(|f| overlaps(w, &f.dest)) {
+        return Err(format!("overlaps arm.file dest {:?}", f.dest));
+    }
+    if let Some(t) = def
+        .tmpfs
+        .iter()
+        .chain(&def.tmpfs_exec)
+        .find(|t| overlaps(w, t))
+    {
+        return Err(format!("overlaps tmpfs {t:?}"));
+    }
+    Ok(())
+}
 
 /// A tmpfs mount point (either kind): absolute, normalised, clear of the fixed mounts and of
 /// the arm's files.
@@ -1363,6 +1463,72 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         )
         .unwrap_err();
         assert!(e.to_string().contains("harness.command"), "{e}");
+    }
+
+    #[test]
+    fn a_declared_workspace_is_a_plain_path_clear_of_system_dirs_mounts_and_tmpfs() {
+        accepted("workspace = \"/app\"\ntmpfs_exec = [\"/opt/build\"]", "");
+        accepted("workspace = \"/workspace\"", "");
+        let d = RuntimeDef::parse("name = \"t\"\n[image]\nreference = \"r\"", "t.toml").unwrap();
+        assert_eq!(d.workspace_path(), paths::WORKSPACE);
+        // Absent, it is not serialised: definitions frozen before it keep their bytes.
+        assert!(!toml::to_string(&d).unwrap().contains("workspace ="));
+        for (top, why) in [
+            ("workspace = \"app\"", "must be absolute"),
+            ("workspace = \"/app/../etc\"", "contains `..`"),
+            ("workspace = \"/\"", "must not be `/`"),
+            ("workspace = \"/usr\"", "would hide the image's /usr/bin"),
+            (
+                "workspace = \"/usr/local/bin\"",
+                "would hide the image's /usr/local/bin",
+            ),
+            ("workspace = \"/tmp/app\"", "fixed container mount \"/tmp\""),
+            (
+                "workspace = \"/hidden\"",
+                "fixed container mount \"/hidden\"",
+            ),
+            (
+                "workspace = \"/app\"\ntmpfs_exec = [\"/app/bin\"]",
+                "overlaps tmpfs \"/app/bin\"",
+            ),
+            (
+                "workspace = \"/home/agent/app\"\ntmpfs = [\"/home/agent\"]",
+                "overlaps tmpfs",
+            ),
+            ("workspace = \"/opt/eval\"", "overlaps arm.profile"),
+        ] {
+            let (field, detail) = refused(top, "");
+            assert_eq!(field, "workspace", "{top}: {detail}");
+            assert!(detail.contains(why), "{top}: {detail}");
+        }
+    }
+
+    #[test]
+    fn a_tmpfs_never_hides_what_the_container_runs_or_attests() {
+        // MIN's harness is /usr/local/bin/agent.
+        accepted("tmpfs_exec = [\"/opt/build\"]", "");
+        for (top, tables, field) in [
+            ("tmpfs_exec = [\"/usr/local/bin\"]", "", "tmpfs_exec[0]"),
+            (
+                "tmpfs = [\"/opt/x\"]",
+                "continue_command = [\"/opt/x/agent\"]",
+                "tmpfs[0]",
+            ),
+            (
+                "tmpfs_exec = [\"/opt/g\"]",
+                "[grader]\ncommand = [\"/opt/g/grade\"]",
+                "tmpfs_exec[0]",
+            ),
+            (
+                "tmpfs_exec = [\"/a\", \"/opt/bin\"]",
+                "[build]\nbusybox = true\n[attest]\npaths = [\"/opt/bin/tool\"]",
+                "tmpfs_exec[1]",
+            ),
+        ] {
+            let (f, detail) = refused(top, tables);
+            assert_eq!(f, field, "{top} {tables}: {detail}");
+            assert!(detail.contains("would hide"), "{detail}");
+        }
     }
 
     #[test]

@@ -310,11 +310,12 @@ pub fn effective_user(def: &RuntimeDef, image: &ImageConfig) -> Result<(u32, u32
     parse_user(DEFAULT_USER).map_err(|d| invalid(&def.name, "user", d))
 }
 
-/// The working directory: the definition's `workdir`; else the image's absolute `WorkingDir`;
-/// else the workspace.
+/// The working directory: the definition's `workdir`; else its declared `workspace`; else the
+/// image's absolute `WorkingDir`; else the workspace.
 pub fn effective_workdir(def: &RuntimeDef, image: &ImageConfig) -> String {
     def.workdir
         .clone()
+        .or_else(|| def.workspace.clone())
         .or_else(|| image.workdir.clone().filter(|w| w.starts_with('/')))
         .unwrap_or_else(|| paths::WORKSPACE.to_owned())
 }
@@ -431,8 +432,8 @@ pub fn container_spec(
 ) -> Result<ContainerSpec, RuntimeError> {
     let role = mounts.role();
     let labels = labels(facts, role);
-    let tmpfs = tmpfs_mounts(def);
     let (uid, gid) = effective_user(def, image_config)?;
+    let tmpfs = tmpfs_mounts(def, (uid, gid));
     let user = format!("{uid}:{gid}");
     let workdir = effective_workdir(def, image_config);
     let env = effective_env(def, image_config, role);
@@ -506,18 +507,22 @@ fn labels(facts: &AttemptFacts, role: Role) -> BTreeMap<String, String> {
 
 /// tmpfs mount point → options: `/tmp` and the definition's `tmpfs` are `noexec`, its
 /// `tmpfs_exec` are `exec`.
-fn tmpfs_mounts(def: &RuntimeDef) -> BTreeMap<String, String> {
+fn tmpfs_mounts(def: &RuntimeDef, user: (u32, u32)) -> BTreeMap<String, String> {
     // `noexec` and `exec` are always stated: the engine's default for a tmpfs is `noexec`.
     let size = def.limits.tmpfs_mb;
     let noexec = format!("rw,nosuid,nodev,noexec,size={size}m");
     let exec = format!("rw,nosuid,nodev,exec,size={size}m");
+    // A declared tmpfs belongs to the container's user: over a directory the image has
+    // (`/usr/local/bin` for build outputs) the runtime gives the tmpfs that directory's mode,
+    // root's 0755, which the non-root user could not write into otherwise. `/tmp` is 1777.
+    let owner = format!(",uid={},gid={}", user.0, user.1);
     let mut tmpfs = BTreeMap::new();
     tmpfs.insert("/tmp".to_owned(), noexec.clone());
     for t in &def.tmpfs {
-        tmpfs.insert(t.clone(), noexec.clone());
+        tmpfs.insert(t.clone(), format!("{noexec}{owner}"));
     }
     for t in &def.tmpfs_exec {
-        tmpfs.insert(t.clone(), exec.clone());
+        tmpfs.insert(t.clone(), format!("{exec}{owner}"));
     }
     tmpfs
 }
@@ -549,7 +554,7 @@ fn agent_process(
         .unwrap_or_default();
     socket_dir_holds_only(socket_dir, &socket_name)?;
     let mut binds = vec![
-        bind(workspace, paths::WORKSPACE, false)?,
+        bind(workspace, def.workspace_path(), false)?,
         bind(prompt, paths::PROMPT, true)?,
         bind(shim, paths::SHIM, true)?,
         bind(socket_dir, paths::SOCKET_DIR, true)?,
@@ -612,7 +617,7 @@ fn grader_process(
         })
     })?;
     let mut binds = vec![
-        bind(workspace, paths::WORKSPACE, true)?,
+        bind(workspace, def.workspace_path(), true)?,
         bind(hidden, paths::HIDDEN, true)?,
         bind(out, paths::OUT, false)?,
     ];
@@ -1485,6 +1490,68 @@ HOME = "/home/agent"
     }
 
     #[test]
+    fn a_declared_workspace_is_where_the_workspace_is_mounted_and_the_harness_starts() {
+        let s = spec_of(
+            "workspace = \"/app\"\ntmpfs_exec = [\"/usr/local/bin\"]",
+            "[harness]\ncommand = [\"/agent\", \"{workspace}\"]",
+            &image(),
+        )
+        .unwrap();
+        let ws: Vec<_> = s
+            .expected
+            .mounts
+            .iter()
+            .filter(|m| m.source == "/w")
+            .collect();
+        assert_eq!(ws.len(), 1);
+        assert_eq!((ws[0].target.as_str(), ws[0].read_only), ("/app", false));
+        assert!(
+            !s.expected
+                .mounts
+                .iter()
+                .any(|m| m.target == paths::WORKSPACE)
+        );
+        // Over the image's WorkingDir; `{workspace}` renders to it.
+        assert_eq!(s.body.working_dir.as_deref(), Some("/app"));
+        assert_eq!(harness(&s), ["/agent", "/app"]);
+        // The root stays read-only; the exec path is a tmpfs stated `exec`.
+        let host = s.body.host_config.as_ref().unwrap();
+        assert_eq!(host.readonly_rootfs, Some(true));
+        let t = host.tmpfs.as_ref().unwrap();
+        assert!(t["/usr/local/bin"].contains(",exec,"), "{t:?}");
+        assert!(t["/tmp"].contains("noexec"), "{t:?}");
+        // The grader of a definition declaring it finds the workspace there too, read-only.
+        let def = RuntimeDef::parse(
+            "name = \"g\"\nworkspace = \"/app\"\n[image]\nreference = \"r\"\n[grader]\ncommand = [\"/g\", \"{workspace}\"]",
+            "g.toml",
+        )
+        .unwrap();
+        let g = container_spec(
+            &def,
+            &ImageId("sha256:ab".into()),
+            &image(),
+            &facts(),
+            &RoleMounts::Grader {
+                workspace: "/w".into(),
+                hidden: "/h".into(),
+                out: "/o".into(),
+                oracle: None,
+            },
+        )
+        .unwrap();
+        assert!(
+            g.expected
+                .mounts
+                .iter()
+                .any(|m| m.target == "/app" && m.source == "/w" && m.read_only)
+        );
+        assert_eq!(
+            g.body.entrypoint,
+            Some(vec!["/g".to_owned(), "/app".to_owned()])
+        );
+    }
+
+    #[test]
     fn without_image_or_definition_values_the_defaults_apply() {
         let s = spec_of(
             "",
@@ -1605,8 +1672,14 @@ HOME = "/home/agent"
         .unwrap();
         let want: BTreeMap<String, String> = [
             ("/tmp", "rw,nosuid,nodev,noexec,size=32m"),
-            ("/home/agent", "rw,nosuid,nodev,noexec,size=32m"),
-            ("/opt/cache", "rw,nosuid,nodev,exec,size=32m"),
+            (
+                "/home/agent",
+                "rw,nosuid,nodev,noexec,size=32m,uid=1000,gid=1001",
+            ),
+            (
+                "/opt/cache",
+                "rw,nosuid,nodev,exec,size=32m,uid=1000,gid=1001",
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))

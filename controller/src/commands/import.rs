@@ -7,6 +7,7 @@
 //! target exists.
 
 mod evocode;
+mod icae;
 mod router;
 mod solutions;
 
@@ -51,6 +52,9 @@ const PINNED: &[(&str, &str)] = &[
 fn size_cap(file: &str) -> u64 {
     if file.ends_with(".tgz") {
         32 << 20
+    } else if file.ends_with(".tar.zst") {
+        // EvoCode-Bench's dataset archive is 70 MB (V04-SUITES.md).
+        256 << 20
     } else {
         4 << 20
     }
@@ -256,11 +260,29 @@ pub enum ImportError {
     /// file, the field or the line).
     #[error("{path}: {why}")]
     Harbor { path: PathBuf, why: String },
+    /// EvoCode-Bench's dataset archive whose bytes are not the pinned ones.
+    #[error(
+        "{path}: sha256 {got}, but EvoCode-Bench's dataset archive (dataset commit 9fcae3e, archives/evocodebench_wotraj.tar.zst) has {want}; pass --allow-unpinned to import other bytes (their digest is recorded)"
+    )]
+    ArchiveUnpinned {
+        path: PathBuf,
+        got: String,
+        want: &'static str,
+    },
     /// EvoCode tasks read from directories: no pin exists for their bytes.
     #[error(
         "{0}: EvoCode-Bench pins only its dataset archive, not extracted task directories; pass --allow-unpinned to import them (their tree digests are recorded)"
     )]
     TasksUnpinned(PathBuf),
+    /// An input of `v04-icae --from DIR` that is not in ICAE-EVAL's layout (the message names
+    /// the file and the field or entry at fault).
+    #[error("{path}: {why}")]
+    Icae { path: PathBuf, why: String },
+    /// ICAE read from extracted directories: v0.4 pinned only the Zenodo archives.
+    #[error(
+        "{0}: no rcb_tests_repos.tar.gz and icae_prd_bundle.tar.gz to check against v0.4's pins (Plan Lattice 0414dfa benchmark-lock.json); pass --allow-unpinned to import the extracted directories (their tree digests are recorded)"
+    )]
+    IcaeUnpinned(PathBuf),
     /// A target already exists (and is not a shared runtime with exactly these bytes).
     #[error(
         "{0}: exists; `eval import` never overwrites (choose another --protocol, or move it away)"
@@ -356,6 +378,7 @@ pub fn run(cmd: ImportCommand) -> CmdResult {
         ImportCommand::V04Simple(args) => v04_simple(&args),
         ImportCommand::V04Router(args) => router::run(&args),
         ImportCommand::V04Evocode(args) => evocode::run(&args),
+        ImportCommand::V04Icae(args) => icae::run(&args),
     }
 }
 

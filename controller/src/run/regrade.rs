@@ -376,6 +376,17 @@ pub fn regrade(
 
     // Every workspace to be used is re-hashed before anything is recorded.
     let chosen = choose(&st, &tasks);
+    // Each attempt's questions as the run recorded them (its oracle record, for a grader that
+    // reads one), in ledger order.
+    let mut questions: BTreeMap<String, Vec<events::Clarification>> = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.kind == events::CLARIFICATION) {
+        let q: events::Clarification =
+            serde_json::from_slice(&e.payload).map_err(|e| RegradeError::Broken {
+                path: path.clone(),
+                why: format!("a clarification entry does not parse: {e}"),
+            })?;
+        questions.entry(q.attempt.clone()).or_default().push(q);
+    }
     let run_store = ArtifactStore::open(&crate::run::artifacts_dir(state, &spec.matrix))?;
     for c in &chosen {
         if let Some(w) = &c.outcome.artifacts.workspace {
@@ -488,6 +499,9 @@ pub fn regrade(
                 inputs: &inputs,
                 loaded: &admitted.loaded,
                 chosen: c,
+                questions: questions
+                    .get(&c.outcome.attempt)
+                    .map_or(&[][..], Vec::as_slice),
                 work: &work,
                 facts: AttemptFacts {
                     protocol: started.protocol.clone(),
@@ -719,6 +733,8 @@ struct GradeOne<'a> {
     inputs: &'a crate::run::inputs::TaskInputs,
     loaded: &'a eval_protocols::Loaded,
     chosen: &'a Chosen,
+    /// The attempt's `clarification` entries in the run's ledger, in order (its oracle record).
+    questions: &'a [events::Clarification],
     work: &'a Path,
     facts: AttemptFacts,
 }
@@ -748,17 +764,21 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
         out.detail = Some("the run archived no workspace for this attempt".into());
         return Ok(out);
     };
-    let task_dir = g
+    let not_staged = || crate::run::inputs::InputsError::Mismatch {
+        task: c.task.clone(),
+        detail: "not staged".into(),
+    };
+    let bundle = g
         .loaded
         .tasks
         .iter()
         .find(|t| t.suite == c.suite && t.id == c.task)
-        .and_then(|t| g.inputs.dir(&t.dir))
+        .ok_or_else(not_staged)?;
+    let task_dir = g
+        .inputs
+        .dir(&bundle.dir)
         .map(Path::to_path_buf)
-        .ok_or_else(|| crate::run::inputs::InputsError::Mismatch {
-            task: c.task.clone(),
-            detail: "not staged".into(),
-        })?;
+        .ok_or_else(not_staged)?;
     let _ = std::fs::remove_dir_all(g.work);
     let workspace = g.work.join("workspace");
     let scratch = g.work.join("out");
@@ -782,12 +802,25 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
         }
     };
     out.image = Some(image.to_string());
+    // A grader that reads the attempt's oracle record gets it as the original grading did:
+    // rebuilt from the run's ledger by the run's own function, beside (never in) the workspace.
+    let oracle = match crate::run::attempt::regrade_record(bundle, &task_dir, g.questions) {
+        Ok(None) => None,
+        Ok(Some(record)) => {
+            Some(crate::run::attempt::write_oracle_record(&work, &record).map_err(io(&work))?)
+        }
+        Err(why) => {
+            return Err(RegradeError::Io {
+                path: task_dir.clone(),
+                source: std::io::Error::other(why),
+            });
+        }
+    };
     let mounts = RoleMounts::Grader {
         workspace,
         hidden: task_dir.join("hidden"),
         out: scratch.clone(),
-        // A regrade has no live oracle record: a grader that reads /oracle sees none.
-        oracle: None,
+        oracle,
     };
     match run_grader_container(g.rt, g.def, &image, &g.facts, mounts).await {
         Err(f) => {

@@ -313,31 +313,15 @@ impl RunState {
         let counted = list.len() as u32 - unprepared;
         let reruns_left = counted <= rules.max_reruns;
         match slot.phase {
-            Phase::Infrastructure => {
-                if out.outcome == Outcome::Completed {
-                    SlotStatus::Final {
-                        number: last.number,
-                        outcome: out.outcome,
-                    }
-                } else if counted < rules.max_infra_attempts {
-                    SlotStatus::NeedsRerun {
-                        next: last.number + 1,
-                        code: out
-                            .infra_fault
-                            .map_or(out.outcome.as_str(), FaultCode::as_str)
-                            .to_owned(),
-                    }
-                } else {
-                    SlotStatus::Failed {
-                        number: last.number,
-                    }
-                }
-            }
-            // A control attempt's score is final whatever it is (a failing grade is the finding);
-            // only an infrastructure fault (the grader never ran) is rerun, up to the
-            // infrastructure limit.
-            Phase::Control => {
-                if out.outcome != Outcome::InfraFault {
+            // An infrastructure slot is done once an attempt completed; a control attempt's score
+            // is final whatever it is (a failing grade is the finding), so only an infrastructure
+            // fault (the grader never ran) is rerun. Both rerun up to the infrastructure limit.
+            Phase::Infrastructure | Phase::Control => {
+                let done = match slot.phase {
+                    Phase::Infrastructure => out.outcome == Outcome::Completed,
+                    _ => out.outcome != Outcome::InfraFault,
+                };
+                if done {
                     SlotStatus::Final {
                         number: last.number,
                         outcome: out.outcome,

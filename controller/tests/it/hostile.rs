@@ -955,3 +955,68 @@ fn walk_bytes(dir: &std::path::Path) -> u64 {
     }
     total
 }
+
+// ---------------------------------------------------------------------------------------------
+// 9. The paths a task expects (EvoCode-Bench's): the workspace at `/app` where a runtime declares
+// `workspace`, and a writable, executable `/usr/local/bin` (`tmpfs_exec`) for build outputs,
+// without giving up the read-only root or the non-root user.
+
+/// Asserted from inside the agent's container; each failure is its own exit status.
+const APP_PROBE: &str = r#"
+[ "$W" = /app ] || exit 11
+[ "$(pwd)" = /app ] || exit 12
+[ "$($BB id -u)" != 0 ] || exit 13
+[ "$($BB id -g)" != 0 ] || exit 13
+if $BB touch /root-probe 2>/dev/null; then exit 14; fi
+if $BB touch /usr/bin/probe 2>/dev/null; then exit 15; fi
+printf '#!/bin/sh\necho built-ok\n' > /usr/local/bin/tool || exit 16
+$BB chmod 755 /usr/local/bin/tool || exit 17
+[ "$(/usr/local/bin/tool)" = built-ok ] || exit 18
+printf '#!/bin/sh\necho ran\n' > /tmp/tool && $BB chmod 755 /tmp/tool
+if /tmp/tool 2>/dev/null; then exit 19; fi
+mkdir -p "$W/src"
+echo "demo-simple-1-r1-ok uid=$($BB id -u) $(/usr/local/bin/tool)" > "$W/src/part1.py"
+okcall
+metrics
+exit 0
+"#;
+
+#[test]
+fn a_workspace_declared_at_app_and_an_exec_bin_keep_the_root_read_only_and_the_user_non_root() {
+    need_docker!();
+    let p = Project::new(APP_PROBE, &Cfg::default());
+    // The agent's runtime: the workspace at /app, /usr/local/bin a writable exec tmpfs (so the
+    // image's own /usr/local/bin programs are neither run nor attested here).
+    let hostile = p.dir.join("runtimes/hostile/runtime.toml");
+    replace_in(
+        &hostile,
+        "tmpfs = [\"/home/agent\"]\n",
+        "tmpfs = [\"/home/agent\"]\nworkspace = \"/app\"\ntmpfs_exec = [\"/usr/local/bin\"]\n",
+    );
+    replace_in(
+        &hostile,
+        "[grader]\ncommand = [\"/usr/local/bin/eval-fixture-grader\", \"--workspace\", \"{workspace}\", \"--hidden\", \"{hidden}\", \"--out\", \"{out}\"]\n",
+        "",
+    );
+    replace_in(
+        &hostile,
+        "paths = [\"/usr/local/bin/eval-fixture-agent\", \"{profile}\", \"{candidate}\"]",
+        "paths = [\"{profile}\", \"{candidate}\"]",
+    );
+    // The grader's (and the native arm's) runtime declares /app too: the grader finds the
+    // workspace there or scores nothing.
+    replace_in(
+        &p.dir.join("runtimes/fixture/runtime.toml"),
+        "tmpfs = [\"/home/agent\"]\n",
+        "tmpfs = [\"/home/agent\"]\nworkspace = \"/app\"\n",
+    );
+    let r = p.run();
+    let o = r.assert_one_final_outcome();
+    assert_eq!(o["outcome"], "completed", "{o}\n{}", agent_log(&p, &o));
+    assert_eq!(o["metrics"]["checks_passed"].as_f64(), Some(1.0), "{o}");
+    assert_eq!(o["metrics"]["score"].as_f64(), Some(20.0), "{o}");
+    let n = &r.native_outcomes()[0];
+    assert_eq!(n["outcome"], "completed", "{n}");
+    assert!(n["metrics"]["score"].as_f64().unwrap_or(0.0) > 0.0, "{n}");
+    p.assert_no_leak(&r, &[]);
+}

@@ -265,6 +265,139 @@ fn a_stateful_oracle_keeps_the_conversation_records_triggers_and_hides_its_brief
         "{shown}"
     );
     assert!(shown.contains("turn 3 oracle_malformed"), "{shown}");
+
+    // `eval regrade` gives the grader the attempt's record as the original grading did (rebuilt
+    // from the run's ledger): the same grader's output is byte for byte the original's. Without
+    // the record the grader exits 3 and the regrade is `unscorable`.
+    let o = eval(
+        &p.dir,
+        &[
+            "regrade",
+            "--matrix",
+            "demo",
+            "--grader",
+            "runtimes/hostile/runtime.toml",
+        ],
+    );
+    assert!(o.status.success(), "eval regrade: {}", text(&o));
+    let regrade_dir = std::fs::read_dir(p.dir.join("runs/demo.regrade"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|d| d.join("ledger.sqlite").is_file())
+        .expect("a regrade ledger");
+    let regraded: Vec<Value> = payloads(
+        &entries(&regrade_dir.join("ledger.sqlite")),
+        "regrade_outcome",
+    )
+    .into_iter()
+    .filter(|o| o["attempt"] == outcome["attempt"])
+    .collect();
+    assert_eq!(regraded.len(), 1, "{regraded:?}");
+    assert_eq!(regraded[0]["graded"], "scored", "{}", regraded[0]);
+    assert_eq!(
+        regraded[0]["artifacts"]["grader_output"], outcome["artifacts"]["grader_output"],
+        "the regrade's grader read another record: {}",
+        regraded[0]
+    );
+    assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
+    p.assert_no_leak(&r, &[]);
+}
+
+/// The hostile agent's questions: one oversized (past `MAX_QUESTION_BYTES`), three malformed,
+/// a flood of 30 in waves of 10 at once (one in bounds, the rest over the limit; waves, so the
+/// container's pid limit never refuses a fork), then a hunt for the brief,
+/// the oracle's system prompt and the hidden cases.
+fn hostile_script() -> String {
+    format!(
+        r#"ask() {{ wget -q -O - --header 'Content-Type: application/json' --post-data "$1" "$CTL/clarify"; echo; }}
+{{
+big=$(head -c 20000 /dev/zero | tr '\0' a)
+ask "{{\"question\":\"$big\"}}"
+ask 'not json'
+ask '{{"question": 5}}'
+ask '{{}}'
+for w in 1 2 3; do
+  for i in $(seq 10); do ask "{{\"question\":\"flood $w-$i: what about empty input?\"}}" & done
+  wait
+done
+}} > "$W/answers.txt" 2>&1
+{{
+  $BB find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \( -name '*oracle*' -o -name 'init.md' -o -name '*test_cases*' \) -print
+  $BB grep -rl -e {CANARY} -e 'simulated requirements provider' -e 'Ada Lovelace' /workspace /home /tmp /opt /etc /eval-state /hidden /oracle /task
+  $BB cat /hidden/oracle/oracle_data.json /hidden/oracle/init.md /oracle/record.json /hidden/cases/test_cases/parse.json
+}} > "$W/probe.txt" 2>&1
+metrics
+exit 0
+"#
+    )
+}
+
+#[test]
+fn a_hostile_agent_reads_no_brief_and_cannot_make_its_questions_a_fault() {
+    if !docker_available() {
+        return;
+    }
+    static_binaries();
+    let cfg = Cfg {
+        model_oracle: true,
+        ..Cfg::default()
+    };
+    let p = Project::new(&hostile_script(), &cfg);
+    icae_task(&p.dir);
+    let task = p.dir.join("protocols/demo/tasks/icae/demo-icae-1");
+    crate::dsh_icae::copy_tree(&fixture_dir().join("hidden"), &task.join("hidden"));
+    let ds = DeepSeekUpstream::start(&p.key, "# eval-oracle-hostile");
+    let r = p.run_against(&ds.url());
+    let outcome = r.assert_one_final_outcome();
+
+    // Its own doing, never a rerunnable fault: the attempt completed, nothing was rerun, the
+    // oracle model was asked exactly the one in-bounds question.
+    assert_eq!(outcome["outcome"], "completed", "{outcome}\n{}", r.text);
+    assert!(payloads(&r.entries, "rerun").is_empty(), "{}", r.text);
+    let oracle = ds
+        .served()
+        .into_iter()
+        .filter(|s| s.kind == Kind::Oracle)
+        .count();
+    assert_eq!(oracle, 1, "oracle requests");
+    let clar = r.hostile("clarification");
+    assert_eq!(clar.len(), 1, "{clar:#?}");
+    assert_eq!(clar[0]["index"], json!(5));
+    assert_eq!(clar[0]["source"], "oracle_stateful");
+    assert_eq!(clar[0]["recorded"], json!(["C001"]));
+    // Each refusal recorded with its reason (up to MAX_AGENT_EVENTS one by one), every question
+    // counted.
+    let mut reasons = std::collections::BTreeMap::new();
+    for e in r.hostile("agent_event") {
+        *reasons
+            .entry(e["reason"].as_str().unwrap_or("?").to_owned())
+            .or_insert(0) += 1;
+    }
+    assert_eq!(reasons.get("too_large"), Some(&1), "{reasons:?}");
+    assert_eq!(reasons.get("malformed"), Some(&3), "{reasons:?}");
+    assert_eq!(reasons.get("limit"), Some(&29), "{reasons:?}");
+    assert_eq!(outcome["clarification_questions"], json!(34));
+    assert_eq!(outcome["metrics"]["oracle_constraints_missed"], json!(2.0));
+
+    // Nothing of the brief, the oracle's prompt or the hidden cases reached the agent.
+    let ws = artifact(&p.dir, &outcome, "workspace").expect("the workspace archive");
+    let log = artifact(&p.dir, &outcome, "agent_log").unwrap_or_default();
+    assert!(contains(&ws, b"probe.txt"), "the probe ran");
+    for (what, bytes) in [("workspace", &ws), ("agent log", &log)] {
+        for needle in [
+            CANARY,
+            "simulated requirements provider",
+            "Ada Lovelace",
+            "hidden_constraints",
+            "triggers_hit",
+        ] {
+            assert!(
+                !contains(bytes, needle.as_bytes()),
+                "the agent's {what} holds {needle:?}"
+            );
+        }
+    }
     assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
     p.assert_no_leak(&r, &[]);
 }

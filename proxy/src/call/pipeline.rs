@@ -15,6 +15,7 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
@@ -325,6 +326,12 @@ async fn record_start(
     Ok((call, held))
 }
 
+/// A send that got no response head, from either client.
+enum Sent {
+    Reqwest(reqwest::Error),
+    H1(crate::upstream::SendError),
+}
+
 /// Sends the request with the real key and waits for the response head, within the first-byte
 /// timeout and unless the attempt is closed meanwhile.
 async fn forward(
@@ -338,7 +345,18 @@ async fn forward(
     let shared = call.shared.clone();
     let Held { reservation, price } = held;
     let sent_at = Instant::now();
-    let send = shared.client.post(url).headers(headers).body(body).send();
+    // A stream goes through the client that drives its connection from the answer's body
+    // (`crate::upstream`); everything else through reqwest.
+    let send = match (&shared.stream_client, call.record.stream) {
+        (Some(h1), true) => {
+            let h1 = h1.clone();
+            async move { h1.post(url, headers, body).await.map_err(Sent::H1) }.boxed()
+        }
+        _ => {
+            let send = shared.client.post(url).headers(headers).body(body).send();
+            async move { send.await.map_err(Sent::Reqwest) }.boxed()
+        }
+    };
     let waited = tokio::select! {
         r = tokio::time::timeout(shared.timeouts.first_byte, send) => r,
         _ = attempt.cut.cancelled() => {
@@ -349,8 +367,11 @@ async fn forward(
     match waited {
         Ok(Ok(r)) => Ok((call, (r, Held { reservation, price }, sent_at))),
         Ok(Err(e)) => {
-            let connect = e.is_connect();
-            let detail = format!("the upstream could not be reached: {}", error_chain(&e));
+            let (connect, chain) = match e {
+                Sent::Reqwest(e) => (e.is_connect(), error_chain(&e)),
+                Sent::H1(e) => (e.connect, e.message),
+            };
+            let detail = format!("the upstream could not be reached: {chain}");
             settle(&call, reservation, None, price.as_ref(), !connect);
             Err(call.upstream_failed(UpstreamFault::Transport, StatusCode::BAD_GATEWAY, &detail))
         }

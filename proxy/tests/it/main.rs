@@ -13,4 +13,5 @@ mod support;
 mod hostile;
 mod openai_python;
 mod proxy;
+mod stream_client;
 mod tls_pin;

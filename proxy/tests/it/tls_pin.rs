@@ -96,3 +96,66 @@ async fn a_pin_on_a_plain_http_upstream_is_refused_at_start() {
     let e = Proxy::start(cfg).await.err().expect("started");
     assert!(e.to_string().contains("https://"), "{e}");
 }
+
+/// A streamed call takes the streamed calls' own client (`proxy/src/upstream.rs`) and is
+/// verified and pinned exactly like the rest: a pin that does not match stops it in the
+/// handshake (nothing reaches the server), the matching pin streams it, and without the CA the
+/// certificate check refuses it whatever the pin.
+#[tokio::test]
+async fn a_streamed_call_is_verified_and_pinned_like_any_other() {
+    let (ca_pem, leaf, leaf_key) = pki();
+    let up = tls_upstream(leaf.clone(), leaf_key).await;
+    let own = tls_pin::spki_sha256(&leaf).unwrap();
+    let (_, other_leaf, _) = pki();
+    let other = tls_pin::spki_sha256(&other_leaf).unwrap();
+
+    let sink = sink();
+    let (_p, _dir, sock) = one_attempt(
+        pinned(&up, &ca_pem, vec![other], sink.clone()),
+        "s1",
+        Contract::model_only(MODEL),
+    )
+    .await;
+    let r = post(&sock, "openai-stream", &chat("hi", true)).await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert!(up.seen().is_empty(), "the pinned-out server got a request");
+    let detail = sink
+        .records()
+        .last()
+        .and_then(|c| c.detail.clone())
+        .unwrap_or_default();
+    assert!(detail.contains("preregistered pins"), "{detail}");
+    assert!(!r.text().contains(KEY) && !detail.contains(KEY));
+
+    let (_p, _dir, sock) = one_attempt(
+        pinned(&up, &ca_pem, vec![own], self::sink()),
+        "s2",
+        Contract::model_only(MODEL),
+    )
+    .await;
+    let r = post(&sock, "openai-stream", &chat("hi", true)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("Hel") && r.text().ends_with("data: [DONE]\n\n"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(up.seen().len(), 1);
+    assert_eq!(
+        up.seen()[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str()),
+        "the key goes only in the upstream request's credential header"
+    );
+
+    // Unpinned, the same verifier: trusted with the CA, refused without it.
+    let cfg = pinned(&up, &ca_pem, vec![], self::sink());
+    let (_p, _dir, sock) = one_attempt(cfg, "s3", Contract::model_only(MODEL)).await;
+    let r = post(&sock, "openai-stream", &chat("hi", true)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut cfg = pinned(&up, &ca_pem, vec![], self::sink());
+    cfg.extra_root_pem = None;
+    let (_p, _dir, sock) = one_attempt(cfg, "s4", Contract::model_only(MODEL)).await;
+    let r = post(&sock, "openai-stream", &chat("hi", true)).await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(up.seen().len(), 2);
+}

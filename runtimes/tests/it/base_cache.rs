@@ -171,5 +171,8 @@ fn every_base_build_script_reuses_only_its_recorded_build() {
             build.display()
         );
     }
-    assert_eq!(scripts, 4, "dsh, evocode-go, mini-swe-agent and v04-grader");
+    assert_eq!(
+        scripts, 5,
+        "dsh, evocode-go, lang, mini-swe-agent and v04-grader"
+    );
 }

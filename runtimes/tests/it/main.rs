@@ -13,4 +13,5 @@ mod support;
 mod base_cache;
 mod engine;
 mod image_config;
+mod lang_images;
 mod thin_layers;

@@ -24,6 +24,8 @@ use super::{
     dsh_support_files, q, read_input, safe_relative, write_new,
 };
 use crate::cli::ImportV04EvocodeArgs;
+
+mod archive;
 use crate::status::{CmdResult, Status};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -252,9 +254,8 @@ fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError
             });
         }
     }
-    if !args.allow_unpinned {
-        return Err(ImportError::TasksUnpinned(args.from.clone()));
-    }
+    // The archive is hashed (and refused when unpinned) before anything is extracted.
+    let source = Source::open(args)?;
     let pkg_dir = args.package.parent().unwrap_or(Path::new("."));
     let pkg_file = args
         .package
@@ -275,7 +276,8 @@ fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError
             want,
         });
     }
-    let tasks = read_tasks(&args.from, &args.tasks)?;
+    let from = source.tasks_root();
+    let tasks = read_tasks(from, &source.wanted)?;
     if !DSH_RUNTIME.contains(DSH_IMAGE_PLACEHOLDER) {
         return Err(ImportError::BuiltinRuntime);
     }
@@ -287,7 +289,13 @@ fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError
     let pdir = format!("protocols/{name}");
     put(
         format!("{pdir}/protocol.toml"),
-        protocol_toml(name, &tasks, &hex::encode(Sha256::digest(&package))).into_bytes(),
+        protocol_toml(
+            name,
+            &tasks,
+            &hex::encode(Sha256::digest(&package)),
+            source.archive_sha.as_deref(),
+        )
+        .into_bytes(),
     );
     put(
         format!("matrix/{name}.toml"),
@@ -320,11 +328,12 @@ fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError
         let tdir = format!("{pdir}/tasks/{SUITE}/{}", t.id);
         put(format!("{tdir}/task.toml"), task_toml(t).into_bytes());
         for (rel, src) in &t.docker.workspace {
-            let bytes = std::fs::read(args.from.join(&t.id).join("environment").join(src))
-                .map_err(|source| ImportError::Read {
-                    path: args.from.join(&t.id).join("environment").join(src),
+            let bytes = std::fs::read(from.join(&t.id).join("environment").join(src)).map_err(
+                |source| ImportError::Read {
+                    path: from.join(&t.id).join("environment").join(src),
                     source,
-                })?;
+                },
+            )?;
             put(format!("{tdir}/workspace/{rel}"), bytes);
         }
         for (k, prompt) in t.prompts.iter().enumerate() {
@@ -344,6 +353,80 @@ fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError
         }
     }
     Ok((out, tasks.iter().map(|t| t.id.clone()).collect()))
+}
+
+/// Where the tasks come from: `--from DIR` (extracted task directories, which no pin covers:
+/// refused without `--allow-unpinned`), or `--from ARCHIVE.tar.zst`, the dataset archive, hashed
+/// against [`archive::ARCHIVE_SHA256`] and extracted to a private temporary directory
+/// (`archive::extract`). From the archive, the tasks default to v0.4's three ([`V04_TASKS`]).
+struct Source {
+    dir: PathBuf,
+    _extracted: Option<archive::Extracted>,
+    archive_sha: Option<String>,
+    wanted: Vec<String>,
+}
+
+/// v0.4's EvoCode tasks (V04-SUITES.md; Plan Lattice 0414dfa `eval/v0.4/frozen-manifest.json`).
+pub const V04_TASKS: [&str; 3] = [
+    "theme_d1_w1_code_build_greenfield_implementation",
+    "theme_d1_w5_code_build_integration_e2e_wiring",
+    "theme_d6_w1_database_storage_greenfield_implementation",
+];
+
+impl Source {
+    fn open(args: &ImportV04EvocodeArgs) -> Result<Source, ImportError> {
+        let is_archive = std::fs::symlink_metadata(&args.from).is_ok_and(|m| !m.is_dir())
+            || args
+                .from
+                .to_string_lossy()
+                .ends_with(archive::ARCHIVE_SUFFIX);
+        if !is_archive {
+            if !args.allow_unpinned {
+                return Err(ImportError::TasksUnpinned(args.from.clone()));
+            }
+            return Ok(Source {
+                dir: args.from.clone(),
+                _extracted: None,
+                archive_sha: None,
+                wanted: args.tasks.clone(),
+            });
+        }
+        let dir = args.from.parent().unwrap_or(Path::new("."));
+        let file = args
+            .from
+            .file_name()
+            .and_then(|f| f.to_str())
+            .filter(|f| f.ends_with(archive::ARCHIVE_SUFFIX))
+            .ok_or_else(|| {
+                harbor(
+                    &args.from,
+                    format!(
+                        "--from: neither a directory of task directories nor the dataset archive (*{})",
+                        archive::ARCHIVE_SUFFIX
+                    ),
+                )
+            })?;
+        let bytes = read_input(dir, file)?;
+        let sha = archive::pinned(&args.from, &bytes, args.allow_unpinned)?;
+        let wanted = if args.tasks.is_empty() {
+            V04_TASKS.map(str::to_owned).to_vec()
+        } else {
+            args.tasks.clone()
+        };
+        let extracted = archive::extract(&args.from, &bytes, &wanted)?;
+        Ok(Source {
+            dir: extracted.root.clone(),
+            _extracted: Some(extracted),
+            archive_sha: Some(sha),
+            wanted,
+        })
+    }
+
+    /// The directory holding `<task>/task.toml` (for the archive, inside `extracted`, which
+    /// removes it when the import ends).
+    fn tasks_root(&self) -> &Path {
+        &self.dir
+    }
 }
 
 /// Every task directory of `from` (those with a `task.toml`), sorted; `wanted` selects.
@@ -975,7 +1058,12 @@ fn matrix_toml(name: &str, tasks: &[EvoTask]) -> String {
     .toml()
 }
 
-fn protocol_toml(name: &str, tasks: &[EvoTask], package_sha: &str) -> String {
+fn protocol_toml(
+    name: &str,
+    tasks: &[EvoTask],
+    package_sha: &str,
+    archive_sha: Option<&str>,
+) -> String {
     let mut arms = String::new();
     for (id, description, config) in &ARMS {
         arms.push_str(&format!(
@@ -1001,10 +1089,20 @@ fn protocol_toml(name: &str, tasks: &[EvoTask], package_sha: &str) -> String {
             arms.push_str(&format!("{k} = {}\n", q(v)));
         }
     }
-    let digests: Vec<String> = tasks
+    let mut digests: Vec<String> = tasks
         .iter()
         .map(|t| format!("#   {}: sha256 {}", t.id, t.digest))
         .collect();
+    if let Some(sha) = archive_sha {
+        let pin = if sha == archive::ARCHIVE_SHA256 {
+            "the pinned EvoCode-Bench dataset archive"
+        } else {
+            "NOT the pinned dataset archive (imported with --allow-unpinned)"
+        };
+        digests.push(format!(
+            "# extracted from a dataset archive, sha256 {sha}: {pin}"
+        ));
+    }
     let wall = tasks
         .iter()
         .map(|t| t.round_timeouts.iter().sum::<u64>())

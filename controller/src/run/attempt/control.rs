@@ -140,21 +140,8 @@ impl AttemptControl {
     /// The attempt's oracle record for its grader: every answered question's `clarification`
     /// entry, and (with `[oracle.constraints]`) the brief's ids and those missed.
     pub(super) fn oracle_record(&self) -> Value {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let mut record = json!({"format": 1, "questions": entries});
-        if let Some((ids, c)) = &self.constraints {
-            let recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
-            let missed = super::oracle::missed_constraints(ids, &recorded);
-            let substantive: Vec<&String> =
-                missed.iter().filter(|id| !c.is_scaffolding(id)).collect();
-            record["constraints"] =
-                json!({"ids": ids, "missed": missed, "missed_substantive": substantive});
-        }
-        record
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        super::oracle::oracle_record(&entries, self.constraints.as_ref())
     }
 
     /// The oracle metrics of the attempt so far, when the task declares its constraints.

@@ -24,6 +24,7 @@ pub use contract::contract_of;
 pub use control::Control;
 use eval_core::fault::FaultCode;
 pub use images::{FrozenArm, frozen_arms};
+pub(crate) use oracle::regrade_record;
 use prepare::SocketRoot;
 pub use prepare::copy_tree;
 
@@ -495,7 +496,7 @@ impl DockerExecutor {
             {
                 // Written after the agent's container is gone, beside (never in) its
                 // workspace: the agent cannot see or shape it beyond its questions.
-                match write_oracle_record(dir, &ctl) {
+                match write_oracle_record(dir, &ctl.oracle_record()) {
                     Ok(d) => p.oracle_record = Some(d),
                     Err(e) => {
                         seen.obs.host_io = Some(classify::HostIo::of("the oracle record", &e))
@@ -750,13 +751,13 @@ fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptRe
     report.recording_failure = ctl.fatal();
 }
 
-/// Writes the attempt's oracle record (`AttemptControl::oracle_record`) as
-/// `<attempt dir>/oracle/record.json` and returns the directory the grader gets read-only. A
-/// small file, written once per attempt (not worth the blocking pool).
-fn write_oracle_record(dir: &Path, ctl: &AttemptControl) -> std::io::Result<PathBuf> {
+/// Writes an attempt's oracle record (`AttemptControl::oracle_record`, or a regrade's
+/// `oracle::regrade_record`) as `<dir>/oracle/record.json` and returns the directory the grader
+/// gets read-only. A small file, written once per attempt (not worth the blocking pool).
+pub(crate) fn write_oracle_record(dir: &Path, record: &Value) -> std::io::Result<PathBuf> {
     let d = dir.join("oracle");
     std::fs::create_dir_all(&d)?;
-    let bytes = serde_json::to_vec_pretty(&ctl.oracle_record()).map_err(std::io::Error::other)?;
+    let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
     std::fs::write(d.join("record.json"), bytes)?;
     Ok(d)
 }

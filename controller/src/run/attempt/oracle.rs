@@ -142,6 +142,54 @@ pub(super) fn missed_constraints(ids: &[String], recorded: &[Value]) -> Vec<Stri
         .collect()
 }
 
+/// The attempt's oracle record (`record.json`, docs/oracle.md): every answered question's
+/// `clarification` entry as recorded, and, with `[oracle.constraints]`, the brief's ids, those no
+/// entry's `recorded` array names, and those without the scaffolding. One function for a run
+/// (`AttemptControl::oracle_record`, from the entries it appended) and `eval regrade` (from the
+/// run's ledger, `fn regrade_record`), so a regrade's grader reads the bytes the original read.
+pub(crate) fn oracle_record(
+    questions: &[crate::run::events::Clarification],
+    constraints: Option<&(Vec<String>, OracleConstraints)>,
+) -> Value {
+    let mut record = json!({"format": 1, "questions": questions});
+    if let Some((ids, c)) = constraints {
+        let recorded: Vec<Value> = questions
+            .iter()
+            .filter_map(|q| q.recorded.clone())
+            .collect();
+        let missed = missed_constraints(ids, &recorded);
+        let substantive: Vec<&String> = missed.iter().filter(|id| !c.is_scaffolding(id)).collect();
+        record["constraints"] =
+            json!({"ids": ids, "missed": missed, "missed_substantive": substantive});
+    }
+    record
+}
+
+/// The oracle record `eval regrade` gives a grader of a task declaring `grader_reads_record`:
+/// [`oracle_record`] of the attempt's `clarification` entries in the run's ledger, with the
+/// constraints read from the verified input copy's brief (`task_dir`) as a run reads them
+/// (`attempt_control`: only a model's brief lists constraints). `None`: the task's grader reads
+/// no record.
+pub(crate) fn regrade_record(
+    task: &TaskBundle,
+    task_dir: &Path,
+    questions: &[crate::run::events::Clarification],
+) -> Result<Option<Value>, String> {
+    let Some(o) = task.spec.oracle.as_ref().filter(|o| o.grader_reads_record) else {
+        return Ok(None);
+    };
+    let constraints = match &o.constraints {
+        Some(c) if o.answered_by != eval_protocols::task::OracleAnswerer::Scripted => {
+            let brief = std::fs::read_to_string(task_dir.join(&o.answers))
+                .map_err(|e| format!("{}: {e}", o.answers))?;
+            let ids = c.ids(&brief).map_err(|e| format!("{}: {e}", o.answers))?;
+            Some((ids, c.clone()))
+        }
+        _ => None,
+    };
+    Ok(Some(oracle_record(questions, constraints.as_ref())))
+}
+
 /// The oracle metrics of an attempt (`eval_core::budget::ORACLE_METRICS`): v0.4's raw count of
 /// missed constraints, and the count without the task's declared scaffolding ids (ICAE's briefs
 /// list architecture and harness ids, e.g. `ARCH001`, `HARNESS001`, `TC_*`, among the hidden

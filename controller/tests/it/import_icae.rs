@@ -1,0 +1,722 @@
+//! `eval import v04-icae`: a synthetic ICAE-EVAL root written here (ICAE's layout, never its
+//! data: a small PRD, an `oracle_data` with three hidden constraints, tiered cases) imported into
+//! a temporary project: the task's prompt, PRD, hidden cases, grader and the stateful oracle's
+//! frozen files, v0.4's three ICAE arms, a protocol that plans and freezes; eval's grader scores
+//! a synthetic solution exactly as hand-computed from evaluate.py's rules; refusals (unpinned,
+//! a missing file, a traversing alias or key, an oversized file) exit 2 naming the file and write
+//! nothing.
+
+use crate::support::{eval, repo_root, text};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
+pub const TASK: &str = "icae-python-01";
+pub const KEY: &str = "ahawker__ulid";
+pub const ALIAS: &str = "realcode@007";
+
+fn fixture(rel: &str) -> Vec<u8> {
+    std::fs::read(
+        repo_root()
+            .join("controller/tests/fixtures/icae-synthetic")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+/// ICAE's Clarification block in its shape (an `**Oracle**` paragraph with the endpoint and a
+/// `str.format` body), written here.
+pub const SUFFIX: &str = "---\n\n## Clarification\n\nThis PRD leaves details open on purpose; a requirements oracle knows them.\n\n**Oracle** — POST `http://{host}:{query_port}/`\n```\n{{\"append_id\":\"{append_id}\",\"task_id\":\"{task_id}\",\"question\":\"...\"}}\n```\nAnswer is in `data`. Budget shown in `status.remaining`.\n\nAsk before you code.\n";
+
+/// The synthetic task's cases: `shout` reads its input and prints it upper-cased with `!`; an
+/// empty input prints `EMPTY` (hidden constraint C001); a `list:` input prints a JSON array
+/// (its expected_output is a JSON value, compared as json.dumps writes it).
+pub fn cases() -> [(&'static str, &'static str, Value); 3] {
+    [
+        (
+            "public_test_cases",
+            "basic.json",
+            json!({"cases": [{"input": "hi", "expected_output": "HI!\n"}]}),
+        ),
+        (
+            "test_cases",
+            "hidden.json",
+            json!({"cases": [
+                {"input": "abc", "expected_output": "ABC!\n"},
+                {"input": "", "expected_output": "EMPTY\n"},
+                {"input": "list:a,b", "expected_output": ["A", "B"]},
+            ]}),
+        ),
+        (
+            "enhanced_test_cases",
+            "more.json",
+            json!({"cases": [
+                {"input": "x y", "expected_output": "X Y!\n"},
+                {"input": "q", "expected_output": "Q!!\n"},
+            ]}),
+        ),
+    ]
+}
+
+/// Writes a synthetic ICAE root for `icae-python-01` (and nothing for the other five).
+pub fn write_root(dir: &Path) {
+    let w = |rel: &str, body: &[u8]| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    };
+    w(
+        "repo_alias.json",
+        json!({ALIAS: {"key": KEY, "username": "ahawker", "repo_name": "ulid", "language": "Python"},
+               "realcode@008": {"key": "someone__other", "language": "Go"}})
+        .to_string()
+        .as_bytes(),
+    );
+    w(
+        &format!("fuzzy_prds/{ALIAS}/start.md"),
+        fixture("start.md").as_slice(),
+    );
+    w("user_agent/init.md", &fixture("oracle/init.md"));
+    w("user_agent/fuzzy_suffix.md", SUFFIX.as_bytes());
+    // The brief's bytes as they are (its key order is what the oracle must see).
+    let brief = String::from_utf8(fixture("oracle/oracle_data.json")).unwrap();
+    w(
+        &format!("user_agent/prd_json/{ALIAS}.json"),
+        format!("{{\"task_id\": \"{ALIAS}\", \"oracle_data\": {brief}}}").as_bytes(),
+    );
+    for (tier, file, body) in cases() {
+        w(
+            &format!("rcb_tests_repos/{KEY}/rcb_tests/{tier}/{file}"),
+            body.to_string().as_bytes(),
+        );
+    }
+    // Not a case file (evaluate.py globs *.json): left out.
+    w(
+        &format!("rcb_tests_repos/{KEY}/rcb_tests/test_cases/README.txt"),
+        b"notes",
+    );
+}
+
+pub fn import(
+    project: &Path,
+    from: &Path,
+    dsh: &str,
+    grader: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let pkg = crate::support::v04_upstream().join(PACKAGE);
+    let mut args = vec![
+        "import",
+        "v04-icae",
+        "--from",
+        from.to_str().unwrap(),
+        "--package",
+        pkg.to_str().unwrap(),
+        "--dsh-image",
+        dsh,
+        "--grader-image",
+        grader,
+    ];
+    args.extend_from_slice(extra);
+    eval(project, &args)
+}
+
+fn import_fake(project: &Path, from: &Path, extra: &[&str]) -> std::process::Output {
+    let id = format!("sha256:{}", "d".repeat(64));
+    let gid = format!("sha256:{}", "e".repeat(64));
+    import(project, from, &id, &gid, extra)
+}
+
+fn project(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const ONE: [&str; 3] = ["--allow-unpinned", "--tasks", TASK];
+
+#[test]
+fn an_icae_root_becomes_a_protocol_with_a_stateful_oracle_that_plans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let o = import_fake(&proj, &from, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = proj.join(format!("protocols/icae/tasks/icae/{TASK}"));
+    let read = |rel: &str| std::fs::read_to_string(t.join(rel)).unwrap();
+    // The PRD: ICAE's start.md, a blank line, the Clarification block with eval's channel.
+    let start = String::from_utf8(fixture("start.md")).unwrap();
+    let prd = read("workspace/start.md");
+    assert!(
+        prd.starts_with(&format!(
+            "{}\n\n---\n\n## Clarification\n",
+            start.trim_end()
+        )),
+        "{prd}"
+    );
+    assert!(
+        prd.contains("**Oracle** — ask your question with your tool for asking the user"),
+        "{prd}"
+    );
+    assert!(
+        prd.ends_with("At most 5 questions.\n\nAsk before you code.\n"),
+        "{prd}"
+    );
+    assert!(!prd.contains("query_port") && !prd.contains("{{"), "{prd}");
+    let prompt = read("prompt.md");
+    assert!(
+        prompt.contains("Target programming language: Python"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("rcb_tests/stdout/<cases-dir>/{stem}@{idx:03}.txt"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("docker exec"), "{prompt}");
+    // The oracle's frozen files: init.md as is; the brief as ICAE's build_system_prompt injects
+    // it (json.dumps indent 2, the file's key order), no trailing newline.
+    assert_eq!(
+        std::fs::read(t.join("hidden/oracle/init.md")).unwrap(),
+        fixture("oracle/init.md")
+    );
+    let brief = read("hidden/oracle/oracle_data.json");
+    let want = "{\n  \"hidden_constraints\": [\n    {\n      \"constraint_id\": \"C001\",\n      \"trigger_keywords\": [\n        \"empty input\",\n        \"empty string\"\n      ],\n      \"oracle_response\": \"An empty input returns an empty list, never an error.\"\n    },";
+    assert!(brief.starts_with(want), "{brief}");
+    // And all of it, as Python itself writes it.
+    let python = std::env::var("EVAL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let py = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import json,sys; sys.stdout.write(json.dumps(json.load(open(sys.argv[1]))['oracle_data'], ensure_ascii=False, indent=2))",
+        ])
+        .arg(from.join(format!("user_agent/prd_json/{ALIAS}.json")))
+        .output()
+        .expect("python3 runs");
+    assert_eq!(brief, String::from_utf8(py.stdout).unwrap());
+    assert!(brief.ends_with("\n  \"fallback_response\": \"That is not specified; choose a reasonable behaviour and document it.\"\n}"), "{brief}");
+    // The cases, byte for byte, with expected outputs (grader-side only); README.txt left out.
+    for (tier, file, _) in cases() {
+        assert_eq!(
+            std::fs::read(t.join(format!("hidden/cases/{tier}/{file}"))).unwrap(),
+            std::fs::read(from.join(format!("rcb_tests_repos/{KEY}/rcb_tests/{tier}/{file}")))
+                .unwrap()
+        );
+    }
+    assert!(!t.join("hidden/cases/test_cases/README.txt").exists());
+    assert!(t.join("hidden/grade.py").is_file());
+    assert!(!t.join("workspace/rcb_tests").exists());
+    let toml = read("task.toml");
+    for want in [
+        "answered_by = \"stateful\"",
+        "brief_heading = \"# Injected oracle_data (your single source of truth)\"",
+        "record_field = \"_internal_log.triggers_hit\"",
+        "fallback_answer = \"That is not specified; choose a reasonable behaviour and document it.\"",
+        "scaffolding = [\"ARCH001\", \"HARNESS*\", \"TC_*\"]",
+        "max_questions = 5",
+        "ICAE alias realcode@007",
+    ] {
+        assert!(toml.contains(want), "{want}: {toml}");
+    }
+    // v0.4's ICAE arms: armPluginConfig of the frozen manifest's arms.
+    let arms = proj.join("protocols/icae/arms");
+    let patch = |a: &str| std::fs::read_to_string(arms.join(a).join("cordis.patch.yml")).unwrap();
+    assert!(patch("v0.4-critical").ends_with("- id: plan-lattice\n  config:\n    activationMode: auto\n    clarificationPolicy: critical\n"));
+    assert!(
+        patch("v0.4-never").ends_with("    activationMode: auto\n    clarificationPolicy: never\n")
+    );
+    assert!(!patch("native").contains("plan-lattice"));
+    assert!(!arms.join(format!("native/{PACKAGE}")).exists());
+    assert!(arms.join(format!("v0.4-never/{PACKAGE}")).is_file());
+    assert!(proj.join("runtimes/dsh/eval-support/index.js").is_file());
+    let protocol = std::fs::read_to_string(proj.join("protocols/icae/protocol.toml")).unwrap();
+    assert!(
+        protocol.contains("Deviation from ICAE: graded without network"),
+        "{protocol}"
+    );
+    assert!(
+        protocol.contains("metric = \"oracle_constraints_missed\""),
+        "{protocol}"
+    );
+    // The protocol loads and plans: one task x 3 arms x 2 repetitions, plus 2 infrastructure slots.
+    let o = eval(&proj, &["plan", "--matrix", "icae", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let plan: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan.len(), 3 * 2 + 2, "{plan:?}");
+    // Nothing is overwritten.
+    let again = import_fake(&proj, &from, &ONE);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("exists"), "{}", text(&again));
+}
+
+#[test]
+fn the_icae_import_refuses_unpinned_missing_traversing_and_oversized_inputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let refused = |extra: &[&str], want: &str| {
+        let o = import_fake(&proj, &from, extra);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(want), "{want}: {}", text(&o));
+        assert_eq!(
+            std::fs::read_dir(&proj).unwrap().count(),
+            0,
+            "nothing written"
+        );
+    };
+    refused(&["--tasks", TASK], "--allow-unpinned");
+    // All six by default: the five absent ones are missing, named by the file.
+    refused(
+        &["--allow-unpinned"],
+        "repo_alias.json: no record has key \"google-gemini__deprecated-generative-ai-js\"",
+    );
+    refused(
+        &["--allow-unpinned", "--tasks", "icae-rust-01"],
+        "unknown task \"icae-rust-01\"",
+    );
+    let prd = from.join(format!("fuzzy_prds/{ALIAS}/start.md"));
+    std::fs::rename(&prd, from.join("start.md.away")).unwrap();
+    refused(&ONE, &format!("fuzzy_prds/{ALIAS}/start.md"));
+    std::fs::rename(from.join("start.md.away"), &prd).unwrap();
+    // A traversing key or alias in repo_alias.json.
+    let aliases = std::fs::read(from.join("repo_alias.json")).unwrap();
+    std::fs::write(
+        from.join("repo_alias.json"),
+        json!({ALIAS: {"key": "../../etc"}, "x": {"key": KEY}}).to_string(),
+    )
+    .unwrap();
+    refused(
+        &ONE,
+        "repo_alias.json: \"realcode@007\".key = \"../../etc\": not a plain name",
+    );
+    std::fs::write(
+        from.join("repo_alias.json"),
+        json!({"../up": {"key": KEY}}).to_string(),
+    )
+    .unwrap();
+    refused(&ONE, "repo_alias.json: alias \"../up\": not a plain name");
+    std::fs::write(from.join("repo_alias.json"), &aliases).unwrap();
+    // A directory on the way that is a link.
+    let tests = from.join(format!("rcb_tests_repos/{KEY}"));
+    std::fs::rename(&tests, from.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(from.join("elsewhere"), &tests).unwrap();
+    refused(
+        &ONE,
+        &format!("rcb_tests_repos/{KEY}: not a regular file (a symbolic link"),
+    );
+    std::fs::remove_file(&tests).unwrap();
+    std::fs::rename(from.join("elsewhere"), &tests).unwrap();
+    // An oversized case file (sparse: no disk used).
+    let big = tests.join("rcb_tests/test_cases/big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((4 << 20) + 1)
+        .unwrap();
+    refused(
+        &ONE,
+        "rcb_tests/test_cases/big.json: larger than 4194304 bytes",
+    );
+    std::fs::remove_file(&big).unwrap();
+    // A brief without constraint ids; a case without an expected output.
+    let pj = from.join(format!("user_agent/prd_json/{ALIAS}.json"));
+    let saved = std::fs::read(&pj).unwrap();
+    std::fs::write(
+        &pj,
+        json!({"oracle_data": {"hidden_constraints": [{"id": "C1"}]}}).to_string(),
+    )
+    .unwrap();
+    refused(
+        &ONE,
+        "oracle_data.hidden_constraints[0].constraint_id: missing or not a string",
+    );
+    std::fs::write(&pj, &saved).unwrap();
+    std::fs::write(
+        tests.join("rcb_tests/enhanced_test_cases/more.json"),
+        r#"{"cases":[{"input":"a"}]}"#,
+    )
+    .unwrap();
+    refused(&ONE, "more.json: cases[0].expected_output: missing");
+}
+
+/// The synthetic solution an agent leaves: `shout.py` (misses C001: an empty input prints `!`;
+/// doubles no `!`) and an rcb_tests/test.sh that runs it per case, writing stdout files 1-based
+/// (evaluate.py aligns by the smallest index written).
+pub fn write_solution(ws: &Path) {
+    let w = |rel: &str, body: &str| {
+        let p = ws.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    };
+    w("shout.py", SHOUT_PY);
+    w("rcb_tests/test.sh", TEST_SH);
+    // The agent's own copy of a tier is replaced by the authoritative one.
+    w("rcb_tests/test_cases/hidden.json", "{\"cases\": []}");
+}
+
+pub const SHOUT_PY: &str = "import json, sys\ns = sys.stdin.read()\nif s.startswith('list:'):\n    print(json.dumps([x.upper() for x in s[5:].split(',')]), end='')\nelse:\n    print(s.upper() + '!')\n";
+pub const TEST_SH: &str = "#!/bin/bash\nset -u\ndir=public_test_cases\n[ \"${1:-}\" = --cases-dir ] && dir=\"$2\"\ncd \"$(dirname \"$0\")/..\"\npython3 - \"$dir\" <<'PY'\nimport json, pathlib, subprocess, sys\nd = sys.argv[1]\nout = pathlib.Path('rcb_tests/stdout') / d\nout.mkdir(parents=True, exist_ok=True)\nfor f in sorted(pathlib.Path('rcb_tests', d).glob('*.json')):\n    for i, c in enumerate(json.loads(f.read_text())['cases']):\n        assert 'expected_output' not in c, 'the answers reached test.sh'\n        r = subprocess.run([sys.executable, 'shout.py'], input=c['input'], capture_output=True, text=True)\n        (out / f'{f.stem}@{i + 1:03}.txt').write_text(r.stdout)\nPY\n";
+
+/// By hand, from evaluate.py's rules: public `hi` → `HI!` passes (1/1); hidden `abc` passes,
+/// the empty input prints `!` (C001 missed) and fails, `list:a,b` prints `["A", "B"]`, which is
+/// json.dumps of the expected array, and passes (2/3); enhanced `x y` passes, `q` expects `Q!!`
+/// and fails (1/2). hidden_score = 100 x (2 + 1) / (3 + 2) = 60.
+pub const HAND_SCORE: f64 = 60.0;
+
+#[test]
+fn evals_icae_grader_scores_a_solution_as_evaluate_py_does() {
+    let python = std::env::var("EVAL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let o = import_fake(&proj, &from, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let hidden = proj.join(format!("protocols/icae/tasks/icae/{TASK}/hidden"));
+    let ws = tmp.path().join("ws");
+    write_solution(&ws);
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let scratch = tmp.path().join("scratch");
+    let o = std::process::Command::new(&python)
+        .arg(hidden.join("grade.py"))
+        .args([&ws, &hidden, &out.join("score.json")])
+        .env("EVAL_ICAE_GRADER_SCRATCH", &scratch)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", text(&o));
+    let score: Value =
+        serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap()).unwrap();
+    let m = &score["metrics"];
+    assert_eq!(m["hidden_score"], json!(HAND_SCORE), "{score:#}");
+    for (k, v) in [
+        ("public_passed", 1.0),
+        ("public_total", 1.0),
+        ("hidden_passed", 2.0),
+        ("hidden_total", 3.0),
+        ("enhanced_passed", 1.0),
+        ("enhanced_total", 2.0),
+    ] {
+        assert_eq!(m[k], json!(v), "{k}: {score:#}");
+    }
+    assert_eq!(
+        score["objective"]["hidden"]["mismatches"][0]["case"], "hidden[1]",
+        "{score:#}"
+    );
+    // No test.sh: ICAE's "no rcb_tests/test.sh in generated code", score 0.
+    std::fs::remove_file(ws.join("rcb_tests/test.sh")).unwrap();
+    let out2 = tmp.path().join("out2");
+    std::fs::create_dir(&out2).unwrap();
+    let o = std::process::Command::new(&python)
+        .arg(hidden.join("grade.py"))
+        .args([&ws, &hidden, &out2.join("score.json")])
+        .env("EVAL_ICAE_GRADER_SCRATCH", &scratch)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let score: Value =
+        serde_json::from_slice(&std::fs::read(out2.join("score.json")).unwrap()).unwrap();
+    assert_eq!(score["metrics"]["hidden_score"], json!(0.0));
+    assert_eq!(
+        score["objective"]["error"],
+        "no rcb_tests/test.sh in generated code"
+    );
+}
+
+/// `eval freeze` of what the import wrote, with the real dsh base and the v0.4 grader base.
+#[test]
+fn freeze_of_the_imported_icae_protocol_exits_0() {
+    if !crate::support::docker_available() {
+        return;
+    }
+    let var = |v: &str| {
+        std::env::var(v).unwrap_or_else(|_| {
+            panic!("{v} is not set: run `export $(scripts/ensure-harness-images.sh)` first")
+        })
+    };
+    let (dsh, grader) = (
+        var("EVAL_TEST_DSH_IMAGE"),
+        var("EVAL_TEST_V04_GRADER_IMAGE"),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let o = import(&proj, &from, dsh.trim(), grader.trim(), &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["freeze", "--protocol", "icae"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["verify", "--protocol", "icae"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The imported task through the real `eval run`: its bundle (prompt, PRD, hidden cases,
+/// grade.py, the oracle's frozen files, task.toml's [oracle] tables) in the hostile project's
+/// icae slot, a busybox agent that asks two questions through `/_eval/clarify`, writes the
+/// synthetic solution and looks for the hidden files, the scripted DeepSeek upstream as ICAE's
+/// oracle model, and the imported grader runtime on the v0.4 grader base. The grade is the
+/// hand-computed 60, the recorded triggers give the missed constraints, the oracle's system
+/// message is ICAE's composition of init.md and the brief, the agent never sees the brief or the
+/// answers, and the report releases.
+#[test]
+fn an_imported_icae_task_runs_with_the_fixture_agent_and_grades_as_hand_computed() {
+    use crate::support::contains;
+    use crate::support::dsh::{DeepSeekUpstream, Kind};
+    use crate::support::hostile::*;
+    if !crate::support::docker_available() {
+        return;
+    }
+    crate::support::static_binaries();
+    let grader_image = std::env::var("EVAL_TEST_V04_GRADER_IMAGE").unwrap_or_else(|_| {
+        panic!("EVAL_TEST_V04_GRADER_IMAGE is not set: run `export $(scripts/ensure-harness-images.sh)` first")
+    });
+    let q1 = "What should shout print for an empty input?";
+    let q2 = "Which separator splits the fields?";
+    let script = format!(
+        r#"ask() {{ wget -q -O - --header 'Content-Type: application/json' --post-data "$1" "$CTL/clarify"; echo; }}
+{{
+ask '{{"question":"{q1}"}}'
+ask '{{"question":"{q2}"}}'
+}} > "$W/answers.txt" 2>&1
+mkdir -p "$W/rcb_tests"
+$BB cat > "$W/shout.py" <<'EVAL_PY_EOF'
+{SHOUT_PY}EVAL_PY_EOF
+$BB cat > "$W/rcb_tests/test.sh" <<'EVAL_SH_EOF'
+{TEST_SH}EVAL_SH_EOF
+{{
+  $BB ls -R /hidden /oracle
+  $BB cat /hidden/cases/test_cases/hidden.json /hidden/oracle/oracle_data.json
+  $BB grep -rl hidden_constraints /workspace /home /tmp /opt /etc
+}} > "$W/probe.txt" 2>&1
+metrics
+exit 0
+"#
+    );
+    let cfg = Cfg {
+        model_oracle: true,
+        ..Cfg::default()
+    };
+    let p = Project::new(&script, &cfg);
+    // Import into a scratch project, then move the task's bundle into the hostile project's
+    // icae slot and its grader runtime beside the others.
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let o = import(
+        &proj,
+        &from,
+        &format!("sha256:{}", "d".repeat(64)),
+        grader_image.trim(),
+        &ONE,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let src = proj.join(format!("protocols/icae/tasks/icae/{TASK}"));
+    let slot = p.dir.join("protocols/demo/tasks/icae/demo-icae-1");
+    std::fs::remove_dir_all(&slot).unwrap();
+    copy_tree(&src, &slot);
+    copy_tree(
+        &proj.join("runtimes/v04-icae-grader"),
+        &p.dir.join("runtimes/v04-icae-grader"),
+    );
+    crate::support::edit(&slot.join("task.toml"), |t| {
+        t.replace(&format!("id = \"{TASK}\""), "id = \"demo-icae-1\"")
+            .replace("timeout_seconds = 3600", "timeout_seconds = 300")
+    });
+    crate::support::replace_in(
+        &p.dir.join("protocols/demo/protocol.toml"),
+        "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\"]",
+        "metrics = [\"hidden_score\", \"oracle_constraints_missed\", \"oracle_constraints_missed_substantive\", \"model_turns\", \"tokens\", \"duration_seconds\"]",
+    );
+    crate::support::replace_in(
+        &p.dir.join("protocols/demo/protocol.toml"),
+        "[missing_data.values]\nscore = 0.0\n",
+        "[missing_data.values]\nhidden_score = 0.0\noracle_constraints_missed = 3.0\noracle_constraints_missed_substantive = 3.0\n",
+    );
+    let ds = DeepSeekUpstream::start(&p.key, "# eval-icae-import-test");
+    let r = p.run_against(&ds.url());
+    let outcome = r.assert_one_final_outcome();
+    assert_eq!(outcome["outcome"], "completed", "{outcome}\n{}", r.text);
+
+    // The grade: the hand-computed hidden-feature score and tiers.
+    let m = &outcome["metrics"];
+    assert_eq!(m["hidden_score"], json!(HAND_SCORE), "{outcome}");
+    assert_eq!(m["hidden_passed"], json!(2.0), "{outcome}");
+    assert_eq!(m["enhanced_total"], json!(2.0), "{outcome}");
+    // C001 and C002 were triggered, ARCH001 (scaffolding) never: 1 missed, 0 substantive.
+    assert_eq!(m["oracle_constraints_missed"], json!(1.0), "{outcome}");
+    assert_eq!(
+        m["oracle_constraints_missed_substantive"],
+        json!(0.0),
+        "{outcome}"
+    );
+    let clar = r.hostile("clarification");
+    let recorded: Vec<Value> = clar.iter().map(|c| c["recorded"].clone()).collect();
+    assert_eq!(recorded, [json!(["C001"]), json!(["C002"])], "{clar:#?}");
+
+    // The oracle was briefed as ICAE's user_agent.py briefs it.
+    let oracle: Vec<Value> = ds
+        .served()
+        .into_iter()
+        .filter(|s| s.kind == Kind::Oracle)
+        .map(|s| s.request)
+        .collect();
+    assert_eq!(oracle.len(), 2, "{oracle:#?}");
+    let init = String::from_utf8(fixture("oracle/init.md")).unwrap();
+    let brief = std::fs::read_to_string(slot.join("hidden/oracle/oracle_data.json")).unwrap();
+    assert_eq!(
+        oracle[0]["messages"][0]["content"],
+        json!(format!(
+            "{init}\n\n# Injected oracle_data (your single source of truth)\n```json\n{brief}\n```\n"
+        ))
+    );
+
+    // The agent got the answers, never the brief or the expected outputs.
+    let ws = artifact(&p.dir, &outcome, "workspace").expect("the workspace archive");
+    assert!(
+        contains(&ws, b"An empty input returns an empty list"),
+        "answers missing"
+    );
+    // (test.sh names 'expected_output' in single quotes; case files key it in double ones)
+    for needle in [
+        "hidden_constraints",
+        "\"expected_output\"",
+        "BRIEF-CANARY-ARCH001",
+    ] {
+        assert!(
+            !contains(&ws, needle.as_bytes()),
+            "the agent's workspace holds {needle:?}"
+        );
+    }
+    let o = eval(&p.dir, &["report", "--matrix", "demo", "--allow-unsigned"]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(ds.unexpected().is_empty(), "{:?}", ds.unexpected());
+    p.assert_no_leak(&r, &[]);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// `tar -czf` of `members` of `root` into `out` (the host's GNU tar, as Zenodo's were made).
+fn tgz(root: &Path, out: &Path, members: &[&str]) {
+    let o = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg(out)
+        .arg("-C")
+        .arg(root)
+        .args(members)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The Zenodo archives beside the repository's own two files: checked against v0.4's pins
+/// (synthetic ones are refused naming both digests), read with --allow-unpinned into exactly
+/// the task a directory import writes; one archive alone, and a link member, are refused.
+#[test]
+fn the_zenodo_archives_are_pinned_and_read_like_the_extracted_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let zen = tmp.path().join("zenodo");
+    std::fs::create_dir_all(zen.join("user_agent")).unwrap();
+    for f in ["user_agent/init.md", "user_agent/fuzzy_suffix.md"] {
+        std::fs::copy(from.join(f), zen.join(f)).unwrap();
+    }
+    tgz(
+        &from,
+        &zen.join("rcb_tests_repos.tar.gz"),
+        &["rcb_tests_repos"],
+    );
+    let proj = project(tmp.path());
+    // Only one archive: refused, naming the other.
+    let o = import_fake(&proj, &zen, &ONE);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("icae_prd_bundle.tar.gz: missing, while rcb_tests_repos.tar.gz is there"),
+        "{}",
+        text(&o)
+    );
+    tgz(
+        &from,
+        &zen.join("icae_prd_bundle.tar.gz"),
+        &["repo_alias.json", "fuzzy_prds", "user_agent/prd_json"],
+    );
+    // Not v0.4's bytes: refused naming both digests.
+    let o = import_fake(&proj, &zen, &["--tasks", TASK]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("rcb_tests_repos.tar.gz: sha256 ")
+            && text(&o)
+                .contains("has f746c560e724d0dad12d512ead771d91de91d4b3e6051335728c305e2adff204"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_dir(&proj).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // Read: the task is byte for byte what the extracted root gives.
+    let o = import_fake(&proj, &zen, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let by_dir = project(&tmp.path().join("second"));
+    let o = import_fake(&by_dir, &from, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let task = format!("protocols/icae/tasks/icae/{TASK}");
+    assert_eq!(tree(&proj.join(&task)), tree(&by_dir.join(&task)));
+    let protocol = std::fs::read_to_string(proj.join("protocols/icae/protocol.toml")).unwrap();
+    assert!(
+        protocol.contains("#   icae_prd_bundle.tar.gz: sha256 "),
+        "{protocol}"
+    );
+    // A link member in the cases archive: refused naming it.
+    let cases = from.join(format!("rcb_tests_repos/{KEY}/rcb_tests/test_cases"));
+    std::os::unix::fs::symlink("/etc/passwd", cases.join("link.json")).unwrap();
+    tgz(
+        &from,
+        &zen.join("rcb_tests_repos.tar.gz.new"),
+        &["rcb_tests_repos"],
+    );
+    std::fs::rename(
+        zen.join("rcb_tests_repos.tar.gz.new"),
+        zen.join("rcb_tests_repos.tar.gz"),
+    )
+    .unwrap();
+    let again = project(&tmp.path().join("third"));
+    let o = import_fake(&again, &zen, &ONE);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("rcb_tests_repos.tar.gz: member \"rcb_tests_repos/{KEY}/rcb_tests/test_cases/link.json\": not a regular file or directory")),
+        "{}",
+        text(&o)
+    );
+}
