@@ -68,7 +68,8 @@ const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patc
 /// eval's support plugin for the Harness (`runtimes/dsh/eval-support/`), written beside every dsh
 /// runtime an import writes: the runtime's `[[arm.file]]` puts these same bytes into every arm's
 /// layer, baseline included (the Harness's user questions reach `/_eval/clarify` through it).
-const DSH_SUPPORT: [(&str, &str); 3] = [
+/// Its session runner (`runner.js`) continues one Harness session across a multi-round attempt.
+const DSH_SUPPORT: [(&str, &str); 4] = [
     (
         "cordis.patch.yml",
         include_str!("../../../runtimes/dsh/eval-support/cordis.patch.yml"),
@@ -80,6 +81,10 @@ const DSH_SUPPORT: [(&str, &str); 3] = [
     (
         "package.json",
         include_str!("../../../runtimes/dsh/eval-support/package.json"),
+    ),
+    (
+        "runner.js",
+        include_str!("../../../runtimes/dsh/eval-support/runner.js"),
     ),
 ];
 /// The support plugin's directory beside a runtime definition (its `[[arm.file]]` `src`).

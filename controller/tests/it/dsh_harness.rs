@@ -32,7 +32,7 @@ const V04_PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
 const RUNTIME_TOML: &str = include_str!("../../../runtimes/dsh/runtime.toml");
 const PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
 /// eval's support plugin, as the importer writes it beside the runtime (its `[[arm.file]]`).
-pub(crate) const SUPPORT: [(&str, &str); 3] = [
+pub(crate) const SUPPORT: [(&str, &str); 4] = [
     (
         "cordis.patch.yml",
         include_str!("../../../runtimes/dsh/eval-support/cordis.patch.yml"),
@@ -44,6 +44,10 @@ pub(crate) const SUPPORT: [(&str, &str); 3] = [
     (
         "package.json",
         include_str!("../../../runtimes/dsh/eval-support/package.json"),
+    ),
+    (
+        "runner.js",
+        include_str!("../../../runtimes/dsh/eval-support/runner.js"),
     ),
 ];
 
@@ -880,13 +884,27 @@ fn the_upstream_recognises_each_task_and_fills_the_route_schema() {
 /// directory and `dsh` replaced by a stand-in function; returns (exit status, scratch dir).
 /// `fake_dsh` is the stand-in's body (it sees `$W`, the scratch workspace).
 fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = run_harness_script("command", tmp.path(), fake_dsh, with_plugin, None);
+    (status, tmp)
+}
+
+/// The runtime's `[harness] KEY` script (`command` or `continue_command`) run as
+/// [`run_wrapper`] runs it, in the scratch directory `root` (kept between calls, as the
+/// container's tmpfs `DSH_HOME` is between rounds), with `EVAL_ROUND` set when `round` is;
+/// `node` is a stand-in printing a fixed UUID.
+fn run_harness_script(
+    key: &str,
+    root: &Path,
+    fake_dsh: &str,
+    with_plugin: bool,
+    round: Option<&str>,
+) -> i32 {
     let def: toml::Table = toml::from_str(RUNTIME_TOML).unwrap();
-    let command = def["harness"]["command"].as_array().unwrap();
+    let command = def["harness"][key].as_array().unwrap();
     assert_eq!(command[0].as_str(), Some("/bin/sh"));
     assert_eq!(command[1].as_str(), Some("-c"));
     let script = command[2].as_str().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
     for d in ["workspace", "arm", "t", "home"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
@@ -914,18 +932,95 @@ fn run_wrapper(fake_dsh: &str, with_plugin: bool) -> (i32, tempfile::TempDir) {
         "{moved}"
     );
     let full = format!(
-        "W={w:?}\ndsh() {{\n  echo \"$*\" >> {log:?}\n  case $1 in plugin) return 0 ;; esac\n{fake_dsh}\n}}\n{moved}",
+        "W={w:?}
+node() {{ printf 0f1e2d3c-4b5a-4697-8877-665544332211; }}
+dsh() {{
+  echo \"$*\" >> {log:?}
+  case $1 in plugin) return 0 ;; esac
+{fake_dsh}
+}}
+{moved}",
         w = w.to_str().unwrap(),
         log = root.join("dsh-calls.log").to_str().unwrap(),
     );
-    let o = Command::new("/bin/sh")
-        .args(["-c", &full])
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", &full])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .env("DSH_HOME", root.join("home/.dsh"))
-        .output()
-        .unwrap();
-    (o.status.code().unwrap_or(-1), tmp)
+        .env("DSH_HOME", root.join("home/.dsh"));
+    if let Some(k) = round {
+        cmd.env("EVAL_ROUND", k);
+    }
+    let o = cmd.output().unwrap();
+    o.status.code().unwrap_or(-1)
+}
+
+/// Across rounds (`EVAL_ROUND` set by the shim only in a multi-round attempt) the wrapper fixes
+/// one session id for the attempt, in the stock runner's `session-<UUID>` form, and hands it to
+/// dsh as `EVAL_DSH_SESSION_ID` (which switches the stock runner off for eval's session runner);
+/// `continue_command` hands the same id on without adding the plugins again and keeps dsh's
+/// status; without its round 1 it refuses to start. A single-round attempt sets no id, so the
+/// stock runner runs it as before.
+#[test]
+fn the_wrapper_fixes_one_session_id_per_multi_round_attempt_and_continue_reuses_it() {
+    let seen = "echo \"${EVAL_DSH_SESSION_ID-unset}\" >> \"$W/../ids\"\nreturn ${DSH_STATUS:-0}";
+    let ids = |root: &Path| std::fs::read_to_string(root.join("ids")).unwrap();
+    let single = tempfile::tempdir().unwrap();
+    assert_eq!(
+        run_harness_script("command", single.path(), seen, false, None),
+        0
+    );
+    assert_eq!(ids(single.path()), "unset\n");
+
+    let attempt = tempfile::tempdir().unwrap();
+    let root = attempt.path();
+    assert_eq!(
+        run_harness_script("command", root, seen, true, Some("1")),
+        0
+    );
+    let id = "session-0f1e2d3c-4b5a-4697-8877-665544332211";
+    assert_eq!(ids(root), format!("{id}\n"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("home/.dsh/eval-session-id")).unwrap(),
+        format!("{id}\n")
+    );
+    let failing = seen.replace("${DSH_STATUS:-0}", "4");
+    for k in ["2", "3"] {
+        let want = if k == "3" { 4 } else { 0 };
+        let body = if k == "3" { failing.as_str() } else { seen };
+        assert_eq!(
+            run_harness_script("continue_command", root, body, true, Some(k)),
+            want,
+            "round {k}: dsh's status is the round's"
+        );
+    }
+    assert_eq!(
+        ids(root),
+        format!("{id}\n{id}\n{id}\n"),
+        "one id, every round"
+    );
+    let calls = std::fs::read_to_string(root.join("dsh-calls.log")).unwrap();
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("plugin ")).count(),
+        1,
+        "the plugins are added once, in round 1: {calls}"
+    );
+    assert_eq!(
+        calls
+            .lines()
+            .filter(|l| *l == "--profile headless the task text")
+            .count(),
+        3,
+        "{calls}"
+    );
+
+    let fresh = tempfile::tempdir().unwrap();
+    assert_ne!(
+        run_harness_script("continue_command", fresh.path(), seen, false, Some("2")),
+        0,
+        "a continuation without its first round"
+    );
+    assert!(!fresh.path().join("ids").exists(), "dsh never ran");
 }
 
 /// The wrapper keeps dsh's exit status, adds eval's support plugin in every arm and the arm's

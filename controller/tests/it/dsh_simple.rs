@@ -42,7 +42,7 @@ fn random_hex(n: usize) -> String {
 }
 
 /// An image id from the environment; `None` (skip) only when `EVAL_SKIP_DOCKER=1` asks for it.
-fn image_id(var: &str) -> Option<String> {
+pub(crate) fn image_id(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(id) if !id.trim().is_empty() => {
             let id = id.trim().to_owned();

@@ -232,7 +232,7 @@ fn every_imported_arm_carries_the_same_attested_support_plugin() {
     let ours = tree(&repo_root().join("runtimes/dsh/eval-support"));
     assert_eq!(
         ours.keys().cloned().collect::<Vec<_>>(),
-        ["cordis.patch.yml", "index.js", "package.json"].map(PathBuf::from)
+        ["cordis.patch.yml", "index.js", "package.json", "runner.js"].map(PathBuf::from)
     );
     assert_eq!(tree(&proj.join("runtimes/dsh/eval-support")), ours);
     let def = eval_runtimes::RuntimeDef::load(&proj.join("runtimes/dsh/runtime.toml")).unwrap();

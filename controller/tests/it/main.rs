@@ -16,6 +16,7 @@ mod dsh_clarify;
 mod dsh_faults;
 mod dsh_harness;
 mod dsh_icae;
+mod dsh_rounds;
 mod dsh_simple;
 mod exit_status;
 mod freeze_cli;

@@ -4,16 +4,21 @@
 # verifier does — the workspace at /app, the tests at /tests, the reward written to
 # /logs/verifier/reward.txt — in the grader container (no network, the workspace snapshot
 # read-only at $1; /app, /tests, /logs, /usr/local/bin and /var/cache/grader are its writable
-# tmpfs). It leaves in $3 what the round metrics read (test-stdout.txt, reward.txt, at most 16 MiB
+# tmpfs). It leaves beside the score file $3 what the round metrics read (test-stdout.txt, reward.txt, at most 16 MiB
 # and 4 KiB) and a score.json whose metrics are the round's reward and case counts.
 set -u
-ws=$1 hidden=$2 out=$3
+# $3 is the score file's path (`{out}` = /out/score.json); the round metrics read the rest of
+# the grader's output directory, its parent.
+ws=$1 hidden=$2 score=$3
+out=$(dirname "$score")
 export HOME=/var/cache/grader/home GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
 export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
 export PATH=/usr/local/bin:/usr/bin:/bin
 mkdir -p "$HOME" "$GOCACHE" "$GOPATH" "$GOTMPDIR" /logs/verifier /logs/agent || exit 1
-cp -a "$ws/." /app/ || exit 1
-cp -a "$hidden/tests/." /tests/ || exit 1
+# Contents only, nothing preserved: the grader's user may not set the times or owner of the
+# tmpfs mount points themselves (`cp -a` fails on `/app/.` there).
+cp -R "$ws/." /app/ || exit 1
+cp -R "$hidden/tests/." /tests/ || exit 1
 # The task's Dockerfile ENV (checked at import: KEY=VALUE, no $, \ or ').
 while IFS='=' read -r k v; do
   [ -n "$k" ] && export "$k=$v"
@@ -31,4 +36,4 @@ fi
 passed=$(grep -c 'CASE_RESULT .*status=success' "$out/test-stdout.txt")
 total=$(grep -c 'CASE_RESULT ' "$out/test-stdout.txt")
 printf '{"metrics": {"reward": %s, "cases_passed": %d, "cases_total": %d, "tests_exit": %d}}\n' \
-  "$reward" "$passed" "$total" "$code" > "$out/score.json"
+  "$reward" "$passed" "$total" "$code" > "$score"

@@ -82,6 +82,79 @@ pub const SOLUTIONS: &[Solution] = &[
     },
 ];
 
+/// One round of a multi-round task the upstream works through: recognised by a phrase of the
+/// round's prompt, done by one `read` and one `write` of the file, then an answer.
+pub struct RoundSolution {
+    /// A phrase only this round's prompt contains (no `"` or `\`, so it reads the same inside
+    /// the request's JSON).
+    pub recognise: &'static str,
+    /// The file to write, relative to the Harness's working directory.
+    pub path: &'static str,
+    /// The file's whole content after this round (before the marker comment).
+    pub content: &'static str,
+}
+
+/// The synthetic `greet` Go CLI of `import_evocode.rs` (`write_task`), round by round. The
+/// scripted model gets rounds 1 right, breaks `hello` in round 2 (`hi, NAME`: a regression of
+/// round 1's case, which round 2 lists under another ordinal) and, in round 3, does the new polite
+/// `hello` but breaks `count` (one short: a regression of round 2's case under the same
+/// ordinal). So v0.4's ordinal-keyed count sees one regression and the stable-key count two.
+pub const GREET_ROUNDS: [RoundSolution; 3] = [
+    RoundSolution {
+        recognise: "Build `greet` with",
+        path: "cmd/greet/main.go",
+        content: "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\tif len(os.Args) == 3 && os.Args[1] == \"hello\" {\n\t\tfmt.Printf(\"hello, %s\\n\", os.Args[2])\n\t\treturn\n\t}\n\tos.Exit(2)\n}\n",
+    },
+    RoundSolution {
+        recognise: "Add `greet count WORD...`",
+        path: "cmd/greet/main.go",
+        content: "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\tif len(os.Args) == 3 && os.Args[1] == \"hello\" {\n\t\tfmt.Printf(\"hi, %s\\n\", os.Args[2])\n\t\treturn\n\t}\n\tif len(os.Args) >= 2 && os.Args[1] == \"count\" {\n\t\tfmt.Println(len(os.Args) - 2)\n\t\treturn\n\t}\n\tos.Exit(2)\n}\n",
+    },
+    RoundSolution {
+        recognise: "now prints `Hello, NAME!`",
+        path: "cmd/greet/main.go",
+        content: "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\tif len(os.Args) == 3 && os.Args[1] == \"hello\" {\n\t\tfmt.Printf(\"Hello, %s!\\n\", os.Args[2])\n\t\treturn\n\t}\n\tif len(os.Args) >= 2 && os.Args[1] == \"count\" {\n\t\tfmt.Println(len(os.Args) - 3)\n\t\treturn\n\t}\n\tos.Exit(2)\n}\n",
+    },
+];
+
+/// The latest round of [`GREET_ROUNDS`] the conversation's user messages have reached: (round,
+/// 1-based; its solution; the index of the last message holding its prompt, where the round's
+/// own tool calls start).
+pub fn recognise_round(messages: &[Value]) -> Option<(usize, &'static RoundSolution, usize)> {
+    let text = |m: &Value| match &m["content"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    GREET_ROUNDS.iter().enumerate().rev().find_map(|(k, sol)| {
+        messages
+            .iter()
+            .rposition(|m| m["role"] == "user" && text(m).contains(sol.recognise))
+            .map(|at| (k + 1, sol, at))
+    })
+}
+
+/// The Harness's working directory, as its system prompt states it (the headless persona: "Your
+/// working directory is {{cwd}}."); `/workspace` when no system message says so.
+pub fn working_directory(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .filter_map(|m| {
+            let t = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            after(&t, "Your working directory is")
+        })
+        .next()
+        .unwrap_or_else(|| "/workspace".to_owned())
+}
+
 /// What a reply was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -378,6 +451,8 @@ pub struct Served {
     pub kind: Kind,
     /// The task's solution path (`None` when the prompt named no known task).
     pub task: Option<&'static str>,
+    /// The round of [`GREET_ROUNDS`] the request was in (`None`: not that task).
+    pub round: Option<usize>,
     /// What the usage object said (hits included).
     pub prompt_tokens: u64,
     /// `prompt_cache_hit_tokens` (= `prompt_tokens_details.cached_tokens`).
@@ -968,6 +1043,7 @@ async fn handle(
     let step = messages.iter().filter(|m| m["role"] == "assistant").count();
     let done = called(&messages);
     let task = recognise(&req);
+    let greet = recognise_round(&messages).filter(|_| !tools.is_empty());
     let route = tools
         .iter()
         .find(|t| t["function"]["name"] == "lattice_route");
@@ -1007,6 +1083,27 @@ async fn handle(
         (Kind::Oracle, Reply::Text(text))
     } else if tools.is_empty() {
         (Kind::Title, Reply::Text("Scripted task".into()))
+    } else if let Some((k, sol, since)) = greet {
+        // A multi-round task: each round's own calls (after its prompt) decide the next one.
+        let mine = called(&messages[since..]);
+        let file_path = format!("{}/{}", working_directory(&messages), sol.path);
+        if !has(&mine, "read") {
+            (
+                Kind::Read,
+                Reply::Call("read".into(), json!({"file_path": file_path})),
+            )
+        } else if !has(&mine, "write") {
+            let content = format!("// {}\n{}", s.marker, sol.content);
+            (
+                Kind::Write,
+                Reply::Call(
+                    "write".into(),
+                    json!({"file_path": file_path, "content": content}),
+                ),
+            )
+        } else {
+            (Kind::Answer, Reply::Text(format!("Round {k} is done.")))
+        }
     } else if let Some(route) = route.filter(|_| !done.iter().any(|n| n == "lattice_route")) {
         (
             Kind::Route,
@@ -1071,6 +1168,7 @@ async fn handle(
         request: req.clone(),
         kind,
         task: task.map(|t| t.path),
+        round: greet.map(|g| g.0),
         prompt_tokens: 0,
         hit_tokens: 0,
         completion_tokens: 0,
