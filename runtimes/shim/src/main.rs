@@ -214,21 +214,56 @@ fn relay(conn: TcpStream, socket: &Path) {
     let (Ok(mut conn_r), Ok(mut up_w)) = (conn.try_clone(), upstream.try_clone()) else {
         return;
     };
-    let to_socket = thread::spawn(move || {
+    let to_socket = spawn(move || {
         let _ = io::copy(&mut conn_r, &mut up_w);
         let _ = up_w.shutdown(Shutdown::Write);
     });
+    let Ok(to_socket) = to_socket else {
+        // No thread for the other direction: this connection is refused, the relay lives on.
+        let _ = conn.shutdown(Shutdown::Both);
+        return;
+    };
     let (mut up_r, mut conn_w) = (upstream, conn);
     let _ = io::copy(&mut up_r, &mut conn_w);
     let _ = conn_w.shutdown(Shutdown::Both);
     let _ = to_socket.join();
 }
 
+/// A thread, or the error of not getting one. The agent shares the container's pid limit with
+/// the shim and may exhaust it on purpose; `thread::spawn` would then panic and take the relay
+/// (and with it every later model call of the attempt) down with the thread that asked.
+fn spawn<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<thread::JoinHandle<T>> {
+    thread::Builder::new().spawn(f)
+}
+
+/// Accepts relay connections until the listener fails, each on its own thread. A connection
+/// that gets no thread is closed at once (`start` hands the refused connection back by dropping
+/// it) and the loop goes on, so an agent that exhausts its pid limit loses only the connections
+/// it opened while it held them.
 fn serve_relay(listener: TcpListener, socket: PathBuf) {
+    serve_relay_with(listener, socket, |f| spawn(f).map(drop));
+}
+
+fn serve_relay_with(
+    listener: TcpListener,
+    socket: PathBuf,
+    start: impl Fn(Box<dyn FnOnce() + Send>) -> io::Result<()>,
+) {
+    let mut refused = 0u64;
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let socket = socket.clone();
-        thread::spawn(move || relay(conn, &socket));
+        if start(Box::new(move || relay(conn, &socket))).is_err() {
+            refused += 1;
+            // Said once per power of two, so a flood cannot fill the log either.
+            if refused.is_power_of_two() {
+                log(&format!(
+                    "relay: no thread for a connection ({refused} refused so far); closed it"
+                ));
+            }
+        }
     }
 }
 
@@ -251,7 +286,10 @@ fn main() -> ExitCode {
         }
     };
     let socket = args.socket.clone();
-    thread::spawn(move || serve_relay(listener, socket));
+    if let Err(e) = spawn(move || serve_relay(listener, socket)) {
+        log(&format!("cannot start the relay: {e}"));
+        return ExitCode::from(EXIT_SHIM_FAILURE);
+    }
 
     if args.round_timeouts.is_empty() {
         return match run_harness(&args.command, None, None) {
@@ -423,5 +461,67 @@ fn run_harness(
             log(&format!("waiting for the harness failed: {e}"));
             Err(EXIT_SHIM_FAILURE)
         }
+    }
+}
+
+#[cfg(test)]
+mod relay_tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A Unix-socket server that answers each connection's first bytes with "ok:" + them.
+    fn echo_socket(dir: &Path) -> PathBuf {
+        let path = dir.join("attempt.sock");
+        let server = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        thread::spawn(move || {
+            for c in server.incoming() {
+                let Ok(mut c) = c else { continue };
+                thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let _ = c.read_to_end(&mut buf);
+                    let _ = c.write_all(b"ok:");
+                    let _ = c.write_all(&buf);
+                });
+            }
+        });
+        path
+    }
+
+    fn ask(port: u16, what: &[u8]) -> Vec<u8> {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        // A refused connection may be closed before or while this writes; only the answer counts.
+        let _ = c.write_all(what);
+        let _ = c.shutdown(Shutdown::Write);
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_connection_that_gets_no_thread_is_closed_and_the_relay_serves_the_next() {
+        let dir = std::env::temp_dir().join(format!("eval-shim-relay-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = echo_socket(&dir);
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // The first two connections find the pid limit exhausted; the rest get their thread.
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        thread::spawn(move || {
+            serve_relay_with(listener, socket, move |f| {
+                if seen.fetch_add(1, Ordering::SeqCst) < 2 {
+                    return Err(io::Error::from(io::ErrorKind::WouldBlock));
+                }
+                spawn(f).map(drop)
+            })
+        });
+        assert_eq!(ask(port, b"one"), b"", "refused: closed without an answer");
+        assert_eq!(ask(port, b"two"), b"", "refused: closed without an answer");
+        assert_eq!(ask(port, b"three"), b"ok:three", "the relay still serves");
+        assert_eq!(ask(port, b"four"), b"ok:four");
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
