@@ -15,6 +15,7 @@ use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{Entry, LedgerReader};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -56,6 +57,145 @@ pub struct AttemptView {
     pub artifacts: Vec<ArtifactView>,
     /// Wire-log artifacts of the calls (counted, not listed: they are in each call).
     pub wire_log_artifacts: u64,
+    /// A multi-round attempt's rounds, in round order (docs/rounds.md); absent (empty) for a
+    /// single-round attempt, so its output is what it always was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<RoundView>,
+}
+
+/// One round of a multi-round attempt, from its `round_started` and `round_finished` entries
+/// (either may be missing: a round never begun has only the latter, an open one only the former).
+#[derive(Debug, Serialize)]
+pub struct RoundView {
+    pub round: u32,
+    /// `passed`, `failed`, `unreached` (as `round_finished` says), or `open` when the round
+    /// began and has no `round_finished` (the attempt is running, or was lost inside it).
+    pub status: String,
+    pub failures: Vec<String>,
+    pub harness: Option<events::RoundHarness>,
+    /// `scored`, `unscorable`, `not_run`, `unreached`; `None` while open.
+    pub graded: Option<String>,
+    pub detail: Option<String>,
+    pub metrics: BTreeMap<String, f64>,
+    /// The proxy meter's, as `round_finished` records them (`None` while open).
+    pub model_turns: Option<u64>,
+    pub tokens: Option<u64>,
+    /// From `round_started` (`None` for a round never begun).
+    pub timeout_seconds: Option<u64>,
+    pub max_tokens: Option<u64>,
+    pub prompt_digest: Option<String>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// Ledger seqs of the two entries.
+    pub started_entry: Option<u64>,
+    pub finished_entry: Option<u64>,
+    /// The proxy numbers (`call`) of the attempt's model calls recorded in this round: those
+    /// after its `round_started` and before the next round's, in ledger order.
+    pub calls: Vec<u64>,
+    /// The round's `snapshot`, `grader_output`, `grader_log`, `test_output`, `reward`.
+    pub artifacts: Vec<ArtifactView>,
+}
+
+/// Folds an attempt's `round_started`, `round_finished` and `model_call` entries, fed in ledger
+/// order, into its rounds; each call belongs to the round whose `round_started` came last before
+/// it (`eval show` and the site's attempt page both use it).
+#[derive(Debug, Default)]
+pub(crate) struct RoundsSeen {
+    rounds: BTreeMap<u32, RoundView>,
+    current: Option<u32>,
+}
+
+impl RoundsSeen {
+    fn at(&mut self, k: u32) -> &mut RoundView {
+        self.rounds.entry(k).or_insert_with(|| RoundView {
+            round: k,
+            status: "open".into(),
+            failures: Vec::new(),
+            harness: None,
+            graded: None,
+            detail: None,
+            metrics: BTreeMap::new(),
+            model_turns: None,
+            tokens: None,
+            timeout_seconds: None,
+            max_tokens: None,
+            prompt_digest: None,
+            started_at: None,
+            finished_at: None,
+            started_entry: None,
+            finished_entry: None,
+            calls: Vec::new(),
+            artifacts: Vec::new(),
+        })
+    }
+
+    pub(crate) fn started(&mut self, entry: u64, s: events::RoundStarted) {
+        let r = self.at(s.round);
+        r.timeout_seconds = Some(s.timeout_seconds);
+        r.max_tokens = s.max_tokens;
+        r.prompt_digest = Some(s.prompt_digest);
+        r.started_at = Some(s.started_at);
+        r.started_entry = Some(entry);
+        self.current = Some(s.round);
+    }
+
+    /// `sizes` gives an artifact's bytes in the store (`None`: missing).
+    pub(crate) fn finished(
+        &mut self,
+        entry: u64,
+        f: events::RoundFinished,
+        sizes: impl Fn(&str) -> Option<u64>,
+    ) {
+        let a = &f.artifacts;
+        let artifacts = [
+            ("snapshot", &a.snapshot),
+            ("grader_output", &a.grader_output),
+            ("grader_log", &a.grader_log),
+            ("test_output", &a.test_output),
+            ("reward", &a.reward),
+        ]
+        .into_iter()
+        .filter_map(|(name, d)| {
+            d.as_ref().map(|d| ArtifactView {
+                name: name.to_owned(),
+                digest: d.clone(),
+                bytes: sizes(d),
+            })
+        })
+        .collect();
+        let r = self.at(f.round);
+        r.status = f.status;
+        r.failures = f.failures;
+        r.harness = f.harness;
+        r.graded = Some(f.graded);
+        r.detail = f.detail;
+        r.metrics = f.metrics;
+        r.model_turns = Some(f.model_turns);
+        r.tokens = Some(f.tokens);
+        r.finished_at = Some(f.finished_at);
+        r.finished_entry = Some(entry);
+        r.artifacts = artifacts;
+    }
+
+    /// Tags call `call` (the proxy's number) with the round it was recorded in; `None` before
+    /// any round began (and always for a single-round attempt).
+    pub(crate) fn call(&mut self, call: u64) -> Option<u32> {
+        let k = self.current?;
+        self.at(k).calls.push(call);
+        Some(k)
+    }
+
+    /// The rounds in round order.
+    pub(crate) fn into_views(self) -> Vec<RoundView> {
+        self.rounds.into_values().collect()
+    }
+}
+
+/// Bytes of an artifact in `store` (`None` when it is not there or `digest` is not one).
+fn stored_bytes(store: &ArtifactStore, digest: &str) -> Option<u64> {
+    eval_evidence::ledger::Digest::parse(digest)
+        .and_then(|dg| std::fs::metadata(store.path_of(&dg)).ok())
+        .map(|m| m.len())
 }
 
 #[derive(Debug, Serialize)]
@@ -101,6 +241,9 @@ pub struct CallView {
     pub spend_usd: f64,
     pub request_digest: Option<String>,
     pub response_digest: Option<String>,
+    /// The round the call was recorded in (a multi-round attempt's only; see [`RoundView`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
     pub request: Option<RequestView>,
     pub reply: Option<ReplyView>,
     pub wire_log: Option<wire_log::WireNote>,
@@ -314,6 +457,7 @@ pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, F
     let mut clarifications = Vec::new();
     let mut outcome: Option<events::AttemptOutcome> = None;
     let mut wire_arts = 0u64;
+    let mut rounds = RoundsSeen::default();
     for e in &mine {
         match e.kind.as_str() {
             events::MODEL_CALL => {
@@ -328,7 +472,24 @@ pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, F
                     continue;
                 }
                 wire_arts += c.artifacts.len() as u64;
-                calls.push(call_view(&mut conv, e.seq, c)?);
+                let round = rounds.call(c.seq);
+                let mut view = call_view(&mut conv, e.seq, c)?;
+                view.round = round;
+                calls.push(view);
+            }
+            events::ROUND_STARTED => {
+                if let Ok(r) = serde_json::from_slice::<events::RoundStarted>(&e.payload)
+                    && r.attempt == id
+                {
+                    rounds.started(e.seq, r);
+                }
+            }
+            events::ROUND_FINISHED => {
+                if let Ok(r) = serde_json::from_slice::<events::RoundFinished>(&e.payload)
+                    && r.attempt == id
+                {
+                    rounds.finished(e.seq, r, |d| stored_bytes(&store, d));
+                }
             }
             events::CLARIFICATION => {
                 if let Ok(v) = serde_json::from_slice::<Value>(&e.payload)
@@ -378,9 +539,7 @@ pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, F
             ("transcript", &a.transcript),
         ] {
             if let Some(d) = d {
-                let bytes = eval_evidence::ledger::Digest::parse(d)
-                    .and_then(|dg| std::fs::metadata(store.path_of(&dg)).ok())
-                    .map(|m| m.len());
+                let bytes = stored_bytes(&store, d);
                 artifacts.push(ArtifactView {
                     name: name.to_owned(),
                     digest: d.clone(),
@@ -448,6 +607,7 @@ pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, F
         grader,
         artifacts,
         wire_log_artifacts: wire_arts,
+        rounds: rounds.into_views(),
     })
 }
 
@@ -510,6 +670,7 @@ pub(crate) fn call_view(
         spend_usd: r.get("spend_usd").and_then(Value::as_f64).unwrap_or(0.0),
         request_digest: s("request_digest"),
         response_digest: s("response_digest"),
+        round: None,
         request,
         reply,
         wire_log: c.wire_log,
@@ -786,14 +947,18 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
         v.tokens.reasoning,
         v.spend_usd
     );
+    if !v.rounds.is_empty() {
+        render_rounds(&mut o, &p, &v.rounds);
+    }
     let _ = writeln!(o, "\n{} ({})", p.bold("model calls"), v.calls.len());
     for c in &v.calls {
         let _ = writeln!(
             o,
             "{}",
             p.bold(&format!(
-                "── call {} ({}{}) {} {}  in {} cached {} out {}  {} ms{}",
+                "── call {}{} ({}{}) {} {}  in {} cached {} out {}  {} ms{}",
                 c.call,
+                c.round.map(|k| format!(" [round {k}]")).unwrap_or_default(),
                 c.role,
                 if c.stream { ", stream" } else { "" },
                 c.status,
@@ -952,6 +1117,74 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
     o
 }
 
+/// The rounds section of the text view: a line per round (status, why it failed, how its
+/// harness ended, its grade, turns, tokens, calls), then its metrics and artifacts.
+fn render_rounds(o: &mut String, p: &Paint, rounds: &[RoundView]) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "\n{} ({})", p.bold("rounds"), rounds.len());
+    for r in rounds {
+        let harness = match &r.harness {
+            None => "-".to_owned(),
+            Some(h) => format!(
+                "{}{}{}{}",
+                h.exit.map(|e| format!("exit {e}")).unwrap_or_default(),
+                h.signal.map(|s| format!(" signal {s}")).unwrap_or_default(),
+                if h.timed_out { " timed out" } else { "" },
+                if h.with_container {
+                    " (with the container)"
+                } else {
+                    ""
+                }
+            )
+            .trim()
+            .to_owned(),
+        };
+        let opt = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
+        let _ = writeln!(
+            o,
+            "  round {} {}{}  harness {}  graded {}  turns {}  tokens {}  calls {}",
+            r.round,
+            p.bold(&r.status),
+            if r.failures.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.failures.join(", "))
+            },
+            if harness.is_empty() { "-" } else { &harness },
+            r.graded.as_deref().unwrap_or("-"),
+            opt(r.model_turns),
+            opt(r.tokens),
+            if r.calls.is_empty() {
+                "-".to_owned()
+            } else {
+                r.calls
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
+        );
+        if let Some(d) = &r.detail {
+            let _ = writeln!(o, "    detail: {}", clean(d));
+        }
+        if !r.metrics.is_empty() {
+            let m: Vec<String> = r.metrics.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(o, "    metrics {}", clean(&m.join(" ")));
+        }
+        for a in &r.artifacts {
+            let _ = writeln!(
+                o,
+                "    {:<14} {}  {}",
+                a.name,
+                a.digest,
+                a.bytes
+                    .map(|b| format!("{b} bytes"))
+                    .unwrap_or_else(|| "MISSING".into())
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -982,6 +1215,194 @@ mod tests {
             rule_of("infra_fault", Some("interrupted_before_model_call"), None).row,
             "resume"
         );
+    }
+
+    /// A hand-built ledger: a 3-round attempt (round 2 over budget with `stop`, so round 3 is
+    /// unreached) whose calls fall before, between and after the round entries, beside a
+    /// single-round attempt whose view has no rounds at all.
+    #[test]
+    fn each_round_and_each_call_of_a_multi_round_attempt_are_shown_by_ledger_order() {
+        use eval_evidence::ledger::{LedgerWriter, NewEntry};
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path();
+        let ledger = crate::run::ledger_path(state, "demo");
+        std::fs::create_dir_all(ledger.parent().unwrap()).unwrap();
+        let store = ArtifactStore::open(&crate::run::artifacts_dir(state, "demo")).unwrap();
+        let snap = store
+            .put_bytes(b"round one's workspace")
+            .unwrap()
+            .to_string();
+        let w = LedgerWriter::open(&ledger).unwrap();
+        let put = |kind: &str, v: Value| {
+            w.append_blocking(NewEntry::new(kind, &v).unwrap()).unwrap();
+        };
+        let started = |a: &str, slot: &str| {
+            serde_json::json!({"schema": 1, "attempt": a, "slot": slot, "number": 1,
+                "phase": "statistical", "suite": "evocode", "task": "t", "arm": "x", "rep": 1,
+                "rerun_of": null, "session": 1, "started_at": "2026-01-01T00:00:00Z"})
+        };
+        let call = |a: &str, seq: u64, tokens: u64| {
+            serde_json::to_value(events::ModelCall {
+                schema: 1,
+                attempt: a.into(),
+                role: "agent".into(),
+                seq,
+                model: Some("m".into()),
+                status: 200,
+                result: "ok".into(),
+                tokens: eval_core::tokens::TokenCounts {
+                    input: tokens,
+                    ..Default::default()
+                },
+                metered: true,
+                latency_ms: 1,
+                record: serde_json::json!({}),
+                artifacts: BTreeMap::new(),
+                wire_log: None,
+            })
+            .unwrap()
+        };
+        let round_started = |k: u32, max: Option<u64>| {
+            serde_json::to_value(events::RoundStarted {
+                schema: 1,
+                attempt: "m#1".into(),
+                round: k,
+                rounds: 3,
+                timeout_seconds: 300,
+                max_tokens: max,
+                prompt_digest: format!("sha256:{k}"),
+                started_at: format!("t{k}"),
+            })
+            .unwrap()
+        };
+        let finished = |k: u32, status: &str, graded: &str, turns: u64, tokens: u64| {
+            let mut f = events::RoundFinished {
+                schema: 1,
+                attempt: "m#1".into(),
+                round: k,
+                status: status.into(),
+                failures: Vec::new(),
+                harness: None,
+                graded: graded.into(),
+                detail: None,
+                metrics: BTreeMap::new(),
+                model_turns: turns,
+                tokens,
+                artifacts: RoundArtifacts::default(),
+                finished_at: format!("f{k}"),
+            };
+            match k {
+                1 => {
+                    f.harness = Some(events::RoundHarness {
+                        exit: Some(0),
+                        ..Default::default()
+                    });
+                    f.metrics.insert("score".into(), 100.0);
+                    f.artifacts.snapshot = Some(snap.clone());
+                    f.artifacts.grader_log = Some(format!("sha256:{}", "0".repeat(64)));
+                }
+                2 => {
+                    f.failures = vec!["over_budget".into()];
+                    f.harness = Some(events::RoundHarness {
+                        exit: None,
+                        signal: Some(9),
+                        timed_out: true,
+                        with_container: false,
+                    });
+                    f.detail = Some("no score.json".into());
+                }
+                _ => {}
+            }
+            serde_json::to_value(f).unwrap()
+        };
+        use events::RoundArtifacts;
+        put(events::ATTEMPT_STARTED, started("m#1", "m"));
+        put(events::ATTEMPT_STARTED, started("s#1", "s"));
+        put(events::ROUND_STARTED, round_started(1, None));
+        put(events::MODEL_CALL, call("m#1", 1, 10));
+        put(events::MODEL_CALL, call("s#1", 1, 99));
+        put(events::MODEL_CALL, call("m#1", 2, 20));
+        put(
+            events::ROUND_FINISHED,
+            finished(1, "passed", "scored", 2, 30),
+        );
+        put(events::ROUND_STARTED, round_started(2, Some(50)));
+        put(events::MODEL_CALL, call("m#1", 3, 70));
+        put(
+            events::ROUND_FINISHED,
+            finished(2, "failed", "unscorable", 1, 70),
+        );
+        put(
+            events::ROUND_FINISHED,
+            finished(3, "unreached", "unreached", 0, 0),
+        );
+        w.close();
+
+        let v = build(state, "demo", "m#1").unwrap();
+        let calls: Vec<(u64, Option<u32>)> = v.calls.iter().map(|c| (c.call, c.round)).collect();
+        assert_eq!(calls, [(1, Some(1)), (2, Some(1)), (3, Some(2))]);
+        let j = serde_json::to_value(&v).unwrap();
+        let r = j["rounds"].as_array().unwrap();
+        assert_eq!(r.len(), 3, "{j:#}");
+        assert_eq!(j["calls"][2]["round"], 2);
+        let r1 = &r[0];
+        assert_eq!(r1["round"], 1);
+        assert_eq!(r1["status"], "passed");
+        assert_eq!(r1["harness"]["exit"], 0);
+        assert_eq!(r1["graded"], "scored");
+        assert_eq!(r1["metrics"]["score"], 100.0);
+        assert_eq!(r1["model_turns"], 2);
+        assert_eq!(r1["tokens"], 30);
+        assert_eq!(r1["calls"], serde_json::json!([1, 2]));
+        assert_eq!(r1["prompt_digest"], "sha256:1");
+        assert_eq!(r1["started_entry"], 3);
+        assert_eq!(r1["finished_entry"], 7);
+        assert_eq!(r1["artifacts"][0]["name"], "snapshot");
+        assert_eq!(r1["artifacts"][0]["digest"], snap.as_str());
+        assert_eq!(r1["artifacts"][0]["bytes"], 21);
+        assert_eq!(r1["artifacts"][1]["name"], "grader_log");
+        assert_eq!(r1["artifacts"][1]["bytes"], Value::Null, "not in the store");
+        let r2 = &r[1];
+        assert_eq!(r2["status"], "failed");
+        assert_eq!(r2["failures"], serde_json::json!(["over_budget"]));
+        assert_eq!(r2["harness"]["signal"], 9);
+        assert_eq!(r2["harness"]["timed_out"], true);
+        assert_eq!(r2["max_tokens"], 50);
+        assert_eq!(r2["calls"], serde_json::json!([3]));
+        assert_eq!(r2["detail"], "no score.json");
+        let r3 = &r[2];
+        assert_eq!(r3["status"], "unreached");
+        assert_eq!(r3["harness"], Value::Null);
+        assert_eq!(r3["started_entry"], Value::Null);
+        assert_eq!(r3["calls"], serde_json::json!([]));
+        let t = render_text(&v, false);
+        assert!(t.contains("\nrounds (3)\n"), "{t}");
+        assert!(
+            t.contains(
+                "  round 1 passed  harness exit 0  graded scored  turns 2  tokens 30  calls 1,2\n"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("  round 2 failed (over_budget)  harness signal 9 timed out  graded unscorable  turns 1  tokens 70  calls 3\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "  round 3 unreached  harness -  graded unreached  turns 0  tokens 0  calls -\n"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("    metrics score=100\n"), "{t}");
+        assert!(t.contains("── call 3 [round 2] (agent)"), "{t}");
+
+        // The single-round attempt beside it: no `rounds`, no call's `round`, no text section.
+        let s = build(state, "demo", "s#1").unwrap();
+        let j = serde_json::to_value(&s).unwrap();
+        assert!(j.get("rounds").is_none(), "{j:#}");
+        assert!(j["calls"][0].get("round").is_none(), "{j:#}");
+        let t = render_text(&s, false);
+        assert!(!t.contains("round"), "{t}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the ledger says about each attempt, for its page: every entry that names the attempt,
 //! parsed with the run's own event types (`run::events`), in ledger order.
 
+use crate::commands::show::{RoundView, RoundsSeen};
 use crate::run::events;
 use eval_evidence::ledger::Entry;
 use std::collections::BTreeMap;
@@ -23,6 +24,11 @@ pub struct AttemptDetail {
     pub attestation: Option<events::Attestation>,
     /// The `rerun` entry that opened this attempt, when it is a rerun.
     pub rerun: Option<events::Rerun>,
+    /// A multi-round attempt's rounds in round order (`show::RoundsSeen`); empty otherwise.
+    /// Their artifacts' `bytes` are not filled in here (the page asks the store).
+    pub rounds: Vec<RoundView>,
+    /// The round each `model_call` was recorded in, by the call's ledger seq (multi-round only).
+    pub call_rounds: BTreeMap<u64, u32>,
 }
 
 /// Every attempt's entries, by attempt id (`<slot>#<n>`). Entries that do not parse as their
@@ -31,6 +37,7 @@ pub struct AttemptDetail {
 pub fn collect(entries: &[Entry]) -> BTreeMap<String, AttemptDetail> {
     let mut out: BTreeMap<String, AttemptDetail> = BTreeMap::new();
     let mut started_calls: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut rounds: BTreeMap<String, RoundsSeen> = BTreeMap::new();
     for e in entries {
         let p = &e.payload;
         match e.kind.as_str() {
@@ -49,7 +56,28 @@ pub fn collect(entries: &[Entry]) -> BTreeMap<String, AttemptDetail> {
             events::MODEL_CALL => {
                 if let Ok(c) = serde_json::from_slice::<events::ModelCall>(p) {
                     let id = c.attempt.clone();
-                    out.entry(id).or_default().calls.push((e.seq, c));
+                    let round = rounds.get_mut(&id).and_then(|r| r.call(c.seq));
+                    let d = out.entry(id).or_default();
+                    if let Some(k) = round {
+                        d.call_rounds.insert(e.seq, k);
+                    }
+                    d.calls.push((e.seq, c));
+                }
+            }
+            events::ROUND_STARTED => {
+                if let Ok(r) = serde_json::from_slice::<events::RoundStarted>(p) {
+                    rounds
+                        .entry(r.attempt.clone())
+                        .or_default()
+                        .started(e.seq, r);
+                }
+            }
+            events::ROUND_FINISHED => {
+                if let Ok(r) = serde_json::from_slice::<events::RoundFinished>(p) {
+                    rounds
+                        .entry(r.attempt.clone())
+                        .or_default()
+                        .finished(e.seq, r, |_| None);
                 }
             }
             events::MODEL_CALL_STARTED => {
@@ -88,6 +116,9 @@ pub fn collect(entries: &[Entry]) -> BTreeMap<String, AttemptDetail> {
             }
             _ => {}
         }
+    }
+    for (attempt, seen) in rounds {
+        out.entry(attempt).or_default().rounds = seen.into_views();
     }
     for (attempt, seqs) in started_calls {
         let d = out.entry(attempt).or_default();

@@ -805,6 +805,7 @@ impl<'a> Site<'a> {
             }
             let _ = writeln!(o, "</table>");
         }
+        rounds_table(&mut o, d, |digest| self.artifact_size(digest));
         self.calls_section(&mut o, d);
         let artifacts = outcome.map(|o| &o.artifacts);
         let transcript = self.read_text(
@@ -935,9 +936,11 @@ impl<'a> Site<'a> {
         if d.calls.is_empty() {
             let _ = writeln!(o, "<p>None recorded.</p>");
         } else {
+            let by_round = !d.rounds.is_empty();
             let _ = writeln!(
                 o,
-                "<table class=\"calls\"><tr><th>#</th><th>role</th><th>model</th><th>status</th><th>result</th><th>tokens in / cached / out / reasoning</th><th>latency (ms)</th><th>tools offered</th><th>request / response digest</th><th>ledger seq</th></tr>"
+                "<table class=\"calls\"><tr><th>#</th>{}<th>role</th><th>model</th><th>status</th><th>result</th><th>tokens in / cached / out / reasoning</th><th>latency (ms)</th><th>tools offered</th><th>request / response digest</th><th>ledger seq</th></tr>",
+                if by_round { "<th>round</th>" } else { "" }
             );
             for (seq, c) in &d.calls {
                 let r = &c.record;
@@ -955,8 +958,18 @@ impl<'a> Site<'a> {
                 let detail = r.get("detail").and_then(Value::as_str);
                 let _ = writeln!(
                     o,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{} / {} / {} / {}</td><td>{}</td><td>{}</td><td>{}<br>{}</td><td>{seq}</td></tr>",
+                    "<tr><td>{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{} / {} / {} / {}</td><td>{}</td><td>{}</td><td>{}<br>{}</td><td>{seq}</td></tr>",
                     c.seq,
+                    if by_round {
+                        format!(
+                            "<td>{}</td>",
+                            d.call_rounds
+                                .get(seq)
+                                .map_or("—".to_owned(), u32::to_string)
+                        )
+                    } else {
+                        String::new()
+                    },
                     esc(&c.role),
                     esc(c.model.as_deref().unwrap_or("")),
                     c.status,
@@ -1048,6 +1061,87 @@ impl<'a> Site<'a> {
             text: String::from_utf8_lossy(&bytes[..cut]).into_owned(),
         }))
     }
+}
+
+/// A multi-round attempt's rounds (docs/rounds.md), one row each, from its `round_started`
+/// and `round_finished` entries; nothing for a single-round attempt.
+pub(super) fn rounds_table(o: &mut String, d: &AttemptDetail, size: impl Fn(&str) -> Option<u64>) {
+    if d.rounds.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<h2 id=\"rounds\">Rounds ({})</h2><table class=\"rounds\"><tr><th>round</th><th>status</th><th>failures</th><th>harness</th><th>graded</th><th>metrics</th><th>turns</th><th>tokens</th><th>calls</th><th>artifacts</th><th>started / finished</th></tr>",
+        d.rounds.len()
+    );
+    let opt = |n: Option<u64>| n.map_or("—".to_owned(), |n| n.to_string());
+    for r in &d.rounds {
+        let harness = r.harness.as_ref().map_or("—".to_owned(), |h| {
+            let mut parts = Vec::new();
+            if let Some(e) = h.exit {
+                parts.push(format!("exit {e}"));
+            }
+            if let Some(s) = h.signal {
+                parts.push(format!("signal {s}"));
+            }
+            if h.timed_out {
+                parts.push("timed out".into());
+            }
+            if h.with_container {
+                parts.push("with the container".into());
+            }
+            parts.join(", ")
+        });
+        let metrics: Vec<String> = r
+            .metrics
+            .iter()
+            .map(|(k, v)| format!("{} {}", esc(k), num(*v)))
+            .collect();
+        let artifacts: Vec<String> = r
+            .artifacts
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} <code title=\"{}\">{}</code> ({})",
+                    esc(&a.name),
+                    esc(&a.digest),
+                    esc(&short_digest(&a.digest)),
+                    size(&a.digest).map_or("missing".into(), |b| format!("{b} bytes"))
+                )
+            })
+            .collect();
+        let status_class = match r.status.as_str() {
+            "passed" => "pass",
+            "failed" => "fail",
+            _ => "note",
+        };
+        let _ = writeln!(
+            o,
+            "<tr id=\"round-{}\"><td>{}</td><td class=\"{status_class}\">{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}<br>{}</td></tr>",
+            r.round,
+            r.round,
+            esc(&r.status),
+            esc(&r.failures.join(", ")),
+            esc(&harness),
+            esc(r.graded.as_deref().unwrap_or("—")),
+            r.detail
+                .as_ref()
+                .map(|x| format!(": {}", esc(x)))
+                .unwrap_or_default(),
+            metrics.join("<br>"),
+            opt(r.model_turns),
+            opt(r.tokens),
+            r.calls
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            artifacts.join("<br>"),
+            esc(r.started_at.as_deref().unwrap_or("—")),
+            esc(r.finished_at.as_deref().unwrap_or("—"))
+        );
+    }
+    let _ = writeln!(o, "</table>");
 }
 
 /// An artifact's text as a page shows it.

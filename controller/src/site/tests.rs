@@ -512,3 +512,102 @@ fn bench_state() {
     );
     eprintln!("{}", run.root.display());
 }
+
+/// A hand-built ledger's round entries: the attempt's rounds and each call's round come from
+/// ledger order (a call between `round_started` 1 and 2 is round 1's), the rounds table shows
+/// each round's exact values escaped, and a single-round attempt has neither.
+#[test]
+fn a_multi_round_attempt_page_has_a_rounds_table_from_the_ledger_order() {
+    use crate::run::events;
+    use eval_evidence::ledger::Digest;
+    let mut seq = 0u64;
+    let mut entry = |kind: &str, v: serde_json::Value| {
+        seq += 1;
+        eval_evidence::ledger::Entry {
+            seq,
+            prev: Digest::ZERO,
+            kind: kind.to_owned(),
+            payload: serde_json::to_vec(&v).unwrap(),
+            hash: Digest::ZERO,
+            recorded_at: String::new(),
+        }
+    };
+    let call = |a: &str, n: u64| {
+        serde_json::json!({"schema": 1, "attempt": a, "role": "agent", "seq": n, "model": "m",
+            "status": 200, "result": "ok", "tokens": {"input": 1, "output": 1, "cached": 0,
+            "reasoning": 0}, "metered": true, "latency_ms": 1, "record": {}})
+    };
+    let started = |k: u32| {
+        serde_json::json!({"schema": 1, "attempt": "m#1", "round": k, "rounds": 2,
+            "timeout_seconds": 60, "prompt_digest": "sha256:p", "started_at": format!("s{k}")})
+    };
+    let snap = format!("sha256:{}", "ab".repeat(32));
+    let finished = |k: u32, status: &str, extra: serde_json::Value| {
+        let mut v = serde_json::json!({"schema": 1, "attempt": "m#1", "round": k,
+            "status": status, "graded": "scored", "metrics": {"score": 50.0 * k as f64},
+            "model_turns": k, "tokens": 100 * k as u64, "artifacts": {"snapshot": snap},
+            "finished_at": format!("f{k}")});
+        for (key, val) in extra.as_object().unwrap() {
+            v[key] = val.clone();
+        }
+        v
+    };
+    let entries = vec![
+        entry(events::ROUND_STARTED, started(1)),
+        entry(events::MODEL_CALL, call("m#1", 1)),
+        entry(events::MODEL_CALL, call("s#1", 1)),
+        entry(
+            events::ROUND_FINISHED,
+            finished(
+                1,
+                "passed",
+                serde_json::json!({"harness": {"exit": 0, "signal": null, "timed_out": false}}),
+            ),
+        ),
+        entry(events::MODEL_CALL, call("m#1", 2)),
+        entry(events::ROUND_STARTED, started(2)),
+        entry(events::MODEL_CALL, call("m#1", 3)),
+        entry(
+            events::ROUND_FINISHED,
+            finished(
+                2,
+                "failed",
+                serde_json::json!({"failures": ["exit"], "detail": "<b>bad</b>",
+                    "harness": {"exit": 3, "signal": null, "timed_out": true}}),
+            ),
+        ),
+    ];
+    let details = detail::collect(&entries);
+    let m = &details["m#1"];
+    assert_eq!(m.rounds.len(), 2);
+    assert_eq!(
+        m.rounds[0].calls,
+        [1, 2],
+        "a call after round 1 ended is still round 1's"
+    );
+    assert_eq!(m.rounds[1].calls, [3]);
+    assert_eq!(
+        m.call_rounds,
+        BTreeMap::from([(2, 1), (5, 1), (7, 2)]),
+        "by ledger seq"
+    );
+    let s = &details["s#1"];
+    assert!(s.rounds.is_empty() && s.call_rounds.is_empty());
+    let mut none = String::new();
+    html::rounds_table(&mut none, s, |_| None);
+    assert!(none.is_empty());
+
+    let mut o = String::new();
+    html::rounds_table(&mut o, m, |d| (d == snap).then_some(7));
+    assert!(o.contains("<h2 id=\"rounds\">Rounds (2)</h2>"), "{o}");
+    assert!(
+        o.contains("<tr id=\"round-1\"><td>1</td><td class=\"pass\">passed</td><td></td><td>exit 0</td><td>scored</td><td>score 50</td><td>1</td><td>100</td><td>1, 2</td><td>snapshot <code"),
+        "{o}"
+    );
+    assert!(
+        o.contains("<tr id=\"round-2\"><td>2</td><td class=\"fail\">failed</td><td>exit</td><td>exit 3, timed out</td><td>scored: &lt;b&gt;bad&lt;/b&gt;</td><td>score 100</td><td>2</td><td>200</td><td>3</td>"),
+        "{o}"
+    );
+    assert!(o.contains("(7 bytes)</td><td>s2<br>f2</td></tr>"), "{o}");
+    assert!(!o.contains("<b>"), "escaped: {o}");
+}

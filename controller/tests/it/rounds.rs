@@ -245,6 +245,91 @@ fn three_rounds_run_in_one_container_each_graded_by_its_own_tests_only() {
                 assert_eq!(out["metrics"]["checks_total"], 1.0, "round 1's: {out}");
             }
         }
+        // `eval show --json`: the rounds exactly as the ledger recorded them, and each call's
+        // round recomputed here from the raw ledger order (the last `round_started` before it).
+        let shown = eval(&proj, &["show", attempt, "--matrix", "demo", "--json"]);
+        assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
+        let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let rounds = shown["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3, "{attempt}: {shown:#}");
+        for (i, r) in rounds.iter().enumerate() {
+            let f = &fin[i];
+            assert_eq!(r["round"], f["round"]);
+            for key in ["status", "graded", "metrics", "model_turns", "tokens"] {
+                assert_eq!(r[key], f[key], "{attempt} round {} {key}", i + 1);
+            }
+            assert_eq!(r["harness"], f.get("harness").cloned().unwrap_or_default());
+            assert_eq!(
+                r["failures"],
+                f.get("failures").cloned().unwrap_or(serde_json::json!([]))
+            );
+            let names: Vec<&str> = r["artifacts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["name"].as_str().unwrap())
+                .collect();
+            for (name, digest) in f["artifacts"].as_object().unwrap() {
+                let a = r["artifacts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["name"] == name.as_str())
+                    .unwrap_or_else(|| panic!("{attempt}: {name} in {names:?}"));
+                assert_eq!(&a["digest"], digest);
+                assert_eq!(
+                    a["bytes"].as_u64(),
+                    Some(artifact(&proj, digest.as_str().unwrap()).len() as u64)
+                );
+            }
+            assert_eq!(r["started_entry"].is_null(), i >= st.len(), "{r}");
+        }
+        let starts: Vec<(u64, u64)> = all
+            .iter()
+            .filter(|e| e.kind == "round_started")
+            .map(|e| (e.seq, e.payload_json().unwrap()))
+            .filter(|(_, p)| p["attempt"] == attempt)
+            .map(|(seq, p)| (seq, p["round"].as_u64().unwrap()))
+            .collect();
+        let calls = shown["calls"].as_array().unwrap();
+        assert!(!calls.is_empty());
+        for c in calls {
+            let entry = c["entry"].as_u64().unwrap();
+            let expected = starts
+                .iter()
+                .rev()
+                .find(|(seq, _)| *seq < entry)
+                .map(|x| x.1);
+            assert_eq!(c["round"].as_u64(), expected, "{attempt}: {c}");
+            let k = expected.unwrap() as usize;
+            assert!(
+                rounds[k - 1]["calls"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&c["call"]),
+                "{attempt}: call {} is listed in round {k}",
+                c["call"]
+            );
+        }
+        let listed: usize = rounds
+            .iter()
+            .map(|r| r["calls"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(
+            listed,
+            calls.len(),
+            "{attempt}: every call in exactly one round"
+        );
+        let t = eval(&proj, &["show", attempt, "--matrix", "demo"]);
+        let t = String::from_utf8_lossy(&t.stdout).into_owned();
+        assert!(t.contains("\nrounds (3)\n"), "{t}");
+        assert!(
+            t.contains(&format!(
+                "  round 1 {}",
+                round(1)["status"].as_str().unwrap()
+            )),
+            "{t}"
+        );
         // The hostile arm: nothing of a later round, nor any hidden file, was reachable, and
         // what it wrote changed no grade.
         if arm == "v0.4-contract" {
@@ -270,4 +355,54 @@ fn three_rounds_run_in_one_container_each_graded_by_its_own_tests_only() {
             }
         }
     }
+    // The site's attempt page: a rounds table, one row per round with its status and its
+    // harness's exit; a single-round attempt's page has none.
+    let site = proj.join("site");
+    let o = eval(
+        &proj,
+        &[
+            "report",
+            "--matrix",
+            "demo",
+            "--format",
+            "site",
+            "--out",
+            site.to_str().unwrap(),
+        ],
+    );
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let mut multi = 0;
+    let mut single = 0;
+    for page in std::fs::read_dir(site.join("attempts")).unwrap() {
+        let html = std::fs::read_to_string(page.unwrap().path()).unwrap();
+        let Some(out) = evocode.iter().find(|o| {
+            html.contains(&format!(
+                "data-attempt=\"{}\"",
+                o["attempt"].as_str().unwrap()
+            ))
+        }) else {
+            assert!(!html.contains("id=\"rounds\""), "{html}");
+            single += 1;
+            continue;
+        };
+        multi += 1;
+        assert!(html.contains("<h2 id=\"rounds\">Rounds (3)</h2>"), "{html}");
+        for f in finished.iter().filter(|f| f["attempt"] == out["attempt"]) {
+            let k = f["round"].as_u64().unwrap();
+            let status = f["status"].as_str().unwrap();
+            let row = format!("<tr id=\"round-{k}\"><td>{k}</td><td class=\"");
+            let at = html.find(&row).unwrap_or_else(|| panic!("{row} in {html}"));
+            let tail = &html[at..];
+            let tail = &tail[..tail.find("</tr>").unwrap()];
+            assert!(tail.contains(&format!("\">{status}</td>")), "{tail}");
+            if let Some(exit) = f["harness"]["exit"].as_i64() {
+                assert!(tail.contains(&format!("exit {exit}")), "{tail}");
+            }
+            if let Some(snap) = f["artifacts"]["snapshot"].as_str() {
+                assert!(tail.contains(snap), "{tail}");
+            }
+        }
+    }
+    assert_eq!(multi, evocode.len());
+    assert!(single > 0);
 }

@@ -277,6 +277,10 @@ impl DockerExecutor {
                 with_container: false,
             };
             let mark = self.meter_now(spec);
+            // The calls the proxy has recorded go into the ledger before this round's
+            // `round_finished`, so ledger order tells which round each call belongs to
+            // (`eval show`'s `rounds`, the site's rounds table).
+            self.bridge.flush().await;
             let failed = self
                 .finish_round(spec, task, p, k, harness, mark, rounds)
                 .await;
