@@ -61,6 +61,25 @@ pub fn apply(
     }
 }
 
+/// What an oracle's round `k` of a multi-round task is graded with (`into`, made here): a copy
+/// of the round's `hidden/rounds/<k>/` and, as `oracle/<j>/`, each round j ≤ k's reference
+/// `solution/`, which the task's grader runs in order before the round's tests
+/// (`import/evocode-grade.sh`). Only a control's grading ever sees `oracle/`: an agent's round is
+/// graded from the frozen `hidden/rounds/<k>/` itself.
+pub fn oracle_round_hidden(task_dir: &Path, k: usize, into: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(into)?;
+    overlay(&task_dir.join(eval_protocols::task::round_hidden(k)), into)?;
+    for j in 1..=k {
+        let to = into.join("oracle").join(j.to_string());
+        std::fs::create_dir_all(&to)?;
+        let sol = task_dir
+            .join(eval_protocols::task::round_hidden(j))
+            .join("solution");
+        overlay(&sol, &to)?;
+    }
+    Ok(())
+}
+
 /// Copies every directory and regular file under `from` onto `to` (replacing files of the same
 /// path). A link in `from` is refused: a reference solution is plain files.
 fn overlay(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -370,6 +389,26 @@ fn library(name: &str, ws: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oracles_round_gets_its_own_tests_and_the_solutions_of_rounds_up_to_it_only() {
+        let task = tempfile::tempdir().unwrap();
+        for k in 1..=3 {
+            let h = task.path().join(format!("hidden/rounds/{k}"));
+            write(&h, Path::new("tests/test.sh"), &format!("tests {k}")).unwrap();
+            write(&h, Path::new("solution/solve.sh"), &format!("solve {k}")).unwrap();
+        }
+        let into = task.path().join("oracle-round-2");
+        oracle_round_hidden(task.path(), 2, &into).unwrap();
+        let read = |rel: &str| std::fs::read_to_string(into.join(rel)).ok();
+        assert_eq!(read("tests/test.sh").as_deref(), Some("tests 2"));
+        assert_eq!(read("oracle/1/solve.sh").as_deref(), Some("solve 1"));
+        assert_eq!(read("oracle/2/solve.sh").as_deref(), Some("solve 2"));
+        assert!(!into.join("oracle/3").exists());
+        // A round without its solution is an error, never a silently shorter oracle.
+        std::fs::remove_dir_all(task.path().join("hidden/rounds/1/solution")).unwrap();
+        assert!(oracle_round_hidden(task.path(), 3, &task.path().join("o3")).is_err());
+    }
 
     fn ws_with(files: &[(&str, &str)]) -> tempfile::TempDir {
         let t = tempfile::tempdir().unwrap();

@@ -132,6 +132,9 @@ fn dsh_continues_one_session_across_three_rounds_in_every_evocode_arm() {
             assert!(s.contains("-o /usr/local/bin/greet"), "{s}");
             s.replace("-o /usr/local/bin/greet", "-o /tests/greet")
         });
+        // No reference solutions: this test is about the Harness's rounds, not the control arms
+        // they would add (`grader_controls_evocode.rs` runs those).
+        std::fs::remove_dir_all(task.join(format!("steps/round-{k}/solution"))).unwrap();
     }
     let dir = tmp.path().join("proj");
     std::fs::create_dir(&dir).unwrap();

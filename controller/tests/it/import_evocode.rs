@@ -118,9 +118,23 @@ name = "round-3"
         let r = format!("steps/round-{}", k + 1);
         w(&format!("{r}/instruction.md"), p);
         w(&format!("{r}/tests/test.sh"), tst);
-        w(&format!("{r}/solution/solve.sh"), "#!/bin/bash\ntrue\n");
+        w(&format!("{r}/solution/solve.sh"), &solve(SOLUTIONS[k]));
     }
     t
+}
+
+/// Round k's reference `cmd/greet/main.go` (rounds 1..k's requirements): what each step's
+/// `solution/solve.sh` writes in /app, as EvoCode-Bench's reference solutions write files.
+pub const SOLUTIONS: [&str; 3] = [
+    "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\tif len(os.Args) == 3 && os.Args[1] == \"hello\" {\n\t\tfmt.Printf(\"hello, %s\\n\", os.Args[2])\n\t\treturn\n\t}\n\tos.Exit(2)\n}\n",
+    "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\tif len(os.Args) == 3 && os.Args[1] == \"hello\" {\n\t\tfmt.Printf(\"hello, %s\\n\", os.Args[2])\n\t\treturn\n\t}\n\tif len(os.Args) >= 2 && os.Args[1] == \"count\" {\n\t\tfmt.Println(len(os.Args) - 2)\n\t\treturn\n\t}\n\tos.Exit(2)\n}\n",
+    "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n\tif len(os.Args) == 3 && os.Args[1] == \"hello\" {\n\t\tfmt.Printf(\"Hello, %s!\\n\", os.Args[2])\n\t\treturn\n\t}\n\tif len(os.Args) >= 2 && os.Args[1] == \"count\" {\n\t\tfmt.Println(len(os.Args) - 2)\n\t\treturn\n\t}\n\tos.Exit(2)\n}\n",
+];
+
+fn solve(main_go: &str) -> String {
+    format!(
+        "#!/bin/bash\nset -e\nmkdir -p cmd/greet\ncat > cmd/greet/main.go <<'EOF_GREET'\n{main_go}EOF_GREET\n"
+    )
 }
 
 pub const DOCKERFILE: &str = "FROM golang:1.22-bookworm\nWORKDIR /app\nRUN apt-get update && apt-get install -y --no-install-recommends jq \\\n    && rm -rf /var/lib/apt/lists/*\nCOPY app_init/ /app/\nENV CGO_ENABLED=0\nRUN mkdir -p /logs/verifier\n";
@@ -229,7 +243,22 @@ fn a_harbor_multi_step_task_becomes_a_multi_round_protocol_that_plans() {
     let grader =
         std::fs::read_to_string(proj.join("runtimes/v04-evocode-grader/runtime.toml")).unwrap();
     assert!(grader.contains("\"/usr/local/bin\""), "{grader}");
-    // The protocol loads and plans: one task x 3 arms x 2 repetitions, plus 2 infrastructure slots.
+    // Every step has a solution/solve.sh: oracle and nop control arms and grader_valid.
+    let protocol = std::fs::read_to_string(proj.join("protocols/evocode/protocol.toml")).unwrap();
+    let parsed: toml::Table = toml::from_str(&protocol).unwrap();
+    let c = &parsed["suites"]["evocode"]["controls"];
+    assert_eq!(
+        c["metric"].as_str(),
+        Some("rounds_mean_reward"),
+        "{protocol}"
+    );
+    assert_eq!(c["arms"].as_array().unwrap().len(), 2, "{protocol}");
+    assert!(
+        protocol.contains("statistic = \"grader_valid\""),
+        "{protocol}"
+    );
+    // The protocol loads and plans: one task x 3 arms x 2 repetitions, plus 2 infrastructure
+    // slots (the control slots are not in the matrix's plan: `run/controls.rs`).
     let o = eval(&proj, &["plan", "--matrix", "evocode", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let plan: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();

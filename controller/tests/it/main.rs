@@ -22,6 +22,7 @@ mod exit_status;
 mod freeze_cli;
 mod gc;
 mod grader_controls;
+mod grader_controls_evocode;
 mod gvisor;
 mod hostile;
 mod import_evocode;

@@ -583,16 +583,36 @@ impl Check<'_> {
                     }
                     ControlArm::Oracle => {
                         for t in l.tasks.iter().filter(|t| t.suite == *sid) {
-                            let sol = self.project.root.join(&t.dir).join("solution");
-                            let is_dir = std::fs::symlink_metadata(&sol).is_ok_and(|m| m.is_dir());
-                            if !is_dir {
-                                return Err(self.bad(
-                                    &field,
-                                    format!(
-                                        "the oracle needs the task's reference solution, and {}/solution is not a directory",
-                                        t.dir
-                                    ),
-                                ));
+                            // A multi-round task's oracle runs each round's reference
+                            // solve.sh (controller `run/controls.rs`, `oracle_round_hidden`).
+                            let wanted: Vec<String> = if t.spec.rounds.is_empty() {
+                                vec!["solution".to_owned()]
+                            } else {
+                                (1..=t.spec.rounds.len())
+                                    .map(|k| format!("{}/solution", crate::task::round_hidden(k)))
+                                    .collect()
+                            };
+                            for rel in wanted {
+                                let sol = self.project.root.join(&t.dir).join(&rel);
+                                let ok = if t.spec.rounds.is_empty() {
+                                    std::fs::symlink_metadata(&sol).is_ok_and(|m| m.is_dir())
+                                } else {
+                                    std::fs::symlink_metadata(sol.join("solve.sh"))
+                                        .is_ok_and(|m| m.is_file())
+                                };
+                                if !ok {
+                                    let what = if t.spec.rounds.is_empty() {
+                                        format!("{}/{rel} is not a directory", t.dir)
+                                    } else {
+                                        format!("{}/{rel}/solve.sh is not a file", t.dir)
+                                    };
+                                    return Err(self.bad(
+                                        &field,
+                                        format!(
+                                            "the oracle needs the task's reference solution, and {what}"
+                                        ),
+                                    ));
+                                }
                             }
                         }
                     }

@@ -24,6 +24,17 @@ while IFS='=' read -r k v; do
   [ -n "$k" ] && export "$k=$v"
 done < "$hidden/env"
 cd /app || exit 1
+# An oracle control's grading only: `run/controls.rs` (`oracle_round_hidden`) puts each round
+# j <= k's reference solution at $hidden/oracle/<j>/; an agent's round never has that directory.
+# Each solve.sh runs in order in /app, as Harbor's oracle agent runs every step's in one
+# container; one that fails leaves the round unscorable (the grader exits non-zero).
+j=1
+while [ -f "$hidden/oracle/$j/solve.sh" ]; do
+  (cd /app && bash "$hidden/oracle/$j/solve.sh") > "$out/solve-$j.txt" 2>&1 \
+    || { echo "the reference solve.sh of round $j failed" >&2; cat "$out/solve-$j.txt" >&2; exit 1; }
+  j=$((j+1))
+done
+cd /app || exit 1
 bash /tests/test.sh > "$out/test-stdout.txt" 2> "$out/test-stderr.txt"
 code=$?
 truncate -s '<16M' "$out/test-stdout.txt" "$out/test-stderr.txt"

@@ -1109,14 +1109,47 @@ fn protocol_toml(
         .max()
         .unwrap_or(3600);
     let pairs = tasks.len() * REPETITIONS;
-    PROTOCOL_TEMPLATE
+    let text = PROTOCOL_TEMPLATE
         .replace("@NAME@", &q(name))
         .replace("@TASK_DIGESTS@", &digests.join("\n"))
         .replace("@N_TASKS@", &tasks.len().to_string())
         .replace("@REPETITIONS@", &REPETITIONS.to_string())
         .replace("@PAIRS@", &pairs.to_string())
         .replace("@WALL@", &wall.to_string())
-        .replace("@ARMS@", &arms)
+        .replace("@ARMS@", &arms);
+    if has_oracle(tasks) {
+        with_controls(&text)
+    } else {
+        text
+    }
+}
+
+/// Every step of every task has a reference `solution/solve.sh`: the suite gets oracle and nop
+/// control arms (`fn with_controls`).
+fn has_oracle(tasks: &[EvoTask]) -> bool {
+    !tasks.is_empty()
+        && tasks.iter().all(|t| {
+            !t.solutions.is_empty()
+                && t.solutions
+                    .iter()
+                    .all(|s| s.iter().any(|(rel, _)| rel == "solve.sh"))
+        })
+}
+
+/// The protocol text with `[suites.evocode.controls]` and the `grader_valid` integrity rule: the
+/// oracle runs each round's reference `solve.sh` before that round's tests
+/// (`run/controls.rs`, `oracle_round_hidden`) and must reach a mean reward of 1 (every round
+/// passed); the nop, the starting workspace graded by every round, must stay below it.
+fn with_controls(protocol: &str) -> String {
+    let controls = "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader once per round before any statistical slot\n# (no agent, no model call): the oracle runs the reference solve.sh of rounds 1..k before round k's\n# tests, the nop changes nothing. grader_valid: every oracle passes every round, every nop does not.\n[suites.evocode.controls]\narms = [\"oracle\", \"nop\"]\nmetric = \"rounds_mean_reward\"\npass_at_least = 1\n";
+    let rule = "statistic = \"accounting_complete\"\nop = \"is_true\"\n";
+    protocol.replacen("max_oracle_calls = 0\n", controls, 1).replacen(
+        rule,
+        &format!(
+            "{rule}[[gates.rules]]\nid = \"grader_valid\"\nstatistic = \"grader_valid\"\nop = \"is_true\"\n"
+        ),
+        1,
+    )
 }
 
 #[cfg(test)]

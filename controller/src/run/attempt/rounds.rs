@@ -111,7 +111,7 @@ const MAX_REWARD_BYTES: u64 = 4096;
 
 /// Reads `test-stdout.txt` and `reward.txt` of a round's grader output directory, each `None`
 /// when absent or unreadable (a grader of another format leaves neither).
-fn round_tests(round: u32, out: &Path) -> RoundTests {
+pub(super) fn round_tests(round: u32, out: &Path) -> RoundTests {
     let read = |name: &str, cap: u64| {
         eval_evidence::leftovers::Beneath::open(out)
             .and_then(|o| o.read_file(name, cap))
