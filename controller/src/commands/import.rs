@@ -384,42 +384,11 @@ pub fn run(cmd: ImportCommand) -> CmdResult {
 
 fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
     let (files, tasks) = plan(args)?;
-    let project = Path::new(".");
-    // Nothing is written when any target exists; runtime definitions shared by several imports
-    // are left alone when they already hold exactly these bytes.
-    let mut todo = Vec::new();
-    for (rel, bytes) in &files {
-        let path = project.join(rel);
-        match std::fs::symlink_metadata(&path) {
-            Ok(_) if is_shared(rel) && std::fs::read(&path).ok().as_deref() == Some(bytes) => {}
-            Ok(_) => {
-                return Err(ImportError::Exists(rel.to_path_buf()).into());
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => todo.push((rel, bytes)),
-            Err(source) => {
-                return Err(ImportError::Target {
-                    path: rel.to_path_buf(),
-                    source,
-                }
-                .into());
-            }
-        }
-    }
-    for (rel, bytes) in &todo {
-        let path = project.join(rel);
-        let fail = |source| ImportError::Write {
-            path: rel.to_path_buf(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(fail)?;
-        }
-        write_new(&path, bytes).map_err(fail)?;
-    }
+    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
     println!(
         "imported v0.4's simple suite as protocol {} ({} files written): tasks {}, arms {}",
         args.protocol,
-        todo.len(),
+        written,
         tasks.join(", "),
         ARMS.map(|a| a.id).join(", ")
     );
@@ -433,13 +402,42 @@ fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
     Ok(Status::Ok)
 }
 
-/// The runtime definitions every import writes the same way.
-fn is_shared(rel: &Path) -> bool {
-    rel == Path::new(DSH_RUNTIME_PATH)
-        || rel == Path::new(GRADER_RUNTIME_PATH)
-        || dsh_support_files(DSH_RUNTIME_PATH)
-            .iter()
-            .any(|(p, _)| rel == Path::new(p))
+/// Writes every file (project-relative), nothing when any target exists; the runtime
+/// definitions several imports share — the dsh runtime, its support plugin and the importer's
+/// grader runtime at `grader_runtime` — are left alone when they already hold exactly these bytes.
+/// Returns how many files were written.
+fn write_all(files: &Files, grader_runtime: &str) -> Result<usize, ImportError> {
+    let support = dsh_support_files(DSH_RUNTIME_PATH);
+    let shared = |rel: &Path| {
+        rel == Path::new(DSH_RUNTIME_PATH)
+            || rel == Path::new(grader_runtime)
+            || support.iter().any(|(p, _)| rel == Path::new(p))
+    };
+    let mut todo = Vec::new();
+    for (rel, bytes) in files {
+        match std::fs::symlink_metadata(rel) {
+            Ok(_) if shared(rel) && std::fs::read(rel).ok().as_deref() == Some(bytes) => {}
+            Ok(_) => return Err(ImportError::Exists(rel.clone())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => todo.push((rel, bytes)),
+            Err(source) => {
+                return Err(ImportError::Target {
+                    path: rel.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    for (rel, bytes) in &todo {
+        let fail = |source| ImportError::Write {
+            path: rel.to_path_buf(),
+            source,
+        };
+        if let Some(parent) = rel.parent() {
+            std::fs::create_dir_all(parent).map_err(fail)?;
+        }
+        write_new(rel, bytes).map_err(fail)?;
+    }
+    Ok(todo.len())
 }
 
 /// Creates `path`, failing if it appeared since the check.

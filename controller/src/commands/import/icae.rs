@@ -22,7 +22,7 @@
 
 use super::{
     DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
-    dsh_support_files, q, read_input, safe_relative, write_new,
+    dsh_support_files, q, read_input, safe_relative, write_all, write_new,
 };
 use crate::cli::ImportV04IcaeArgs;
 
@@ -137,7 +137,7 @@ struct IcaeTask {
 
 pub fn run(args: &ImportV04IcaeArgs) -> CmdResult {
     let (files, ids) = plan(args)?;
-    let written = write_all(&files)?;
+    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
     println!(
         "imported v0.4's ICAE suite as protocol {} ({written} files written): tasks {}, arms {}",
         args.protocol,
@@ -155,42 +155,6 @@ fn bad(path: impl Into<PathBuf>, why: impl Into<String>) -> ImportError {
         path: path.into(),
         why: why.into(),
     }
-}
-
-/// Writes every file, nothing when any target exists (the shared runtime definitions are left
-/// alone when they already hold exactly these bytes).
-fn write_all(files: &Files) -> Result<usize, ImportError> {
-    let support = dsh_support_files(DSH_RUNTIME_PATH);
-    let shared = |rel: &Path| {
-        rel == Path::new(DSH_RUNTIME_PATH)
-            || rel == Path::new(GRADER_RUNTIME_PATH)
-            || support.iter().any(|(p, _)| rel == Path::new(p))
-    };
-    let mut todo = Vec::new();
-    for (rel, bytes) in files {
-        match std::fs::symlink_metadata(rel) {
-            Ok(_) if shared(rel) && std::fs::read(rel).ok().as_deref() == Some(bytes) => {}
-            Ok(_) => return Err(ImportError::Exists(rel.clone())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => todo.push((rel, bytes)),
-            Err(source) => {
-                return Err(ImportError::Target {
-                    path: rel.clone(),
-                    source,
-                });
-            }
-        }
-    }
-    for (rel, bytes) in &todo {
-        let fail = |source| ImportError::Write {
-            path: rel.to_path_buf(),
-            source,
-        };
-        if let Some(parent) = rel.parent() {
-            std::fs::create_dir_all(parent).map_err(fail)?;
-        }
-        write_new(rel, bytes).map_err(fail)?;
-    }
-    Ok(todo.len())
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
