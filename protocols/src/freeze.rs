@@ -455,16 +455,10 @@ pub fn freeze(
 }
 
 fn write_atomic(file: &Path, bytes: &[u8]) -> Result<(), ProtocolError> {
-    use std::io::Write;
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).map_err(ProtocolError::io(dir))?;
     }
-    let tmp = file.with_extension("json.partial");
-    let mut f = std::fs::File::create(&tmp).map_err(ProtocolError::io(&tmp))?;
-    f.write_all(bytes).map_err(ProtocolError::io(&tmp))?;
-    f.sync_all().map_err(ProtocolError::io(&tmp))?;
-    std::fs::rename(&tmp, file).map_err(ProtocolError::io(file))?;
-    Ok(())
+    crate::statefs::replace_file(file, bytes).map_err(ProtocolError::io(file))
 }
 
 /// The registry, `name`'s freeze record and its freeze file, checked against each other. Not

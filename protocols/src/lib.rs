@@ -16,6 +16,7 @@ pub mod freeze;
 pub mod project;
 pub mod protocol;
 pub mod registry;
+pub mod statefs;
 pub mod task;
 pub mod tree;
 
@@ -26,6 +27,8 @@ pub use freeze::{
 };
 pub use project::{Loaded, Project};
 pub use protocol::{Protocol, Signing};
-pub use registry::{Met, Registry, Unmet, check_preconditions, record_report, unmet_preconditions};
+pub use registry::{
+    Met, Registry, ReportCheck, Unmet, check_preconditions, record_report, unmet_preconditions,
+};
 pub use task::{TaskBundle, TaskSpec};
 pub use tree::{Manifest, TreeError, hash_paths, hash_tree};

@@ -513,6 +513,10 @@ pub struct Precondition {
     /// Optionally pin the exact identity (`sha256:…`); otherwise the name's frozen identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    /// Optionally pin the public key (`eval+<key id>+<base64>`) whose signed report attestation
+    /// meets this precondition; otherwise the dependent protocol's own `[signing] public_key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
     /// Why the other result is required (shown when the precondition is not met).
     pub reason: String,
 }

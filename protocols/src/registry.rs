@@ -5,8 +5,12 @@
 //! - `freeze`: `{"v":1,"name","identity","freeze_file":"freezes/NAME.json","freeze_file_digest",
 //!   "driver","tree"}` — a name is frozen at most once.
 //! - `retire`: `{"v":1,"name","identity","reason"}` — for good; there is no un-retire.
-//! - `report`: `{"identity","release_allowed",…}` (the payload of `eval report`'s ledger entry) —
-//!   what a precondition reads.
+//! - `report`: `{"identity","release_allowed",…,"attestation"}` (the payload of `eval report`'s
+//!   ledger entry, plus the signed report attestation `report.intoto.json` as a JSON object) —
+//!   what a precondition reads. A chain-valid line is not evidence by itself: anyone who can write
+//!   the file can append one, so a precondition is met only when the attestation verifies with a
+//!   preregistered key ([`check_preconditions`]), and [`record_report`] refuses a passed report
+//!   without one.
 //!
 //! The registry is read whole and its chain verified on every open: nothing is decided from a
 //! registry that does not verify.
@@ -184,13 +188,16 @@ pub fn record_report(state: &Path, payload: &serde_json::Value) -> Result<(), Pr
         .and_then(|v| v.as_str())
         .and_then(Digest::parse)
         .ok_or_else(|| ProtocolError::State("a report entry needs an `identity` digest".into()))?;
-    if payload
-        .get("release_allowed")
-        .and_then(|v| v.as_bool())
-        .is_none()
-    {
+    let Some(allowed) = payload.get("release_allowed").and_then(|v| v.as_bool()) else {
         return Err(ProtocolError::State(
             "a report entry needs a boolean `release_allowed`".into(),
+        ));
+    };
+    // A pass is registered only with the signed attestation that proves it (an unsigned report,
+    // or one signed by a key the caller named, is never registered as passed).
+    if allowed && !payload.get("attestation").is_some_and(|a| a.is_object()) {
+        return Err(ProtocolError::State(
+            "a passed report entry needs its signed `attestation`: only a report signed with the preregistered key is registered as passed".into(),
         ));
     }
     let frozen = reg
@@ -240,18 +247,22 @@ pub struct Met {
 }
 
 impl Registry {
-    /// The first `report` entry saying release is allowed for `identity`.
+    /// The first `report` entry saying release is allowed for `identity` (what it says, not
+    /// verified: a precondition also needs its attestation, see [`check_preconditions`]).
     pub fn passed_report(&self, identity: &Digest) -> Option<&Entry> {
+        self.passed_reports(identity).next()
+    }
+
+    /// Every `report` entry saying release is allowed for `identity`, in chain order.
+    pub fn passed_reports<'a>(&'a self, identity: &Digest) -> impl Iterator<Item = &'a Entry> {
         let want = identity.to_string();
-        self.entries
-            .iter()
-            .filter(|e| e.kind == "report")
-            .find(|e| {
-                e.payload_json().is_ok_and(|v| {
+        self.entries.iter().filter(move |e| {
+            e.kind == "report"
+                && e.payload_json().is_ok_and(|v| {
                     v.get("identity").and_then(|i| i.as_str()) == Some(want.as_str())
                         && v.get("release_allowed").and_then(|b| b.as_bool()) == Some(true)
                 })
-            })
+        })
     }
 
     /// The freeze record of an identity, whatever its name.
@@ -263,18 +274,34 @@ impl Registry {
     }
 }
 
+/// Verifies a registry `report` payload's signed attestation for an identity with a public key:
+/// `Ok` only when the attestation is genuine, names that identity, allows release and attests
+/// the payload's report digest. The signature check lives in the evidence crate (this crate reads
+/// key texts only); the controller passes it in.
+pub type ReportCheck<'a> =
+    &'a dyn Fn(&serde_json::Value, &Digest, &eval_core::keys::PublicKey) -> Result<(), String>;
+
 /// Checks a protocol's preconditions against the registry. A precondition is met only by its
 /// *pinned* identity (`identity = "sha256:…"`): that identity must be frozen in this registry under
-/// the precondition's protocol name, not retired, and have a passed report. A name alone unlocks
-/// nothing: any protocol can be frozen under any name (a renamed demo would otherwise do).
-pub fn unmet_preconditions(reg: &Registry, protocol: &crate::protocol::Protocol) -> Vec<Unmet> {
-    check_preconditions(reg, protocol).1
+/// the precondition's protocol name, not retired, and have a passed report whose signed
+/// attestation `verify` accepts with the preregistered key — the precondition's own
+/// `public_key`, else the dependent protocol's `[signing] public_key` (never a key the caller
+/// names). A name alone unlocks nothing: any protocol can be frozen under any name (a renamed demo
+/// would otherwise do); a registry line alone unlocks nothing: anyone who can write the state
+/// directory can append a chain-valid one.
+pub fn unmet_preconditions(
+    reg: &Registry,
+    protocol: &crate::protocol::Protocol,
+    verify: ReportCheck<'_>,
+) -> Vec<Unmet> {
+    check_preconditions(reg, protocol, verify).1
 }
 
 /// [`unmet_preconditions`], also returning the evidence of every met one.
 pub fn check_preconditions(
     reg: &Registry,
     protocol: &crate::protocol::Protocol,
+    verify: ReportCheck<'_>,
 ) -> (Vec<Met>, Vec<Unmet>) {
     let mut met = Vec::new();
     let mut out = Vec::new();
@@ -318,12 +345,48 @@ pub fn check_preconditions(
             }
             Some(_) => {}
         }
+        let key = match pre.public_key.as_deref() {
+            Some(text) => eval_core::keys::PublicKey::parse(text)
+                .map(Some)
+                .map_err(|e| format!("the precondition's public_key is not a public key: {e}")),
+            None => protocol
+                .signing_public_key()
+                .map_err(|e| format!("the protocol's signing.public_key is not a public key: {e}")),
+        };
+        let key = match key {
+            Ok(Some(key)) => key,
+            Ok(None) => {
+                out.push(unmet(format!(
+                    "no preregistered key to verify identity {identity}'s signed report with: set `public_key` in the precondition or `[signing] public_key` in the protocol ({})",
+                    pre.reason
+                )));
+                continue;
+            }
+            Err(why) => {
+                out.push(unmet(why));
+                continue;
+            }
+        };
+        let mut refused = Vec::new();
+        let verified = reg.passed_reports(&identity).find(|e| {
+            let checked = e
+                .payload_json()
+                .map_err(|e| e.to_string())
+                .and_then(|v| verify(&v, &identity, &key));
+            match checked {
+                Ok(()) => true,
+                Err(why) => {
+                    refused.push(format!("seq {}: {why}", e.seq));
+                    false
+                }
+            }
+        });
         if let Some(r) = reg.retirement(&identity) {
             out.push(unmet(format!(
                 "identity {identity} is retired: {}",
                 r.reason
             )));
-        } else if let Some(e) = reg.passed_report(&identity) {
+        } else if let Some(e) = verified {
             met.push(Met {
                 protocol: pre.protocol.clone(),
                 identity,
@@ -335,6 +398,13 @@ pub fn check_preconditions(
                         .map(str::to_owned)
                 }),
             });
+        } else if !refused.is_empty() {
+            out.push(unmet(format!(
+                "identity {identity} has no passed report whose signed attestation verifies with key {}: {} ({})",
+                key.key_id_text(),
+                refused.join("; "),
+                pre.reason
+            )));
         } else {
             out.push(unmet(format!(
                 "identity {identity} has no passed report (release allowed) in the registry ({})",
@@ -373,11 +443,8 @@ fn read_chain(path: &Path) -> Result<Vec<Entry>, ProtocolError> {
 /// (another process may have appended since this registry was opened), and syncs.
 fn append_entry(path: &Path, entry: &NewEntry) -> Result<(), ProtocolError> {
     use std::io::Write as _;
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(ProtocolError::io(path))?;
+    // Never through a link or FIFO planted at the registry's name.
+    let mut file = crate::statefs::open_append(path).map_err(ProtocolError::io(path))?;
     file.lock().map_err(ProtocolError::io(path))?;
     let entries = read_chain(path)?;
     let report = verify_entries(entries.iter(), None);

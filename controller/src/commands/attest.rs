@@ -12,8 +12,7 @@ use std::path::Path;
 /// Signs an in-toto Statement v1 (in a DSSE envelope) whose subject is the digest of
 /// `report_json` and whose predicate names the identity, the driver digest, the run's final
 /// checkpoint and the verdict; writes it to `out_path` (normally `report.intoto.json` next to
-/// `report.json`).
-#[allow(dead_code)] // called by `eval report`
+/// `report.json`); returns the envelope written (what `eval report` registers with a pass).
 pub fn write_report_attestation(
     report_json: &[u8],
     identity: &str,
@@ -22,7 +21,7 @@ pub fn write_report_attestation(
     verdict: &serde_json::Value,
     key: &SigningKeyPair,
     out_path: &Path,
-) -> Result<(), Failure> {
+) -> Result<Vec<u8>, Failure> {
     let envelope = signing::attest_report(
         report_json,
         identity,
@@ -31,7 +30,8 @@ pub fn write_report_attestation(
         verdict,
         key,
     )?;
-    write_atomically(out_path, &envelope)
+    write_atomically(out_path, &envelope)?;
+    Ok(envelope)
 }
 
 /// `eval report --verify FILE --public-key KEY`: the envelope's signature, the statement, the

@@ -184,10 +184,6 @@ pub(super) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<
 }
 
 pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
+    eval_protocols::statefs::replace_file(path, bytes)
         .map_err(|e| CommandError::path(path)(e).into())
 }

@@ -135,6 +135,14 @@ pub fn publish(
     key: Option<eval_evidence::signing::SigningKeyPair>,
 ) -> Result<Report, Failure> {
     let mut report = build_report(data).map_err(ReportCmdError::Build)?;
+    // The preconditions that admitted the run must still hold by signed evidence now (a registry
+    // line admitted by older code, or retired since): each one that does not is a reason.
+    if !data.fixture_upstream {
+        for why in crate::run::preconditions::recheck(Path::new("."), state, &data.protocol) {
+            report.reasons.push(why);
+            report.release_allowed = false;
+        }
+    }
     let run_dir = crate::run::run_dir(state, &data.matrix);
     let ledger_path = crate::run::ledger_path(state, &data.matrix);
     let writer = LedgerWriter::open(&ledger_path)?;
@@ -185,34 +193,59 @@ pub fn publish(
         (vec![writer.append_blocking(entry)?], None)
     };
     let json_path = run_dir.join("report.json");
-    std::fs::write(&json_path, &json).map_err(|source| ReportCmdError::Write {
-        path: json_path.clone(),
-        source,
+    // Never through a link planted at the name (the report may run as root).
+    eval_protocols::statefs::replace_file(&json_path, &json).map_err(|source| {
+        ReportCmdError::Write {
+            path: json_path.clone(),
+            source,
+        }
     })?;
+    let attestation = match (key, checkpoint) {
+        (Some(key), Some(checkpoint)) => {
+            let driver = Digest::parse(&data.driver_digest)
+                .ok_or_else(|| ReportCmdError::DriverDigest(data.driver_digest.clone()))?;
+            let verdict = serde_json::json!({
+                "release_allowed": report.release_allowed,
+                "verdict": report.verdict_line(),
+                "reasons": report.reasons,
+                "anomalies": report.anomalies,
+                "exit_status": report.exit_status(),
+            });
+            let envelope = super::attest::write_report_attestation(
+                &json,
+                &data.identity,
+                &driver,
+                &checkpoint,
+                &verdict,
+                &key,
+                &run_dir.join("report.intoto.json"),
+            )?;
+            // Registered only when signed with the key the freeze preregistered (a key the caller
+            // named, or none, proves nothing to a precondition).
+            let preregistered = eval_protocols::frozen_public_key(state, &data.protocol)?
+                .is_some_and(|k| k.bytes() == key.public().bytes());
+            preregistered
+                .then(|| serde_json::from_slice::<serde_json::Value>(&envelope).ok())
+                .flatten()
+        }
+        _ => None,
+    };
     // Evidence that may release nothing is kept out of the registry that preconditions read:
-    // the fixture's, and the model-free upstream's for a protocol that is not model-free.
+    // the fixture's, and the model-free upstream's for a protocol that is not model-free; a pass
+    // is registered only with its signed attestation, which a precondition verifies.
     if !data.fixture_upstream && eval_evidence::report::model_free_refusal(data).is_none() {
-        eval_protocols::record_report(state, &payload)?;
-    }
-    if let (Some(key), Some(checkpoint)) = (key, checkpoint) {
-        let driver = Digest::parse(&data.driver_digest)
-            .ok_or_else(|| ReportCmdError::DriverDigest(data.driver_digest.clone()))?;
-        let verdict = serde_json::json!({
-            "release_allowed": report.release_allowed,
-            "verdict": report.verdict_line(),
-            "reasons": report.reasons,
-            "anomalies": report.anomalies,
-            "exit_status": report.exit_status(),
-        });
-        super::attest::write_report_attestation(
-            &json,
-            &data.identity,
-            &driver,
-            &checkpoint,
-            &verdict,
-            &key,
-            &run_dir.join("report.intoto.json"),
-        )?;
+        let mut registered = payload.clone();
+        match (attestation, report.release_allowed) {
+            (Some(a), _) => registered["attestation"] = a,
+            (None, true) => {
+                registered["release_allowed"] = serde_json::Value::Bool(false);
+                registered["not_registered_as_passed"] = serde_json::Value::String(
+                    "no attestation signed with the preregistered key".into(),
+                );
+            }
+            (None, false) => {}
+        }
+        eval_protocols::record_report(state, &registered)?;
     }
     writer.close();
     Ok(report)

@@ -237,7 +237,7 @@ pub fn gather(
     }
     let running_driver = crate::driver::driver_digest().to_string();
     let reg = Registry::open(state).map_err(AdmissionError::Registry)?;
-    let (preconditions_met, unmet) = eval_protocols::check_preconditions(&reg, &loaded.protocol);
+    let (preconditions_met, unmet) = crate::run::preconditions::check(&reg, &loaded.protocol);
     let mut facts = AdmissionFacts {
         protocol: name.clone(),
         identity: None,

@@ -640,7 +640,7 @@ fn write_freeze(
             identity: identity.to_owned(),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::write(&path, &bytes).map_err(io(&path))
+            eval_protocols::statefs::replace_file(&path, &bytes).map_err(io(&path))
         }
         Err(e) => Err(io(&path)(e)),
     }

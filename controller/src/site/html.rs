@@ -1586,7 +1586,8 @@ fn mkdir(p: &Path) -> Result<(), SiteError> {
 
 fn put(dir: &Path, rel: &str, bytes: &[u8], sum: &mut SiteSummary) -> Result<(), SiteError> {
     let path = dir.join(rel);
-    std::fs::write(&path, bytes).map_err(|source| SiteError::Write { path, source })?;
+    eval_protocols::statefs::replace_file(&path, bytes)
+        .map_err(|source| SiteError::Write { path, source })?;
     sum.bytes += bytes.len() as u64;
     Ok(())
 }

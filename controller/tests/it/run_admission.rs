@@ -173,7 +173,7 @@ fn a_renamed_demo_no_longer_unlocks_v04() {
     let renamed = reg.frozen_identity("router").unwrap();
     eval_protocols::record_report(
         state.path(),
-        &serde_json::json!({"identity": renamed.to_string(), "release_allowed": true}),
+        &serde_json::json!({"identity": renamed.to_string(), "release_allowed": true, "attestation": {}}),
     )
     .unwrap();
 

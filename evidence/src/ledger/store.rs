@@ -102,7 +102,10 @@ pub(crate) fn open_for_write(path: &Path) -> Result<Connection, LedgerError> {
         })?;
     }
     let sq = LedgerError::sqlite(path);
-    let conn = Connection::open(path).map_err(sq)?;
+    // Never through a link planted at the ledger's name (`eval` may run as root).
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
+            .map_err(sq)?;
     configure(&conn, path)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(LedgerError::sqlite(path))?;

@@ -227,6 +227,49 @@ pub fn verify_attestation(
     })
 }
 
+/// Checks a registry `report` payload (what `eval report` registers: the report entry's payload
+/// plus `attestation`, the signed envelope of `report.intoto.json` as a JSON object) for
+/// `identity` with the preregistered `key`: the attestation verifies with `key`, names `identity`,
+/// its final checkpoint is the real run's (origin `eval/<identity>`, never a smoke run's), its
+/// verdict allows release, and it attests the payload's `report_digest`. This is what a
+/// precondition rests on; the registry line alone is anyone's to write.
+pub fn check_registered_report(
+    payload: &serde_json::Value,
+    identity: &str,
+    key: &PublicKey,
+) -> Result<(), String> {
+    let envelope = payload.get("attestation").filter(|a| a.is_object()).ok_or(
+        "it carries no signed report attestation (an unsigned report, or a line written by hand)",
+    )?;
+    let bytes = serde_json::to_vec(envelope).map_err(|e| e.to_string())?;
+    let v = verify_attestation(&bytes, key, None).map_err(|e| e.to_string())?;
+    if v.identity != identity {
+        return Err(format!(
+            "its attestation is for identity {}, not {identity}",
+            v.identity
+        ));
+    }
+    let origin = super::origin_for_identity(identity).map_err(|e| e.to_string())?;
+    if v.final_checkpoint.head.origin != origin {
+        return Err(format!(
+            "its attestation's checkpoint is of log {:?}, not the run's {origin:?}",
+            v.final_checkpoint.head.origin
+        ));
+    }
+    if v.verdict.get("release_allowed") != Some(&serde_json::Value::Bool(true)) {
+        return Err("its attestation's verdict does not allow release".into());
+    }
+    let named = payload.get("report_digest").and_then(|d| d.as_str());
+    if named != Some(v.report_digest.to_string().as_str()) {
+        return Err(format!(
+            "its attestation attests report {}, the entry names {}",
+            v.report_digest,
+            named.unwrap_or("none")
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ pub use checkpoint::{
 pub use checkpointer::Checkpointer;
 pub use dsse::{
     Envelope, EnvelopeSignature, PAYLOAD_TYPE, PREDICATE_TYPE, REPORT_SUBJECT, STATEMENT_TYPE,
-    VerifiedAttestation, attest_report, pae, verify_attestation,
+    VerifiedAttestation, attest_report, check_registered_report, pae, verify_attestation,
 };
 pub use error::SigningError;
 pub use key::{KEY_NAME, PublicKey, SigningKeyPair, key_id};

@@ -12,6 +12,16 @@ use std::path::Path;
 
 use crate::support::*;
 
+/// A report check that accepts every registered report: for the tests of everything else a
+/// precondition needs (the signature check itself is the controller's, tested there).
+fn accept_any(
+    _: &serde_json::Value,
+    _: &Digest,
+    _: &eval_core::keys::PublicKey,
+) -> Result<(), String> {
+    Ok(())
+}
+
 fn do_freeze(f: &Fixture) -> Result<FreezeOutcome, ProtocolError> {
     freeze(&Project::open(&f.root), "demo", &f.state, DRIVER, &images)
 }
@@ -227,10 +237,20 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     // Make `demo` depend on a `router` protocol, by name only first.
     let p = f.root.join("protocols/demo/protocol.toml");
     let text = fs::read_to_string(&p).unwrap();
+    // The key the precondition pins: the router's report attestation must verify with it.
+    let key = eval_evidence::signing::SigningKeyPair::generate(eval_evidence::signing::KEY_NAME)
+        .unwrap()
+        .public()
+        .to_string();
     let with_pre = |identity: &str| {
+        let pinned = if identity.is_empty() {
+            String::new()
+        } else {
+            format!("{identity}public_key = \"{key}\"\n")
+        };
         text.replacen(
             "# Release gates: all must pass.",
-            &format!("[[preconditions]]\nprotocol = \"router\"\n{identity}reason = \"router gate\"\n\n# Release gates: all must pass."),
+            &format!("[[preconditions]]\nprotocol = \"router\"\n{pinned}reason = \"router gate\"\n\n# Release gates: all must pass."),
             1,
         )
     };
@@ -238,7 +258,7 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     let proj = Project::open(&f.root);
     let demo = proj.load("demo").unwrap();
     let reg = Registry::open(&f.state).unwrap();
-    let unmet = unmet_preconditions(&reg, &demo.protocol);
+    let unmet = unmet_preconditions(&reg, &demo.protocol, &accept_any);
     assert_eq!(unmet.len(), 1);
     assert!(unmet[0].reason.contains("pins no identity"), "{:?}", unmet);
 
@@ -266,12 +286,12 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
         FreezeOutcome::Frozen { identity, .. } => identity,
         o => panic!("{o:?}"),
     };
-    let report = |allowed: bool| serde_json::json!({"identity": router.to_string(), "release_allowed": allowed, "report_digest": Digest::of(b"r").to_string()});
+    let report = |allowed: bool| serde_json::json!({"identity": router.to_string(), "release_allowed": allowed, "report_digest": Digest::of(b"r").to_string(), "attestation": {}});
     record_report(&f.state, &report(true)).unwrap();
     // The renamed demo is frozen as `router` and passed, yet the name-only precondition stays
     // unmet: a name unlocks nothing.
     let reg = Registry::open(&f.state).unwrap();
-    let (met, unmet) = check_preconditions(&reg, &demo.protocol);
+    let (met, unmet) = check_preconditions(&reg, &demo.protocol, &accept_any);
     assert!(met.is_empty(), "{met:?}");
     assert!(unmet[0].reason.contains("pins no identity"), "{unmet:?}");
     assert!(unmet[0].reason.contains(&router.to_string()), "{unmet:?}");
@@ -281,7 +301,7 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     let other = Digest::of(b"the preregistered router evaluation");
     fs::write(&p, with_pre(&format!("identity = \"{other}\"\n"))).unwrap();
     let demo = proj.load("demo").unwrap();
-    let unmet = unmet_preconditions(&reg, &demo.protocol);
+    let unmet = unmet_preconditions(&reg, &demo.protocol, &accept_any);
     assert!(unmet[0].reason.contains("not frozen"), "{unmet:?}");
 
     // Pinned to an identity frozen under another name: refused.
@@ -291,7 +311,7 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     };
     fs::write(&p, with_pre(&format!("identity = \"{demo_id}\"\n"))).unwrap();
     let reg = Registry::open(&f.state).unwrap();
-    let unmet = unmet_preconditions(&reg, &proj.load("demo").unwrap().protocol);
+    let unmet = unmet_preconditions(&reg, &proj.load("demo").unwrap().protocol, &accept_any);
     assert!(
         unmet[0].reason.contains("frozen as protocol \"demo\""),
         "{unmet:?}"
@@ -301,7 +321,7 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     fs::write(&p, with_pre(&format!("identity = \"{router}\"\n"))).unwrap();
     let demo = proj.load("demo").unwrap();
     let reg = Registry::open(&f.state).unwrap();
-    let (met, unmet) = check_preconditions(&reg, &demo.protocol);
+    let (met, unmet) = check_preconditions(&reg, &demo.protocol, &accept_any);
     assert!(unmet.is_empty(), "{unmet:?}");
     assert_eq!(met.len(), 1);
     assert_eq!(met[0].identity, router);
@@ -313,6 +333,20 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
         .unwrap();
     assert_eq!(entry.kind, "report");
     assert_eq!(entry.hash, met[0].report_entry_hash);
+    // A report check that refuses the entry (its attestation does not verify): unmet, with why.
+    let refuse = |_: &serde_json::Value, _: &Digest, _: &eval_core::keys::PublicKey| {
+        Err::<(), String>("no signature verifies".into())
+    };
+    let (met, unmet) = check_preconditions(&reg, &demo.protocol, &refuse);
+    assert!(met.is_empty(), "{met:?}");
+    assert!(
+        unmet[0].reason.contains("no signature verifies"),
+        "{unmet:?}"
+    );
+    assert!(unmet[0].reason.contains("signed attestation"), "{unmet:?}");
+    // A passed report without an attestation is not registered at all.
+    let unsigned = serde_json::json!({"identity": router.to_string(), "release_allowed": true});
+    assert!(record_report(&f.state, &unsigned).is_err());
     // Reports for unknown identities are refused.
     let bogus =
         serde_json::json!({"identity": Digest::of(b"x").to_string(), "release_allowed": true});
@@ -321,7 +355,7 @@ fn preconditions_need_a_passed_report_of_the_pinned_identity() {
     retire("router", &f.state, "superseded").unwrap();
     let reg = Registry::open(&f.state).unwrap();
     assert!(
-        unmet_preconditions(&reg, &demo.protocol)[0]
+        unmet_preconditions(&reg, &demo.protocol, &accept_any)[0]
             .reason
             .contains("retired")
     );

@@ -758,7 +758,7 @@ pub(crate) fn write_oracle_record(dir: &Path, record: &Value) -> std::io::Result
     let d = dir.join("oracle");
     std::fs::create_dir_all(&d)?;
     let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
-    std::fs::write(d.join("record.json"), bytes)?;
+    eval_protocols::statefs::replace_file(&d.join("record.json"), &bytes)?;
     Ok(d)
 }
 
