@@ -107,6 +107,7 @@ def main(key_text, path, report=None):
         assert sha(raw) == digest(e["hash"]), "entry hash does not match its bytes"
         assert doc["leaf_index"] == e["seq"] - 1
         origin, size, root = verify_note(doc["checkpoint"], key)
+        assert not origin.startswith("eval-smoke/"), f"{origin}: a smoke run's log, never evidence"
         assert size == doc["tree_size"]
         proof = [digest(p) for p in doc["inclusion_proof"]]
         verify_inclusion(doc["leaf_index"], size, sha(b"\x00" + raw), proof, root)
@@ -139,6 +140,7 @@ def main(key_text, path, report=None):
     fc = st["predicate"]["final_checkpoint"]
     origin, size, root = verify_note(fc["note"], key)
     assert (origin, size, root) == (fc["origin"], fc["tree_size"], digest(fc["root"]))
+    assert origin == "eval/" + st["predicate"]["identity"], f"{origin}: not the run's log"
     return f"report sha256:{want} attested for {st['predicate']['identity']}"
 
 

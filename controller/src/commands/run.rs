@@ -761,8 +761,14 @@ fn open_recorder(
     // exactly the entries the writer holds and signs — never the path re-read.
     let checkpointer = match signing {
         Some(key) => {
-            use eval_evidence::signing::{Checkpointer, origin_for_identity};
-            let origin = origin_for_identity(&admitted.identity)?;
+            use eval_evidence::signing::{
+                Checkpointer, origin_for_identity, smoke_origin_for_identity,
+            };
+            // A smoke run signs as itself: its log can never pass for the real run's.
+            let origin = match admitted.smoke {
+                Some(_) => smoke_origin_for_identity(&admitted.identity)?,
+                None => origin_for_identity(&admitted.identity)?,
+            };
             Some(
                 Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
                     .map_err(SessionError::Checkpointer)?,

@@ -363,6 +363,12 @@ pub struct AttemptOutcome {
     pub image: Option<String>,
     /// Digest of the canonical `attestation` payload (when attestation happened).
     pub attestation: Option<String>,
+    /// The digest of the staged task bundle (`STATE/<matrix>/inputs/<hex>/`) as re-hashed right
+    /// before the attempt was prepared and again before it was graded (`run::inputs`): the bytes
+    /// it was given and graded with. Absent in ledgers written before it was recorded, and for an
+    /// attempt that ended before its preparation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_digest: Option<String>,
     /// Ledger seqs of this attempt's `model_call` entries.
     pub model_calls: Vec<u64>,
     pub model_turns: u64,

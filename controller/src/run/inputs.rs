@@ -4,7 +4,14 @@
 //! against the freeze's manifest. Attempts read, copy and mount only from that copy, so a file of
 //! the project checkout swapped during the run (and restored before the report) cannot change what
 //! an attempt was given or how it was graded.
+//!
+//! The staged copy lives in the state directory, which is not immutable either: each bundle is
+//! re-hashed right before every attempt's preparation and every grading ([`TaskInputs::recheck`])
+//! and a copy that is no longer the frozen bundle is refused (the attempt is an infrastructure
+//! fault, never graded); `attempt_outcome` records the bundle digest the attempt was prepared
+//! and graded with (`bundle_digest`).
 
+use eval_core::Digest;
 use eval_protocols::{Manifest, TaskBundle, TreeError, hash_tree};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,13 +19,28 @@ use std::path::{Path, PathBuf};
 /// Where each task bundle's verified copy is, by the bundle's project-relative directory.
 #[derive(Clone, Debug, Default)]
 pub struct TaskInputs {
-    dirs: BTreeMap<String, PathBuf>,
+    dirs: BTreeMap<String, (PathBuf, Manifest)>,
 }
 
 impl TaskInputs {
     /// The staged copy of the bundle at `task_dir` (project-relative), if it was staged.
     pub fn dir(&self, task_dir: &str) -> Option<&Path> {
-        self.dirs.get(task_dir).map(PathBuf::as_path)
+        self.dirs.get(task_dir).map(|(d, _)| d.as_path())
+    }
+
+    /// The staged copy of the bundle at `task_dir`, re-hashed now against the freeze: its
+    /// directory and the bundle digest it has, or why it may not be used (not staged, or changed
+    /// since staging — a swap in the state directory mid-run).
+    pub fn recheck(&self, task_dir: &str) -> Result<(&Path, Digest), InputsError> {
+        let (dir, want) = self
+            .dirs
+            .get(task_dir)
+            .ok_or_else(|| InputsError::Mismatch {
+                task: task_dir.to_owned(),
+                detail: "no staged copy of its inputs".into(),
+            })?;
+        check(task_dir, want, dir)?;
+        Ok((dir.as_path(), want.digest()))
     }
 }
 
@@ -145,7 +167,62 @@ pub fn stage(
         } else {
             check(&task.dir, &want, &dest)?;
         }
-        dirs.insert(task.dir.clone(), dest);
+        dirs.insert(task.dir.clone(), (dest, want));
     }
     Ok(TaskInputs { dirs })
+}
+
+/// [`TaskInputs::recheck`] right before a grading: `Err` (why, in words) unless the staged copy
+/// still is the bundle the attempt was prepared with (`prepared`).
+pub fn recheck_for_grading(
+    inputs: &TaskInputs,
+    task_dir: &str,
+    prepared: &Digest,
+) -> Result<(), String> {
+    match inputs.recheck(task_dir) {
+        Ok((_, d)) if d == *prepared => Ok(()),
+        Ok((_, d)) => Err(format!(
+            "task bundle {task_dir}: prepared with {prepared}, now {d}; not graded"
+        )),
+        Err(e) => Err(format!("{e}; not graded")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The attack: `hidden/checks.toml` of the staged copy swapped after staging (and restored
+    /// afterwards). The re-hash before preparation and before grading refuses the swapped copy
+    /// and names the bundle; the restored copy is the frozen bundle again, with its digest.
+    #[test]
+    fn a_staged_bundle_swapped_mid_run_is_refused_before_prepare_and_grading() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("inputs/b");
+        std::fs::create_dir_all(dir.join("hidden")).unwrap();
+        std::fs::write(dir.join("prompt.md"), b"do it\n").unwrap();
+        let checks = dir.join("hidden/checks.toml");
+        let five = b"[[check]]\n[[check]]\n[[check]]\n[[check]]\n[[check]]\n";
+        std::fs::write(&checks, five).unwrap();
+        let want = hash_tree(&dir).unwrap();
+        let digest = want.digest();
+        let inputs = TaskInputs {
+            dirs: [("tasks/t".to_owned(), (dir.clone(), want))].into(),
+        };
+        let (d, got) = inputs.recheck("tasks/t").unwrap();
+        assert_eq!((d, got), (dir.as_path(), digest));
+        assert!(recheck_for_grading(&inputs, "tasks/t", &digest).is_ok());
+
+        std::fs::write(&checks, b"[[check]]\n").unwrap();
+        let e = inputs.recheck("tasks/t").unwrap_err();
+        assert!(e.is_integrity(), "{e}");
+        assert!(e.to_string().contains("tasks/t"), "{e}");
+        let e = recheck_for_grading(&inputs, "tasks/t", &digest).unwrap_err();
+        assert!(e.contains("not graded"), "{e}");
+
+        std::fs::write(&checks, five).unwrap();
+        assert_eq!(inputs.recheck("tasks/t").unwrap().1, digest);
+        // A bundle that was never staged is refused too, never read from elsewhere.
+        assert!(inputs.recheck("tasks/other").is_err());
+    }
 }

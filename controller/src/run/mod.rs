@@ -121,6 +121,8 @@ pub struct AttemptReport {
     pub recording_failure: Option<String>,
     /// See [`AttemptOutcome::before_container`].
     pub before_container: bool,
+    /// See [`AttemptOutcome::bundle_digest`].
+    pub bundle_digest: Option<String>,
 }
 
 impl AttemptReport {
@@ -178,6 +180,7 @@ impl AttemptReport {
             detail: self.detail,
             image: self.image,
             attestation: self.attestation,
+            bundle_digest: self.bundle_digest,
             model_calls: Vec::new(),
             model_turns: self.model_turns,
             tokens: self.tokens,

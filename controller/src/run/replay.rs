@@ -665,6 +665,7 @@ mod tests {
             detail: None,
             image: None,
             attestation: None,
+            bundle_digest: None,
             model_calls: vec![],
             model_turns: 0,
             incomplete: None,

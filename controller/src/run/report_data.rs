@@ -131,7 +131,7 @@ pub fn build_with_key(
         .started
         .clone()
         .ok_or_else(|| ReportDataError::NoRunStarted { path: path.clone() })?;
-    let signed_evidence = verify_signatures(state, &path, &all, &started.protocol, named)?;
+    let signed_evidence = verify_signatures(state, &path, &all, &started, named)?;
     let artifacts_verified = verify_artifacts_at(entries, &super::artifacts_dir(state, matrix))
         .map_err(|(seq, message)| ReportDataError::Artifact { seq, message })?;
     let project = Project::open(root);
@@ -474,9 +474,10 @@ fn verify_signatures(
     state: &Path,
     ledger_path: &Path,
     entries: &[Entry],
-    protocol: &str,
+    started: &events::RunStarted,
     named: Option<&eval_evidence::signing::PublicKey>,
 ) -> Result<Option<SignedEvidence>, ReportDataError> {
+    let protocol = started.protocol.as_str();
     let reg = Registry::open(state).map_err(ReportDataError::Registry)?;
     if reg.frozen_identity(protocol).is_none() {
         // Not frozen: the report's drift check says so and exits 3.
@@ -523,6 +524,17 @@ fn verify_signatures(
         });
     }
     let last = r.last_checkpoint.as_ref();
+    // Signed, but under a smoke run's (or another identity's) log: not this run's evidence.
+    if let Some(cp) = last
+        && let Err(e) = eval_evidence::signing::check_evidence_origin(&cp.origin, &started.identity)
+    {
+        return Err(ReportDataError::SignaturesDoNotVerify {
+            path: ledger_path.to_path_buf(),
+            key: verifier.to_string(),
+            message: e.to_string(),
+            reason: "origin",
+        });
+    }
     Ok(Some(SignedEvidence {
         key: verifier.to_string(),
         checkpoints: r.checkpoints,

@@ -204,3 +204,122 @@ fn a_renamed_demo_no_longer_unlocks_v04() {
     assert!(!t.contains("sk-test-never-used"), "the key leaked: {t}");
     assert!(!state.path().join("v0.4/ledger.sqlite").exists());
 }
+
+/// The attack on the router gate: an operator without the key appends chain-valid `report` lines
+/// to `STATE/registry.jsonl` by hand — one bare, one carrying an attestation signed with a key of
+/// their own — for the pinned identity. Neither unlocks the dependent protocol: a precondition is
+/// met only by an attestation the preregistered key verifies, and the refusal says so.
+#[test]
+fn a_hand_appended_registry_line_does_not_unlock_a_dependent_run() {
+    use eval_evidence::signing::{
+        KEY_NAME, RecordedCheckpoint, SignedCheckpoint, SigningKeyPair, TreeHead, attest_report,
+    };
+    let (_tmp, dir) = demo_project();
+    // A `router` protocol (a renamed copy of the demo), frozen.
+    let o = std::process::Command::new("cp")
+        .args([
+            "-a",
+            dir.join("protocols/demo").to_str().unwrap(),
+            dir.join("protocols/router").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    edit(&dir.join("protocols/router/protocol.toml"), |s| {
+        s.replacen("name = \"demo\"", "name = \"router\"", 1)
+            .replacen("matrix = \"demo\"", "matrix = \"router\"", 1)
+    });
+    let mt = std::fs::read_to_string(dir.join("matrix/demo.toml"))
+        .unwrap()
+        .replacen("name = \"demo\"", "name = \"router\"", 1)
+        .replacen("protocol = \"demo\"", "protocol = \"router\"", 1);
+    std::fs::write(dir.join("matrix/router.toml"), mt).unwrap();
+    let o = eval(&dir, &["freeze", "--protocol", "router"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let state = dir.join("runs");
+    let router = eval_protocols::Registry::open(&state)
+        .unwrap()
+        .frozen_identity("router")
+        .unwrap();
+    // The demo depends on that identity and preregisters its signing key.
+    let key = SigningKeyPair::generate(KEY_NAME).unwrap();
+    edit(&dir.join("protocols/demo/protocol.toml"), |s| {
+        s.replacen(
+            "# Release gates: all must pass.",
+            &format!(
+                "[signing]\npublic_key = \"{}\"\n\n[[preconditions]]\nprotocol = \"router\"\nidentity = \"{router}\"\nreason = \"router gate\"\n\n# Release gates: all must pass.",
+                key.public()
+            ),
+            1,
+        )
+    });
+    let o = eval(&dir, &["freeze", "--protocol", "demo"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // The forged lines, appended as the chain rule says (no eval code involved).
+    let own = SigningKeyPair::generate(KEY_NAME).unwrap();
+    let report = br#"{"forged":true}"#;
+    let checkpoint = RecordedCheckpoint {
+        seq: 2,
+        checkpoint: SignedCheckpoint::sign(
+            TreeHead {
+                origin: format!("eval/{router}"),
+                tree_size: 1,
+                root: eval_core::Digest::of(b"root"),
+            },
+            &own,
+        )
+        .unwrap(),
+    };
+    let envelope = attest_report(
+        report,
+        &router.to_string(),
+        &eval_core::Digest::of(b"driver"),
+        &checkpoint,
+        &serde_json::json!({"release_allowed": true}),
+        &own,
+    )
+    .unwrap();
+    let digest = eval_core::Digest::of(report).to_string();
+    let lines = [
+        serde_json::json!({"identity": router.to_string(), "release_allowed": true, "report_digest": eval_core::Digest::ZERO.to_string()}),
+        serde_json::json!({"identity": router.to_string(), "release_allowed": true, "report_digest": digest, "attestation": serde_json::from_slice::<serde_json::Value>(&envelope).unwrap()}),
+    ];
+    let path = state.join("registry.jsonl");
+    for payload in lines {
+        let head = eval_protocols::Registry::open(&state).unwrap().head;
+        let mut line = eval_core::chain::jsonl_line(
+            &eval_core::chain::NewEntry::new("report", &payload)
+                .unwrap()
+                .chained(&head, "2026-01-01T00:00:00Z".into()),
+        );
+        line.push(b'\n');
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, &line).unwrap();
+    }
+    // The chain verifies and both lines say "passed".
+    let reg = eval_protocols::Registry::open(&state).unwrap();
+    assert_eq!(reg.passed_reports(&router).count(), 2);
+
+    // No API key either: admission lists every refusal at once, so a met precondition would
+    // simply be absent from it.
+    let o = eval(
+        &dir,
+        &[
+            "run",
+            "--matrix",
+            "demo",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+        ],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    assert!(t.contains("precondition \"router\""), "{t}");
+    assert!(t.contains("no signed report attestation"), "{t}");
+    assert!(t.contains("no signature in the envelope verifies"), "{t}");
+    assert!(!dir.join("runs/demo/ledger.sqlite").exists());
+}

@@ -30,6 +30,40 @@ pub fn origin_for_identity(identity: &str) -> Result<String, SigningError> {
     Ok(origin)
 }
 
+/// The origin prefix of a smoke run's log: `eval-smoke/<identity>`. A smoke run signs under an
+/// origin of its own, so none of its checkpoints, receipts or attestations can pass for the real
+/// run's (`eval/<identity>`) with only the public key to check them.
+pub const SMOKE_ORIGIN_PREFIX: &str = "eval-smoke/";
+
+/// The origin line of an identity's smoke runs: `eval-smoke/<identity>`.
+pub fn smoke_origin_for_identity(identity: &str) -> Result<String, SigningError> {
+    let origin = format!("{SMOKE_ORIGIN_PREFIX}{identity}");
+    check_origin(&origin)?;
+    Ok(origin)
+}
+
+/// True for a smoke run's log.
+pub fn is_smoke_origin(origin: &str) -> bool {
+    origin.starts_with(SMOKE_ORIGIN_PREFIX)
+}
+
+/// Evidence of `identity` is signed under `eval/<identity>` and nothing else: a smoke run's log
+/// (or another identity's) is refused, whatever its signatures.
+pub fn check_evidence_origin(origin: &str, identity: &str) -> Result<(), SigningError> {
+    if is_smoke_origin(origin) {
+        return Err(SigningError::Integrity(format!(
+            "the checkpoints are of log {origin:?}: a smoke run's, never evidence"
+        )));
+    }
+    let want = origin_for_identity(identity)?;
+    if origin != want {
+        return Err(SigningError::Integrity(format!(
+            "the checkpoints are of log {origin:?}, not this run's {want:?}"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_origin(origin: &str) -> Result<(), SigningError> {
     let ok = !origin.is_empty()
         && origin.len() <= 255

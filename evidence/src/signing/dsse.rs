@@ -273,6 +273,69 @@ pub fn check_registered_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    /// A registry payload as `eval report` registers it: the report entry's fields and the
+    /// attestation of `report` signed by `key` with a checkpoint of log `origin`.
+    fn registered(key: &SigningKeyPair, identity: &str, origin: &str, allowed: bool) -> Value {
+        let report = br#"{"report":1}"#;
+        let head = super::super::TreeHead {
+            origin: origin.to_owned(),
+            tree_size: 3,
+            root: Digest::of(b"root"),
+        };
+        let checkpoint = RecordedCheckpoint {
+            seq: 4,
+            checkpoint: SignedCheckpoint::sign(head, key).unwrap(),
+        };
+        let envelope = attest_report(
+            report,
+            identity,
+            &Digest::of(b"driver"),
+            &checkpoint,
+            &json!({"release_allowed": allowed}),
+            key,
+        )
+        .unwrap();
+        json!({
+            "identity": identity,
+            "release_allowed": true,
+            "report_digest": Digest::of(report).to_string(),
+            "attestation": serde_json::from_slice::<Value>(&envelope).unwrap(),
+        })
+    }
+
+    #[test]
+    fn a_registered_report_counts_only_with_an_attestation_by_the_preregistered_key() {
+        let id = format!("sha256:{}", "ab".repeat(32));
+        let real = format!("eval/{id}");
+        let key = SigningKeyPair::generate(super::super::KEY_NAME).unwrap();
+        let pk = key.public().clone();
+        let good = registered(&key, &id, &real, true);
+        assert_eq!(check_registered_report(&good, &id, &pk), Ok(()));
+        // A hand-written line: no attestation at all.
+        let mut bare = good.clone();
+        bare.as_object_mut().unwrap().remove("attestation");
+        let e = check_registered_report(&bare, &id, &pk).unwrap_err();
+        assert!(e.contains("no signed report attestation"), "{e}");
+        // Signed by a key the caller chose (every field right, the key not preregistered).
+        let other = SigningKeyPair::generate(super::super::KEY_NAME).unwrap();
+        let e = check_registered_report(&registered(&other, &id, &real, true), &id, &pk);
+        assert!(e.unwrap_err().contains("no signature"));
+        // Another identity's attestation, a smoke run's log, a failed verdict, another report.
+        let other_id = format!("sha256:{}", "cd".repeat(32));
+        let e = check_registered_report(&registered(&key, &other_id, &real, true), &id, &pk);
+        assert!(e.unwrap_err().contains("not sha256:abab"));
+        let smoke = format!("eval-smoke/{id}");
+        let e = check_registered_report(&registered(&key, &id, &smoke, true), &id, &pk);
+        assert!(e.unwrap_err().contains("eval-smoke/"));
+        let e = check_registered_report(&registered(&key, &id, &real, false), &id, &pk);
+        assert!(e.unwrap_err().contains("does not allow release"));
+        let mut swapped = good.clone();
+        swapped["report_digest"] = json!(Digest::of(b"another report").to_string());
+        let e = check_registered_report(&swapped, &id, &pk);
+        assert!(e.unwrap_err().contains("attests report"));
+    }
 
     #[test]
     fn pae_matches_the_dsse_spec_example() {

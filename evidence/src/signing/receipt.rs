@@ -219,6 +219,13 @@ pub fn verify_receipt(r: &Receipt, key: &PublicKey) -> Result<VerifiedReceipt, S
     }
     let cp = SignedCheckpoint::parse(&r.checkpoint)?;
     cp.verify(key)?;
+    // Genuine, but a smoke run's: it proves an entry of a rehearsal, never evidence.
+    if super::is_smoke_origin(&cp.head.origin) {
+        return Err(proof_err(format!(
+            "the receipt is of log {:?}: a smoke run's entry, never evidence",
+            cp.head.origin
+        )));
+    }
     if cp.head.tree_size != r.tree_size {
         return Err(proof_err(format!(
             "tree size {} is not the checkpoint's {}",

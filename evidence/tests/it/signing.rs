@@ -862,3 +862,39 @@ fn a_finished_run_must_be_signed_to_its_end() {
         );
     }
 }
+
+/// A smoke run signs under `eval-smoke/<identity>`: its receipts verify as a smoke run's only —
+/// refused by `verify_receipt` and by the standalone verifier, though every signature is good —
+/// and its log is not evidence of the identity (`check_evidence_origin`).
+#[test]
+fn a_smoke_runs_receipt_verifies_as_smoke_only() {
+    let identity = "sha256:00ff";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite");
+    let key = Arc::new(SigningKeyPair::from_seed(KEY_NAME, [7u8; 32]).unwrap());
+    let smoke = smoke_origin_for_identity(identity).unwrap();
+    assert_eq!(smoke, "eval-smoke/sha256:00ff");
+    let writer = LedgerWriter::open(&path).unwrap();
+    let mut cp = Checkpointer::open(key.clone(), &smoke, &writer).unwrap();
+    writer
+        .append_blocking(NewEntry::new("attempt_outcome", &json!({"score": 1})).unwrap())
+        .unwrap();
+    cp.checkpoint_blocking(&writer).unwrap();
+    writer.close();
+    let report = verify_ledger_signatures(&path, key.public()).unwrap();
+    assert!(report.ok, "{report:?}");
+    let origin = &report.last_checkpoint.as_ref().unwrap().origin;
+    assert!(is_smoke_origin(origin));
+    let e = check_evidence_origin(origin, identity).unwrap_err();
+    assert!(e.to_string().contains("smoke run"), "{e}");
+    assert!(check_evidence_origin(&origin_for_identity(identity).unwrap(), identity).is_ok());
+
+    let r = prove(&path, 1).unwrap();
+    let e = verify_receipt(&r, key.public()).unwrap_err();
+    assert!(e.to_string().contains("smoke run"), "{e}");
+    let file = dir.path().join("receipt.json");
+    std::fs::write(&file, serde_json::to_vec(&r).unwrap()).unwrap();
+    let (ok, out) = py_verify(key.public(), &file, None);
+    assert!(!ok, "{out}");
+    assert!(out.contains("smoke run"), "{out}");
+}

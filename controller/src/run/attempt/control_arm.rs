@@ -82,7 +82,10 @@ impl DockerExecutor {
                 .map_err(|e| std::io::Error::other(e.to_string()))
         });
         let mut seen = Seen::default();
-        let mut report = AttemptReport::default();
+        let mut report = AttemptReport {
+            bundle_digest: Some(p.bundle_digest.to_string()),
+            ..AttemptReport::default()
+        };
         if let Err(e) = applied {
             seen.obs.host_io = Some(HostIo::of(format!("applying control arm {arm}"), &e));
             return self.conclude(spec, seen, report).await;

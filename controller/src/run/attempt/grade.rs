@@ -100,6 +100,12 @@ impl DockerExecutor {
         p: &Prepared,
         target: &GradeTarget,
     ) -> Result<RunEnd, EngineFault> {
+        // The staged bundle is re-hashed right before grading: a swap mid-run is refused.
+        crate::run::inputs::recheck_for_grading(&self.inputs, &task.dir, &p.bundle_digest)
+            .map_err(|detail| EngineFault {
+                code: FaultCode::ControllerError,
+                detail,
+            })?;
         let g = self
             .graders
             .get(&task.spec.grader.runtime)

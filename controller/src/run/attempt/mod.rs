@@ -466,6 +466,7 @@ impl DockerExecutor {
             container_seconds: agent_seconds,
             duration_seconds: Some(agent_seconds),
             prepare_seconds: started.saturating_duration_since(t0).as_secs_f64(),
+            bundle_digest: Some(p.bundle_digest.to_string()),
             ..AttemptReport::default()
         };
         let mut seen = Seen::default();

@@ -30,6 +30,8 @@ pub(super) struct Prepared {
     /// The attempt's oracle record directory, once written for a grader that may read it
     /// (`fn write_oracle_record`).
     pub(super) oracle_record: Option<PathBuf>,
+    /// The task bundle's digest, re-hashed at preparation (recorded in `attempt_outcome`).
+    pub(super) bundle_digest: eval_core::Digest,
     /// The container user's ids (the socket is handed to them).
     uid: u32,
     gid: u32,
@@ -124,12 +126,16 @@ impl DockerExecutor {
                 )));
             }
         }
-        // Only the copy staged and verified at admission; never the live project checkout.
-        let Some(task_dir) = self.inputs.dir(&task.dir).map(Path::to_path_buf) else {
-            return Err(Box::new(AttemptReport::infra(
-                FaultCode::ControllerError,
-                format!("task bundle {}: no staged copy of its inputs", task.dir),
-            )));
+        // Only the copy staged and verified at admission, re-hashed now; never the live project
+        // checkout.
+        let (task_dir, bundle_digest) = match self.inputs.recheck(&task.dir) {
+            Ok((d, digest)) => (d.to_path_buf(), digest),
+            Err(e) => {
+                return Err(Box::new(AttemptReport::infra(
+                    FaultCode::ControllerError,
+                    e.to_string(),
+                )));
+            }
         };
         let fs = match limits {
             Some(_) => dir.join(disk::MOUNT),
@@ -172,6 +178,7 @@ impl DockerExecutor {
             state,
             socket,
             oracle_record: None,
+            bundle_digest,
             uid,
             gid,
         })
