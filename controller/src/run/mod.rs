@@ -523,3 +523,6 @@ pub fn artifacts_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBu
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod custody_tests;

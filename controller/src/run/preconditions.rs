@@ -5,7 +5,7 @@
 //! [`eval_evidence::signing::check_registered_report`] checks the attestation).
 
 use eval_core::Digest;
-use eval_protocols::{Met, Project, Registry, Unmet};
+use eval_protocols::{Met, Registry, Unmet};
 use std::path::Path;
 
 /// The attestation check `eval_protocols::check_preconditions` runs on each passed report.
@@ -23,21 +23,18 @@ pub fn check(reg: &Registry, protocol: &eval_protocols::Protocol) -> (Vec<Met>, 
     eval_protocols::check_preconditions(reg, protocol, &verify_registered)
 }
 
-/// `eval report`'s re-check: one reason per precondition of `protocol` (as loaded from the
-/// project at `root`) that the registry of `state` does not meet by signed evidence now.
-pub fn recheck(root: &Path, state: &Path, protocol: &str) -> Vec<String> {
-    let loaded = match Project::open(root).load(protocol) {
-        Ok(l) => l,
-        Err(e) => return vec![format!("the preconditions could not be re-checked: {e}")],
-    };
-    if loaded.protocol.preconditions.is_empty() {
+/// `eval report`'s re-check (`RunData::preconditions_unmet`): one reason per precondition of
+/// `protocol` that the registry of `state` does not meet by signed evidence now (a registry line
+/// admitted by older code, an identity retired since, a report that no longer verifies).
+pub fn recheck(state: &Path, protocol: &eval_protocols::Protocol) -> Vec<String> {
+    if protocol.preconditions.is_empty() {
         return Vec::new();
     }
     let reg = match Registry::open(state) {
         Ok(r) => r,
         Err(e) => return vec![format!("the preconditions could not be re-checked: {e}")],
     };
-    check(&reg, &loaded.protocol)
+    check(&reg, protocol)
         .1
         .into_iter()
         .map(|u| format!("precondition {:?} is not met: {}", u.protocol, u.reason))

@@ -169,6 +169,12 @@ pub fn build_with_key(
         model_free_protocol: p.model_free,
         wire_anomalies,
         preconditions: precondition_evidence(&started),
+        // The fixture's report never releases anyway; others re-check by signed evidence now.
+        preconditions_unmet: if started.fixture_evidence {
+            Vec::new()
+        } else {
+            super::preconditions::recheck(state, p)
+        },
         signed_evidence,
         allow_unsigned: false,
         artifacts_verified: Some(artifacts_verified),

@@ -352,6 +352,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.identity_retired {
         reasons.push(format!("identity {} is retired", run.identity));
     }
+    reasons.extend(run.preconditions_unmet.iter().cloned());
     if run.fixture_upstream {
         reasons
             .push("the upstream was the fixture: fixture evidence never allows a release".into());

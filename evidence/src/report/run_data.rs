@@ -84,6 +84,11 @@ pub struct RunData {
     /// met it (empty when the protocol has none, or the data predates pinned preconditions).
     #[serde(default)]
     pub preconditions: Vec<PreconditionEvidence>,
+    /// The protocol's preconditions the registry does not meet by signed evidence now, when the
+    /// report is computed (`eval report` re-checks what admitted the run), one sentence each:
+    /// each one is a reason. Empty in data from before the re-check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preconditions_unmet: Vec<String>,
     /// What the preregistered public key verified before this was built; `None` when the
     /// protocol preregisters no key (the evidence is unsigned, and the report says so).
     #[serde(default)]

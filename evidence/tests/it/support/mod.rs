@@ -102,6 +102,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         freeze_drift: vec![],
         identity_retired: false,
         preconditions: vec![],
+        preconditions_unmet: vec![],
         fixture_upstream: false,
         upstream: UpstreamEvidence {
             preregistered: Some("https://api.example".into()),
