@@ -306,7 +306,7 @@ fn a_hand_appended_registry_line_does_not_unlock_a_dependent_run() {
 
     // No API key either: admission lists every refusal at once, so a met precondition would
     // simply be absent from it.
-    let o = eval(
+    refused(
         &dir,
         &[
             "run",
@@ -315,11 +315,11 @@ fn a_hand_appended_registry_line_does_not_unlock_a_dependent_run() {
             "--upstream",
             "http://127.0.0.1:9/v1",
         ],
+        &[
+            "precondition \"router\"",
+            "no signed report attestation",
+            "no signature in the envelope verifies",
+        ],
     );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(3), "{t}");
-    assert!(t.contains("precondition \"router\""), "{t}");
-    assert!(t.contains("no signed report attestation"), "{t}");
-    assert!(t.contains("no signature in the envelope verifies"), "{t}");
     assert!(!dir.join("runs/demo/ledger.sqlite").exists());
 }
