@@ -444,13 +444,18 @@ pub(super) fn answer_text(body: &[u8]) -> Option<String> {
                 .collect()
         });
     }
+    // The proxy's parser: the SSE specification's framing (a `data:` field over several lines
+    // is one value joined by `\n`; CR, LF and CRLF all end a line), as the proxy meters it.
+    let mut parser = eval_proxy::sse::SseParser::new();
+    let mut events = parser.push(body);
+    events.extend(parser.finish());
     let mut out = String::new();
     let mut any = false;
-    for line in String::from_utf8_lossy(body).lines() {
-        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
-            continue;
-        };
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
+    for event in events {
+        let Some(v) = event
+            .data
+            .and_then(|d| serde_json::from_str::<Value>(&d).ok())
+        else {
             continue;
         };
         let piece = v
@@ -486,6 +491,20 @@ mod tests {
         let anthropic = br#"{"content":[{"type":"text","text":"x"},{"type":"text","text":"y"}]}"#;
         assert_eq!(answer_text(anthropic).as_deref(), Some("xy"));
         assert_eq!(answer_text(b"data: [DONE]\n\n"), None);
+    }
+
+    /// The SSE specification's framing: a `data:` field split over lines is one JSON value, and a
+    /// bare CR ends a line as LF does. A line-by-line reader lost both answers' pieces.
+    #[test]
+    fn oracle_stream_answers_with_multiline_data_and_cr_endings_are_read_whole() {
+        let multiline = b"data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"multi\"}}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(answer_text(multiline).as_deref(), Some("multi"));
+        let cr = b"event: content_block_delta\rdata: {\"delta\":{\"text\":\"a\"}}\r\rdata: {\"delta\":{\"text\":\"b\"}}\r\r";
+        assert_eq!(answer_text(cr).as_deref(), Some("ab"));
+    }
+
+    #[test]
+    fn oracle_templates_carry_the_contracts_fixed_parameters() {
         let m: ModelContract = toml::from_str(
             "api = \"openai-chat\"\nmodel = \"m\"\nstream = true\nstream_usage = true\n[params.temperature]\nequals = 0.0\nrequired = true\n[params.max_tokens]\nequals = 512.0\n",
         )
