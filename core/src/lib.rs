@@ -17,6 +17,7 @@ pub mod controls;
 pub mod digest;
 pub mod gates;
 pub mod keys;
+pub mod mulberry32;
 
 pub use digest::Digest;
 

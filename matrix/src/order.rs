@@ -14,37 +14,8 @@
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use sha2::{Digest, Sha256};
 
-/// The mulberry32 generator exactly as v0.4's JavaScript wrote it:
-/// `state += 0x6d2b79f5; v = imul(v ^ v>>>15, v|1); v ^= v + imul(v ^ v>>>7, v|61);
-/// r = ((v ^ v>>>14)>>>0) / 2^32`.
-#[derive(Clone, Debug)]
-pub struct Mulberry32 {
-    state: u32,
-}
-
-impl Mulberry32 {
-    /// A generator starting from `state`.
-    pub fn new(state: u32) -> Self {
-        Self { state }
-    }
-
-    /// Seeds from a string: the first 8 hex digits of SHA-256(seed) as a u32.
-    pub fn from_seed_string(seed: &str) -> Self {
-        let d = Sha256::digest(seed.as_bytes());
-        Self::new(u32::from_be_bytes([d[0], d[1], d[2], d[3]]))
-    }
-
-    /// The next value in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        self.state = self.state.wrapping_add(0x6d2b_79f5);
-        let mut v = self.state;
-        v = (v ^ (v >> 15)).wrapping_mul(v | 1);
-        v ^= v.wrapping_add((v ^ (v >> 7)).wrapping_mul(v | 61));
-        f64::from(v ^ (v >> 14)) / 4_294_967_296.0
-    }
-}
+pub use eval_core::mulberry32::Mulberry32;
 
 /// Shuffles `items` in place with mulberry32 seeded from `seed`.
 pub fn mulberry32_fisher_yates<T>(items: &mut [T], seed: &str) {

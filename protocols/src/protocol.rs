@@ -413,6 +413,58 @@ pub struct SuiteSpec {
     /// Control arms graded before any statistical slot (`[suites.<id>.controls]`); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controls: Option<Controls>,
+    /// How far a model oracle's own record of a question is trusted (`[suites.<id>.oracle_guard]`);
+    /// absent: the defaults, which protect the oracle metrics.
+    #[serde(default, skip_serializing_if = "OracleGuard::is_default")]
+    pub oracle_guard: OracleGuard,
+}
+
+/// `[suites.<id>.oracle_guard]`: the stateful oracle's recorded field (ICAE's `triggers_hit`,
+/// which `oracle_constraints_missed` counts) comes from a model that reads the agent's question
+/// verbatim, so the agent can steer it. Per question, only ids of the brief are kept (others are
+/// dropped and counted), at most `max_triggers_per_question` of them; a reply whose text quotes
+/// more than `max_brief_overlap` of the brief (the share of the brief's 8-word runs it contains)
+/// is flagged in its `clarification` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleGuard {
+    /// The ids of the brief one question's record may name (default 3).
+    #[serde(default = "OracleGuard::default_max_triggers")]
+    pub max_triggers_per_question: u32,
+    /// The share (0 to 1) of the brief's 8-word runs a reply may quote before it is flagged
+    /// (default 0.2).
+    #[serde(default = "OracleGuard::default_max_overlap")]
+    pub max_brief_overlap: f64,
+}
+
+impl OracleGuard {
+    /// A question names a requirement or two; three leaves room without letting one injected
+    /// question mark a whole brief triggered.
+    pub const DEFAULT_MAX_TRIGGERS: u32 = 3;
+    /// An honest reply quotes a constraint's response or two of a brief; a fifth of the brief is
+    /// already recitation.
+    pub const DEFAULT_MAX_OVERLAP: f64 = 0.2;
+
+    fn default_max_triggers() -> u32 {
+        Self::DEFAULT_MAX_TRIGGERS
+    }
+
+    fn default_max_overlap() -> f64 {
+        Self::DEFAULT_MAX_OVERLAP
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl Default for OracleGuard {
+    fn default() -> Self {
+        Self {
+            max_triggers_per_question: Self::DEFAULT_MAX_TRIGGERS,
+            max_brief_overlap: Self::DEFAULT_MAX_OVERLAP,
+        }
+    }
 }
 
 /// `[suites.<id>.controls]`: the control arms every task of the suite is graded under, and what

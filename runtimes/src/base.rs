@@ -132,106 +132,33 @@ impl BaseImage {
 /// this size; layer bodies are skipped with a seek, so memory does not grow with the image.
 const SMALL_FILE: u64 = 4 << 20;
 
-fn octal(field: &[u8]) -> Option<u64> {
-    if field.first().is_some_and(|b| b & 0x80 != 0) {
-        // GNU base-256 (sizes of 8 GiB and more).
-        let mut n: u64 = u64::from(field[0] & 0x7f);
-        for b in &field[1..] {
-            n = n.checked_mul(256)? + u64::from(*b);
-        }
-        return Some(n);
-    }
-    let s: String = field
-        .iter()
-        .take_while(|b| **b != 0 && **b != b' ')
-        .map(|b| *b as char)
-        .collect();
-    let s = s.trim();
-    if s.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(s, 8).ok()
-}
-
-fn cstr(field: &[u8]) -> String {
-    let end = field.iter().position(|b| *b == 0).unwrap_or(field.len());
-    String::from_utf8_lossy(&field[..end]).into_owned()
-}
-
 /// Reads the base description from a `docker save` archive (`manifest.json` and the config it
-/// names), streaming: only the top-level JSON files are read, every other body is skipped.
+/// names), streaming with the `tar` crate: header checksums are checked (a corrupted header is
+/// refused), long names and PAX `path` records are read as the crate reads them (by their length
+/// prefix), only the top-level JSON files are kept, every other body is skipped with a seek.
 /// `want` picks the manifest entry whose config has that id when the archive holds several.
 pub fn read_archive(path: &Path, want: Option<&ImageId>) -> Result<BaseImage, RuntimeError> {
     let io = |e: std::io::Error| RuntimeError::HostIo {
         path: path.display().to_string(),
         source: e,
     };
-    let mut f = BufReader::new(File::open(path).map_err(io)?);
+    let bad_tar = |e: std::io::Error| bad_archive(path, format!("not a readable tar archive: {e}"));
+    let mut archive = tar::Archive::new(BufReader::new(File::open(path).map_err(io)?));
     let mut small: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut long_name: Option<String> = None;
-    loop {
-        let mut h = [0u8; 512];
-        match f.read_exact(&mut h) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(io(e)),
-        }
-        if h.iter().all(|b| *b == 0) {
-            break;
-        }
-        let size = octal(&h[124..136])
-            .ok_or_else(|| bad_archive(path, "a tar header has a bad size".into()))?;
-        let padded = size.div_ceil(512) * 512;
-        let flag = h[156];
-        let mut name = match long_name.take() {
-            Some(n) => n,
-            None => {
-                let prefix = cstr(&h[345..500]);
-                let base = cstr(&h[..100]);
-                if prefix.is_empty() || &h[257..262] != b"ustar" {
-                    base
-                } else {
-                    format!("{prefix}/{base}")
-                }
-            }
-        };
-        name = name.trim_start_matches("./").to_owned();
-        let keep = matches!(flag, b'0' | 0)
+    for entry in archive.entries_with_seek().map_err(bad_tar)? {
+        let mut entry = entry.map_err(bad_tar)?;
+        let name = String::from_utf8_lossy(&entry.path_bytes())
+            .trim_start_matches("./")
+            .to_owned();
+        let size = entry.size();
+        if entry.header().entry_type().is_file()
             && size <= SMALL_FILE
             && !name.contains('/')
-            && name.ends_with(".json");
-        if flag == b'L' || flag == b'x' {
-            if size > SMALL_FILE {
-                return Err(bad_archive(
-                    path,
-                    "a tar extended header is too large".into(),
-                ));
-            }
-            let mut body = vec![0u8; usize::try_from(size).unwrap_or(0)];
-            f.read_exact(&mut body).map_err(io)?;
-            f.seek_relative(i64::try_from(padded - size).unwrap_or(0))
-                .map_err(io)?;
-            if flag == b'L' {
-                long_name = Some(cstr(&body));
-            } else {
-                long_name = String::from_utf8_lossy(&body).lines().find_map(|l| {
-                    l.split_once(' ')
-                        .and_then(|(_, kv)| kv.strip_prefix("path="))
-                        .map(str::to_owned)
-                });
-            }
-            continue;
-        }
-        if keep {
-            let mut body = vec![0u8; usize::try_from(size).unwrap_or(0)];
-            f.read_exact(&mut body).map_err(io)?;
-            f.seek_relative(i64::try_from(padded - size).unwrap_or(0))
-                .map_err(io)?;
+            && name.ends_with(".json")
+        {
+            let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+            entry.read_to_end(&mut body).map_err(bad_tar)?;
             small.insert(name, body);
-        } else {
-            let skip = i64::try_from(padded)
-                .map_err(|_| bad_archive(path, "a tar entry is too large".into()))?;
-            f.seek_relative(skip).map_err(io)?;
         }
     }
     let manifest = small.get("manifest.json").ok_or_else(|| {
@@ -352,10 +279,12 @@ impl<R: Read> UntaggedArchive<R> {
         if self.done {
             return Ok(None);
         }
-        // Extended headers (long names, pax) are held until the entry they describe is known:
-        // dropped with a dropped or rewritten entry, passed on before any other.
+        // Extended headers (GNU long names and link names, PAX records) are held until the entry
+        // they describe is known: dropped with a dropped or rewritten entry, passed on before any
+        // other.
         let mut held = Vec::new();
         let mut long_name: Option<String> = None;
+        let mut pax_size: Option<u64> = None;
         loop {
             let mut h = [0u8; 512];
             if let Err(e) = self.r.read_exact(&mut h) {
@@ -370,19 +299,24 @@ impl<R: Read> UntaggedArchive<R> {
                 self.done = true;
                 return Ok(Some(vec![0u8; 1024]));
             }
-            let size = octal(&h[124..136])
-                .ok_or_else(|| std::io::Error::other("a tar header has a bad size"))?;
-            let flag = h[156];
-            if flag == b'L' || flag == b'x' {
+            let header = checked_header(&h)?;
+            let kind = header.entry_type();
+            let own_size = header.entry_size()?;
+            if kind.is_gnu_longname() || kind.is_gnu_longlink() || kind.is_pax_local_extensions() {
+                let size = own_size;
                 let body = self.body(size)?;
-                if flag == b'L' {
-                    long_name = Some(cstr(&body));
-                } else if let Some(n) = String::from_utf8_lossy(&body).lines().find_map(|l| {
-                    l.split_once(' ')
-                        .and_then(|(_, kv)| kv.strip_prefix("path="))
-                        .map(str::to_owned)
-                }) {
-                    long_name = Some(n);
+                if kind.is_gnu_longname() {
+                    let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
+                    long_name = Some(String::from_utf8_lossy(&body[..end]).into_owned());
+                } else if kind.is_pax_local_extensions() {
+                    if let Some(n) = pax_value(&body, "path") {
+                        long_name = Some(n);
+                    }
+                    // A PAX `size` overrides the next header's size field, as every reader
+                    // takes it.
+                    if let Some(n) = pax_value(&body, "size").and_then(|v| v.parse().ok()) {
+                        pax_size = Some(n);
+                    }
                 }
                 held.extend_from_slice(&h);
                 let mut padded = body;
@@ -390,20 +324,12 @@ impl<R: Read> UntaggedArchive<R> {
                 held.extend_from_slice(&padded);
                 continue;
             }
-            let name = match long_name.take() {
-                Some(n) => n,
-                None => {
-                    let prefix = cstr(&h[345..500]);
-                    let base = cstr(&h[..100]);
-                    if prefix.is_empty() || &h[257..262] != b"ustar" {
-                        base
-                    } else {
-                        format!("{prefix}/{base}")
-                    }
-                }
-            };
+            let size = pax_size.take().unwrap_or(own_size);
+            let name = long_name
+                .take()
+                .unwrap_or_else(|| String::from_utf8_lossy(&header.path_bytes()).into_owned());
             let name = name.trim_start_matches("./");
-            let regular = matches!(flag, b'0' | 0);
+            let regular = kind.is_file();
             if regular && matches!(name, "repositories" | "index.json" | "oci-layout") {
                 self.body_skip(size)?;
                 held.clear();
@@ -412,18 +338,36 @@ impl<R: Read> UntaggedArchive<R> {
             if regular && name == "manifest.json" {
                 let body = self.body(size)?;
                 let new = self.manifest(&body)?;
-                let mut out = ustar_header("manifest.json", new.len() as u64).to_vec();
+                let mut out = manifest_header(new.len() as u64)?.as_bytes().to_vec();
                 let len = new.len();
                 out.extend_from_slice(&new);
                 out.resize(512 + len.div_ceil(512) * 512, 0);
                 return Ok(Some(out));
             }
             held.extend_from_slice(&h);
-            self.remaining = size.div_ceil(512) * 512;
-            if !matches!(flag, b'0' | 0 | b'7') {
-                // Links, directories and the like carry no body whatever their size field says.
-                self.remaining = 0;
+            if kind.is_gnu_sparse() && header.as_gnu().is_some_and(|g| g.is_extended()) {
+                // An old GNU sparse file's map continues in extension blocks before its body.
+                let mut ext = tar::GnuExtSparseHeader::new();
+                ext.set_is_extended(true);
+                while ext.is_extended() {
+                    self.r.read_exact(ext.as_mut_bytes())?;
+                    held.extend_from_slice(ext.as_bytes());
+                }
             }
+            // As Go's archive/tar (what `docker load` reads with): links, devices, directories
+            // and FIFOs carry no body whatever their size field says; every other entry (a global
+            // PAX header `g` or a sparse file `S` included) carries `size` bytes.
+            let header_only = kind.is_hard_link()
+                || kind.is_symlink()
+                || kind.is_character_special()
+                || kind.is_block_special()
+                || kind.is_dir()
+                || kind.is_fifo();
+            self.remaining = if header_only {
+                0
+            } else {
+                size.div_ceil(512) * 512
+            };
             return Ok(Some(held));
         }
     }
@@ -435,22 +379,42 @@ impl<R: Read> UntaggedArchive<R> {
     }
 }
 
-/// A ustar header for a regular file `name` (at most 100 bytes) of `size` bytes, mode 0644.
-fn ustar_header(name: &str, size: u64) -> [u8; 512] {
-    let mut h = [0u8; 512];
-    h[..name.len().min(100)].copy_from_slice(&name.as_bytes()[..name.len().min(100)]);
-    h[100..108].copy_from_slice(b"0000644\0");
-    h[108..116].copy_from_slice(b"0000000\0");
-    h[116..124].copy_from_slice(b"0000000\0");
-    h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
-    h[136..148].copy_from_slice(b"00000000000\0");
-    h[148..156].copy_from_slice(b"        ");
-    h[156] = b'0';
-    h[257..263].copy_from_slice(b"ustar\0");
-    h[263..265].copy_from_slice(b"00");
-    let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
-    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-    h
+/// `h` as a tar header, refused when its checksum does not match its bytes (a corrupted header
+/// would otherwise be read as whatever its bytes happen to say).
+fn checked_header(h: &[u8; 512]) -> std::io::Result<&tar::Header> {
+    let header = tar::Header::from_byte_slice(h);
+    let mut recomputed = header.clone();
+    recomputed.set_cksum();
+    if header.cksum()? != recomputed.cksum()? {
+        return Err(std::io::Error::other(
+            "a tar header's checksum does not match its bytes (corrupted archive)",
+        ));
+    }
+    Ok(header)
+}
+
+/// The `key` record of a PAX extended header's records (read by their length prefix, as the
+/// `tar` crate reads them; a malformed record names nothing).
+fn pax_value(records: &[u8], key: &str) -> Option<String> {
+    tar::PaxExtensions::new(records)
+        .filter_map(Result::ok)
+        .find(|r| r.key() == Ok(key))
+        .and_then(|r| r.value().ok().map(str::to_owned))
+}
+
+/// The ustar header of the rewritten `manifest.json`: a regular file of `size` bytes, mode 0644,
+/// owner 0:0, mtime 0.
+fn manifest_header(size: u64) -> std::io::Result<tar::Header> {
+    let mut h = tar::Header::new_ustar();
+    h.set_path("manifest.json")?;
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_cksum();
+    Ok(h)
 }
 
 #[cfg(test)]
@@ -536,5 +500,151 @@ mod tests {
         let e = read_archive(&p, Some(&other)).unwrap_err();
         assert!(e.to_string().contains(&other.0), "{e}");
         assert!(read_archive(&p, Some(&b.id)).is_ok());
+    }
+
+    /// A `docker save` archive of one image: its config and manifest (tagged), as written by
+    /// `crate::tar`; returns the bytes, the config's header offset and the image id.
+    fn saved(extra: impl FnOnce(&mut Vec<u8>)) -> (Vec<u8>, usize, ImageId) {
+        let cfg = br#"{"architecture":"amd64","os":"linux","config":{"User":"1:1"},"rootfs":{"type":"layers","diff_ids":["sha256:bb"]}}"#;
+        let hex = hex::encode(Sha256::digest(cfg));
+        let mut out = Vec::new();
+        extra(&mut out);
+        let at = out.len();
+        let file = |bytes| crate::tar::Body::File { bytes, mode: 0o644 };
+        crate::tar::append(&mut out, &format!("{hex}.json"), &file(cfg)).unwrap();
+        let manifest = format!(
+            r#"[{{"Config":"{hex}.json","RepoTags":["eval-base/x:latest"],"Layers":["bb/layer.tar"]}}]"#
+        );
+        crate::tar::append(&mut out, "manifest.json", &file(manifest.as_bytes())).unwrap();
+        crate::tar::append(&mut out, "repositories", &file(b"{}")).unwrap();
+        crate::tar::finish(&mut out);
+        (out, at, ImageId(format!("sha256:{hex}")))
+    }
+
+    fn untagged(input: &[u8], want: &ImageId) -> std::io::Result<Vec<u8>> {
+        let mut u = UntaggedArchive::new(input, want, 512);
+        let mut out = Vec::new();
+        while let Some(piece) = u.next_chunk()? {
+            out.extend_from_slice(&piece);
+        }
+        Ok(out)
+    }
+
+    /// A header whose checksum does not match its bytes (one byte of the config's mtime changed)
+    /// is refused by the reader and by the rewriter; a hand-written reader read it as it stood.
+    #[test]
+    fn a_corrupted_tar_header_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut bytes, at, id) = saved(|_| {});
+        let p = dir.path().join("ok.tar");
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(read_archive(&p, None).unwrap().id, id);
+        bytes[at + 140] ^= 0x01;
+        std::fs::write(&p, &bytes).unwrap();
+        let e = read_archive(&p, None).unwrap_err().to_string();
+        assert!(e.contains("checksum"), "{e}");
+        let e = untagged(&bytes, &id).unwrap_err().to_string();
+        assert!(e.contains("checksum"), "{e}");
+    }
+
+    /// PAX records are read by their length prefix: a record whose value holds a line break
+    /// followed by `N path=manifest.json` names no path (a reader splitting on line breaks took
+    /// that entry for the manifest and read its bogus body as the image's).
+    #[test]
+    fn a_pax_record_is_read_by_its_length_prefix_not_split_on_line_breaks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bytes, _, id) = saved(|_| {});
+        let mut spoofed = bytes[..bytes.len() - 1024].to_vec();
+        let mut b = tar::Builder::new(Vec::new());
+        b.append_pax_extensions([("comment", &b"x\n9 path=manifest.json"[..])])
+            .unwrap();
+        let bogus = b"[]";
+        let mut h = tar::Header::new_ustar();
+        h.set_path("notes.json").unwrap();
+        h.set_size(bogus.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append(&h, &bogus[..]).unwrap();
+        let body = b.into_inner().unwrap();
+        spoofed.extend_from_slice(&body[..body.len() - 1024]);
+        crate::tar::finish(&mut spoofed);
+        let p = dir.path().join("spoofed.tar");
+        std::fs::write(&p, &spoofed).unwrap();
+        assert_eq!(read_archive(&p, None).unwrap().id, id);
+    }
+
+    /// Entries of type `g` (a global PAX header), `K` (a GNU long link name) and `S` (an old GNU
+    /// sparse file) carry bodies: the rewriter passes them through byte for byte (it read their
+    /// bodies as the next header before), drops `repositories` and untags the manifest.
+    #[test]
+    fn global_pax_long_link_and_sparse_entries_pass_the_rewriter_intact() {
+        let (input, at, id) = saved(|out| {
+            let mut b = tar::Builder::new(Vec::new());
+            let mut g = tar::Header::new_ustar();
+            g.set_path("pax_global_header").unwrap();
+            g.set_entry_type(tar::EntryType::XGlobalHeader);
+            let records = b"22 comment=from a tool\n";
+            g.set_size(records.len() as u64);
+            g.set_cksum();
+            b.append(&g, &records[..]).unwrap();
+            let target = format!("{}/target", "t".repeat(120));
+            let mut k = tar::Header::new_gnu();
+            k.set_path("././@LongLink").unwrap();
+            k.set_entry_type(tar::EntryType::GNULongLink);
+            k.set_size(target.len() as u64 + 1);
+            k.set_cksum();
+            let mut body = target.clone().into_bytes();
+            body.push(0);
+            b.append(&k, &body[..]).unwrap();
+            let mut l = tar::Header::new_gnu();
+            l.set_path("link").unwrap();
+            l.set_entry_type(tar::EntryType::Symlink);
+            l.set_size(0);
+            l.set_cksum();
+            b.append(&l, &[][..]).unwrap();
+            let data = vec![b'S'; 700];
+            let mut sp = tar::Header::new_gnu();
+            sp.set_path("sparse.bin").unwrap();
+            sp.set_entry_type(tar::EntryType::GNUSparse);
+            sp.set_size(data.len() as u64);
+            if let Some(gnu) = sp.as_gnu_mut() {
+                gnu.sparse[0].set_offset(4096);
+                gnu.sparse[0].set_length(data.len() as u64);
+                gnu.set_real_size(4096 + data.len() as u64);
+            }
+            sp.set_cksum();
+            b.append(&sp, &data[..]).unwrap();
+            let body = b.into_inner().unwrap();
+            // `into_inner` ends the archive: the end blocks come after the image's files.
+            out.extend_from_slice(&body[..body.len() - 1024]);
+        });
+        let output = untagged(&input, &id).unwrap();
+        // Everything before the manifest (the three entries, the config) passes unchanged.
+        let manifest_at = at + 1024;
+        assert_eq!(output[..manifest_at], input[..manifest_at]);
+        let mut archive = tar::Archive::new(&output[..]);
+        let mut names = Vec::new();
+        for e in archive.entries().unwrap() {
+            let mut e = e.unwrap();
+            let name = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+            let mut body = Vec::new();
+            e.read_to_end(&mut body).unwrap();
+            if name == "manifest.json" {
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(v[0]["RepoTags"], Value::Null);
+            }
+            if name == "sparse.bin" {
+                assert_eq!(body.len(), 4096 + 700);
+                assert!(body[4096..].iter().all(|b| *b == b'S'));
+            }
+            if name == "link" {
+                let link = e.link_name_bytes().unwrap().into_owned();
+                assert!(link.ends_with(b"/target") && link.len() == 127, "{link:?}");
+            }
+            names.push(name);
+        }
+        assert!(!names.iter().any(|n| n == "repositories"), "{names:?}");
+        assert!(names.iter().any(|n| n == "manifest.json"), "{names:?}");
+        assert!(names.iter().any(|n| n == "sparse.bin"), "{names:?}");
     }
 }

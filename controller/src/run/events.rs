@@ -208,6 +208,16 @@ pub struct Clarification {
     /// Why the reply was malformed or lacked its record field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub malformed: Option<String>,
+    /// With `[oracle.constraints]`: the elements of the reply's record field that `recorded`
+    /// does not keep (not an id of the brief, a repeat, or beyond the suite's
+    /// `oracle_guard.max_triggers_per_question`), as the model gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<Vec<serde_json::Value>>,
+    /// A stateful oracle's: the share of the brief's 8-word runs its reply quotes, in
+    /// thousandths, when above the suite's `oracle_guard.max_brief_overlap` (the reply is flagged
+    /// as reciting the brief; an integer, as every number of a ledger entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief_overlap_permille: Option<u32>,
 }
 
 /// `agent_event`: a refused request from the agent, as a digest and a length only.

@@ -489,11 +489,10 @@ impl CrashPoint {
 
 /// Dies the way a `kill -9` kills: no destructor, no flush, no further write.
 fn crash_point() {
-    let pid = std::process::id().to_string();
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &pid])
-        .status();
-    // `kill` missing or refused: abort is the nearest thing (no unwinding, no destructors).
+    // SIGKILL to ourselves: a system call, no `kill` process to find on the PATH or spawn.
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    // Refused (it cannot be for our own pid): abort is the nearest thing (no unwinding, no
+    // destructors).
     std::process::abort();
 }
 

@@ -21,21 +21,8 @@ use std::path::Path;
 /// the whole is in the artifact store under its digest).
 pub const INLINE_BYTES: usize = 64 * 1024;
 
-/// HTML-escapes text for element content and quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 8);
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// HTML-escapes text for element content and quoted attribute values (one copy, the report's).
+pub use eval_evidence::report::render::esc;
 
 /// A number as the reports print it (four decimals at most, no trailing zeros).
 pub fn num(v: f64) -> String {
@@ -318,7 +305,7 @@ impl<'a> Site<'a> {
             "<section class=\"suite\" id=\"suite-{}\"><h3>Suite <code>{}</code></h3><p>Metric <code>{}</code>, {} tasks, baseline <code>{}</code>, gated candidate <code>{}</code>.{}</p>",
             safe_name(&s.id),
             esc(&s.id),
-            esc(&s.metric),
+            esc(&eval_evidence::report::render::metric_label(&s.metric)),
             s.n_tasks,
             esc(&s.baseline),
             esc(&s.candidate),

@@ -104,6 +104,18 @@ pub fn import(
     grader: &str,
     extra: &[&str],
 ) -> std::process::Output {
+    import_env(project, from, dsh, grader, extra, &[])
+}
+
+/// [`import`] with `env` set for `eval`.
+fn import_env(
+    project: &Path,
+    from: &Path,
+    dsh: &str,
+    grader: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let pkg = crate::support::v04_upstream().join(PACKAGE);
     let mut args = vec![
         "import",
@@ -118,7 +130,7 @@ pub fn import(
         grader,
     ];
     args.extend_from_slice(extra);
-    eval(project, &args)
+    crate::support::eval_env(project, &args, env)
 }
 
 fn import_fake(project: &Path, from: &Path, extra: &[&str]) -> std::process::Output {
@@ -703,8 +715,22 @@ fn the_zenodo_archives_are_pinned_and_read_like_the_extracted_root() {
         0,
         "nothing written"
     );
-    // Read: the task is byte for byte what the extracted root gives.
-    let o = import_fake(&proj, &zen, &ONE);
+    // Read: the task is byte for byte what the extracted root gives, with no host tool on the
+    // PATH (the archives are decompressed in-process; the host's `gzip` was needed before).
+    let no_tools = tmp.path().join("no-tools");
+    std::fs::create_dir_all(&no_tools).unwrap();
+    let (id, gid) = (
+        format!("sha256:{}", "d".repeat(64)),
+        format!("sha256:{}", "e".repeat(64)),
+    );
+    let o = import_env(
+        &proj,
+        &zen,
+        &id,
+        &gid,
+        &ONE,
+        &[("PATH", no_tools.to_str().unwrap())],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let by_dir = project(&tmp.path().join("second"));
     let o = import_fake(&by_dir, &from, &ONE);

@@ -83,10 +83,21 @@ fn rule_cond(r: &crate::gates::RuleResult) -> String {
     }
 }
 
+/// A metric's name as a report shows it: an oracle metric (`eval_core::budget::ORACLE_METRICS`)
+/// is counted from the oracle model's own record of each question, which the agent's questions
+/// can steer (bounded by the suite's `oracle_guard`), so it says it is model-judged.
+pub fn metric_label(m: &str) -> String {
+    if eval_core::budget::ORACLE_METRICS.contains(&m) {
+        format!("{m} (model-judged)")
+    } else {
+        m.to_owned()
+    }
+}
+
 fn rule_subject(r: &crate::gates::RuleResult) -> String {
     let mut s = r.statistic.name();
     if let Some(m) = &r.metric {
-        let _ = write!(s, "({m})");
+        let _ = write!(s, "({})", metric_label(m));
     }
     if let Some(a) = r.arm {
         let _ = write!(s, " [{a:?}]");
@@ -169,7 +180,7 @@ fn text(r: &Report) -> String {
             o,
             "\nSuite {} — metric {}, {} tasks{}",
             s.id,
-            s.metric,
+            metric_label(&s.metric),
             s.n_tasks,
             if s.robustness_check {
                 " (robustness check)"
@@ -339,7 +350,7 @@ fn markdown(r: &Report) -> String {
             o,
             "\n## Suite `{}` ({}, {} tasks{})\n",
             s.id,
-            s.metric,
+            metric_label(&s.metric),
             s.n_tasks,
             if s.robustness_check {
                 ", robustness check"
@@ -447,8 +458,10 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
+/// HTML-escapes text for element content and quoted attribute values (the report's and the
+/// site's pages share it).
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 8);
     for ch in s.chars() {
         match ch {
             '&' => o.push_str("&amp;"),
@@ -677,7 +690,7 @@ fn suite_html(o: &mut String, s: &SuiteReport) {
         o,
         "<h2>Suite <code>{}</code></h2><p>Metric <code>{}</code>, {} tasks, baseline <code>{}</code>, gated candidate <code>{}</code>.{}</p>",
         esc(&s.id),
-        esc(&s.metric),
+        esc(&metric_label(&s.metric)),
         s.n_tasks,
         esc(&s.baseline),
         esc(&s.candidate),

@@ -8,6 +8,9 @@
 //! ```
 //! The key file is created with mode 0600 and refused when group or others can access it. The seed
 //! leaves this module only through [`SigningKeyPair::write_new`]; `Debug` shows the public half.
+//! Every buffer that holds the seed or the key file's text is a `zeroize::Zeroizing` of a size
+//! fixed before it is filled (a growing buffer would leave copies behind in freed memory), so it
+//! is wiped by a store the optimiser may not remove.
 
 use super::SigningError;
 use base64::Engine as _;
@@ -15,6 +18,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use std::fmt;
 use std::path::Path;
+use zeroize::Zeroizing;
 
 use eval_core::keys::{ALG_ED25519, parse_key_id};
 pub use eval_core::keys::{KEY_NAME, key_id};
@@ -117,11 +121,9 @@ impl fmt::Debug for SigningKeyPair {
 impl SigningKeyPair {
     /// A fresh key from the operating system's random source.
     pub fn generate(name: &str) -> Result<SigningKeyPair, SigningError> {
-        let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| SigningError::Random(e.to_string()))?;
-        let pair = Self::from_seed(name, seed);
-        seed.fill(0);
-        pair
+        let mut seed = Zeroizing::new([0u8; 32]);
+        getrandom::fill(seed.as_mut()).map_err(|e| SigningError::Random(e.to_string()))?;
+        Self::from_seed(name, *seed)
     }
 
     /// The key for a given 32-byte seed (RFC 8032 private key).
@@ -151,26 +153,27 @@ impl SigningKeyPair {
                 });
             }
         }
-        if meta.len() > 4096 {
+        if meta.len() > MAX_KEY_FILE as u64 {
             return Err(SigningError::KeyFile {
                 path: path.to_path_buf(),
                 reason: "the file is too large to be a key",
             });
         }
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut &file, &mut text).map_err(|_| {
-            SigningError::KeyFile {
+        let text = read_key_text(&file).map_err(SigningError::io(path))?;
+        let Some(text) = text.as_deref() else {
+            return Err(SigningError::KeyFile {
                 path: path.to_path_buf(),
-                reason: "the file is not UTF-8 text",
-            }
+                reason: "the file is too large to be a key",
+            });
+        };
+        let text = std::str::from_utf8(text).map_err(|_| SigningError::KeyFile {
+            path: path.to_path_buf(),
+            reason: "the file is not UTF-8 text",
         })?;
-        let parsed = Self::parse_private(&text).map_err(|reason| SigningError::KeyFile {
+        Self::parse_private(text).map_err(|reason| SigningError::KeyFile {
             path: path.to_path_buf(),
             reason,
-        });
-        // The text held the seed; zero it before the allocation is freed.
-        zero_string(&mut text);
-        parsed
+        })
     }
 
     fn parse_private(text: &str) -> Result<SigningKeyPair, &'static str> {
@@ -186,18 +189,20 @@ impl SigningKeyPair {
             return Err("expected one line PRIVATE+KEY+NAME+KEYID+BASE64");
         };
         let id = parse_key_id(id_hex).ok_or("the key id is not 8 hex digits")?;
-        let mut raw = B64.decode(b64).map_err(|_| "the key is not valid base64")?;
-        let result = match (raw.first(), raw.len()) {
+        // 0x01 and the 32-byte seed: 33 bytes; the buffer is larger so a longer key is told
+        // apart from bad base64.
+        let mut raw = Zeroizing::new([0u8; 48]);
+        let n = B64
+            .decode_slice(b64, raw.as_mut())
+            .map_err(|_| "the key is not valid base64 of an Ed25519 seed")?;
+        let result = match (raw.first(), n) {
             (Some(&ALG_ED25519), 33) => {
-                let mut seed = [0u8; 32];
-                seed.copy_from_slice(&raw[1..]);
-                let pair = Self::from_seed(name, seed).map_err(|_| "invalid key name");
-                seed.fill(0);
-                pair
+                let mut seed = Zeroizing::new([0u8; 32]);
+                seed.copy_from_slice(&raw[1..33]);
+                Self::from_seed(name, *seed).map_err(|_| "invalid key name")
             }
             _ => Err("the key is not an Ed25519 seed (0x01 followed by 32 bytes)"),
         };
-        raw.fill(0);
         let pair = result?;
         if pair.public.id() != id {
             return Err("the key id does not match the key");
@@ -224,21 +229,26 @@ impl SigningKeyPair {
                 SigningError::io(path)(e)
             }
         })?;
-        let mut raw = Vec::with_capacity(33);
-        raw.push(ALG_ED25519);
-        raw.extend_from_slice(self.key.as_bytes());
-        let mut text = format!(
-            "PRIVATE+KEY+{}+{:08x}+{}\n",
+        let mut raw = Zeroizing::new([0u8; 33]);
+        raw[0] = ALG_ED25519;
+        raw[1..].copy_from_slice(self.key.as_bytes());
+        let mut b64 = Zeroizing::new([0u8; 44]);
+        let n = B64
+            .encode_slice(raw.as_ref(), b64.as_mut())
+            .map_err(|e| SigningError::io(path)(std::io::Error::other(e.to_string())))?;
+        let head = format!(
+            "PRIVATE+KEY+{}+{:08x}+",
             self.public.name(),
-            self.public.id(),
-            B64.encode(&raw)
+            self.public.id()
         );
-        raw.fill(0);
-        let written = file
-            .write_all(text.as_bytes())
-            .and_then(|_| file.sync_all());
-        zero_string(&mut text);
-        written.map_err(SigningError::io(path))
+        // Sized before it is filled: pushing never reallocates, so no copy is left behind.
+        let mut text = Zeroizing::new(Vec::with_capacity(head.len() + n + 1));
+        text.extend_from_slice(head.as_bytes());
+        text.extend_from_slice(&b64[..n]);
+        text.push(b'\n');
+        file.write_all(&text)
+            .and_then(|_| file.sync_all())
+            .map_err(SigningError::io(path))
     }
 
     /// The key pair's public half.
@@ -268,10 +278,31 @@ impl SigningKeyPair {
     }
 }
 
-fn zero_string(text: &mut String) {
-    let taken = std::mem::take(text);
-    let mut bytes = taken.into_bytes();
-    bytes.fill(0);
+/// The largest key file read (a key line is about 110 bytes).
+const MAX_KEY_FILE: usize = 4096;
+
+/// The key file's bytes, read into one buffer allocated before the read (never grown, so never
+/// copied) and wiped when dropped; `None` when the file holds more than [`MAX_KEY_FILE`] bytes.
+fn read_key_text(mut file: &std::fs::File) -> std::io::Result<Option<Zeroizing<Vec<u8>>>> {
+    use std::io::Read as _;
+    let mut buf = Zeroizing::new(vec![0u8; MAX_KEY_FILE + 1]);
+    let mut len = 0;
+    loop {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len > MAX_KEY_FILE {
+                    return Ok(None);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Truncating keeps the allocation; the whole of it is wiped on drop.
+    buf.truncate(len);
+    Ok(Some(buf))
 }
 
 #[cfg(test)]

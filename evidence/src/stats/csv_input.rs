@@ -1,6 +1,7 @@
 //! The CSV input of `eval stats paired`: a header with at least `task`, `arm`, `rep` and the score
 //! column (`score` or `--metric`); extra columns are allowed. Fields may be quoted with `"` (a
-//! doubled `""` inside quotes is a quote). Every bad row is an error naming file, line and column.
+//! doubled `""` inside quotes is a quote; a quoted field may span lines). Every bad row is an error
+//! naming file, line and column.
 
 use std::path::Path;
 
@@ -15,24 +16,47 @@ pub fn read_observations(path: &Path, metric: &str) -> Result<Vec<Observation>, 
     parse_observations(&text, &file, metric)
 }
 
-/// Parses CSV text; `file` is the name error messages use.
+/// Parses CSV text with the `csv` crate (RFC 4180: a quoted field may hold the delimiter, a
+/// doubled quote and line breaks); `file` is the name error messages use, a record's line is the
+/// line it starts on. Two things the crate passes silently are refused: text after a field's
+/// closing quote (`"ab"cd`, which it joins into the field) and a quote left open at the end.
 pub fn parse_observations(
     text: &str,
     file: &str,
     metric: &str,
 ) -> Result<Vec<Observation>, StatsError> {
-    let bad = |line: usize, column: &str, msg: String| {
+    let bad = |line: u64, column: &str, msg: String| {
         StatsError::Input(format!("{file}:{line}: column {column:?}: {msg}"))
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l)));
-    let (_, header) = lines
-        .by_ref()
-        .find(|(_, l)| !l.trim().is_empty())
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    // Each non-blank record with the line it starts on.
+    let mut records = Vec::new();
+    let mut record = csv::StringRecord::new();
+    loop {
+        let start = reader.position().clone();
+        let more = reader
+            .read_record(&mut record)
+            .map_err(|e| StatsError::Input(format!("{file}:{}: {e}", start.line())))?;
+        if !more {
+            break;
+        }
+        let line = record.position().map_or(start.line(), csv::Position::line);
+        let from = usize::try_from(record.position().map_or(0, csv::Position::byte)).unwrap_or(0);
+        let to = usize::try_from(reader.position().byte()).unwrap_or(text.len());
+        quoting_error(text.get(from..to).unwrap_or(""))
+            .map_err(|m| StatsError::Input(format!("{file}:{line}: {m}")))?;
+        if record.iter().all(|f| f.trim().is_empty()) && record.len() <= 1 {
+            continue;
+        }
+        records.push((line, record.clone()));
+    }
+    let mut records = records.into_iter();
+    let (_, header) = records
+        .next()
         .ok_or_else(|| StatsError::Input(format!("{file}: empty file (expected a header)")))?;
-    let header = split_fields(header).map_err(|m| StatsError::Input(format!("{file}:1: {m}")))?;
     let header: Vec<String> = header.iter().map(|h| h.trim().to_string()).collect();
     let col = |name: &str| {
         header.iter().position(|h| h == name).ok_or_else(|| {
@@ -44,12 +68,7 @@ pub fn parse_observations(
     };
     let (ti, ai, ri, si) = (col("task")?, col("arm")?, col("rep")?, col(metric)?);
     let mut out = Vec::new();
-    for (line, raw) in lines {
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let fields =
-            split_fields(raw).map_err(|m| StatsError::Input(format!("{file}:{line}: {m}")))?;
+    for (line, fields) in records {
         if fields.len() != header.len() {
             return Err(StatsError::Input(format!(
                 "{file}:{line}: {} fields, the header has {}",
@@ -57,12 +76,13 @@ pub fn parse_observations(
                 header.len()
             )));
         }
+        let field = |i: usize| fields.get(i).unwrap_or("").trim();
         for (i, name) in [(ti, "task"), (ai, "arm"), (ri, "rep")] {
-            if fields[i].trim().is_empty() {
+            if field(i).is_empty() {
                 return Err(bad(line, name, "is empty".into()));
             }
         }
-        let text = fields[si].trim();
+        let text = field(si);
         let score: f64 = text
             .parse()
             .map_err(|_| bad(line, metric, format!("{text:?} is not a number")))?;
@@ -74,9 +94,9 @@ pub fn parse_observations(
             ));
         }
         out.push(Observation {
-            task: fields[ti].trim().to_string(),
-            arm: fields[ai].trim().to_string(),
-            rep: fields[ri].trim().to_string(),
+            task: field(ti).to_string(),
+            arm: field(ai).to_string(),
+            rep: field(ri).to_string(),
             score,
             origin: format!("{file}:{line}"),
         });
@@ -84,38 +104,35 @@ pub fn parse_observations(
     Ok(out)
 }
 
-fn split_fields(line: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    let mut was_quoted = false;
-    while let Some(ch) = chars.next() {
-        match (quoted, ch) {
-            (true, '"') => {
-                if chars.peek() == Some(&'"') {
-                    chars.next();
-                    cur.push('"');
-                } else {
-                    quoted = false;
+/// What the `csv` crate accepts and RFC 4180 does not, in one record's raw text: anything but a
+/// delimiter or the record's end after a closing quote, and a quoted field never closed. Only
+/// quotes that open a field quote it, as the crate reads them.
+fn quoting_error(raw: &str) -> Result<(), &'static str> {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    let mut field_start = true;
+    while i < b.len() {
+        if field_start && b[i] == b'"' {
+            i += 1;
+            loop {
+                match (b.get(i), b.get(i + 1)) {
+                    (None, _) => return Err("unterminated quoted field"),
+                    (Some(b'"'), Some(b'"')) => i += 2,
+                    (Some(b'"'), _) => break,
+                    _ => i += 1,
                 }
             }
-            (true, c) => cur.push(c),
-            (false, '"') if cur.trim().is_empty() && !was_quoted => {
-                cur.clear();
-                quoted = true;
-                was_quoted = true;
+            i += 1;
+            match b.get(i) {
+                None | Some(b',' | b'\r' | b'\n') => {}
+                Some(_) => return Err("text after a closing quote"),
             }
-            (false, ',') => {
-                out.push(std::mem::take(&mut cur));
-                was_quoted = false;
+            if i >= b.len() {
+                break;
             }
-            (false, c) => cur.push(c),
         }
+        field_start = b[i] == b',';
+        i += 1;
     }
-    if quoted {
-        return Err("unterminated quoted field".into());
-    }
-    out.push(cur);
-    Ok(out)
+    Ok(())
 }

@@ -10,7 +10,6 @@
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use sha2::{Digest as _, Sha256};
 
 /// Stream numbers are `purpose << 48 | chunk`, so the bootstrap, the sign-flip test and the
 /// calibration simulation never share words even with one seed.
@@ -172,40 +171,8 @@ impl BoundedDraw {
     }
 }
 
-/// The v0.4 generator (see `V04.md`): `state += 0x6d2b79f5` (wrapping), then mulberry32's mix.
-#[derive(Clone, Debug)]
-pub struct Mulberry32 {
-    state: u32,
-}
-
-impl Mulberry32 {
-    /// A generator with this raw internal state.
-    pub fn from_state(state: u32) -> Self {
-        Self { state }
-    }
-
-    /// Seeded like v0.4's `seededRandom(seed)`: the first 8 hex digits of `sha256(seed)` as a u32.
-    pub fn from_seed_string(seed: &str) -> Self {
-        let digest = Sha256::digest(seed.as_bytes());
-        Self {
-            state: u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]),
-        }
-    }
-
-    /// The next 32-bit output (state step, then mulberry32's mix).
-    pub fn next_u32(&mut self) -> u32 {
-        self.state = self.state.wrapping_add(0x6d2b_79f5);
-        let mut v = self.state;
-        v = (v ^ (v >> 15)).wrapping_mul(v | 1);
-        v ^= v.wrapping_add((v ^ (v >> 7)).wrapping_mul(v | 61));
-        v ^ (v >> 14)
-    }
-
-    /// JavaScript's `random()`: the word divided by 2^32.
-    pub fn next_f64(&mut self) -> f64 {
-        f64::from(self.next_u32()) / 4_294_967_296.0
-    }
-}
+/// The v0.4 generator (see `V04.md`), one copy with the matrix's order.
+pub use eval_core::mulberry32::Mulberry32;
 
 #[cfg(test)]
 mod tests {

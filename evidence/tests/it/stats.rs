@@ -408,3 +408,30 @@ fn csv_errors_name_file_line_and_column() {
     let p = PairedTasks::from_observations(&obs, "a", "b").unwrap();
     assert_eq!(p.differences(), vec![-10.0]);
 }
+
+/// RFC 4180 quoting, read by the `csv` crate: a quoted field holding a line break is one field
+/// (a line-by-line reader called it unterminated), and rows after it keep their own line
+/// numbers; text after a closing quote is refused, not joined into the field.
+#[test]
+fn csv_quoted_newlines_are_read_and_text_after_a_closing_quote_is_refused() {
+    let obs = parse_observations(
+        "task,arm,rep,score,note\nt1,a,1,5,\"two\nlines\"\nt1,b,1,6,\"say \"\"hi\"\"\"\n",
+        "in.csv",
+        "score",
+    )
+    .unwrap();
+    assert_eq!(obs.len(), 2);
+    assert_eq!(obs[1].origin, "in.csv:4");
+    assert_eq!(obs[1].score, 6.0);
+    let e = parse_observations("task,arm,rep,score\n\"t1\"x,a,1,5\n", "in.csv", "score")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("in.csv:2") && e.contains("after a closing quote"),
+        "{e}"
+    );
+    let e = parse_observations("task,arm,rep,score\nt1,a,1,\"5\n", "in.csv", "score")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("in.csv:2") && e.contains("unterminated"), "{e}");
+}

@@ -276,6 +276,13 @@ impl Check<'_> {
             if spec.metrics.is_empty() {
                 return Err(self.bad(&format!("suites.{s}.metrics"), "list at least one metric"));
             }
+            let overlap = spec.oracle_guard.max_brief_overlap;
+            if !(0.0..=1.0).contains(&overlap) {
+                return Err(self.bad(
+                    &format!("suites.{s}.oracle_guard.max_brief_overlap"),
+                    format!("{overlap} is not a share between 0 and 1"),
+                ));
+            }
             // A model-free protocol's evidence comes from an upstream that answers nothing: a
             // metric that reads the answer (a grader's, the meter's tokens and turns, the clock,
             // the oracle) would measure the stand-in, not the harness.

@@ -136,6 +136,8 @@ pub struct DockerExecutor {
     max_tokens: u64,
     wall_seconds: u64,
     max_oracle: BTreeMap<String, u32>,
+    /// Per suite: how far a model oracle's own records are trusted.
+    oracle_guard: BTreeMap<String, eval_protocols::protocol::OracleGuard>,
     forbidden: Vec<u8>,
     shim: PathBuf,
     extra_labels: BTreeMap<String, String>,
@@ -254,6 +256,11 @@ impl DockerExecutor {
                 .suites
                 .iter()
                 .map(|(k, v)| (k.clone(), v.max_oracle_calls))
+                .collect(),
+            oracle_guard: p
+                .suites
+                .iter()
+                .map(|(k, v)| (k.clone(), v.oracle_guard.clone()))
                 .collect(),
             forbidden: cfg.forbidden,
             shim,
@@ -741,6 +748,18 @@ fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptRe
         seen.notes.push(format!(
             "{} oracle repl(ies) were malformed; the agent got the task's fallback answer",
             ctl.malformed()
+        ));
+    }
+    if ctl.triggers_dropped() > 0 {
+        seen.notes.push(format!(
+            "{} element(s) of the oracle's recorded triggers were dropped (not an id of the brief, a repeat, or over the suite's oracle_guard.max_triggers_per_question)",
+            ctl.triggers_dropped()
+        ));
+    }
+    if ctl.replies_flagged() > 0 {
+        seen.notes.push(format!(
+            "{} oracle repl(ies) quoted the brief beyond the suite's oracle_guard.max_brief_overlap (flagged in their clarification entries)",
+            ctl.replies_flagged()
         ));
     }
     if ctl.unrecorded_events() > 0 {

@@ -142,6 +142,53 @@ pub(super) fn missed_constraints(ids: &[String], recorded: &[Value]) -> Vec<Stri
         .collect()
 }
 
+/// One reply's record field as kept (docs/oracle.md, "The oracle's own record"): the model
+/// that fills it reads the agent's question verbatim, so an injected question can make it name
+/// anything. Kept: the strings that are ids of the brief, each once, at most `cap`, in the
+/// reply's order; the rest is returned as given, to be recorded as dropped. A value that is not
+/// an array keeps nothing (it named no id before either).
+pub(super) fn guard_triggers(recorded: &Value, ids: &[String], cap: u32) -> (Value, Vec<Value>) {
+    let Some(items) = recorded.as_array() else {
+        return (json!([]), vec![recorded.clone()]);
+    };
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut kept: Vec<Value> = Vec::new();
+    let mut dropped = Vec::new();
+    for item in items {
+        let of_brief = item.as_str().is_some_and(|s| ids.iter().any(|id| id == s));
+        if of_brief && !kept.contains(item) && kept.len() < cap {
+            kept.push(item.clone());
+        } else {
+            dropped.push(item.clone());
+        }
+    }
+    (Value::Array(kept), dropped)
+}
+
+/// The words of a run [`brief_overlap`] compares.
+const QUOTE_RUN: usize = 8;
+
+/// The share of the brief's distinct runs of [`QUOTE_RUN`] words (lowercased, split at anything
+/// not alphanumeric, so JSON punctuation does not matter) that `reply` contains: 0 for an
+/// answer of its own words, 1 for the brief recited. A brief shorter than a run is one run.
+pub(super) fn brief_overlap(brief: &str, reply: &str) -> f64 {
+    let words = |t: &str| -> Vec<String> {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let (b, r) = (words(brief), words(reply));
+    let n = QUOTE_RUN.min(b.len());
+    if n == 0 {
+        return 0.0;
+    }
+    let runs: std::collections::BTreeSet<&[String]> = b.windows(n).collect();
+    let quoted: std::collections::BTreeSet<&[String]> =
+        r.windows(n).filter(|w| runs.contains(w)).collect();
+    quoted.len() as f64 / runs.len() as f64
+}
+
 /// The attempt's oracle record (`record.json`, docs/oracle.md): every answered question's
 /// `clarification` entry as recorded, and, with `[oracle.constraints]`, the brief's ids, those no
 /// entry's `recorded` array names, and those without the scaffolding. One function for a run
@@ -380,6 +427,11 @@ impl DockerExecutor {
         );
         ctl.catch_all = catch_all;
         ctl.constraints = constraints;
+        ctl.guard = self
+            .oracle_guard
+            .get(&spec.slot.suite)
+            .cloned()
+            .unwrap_or_default();
         Ok(Arc::new(ctl))
     }
 }
@@ -444,13 +496,18 @@ pub(super) fn answer_text(body: &[u8]) -> Option<String> {
                 .collect()
         });
     }
+    // The proxy's parser: the SSE specification's framing (a `data:` field over several lines
+    // is one value joined by `\n`; CR, LF and CRLF all end a line), as the proxy meters it.
+    let mut parser = eval_proxy::sse::SseParser::new();
+    let mut events = parser.push(body);
+    events.extend(parser.finish());
     let mut out = String::new();
     let mut any = false;
-    for line in String::from_utf8_lossy(body).lines() {
-        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
-            continue;
-        };
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
+    for event in events {
+        let Some(v) = event
+            .data
+            .and_then(|d| serde_json::from_str::<Value>(&d).ok())
+        else {
             continue;
         };
         let piece = v
@@ -486,6 +543,20 @@ mod tests {
         let anthropic = br#"{"content":[{"type":"text","text":"x"},{"type":"text","text":"y"}]}"#;
         assert_eq!(answer_text(anthropic).as_deref(), Some("xy"));
         assert_eq!(answer_text(b"data: [DONE]\n\n"), None);
+    }
+
+    /// The SSE specification's framing: a `data:` field split over lines is one JSON value, and a
+    /// bare CR ends a line as LF does. A line-by-line reader lost both answers' pieces.
+    #[test]
+    fn oracle_stream_answers_with_multiline_data_and_cr_endings_are_read_whole() {
+        let multiline = b"data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"multi\"}}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(answer_text(multiline).as_deref(), Some("multi"));
+        let cr = b"event: content_block_delta\rdata: {\"delta\":{\"text\":\"a\"}}\r\rdata: {\"delta\":{\"text\":\"b\"}}\r\r";
+        assert_eq!(answer_text(cr).as_deref(), Some("ab"));
+    }
+
+    #[test]
+    fn oracle_templates_carry_the_contracts_fixed_parameters() {
         let m: ModelContract = toml::from_str(
             "api = \"openai-chat\"\nmodel = \"m\"\nstream = true\nstream_usage = true\n[params.temperature]\nequals = 0.0\nrequired = true\n[params.max_tokens]\nequals = 512.0\n",
         )

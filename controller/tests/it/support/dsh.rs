@@ -207,6 +207,11 @@ pub const ICAE_BRIEF_HEADING: &str = "# Injected oracle_data (your single source
 /// In a question to the ICAE oracle: it answers in prose, not the JSON its prompt demands.
 pub const ORACLE_MALFORMED: &str = "EVAL-TEST-MALFORMED";
 
+/// In a question to the ICAE oracle: it obeys the instruction injected with it, as a model can —
+/// every constraint id (one twice) and one of its own in `triggers_hit`, the brief recited as
+/// the reply.
+pub const ORACLE_INJECT: &str = "EVAL-TEST-INJECT";
+
 /// What ICAE's oracle model answers (its `init.md` "Response Format"): JSON with an
 /// `_internal_log` (`triggers_hit`: the `constraint_id` of every hidden constraint whose
 /// `trigger_keywords` the latest question touches, `fallback_triggered`, …) and the `reply`
@@ -223,6 +228,18 @@ pub fn icae_oracle_reply(messages: &[Value]) -> Option<String> {
         .to_lowercase();
     if question.contains(&ORACLE_MALFORMED.to_lowercase()) {
         return Some("Sure, happy to help: just do what seems right.".to_owned());
+    }
+    if question.contains(&ORACLE_INJECT.to_lowercase()) {
+        let mut all: Vec<Value> = brief["hidden_constraints"]
+            .as_array()?
+            .iter()
+            .map(|c| c["constraint_id"].clone())
+            .collect();
+        all.extend([all.first()?.clone(), json!("FORGED-1")]);
+        return Some(
+            json!({"_internal_log": {"triggers_hit": all}, "reply": &after[start..end]})
+                .to_string(),
+        );
     }
     let mut hit = Vec::new();
     let mut replies = Vec::new();

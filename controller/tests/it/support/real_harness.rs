@@ -182,54 +182,23 @@ async fn handle(
 // ---------------------------------------------------------------------------------------------
 // The stored workspace archive.
 
-fn octal(field: &[u8]) -> u64 {
-    let s = String::from_utf8_lossy(field);
-    u64::from_str_radix(s.trim_matches(|c: char| c == '\0' || c == ' '), 8).unwrap_or(0)
-}
-
-fn cstr(field: &[u8]) -> String {
-    let end = field.iter().position(|b| *b == 0).unwrap_or(field.len());
-    String::from_utf8_lossy(&field[..end]).into_owned()
-}
-
-/// The regular files of a tar archive, by path (without a leading `./`). Understands ustar's
-/// prefix field and a PAX `x` header's `path` record, which is all `put_dir` writes.
+/// The regular files of a tar archive, by path (without a leading `./`), read with the `tar`
+/// crate (checksums, ustar prefixes and PAX `path` records as the crate reads them).
 pub fn tar_files(archive: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    use std::io::Read as _;
     let mut out = BTreeMap::new();
-    let mut at = 0;
-    let mut pax_path: Option<String> = None;
-    while at + 512 <= archive.len() {
-        let h = &archive[at..at + 512];
-        if h.iter().all(|b| *b == 0) {
-            break;
+    let mut reader = tar::Archive::new(archive);
+    for entry in reader.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if !entry.header().entry_type().is_file() {
+            continue;
         }
-        let size = octal(&h[124..136]) as usize;
-        let kind = h[156];
-        let data_at = at + 512;
-        let data = &archive[data_at..(data_at + size).min(archive.len())];
-        let mut name = cstr(&h[0..100]);
-        let prefix = cstr(&h[345..500]);
-        if !prefix.is_empty() {
-            name = format!("{prefix}/{name}");
-        }
-        match kind {
-            b'x' => {
-                // Records are `LEN key=value\n`.
-                let text = String::from_utf8_lossy(data);
-                pax_path = text.lines().find_map(|l| {
-                    l.split_once(' ')
-                        .and_then(|(_, kv)| kv.strip_prefix("path="))
-                        .map(str::to_owned)
-                });
-            }
-            b'0' | 0 => {
-                let path = pax_path.take().unwrap_or(name);
-                let path = path.trim_start_matches("./").to_owned();
-                out.insert(path, data.to_vec());
-            }
-            _ => pax_path = None,
-        }
-        at = data_at + size.div_ceil(512) * 512;
+        let path = String::from_utf8_lossy(&entry.path_bytes())
+            .trim_start_matches("./")
+            .to_owned();
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).unwrap();
+        out.insert(path, data);
     }
     out
 }

@@ -2,8 +2,8 @@
 //! cases, members `rcb_tests_repos/<key>/rcb_tests/…`) and `icae_prd_bundle.tar.gz` (the gated
 //! PRDs, oracle briefs and alias map, extracting to their repo-root paths), pinned by v0.4's
 //! `benchmark-lock.json`. Each archive is read once into memory and hashed; the same bytes are
-//! decompressed by the host's `gzip -dc` (fed from memory, so what is read is what was hashed)
-//! and read with the `tar` crate; only the members the import needs are written, into a private
+//! decompressed in-process by `flate2`'s `MultiGzDecoder` (every gzip member, as `gzip -dc`
+//! reads them; from memory, so what is read is what was hashed) and read with the `tar` crate; only the members the import needs are written, into a private
 //! temporary directory laid out as an ICAE root, under the hostile-input rules of `--from DIR`:
 //! directories and regular files only, plain names (`safe_relative`), no member twice, caps on
 //! a file's bytes, the bytes written, the members read and the bytes decompressed.
@@ -11,7 +11,7 @@
 use super::super::{ImportError, safe_relative};
 use super::bad;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub const RCB_ARCHIVE: &str = "rcb_tests_repos.tar.gz";
@@ -92,34 +92,8 @@ pub fn extract(
     keep: &dyn Fn(&str) -> bool,
     dest: &Path,
 ) -> Result<usize, ImportError> {
-    let fail = |why: String| bad(path, why);
-    let mut child = std::process::Command::new("gzip")
-        .arg("-dc")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| fail(format!("cannot run the host's `gzip -dc`: {e}")))?;
-    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(fail("gzip's pipes could not be opened".into()));
-    };
-    // Fed from memory by its own thread; a write error means gzip stopped reading (its exit
-    // status says why).
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&bytes);
-    });
-    let result = read_members(path, stdout.take(MAX_DECOMPRESSED), keep, dest);
-    if result.is_err() {
-        let _ = child.kill();
-    }
-    let status = child.wait();
-    let _ = feeder.join();
-    let n = result?;
-    match status {
-        Ok(s) if s.success() => Ok(n),
-        Ok(s) => Err(fail(format!("not gzip-compressed (`gzip -dc` exited {s})"))),
-        Err(e) => Err(fail(format!("`gzip -dc`: {e}"))),
-    }
+    let gz = flate2::read::MultiGzDecoder::new(bytes.as_slice());
+    read_members(path, gz.take(MAX_DECOMPRESSED), keep, dest)
 }
 
 fn read_members(
@@ -129,7 +103,9 @@ fn read_members(
     dest: &Path,
 ) -> Result<usize, ImportError> {
     let member = |name: &str, why: &str| bad(path, format!("member {name:?}: {why}"));
-    let read_err = |e: std::io::Error| bad(path, format!("not a tar archive: {e}"));
+    // A gzip error (bad magic, a corrupt stream or a CRC mismatch) surfaces here as a read
+    // error of the tar reader.
+    let read_err = |e: std::io::Error| bad(path, format!("not a gzip-compressed tar archive: {e}"));
     let mut archive = tar::Archive::new(input);
     let mut seen = BTreeSet::new();
     let (mut members, mut files, mut written) = (0usize, 0usize, 0u64);
