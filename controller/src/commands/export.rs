@@ -1,0 +1,59 @@
+//! `eval export`: a run's attempts in the formats other tools read — ATIF trajectories
+//! (Harbor's) and Inspect logs — each a derived view of the run's ledger that names the head it
+//! was read at (docs/export.md). Every attempt is read exactly as `eval show` reads it
+//! (`show::build`: the ledger's entries, the wire log and the meter, each artifact re-hashed).
+
+mod atif;
+mod facts;
+
+use super::error::CommandError;
+use super::proofs::write_atomically;
+use super::show;
+use crate::cli::{ExportAtifArgs, ExportCommand};
+use crate::status::{CmdResult, Failure, Status};
+use std::path::Path;
+
+pub fn run(cmd: ExportCommand) -> CmdResult {
+    match cmd {
+        ExportCommand::Atif(args) => atif_run(args),
+    }
+}
+
+fn atif_run(args: ExportAtifArgs) -> CmdResult {
+    let run = facts::read(&args.state, &args.matrix)?;
+    let chosen = run.select(&args.attempts)?;
+    make_dir(&args.out)?;
+    let mut names = std::collections::BTreeSet::new();
+    for id in &chosen {
+        let view = show::build(&args.state, &args.matrix, id)?;
+        let Some(attempt) = run.attempts.get(id) else {
+            continue;
+        };
+        let t = atif::trajectory(&view, &run, attempt);
+        let name = format!("{}.json", facts::file_stem(id));
+        if !names.insert(name.clone()) {
+            return Err(Failure::usage(format!(
+                "attempts {id:?} and another map to the same file name {name:?}"
+            )));
+        }
+        let mut bytes =
+            serde_json::to_vec_pretty(&t).map_err(CommandError::encode("encode a trajectory"))?;
+        bytes.push(b'\n');
+        write_atomically(&args.out.join(&name), &bytes)?;
+    }
+    println!(
+        "wrote {} ATIF trajectories to {} (ledger {} at head {})",
+        chosen.len(),
+        args.out.display(),
+        run.ledger.display(),
+        run.head
+            .as_ref()
+            .map_or("(empty)".to_owned(), |h| format!("{}:{}", h.seq, h.hash))
+    );
+    Ok(Status::Ok)
+}
+
+/// Creates the output directory (and its parents); refuses a path that is not a directory.
+fn make_dir(dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(dir).map_err(|e| CommandError::path(dir)(e).into())
+}
