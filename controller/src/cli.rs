@@ -685,6 +685,8 @@ pub enum Grading {
 pub enum ExportCommand {
     /// One ATIF trajectory (Harbor's Agent Trajectory Interchange Format) per attempt
     Atif(ExportAtifArgs),
+    /// Inspect logs (`.json`): one per suite and arm, one sample per task × repetition
+    Inspect(ExportInspectArgs),
 }
 
 #[derive(Debug, Args)]
@@ -698,6 +700,18 @@ pub struct ExportAtifArgs {
     #[arg(long, value_name = "DIR", default_value = "runs")]
     pub state: PathBuf,
     /// Directory to write `<slot>.<n>.json` into (created when missing)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportInspectArgs {
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// State directory (default: ./runs)
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
+    /// Directory to write `<suite>_<arm>.json` into (created when missing)
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }

@@ -5,17 +5,19 @@
 
 mod atif;
 mod facts;
+mod inspect;
 
 use super::error::CommandError;
 use super::proofs::write_atomically;
 use super::show;
-use crate::cli::{ExportAtifArgs, ExportCommand};
+use crate::cli::{ExportAtifArgs, ExportCommand, ExportInspectArgs};
 use crate::status::{CmdResult, Failure, Status};
 use std::path::Path;
 
 pub fn run(cmd: ExportCommand) -> CmdResult {
     match cmd {
         ExportCommand::Atif(args) => atif_run(args),
+        ExportCommand::Inspect(args) => inspect_run(args),
     }
 }
 
@@ -49,6 +51,31 @@ fn atif_run(args: ExportAtifArgs) -> CmdResult {
         run.head
             .as_ref()
             .map_or("(empty)".to_owned(), |h| format!("{}:{}", h.seq, h.hash))
+    );
+    Ok(Status::Ok)
+}
+
+fn inspect_run(args: ExportInspectArgs) -> CmdResult {
+    let run = facts::read(&args.state, &args.matrix)?;
+    // The report's own input (the project's frozen protocol, the verified ledger): samples,
+    // scores and tokens are what `eval report` computes from.
+    let data = crate::run::report_data::build(Path::new("."), &args.state, &args.matrix)
+        .map_err(|e| Failure::from(super::report::ReportCmdError::from(e)))?;
+    make_dir(&args.out)?;
+    let logs = inspect::logs(&args.state, &data, &run)?;
+    for (stem, log) in &logs {
+        let mut bytes =
+            serde_json::to_vec_pretty(log).map_err(CommandError::encode("encode a log"))?;
+        bytes.push(b'\n');
+        write_atomically(&args.out.join(format!("{stem}.json")), &bytes)?;
+    }
+    println!(
+        "wrote {} Inspect logs to {} (ledger {} at head {}:{})",
+        logs.len(),
+        args.out.display(),
+        run.ledger.display(),
+        data.ledger_head.seq,
+        data.ledger_head.hash
     );
     Ok(Status::Ok)
 }

@@ -303,3 +303,113 @@ fn a_multi_round_attempt_with_tools_and_questions_exports_as_harbor_reads_it() {
     assert_eq!(t["extra"]["rounds"].as_array().unwrap().len(), 2);
     assert_eq!(t["extra"]["evidence"]["ledger_head"]["seq"], 10);
 }
+
+/// `inspect log dump` (inspect-ai's own reader) reads every exported log of a fixture run, and
+/// what it reads equals the report: the samples are the report's (task, repetition) values of
+/// each suite and arm, their scores the report's values, the usage the report's accounting.
+#[test]
+fn inspect_reads_every_exported_log_and_its_samples_scores_and_tokens_are_the_reports() {
+    assert!(docker_available(), "this test needs the Docker engine");
+    static_binaries();
+    let (_tmp, dir) = small_demo_project();
+    let (_identity, _sweep) = freeze_demo(&dir);
+    let run = fixture_run(&dir, &["--concurrency", "2"]);
+    assert!(run.status.success(), "{}", text(&run));
+    let o = eval(
+        &dir,
+        &["export", "inspect", "--matrix", "demo", "--out", "inspect"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // The report after the export: it is computed at the head the export read (and then
+    // appends its own entry).
+    let o = eval(&dir, &["report", "--matrix", "demo", "--format", "json"]);
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{}",
+        text(&o)
+    );
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+
+    let inspect = Path::new(&python()).with_file_name("inspect");
+    let mut logs = 0;
+    for suite in report["suites"].as_array().unwrap() {
+        let sid = suite["id"].as_str().unwrap();
+        let mut arms: BTreeMap<String, Vec<(String, u64, f64)>> = BTreeMap::new();
+        for t in suite["tasks"].as_array().unwrap() {
+            for (arm, values) in t["arms"].as_object().unwrap() {
+                for v in values.as_array().unwrap() {
+                    arms.entry(arm.clone()).or_default().push((
+                        t["task"].as_str().unwrap().to_owned(),
+                        v["rep"].as_u64().unwrap(),
+                        v["value"].as_f64().unwrap(),
+                    ));
+                }
+            }
+        }
+        for (arm, mut want) in arms {
+            let file = dir.join(format!("inspect/{sid}_{arm}.json"));
+            let o = std::process::Command::new(&inspect)
+                .args(["log", "dump"])
+                .arg(&file)
+                .output()
+                .expect("run `inspect` (scripts/ensure-python.sh installs inspect-ai)");
+            assert!(o.status.success(), "{}: {}", file.display(), text(&o));
+            let log: Value = serde_json::from_slice(&o.stdout).unwrap();
+            logs += 1;
+            assert_eq!(log["status"], "success");
+            assert_eq!(log["eval"]["metadata"]["identity"], report["identity"]);
+            assert_eq!(
+                log["eval"]["metadata"]["ledger_head"],
+                report["ledger_head"]
+            );
+            let mut got: Vec<(String, u64, f64)> = log["samples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    (
+                        s["id"].as_str().unwrap().to_owned(),
+                        s["epoch"].as_u64().unwrap(),
+                        s["scores"]["eval_grader"]["value"].as_f64().unwrap(),
+                    )
+                })
+                .collect();
+            want.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+            got.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+            assert_eq!(got, want, "{sid} {arm}");
+            assert_eq!(log["results"]["total_samples"], want.len());
+            let acc = report["accounting"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["suite"] == sid && a["arm"] == arm.as_str())
+                .unwrap();
+            let usage = log["stats"]["model_usage"].as_object().unwrap();
+            assert_eq!(usage.len(), 1, "{usage:?}");
+            let u = usage.values().next().unwrap();
+            assert_eq!(u["input_tokens"], acc["input_tokens"], "{sid} {arm}");
+            assert_eq!(u["output_tokens"], acc["output_tokens"], "{sid} {arm}");
+            assert_eq!(u["input_tokens_cache_read"], acc["cached_tokens"]);
+            // Each sample's conversation is there: the agent's replies as assistant messages.
+            for s in log["samples"].as_array().unwrap() {
+                let turns = s["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|m| m["role"] == "assistant")
+                    .count();
+                assert_eq!(
+                    turns as u64,
+                    s["metadata"]["model_turns"].as_u64().unwrap(),
+                    "{sid} {arm} {}",
+                    s["id"]
+                );
+            }
+        }
+    }
+    assert_eq!(
+        logs,
+        std::fs::read_dir(dir.join("inspect")).unwrap().count(),
+        "one log per suite and arm, none else"
+    );
+}
