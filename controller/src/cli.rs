@@ -711,7 +711,7 @@ pub struct ExportInspectArgs {
     /// State directory (default: ./runs)
     #[arg(long, value_name = "DIR", default_value = "runs")]
     pub state: PathBuf,
-    /// Directory to write `<suite>_<arm>.json` into (created when missing)
+    /// Directory to write `<time>_<suite>_<arm>.json` into (created when missing)
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }

@@ -64,9 +64,7 @@ fn inspect_run(args: ExportInspectArgs) -> CmdResult {
     make_dir(&args.out)?;
     let logs = inspect::logs(&args.state, &data, &run)?;
     for (stem, log) in &logs {
-        let mut bytes =
-            serde_json::to_vec_pretty(log).map_err(CommandError::encode("encode a log"))?;
-        bytes.push(b'\n');
+        let bytes = inspect::encode(log).map_err(CommandError::encode("encode a log"))?;
         write_atomically(&args.out.join(format!("{stem}.json")), &bytes)?;
     }
     println!(

@@ -347,7 +347,15 @@ fn inspect_reads_every_exported_log_and_its_samples_scores_and_tokens_are_the_re
             }
         }
         for (arm, mut want) in arms {
-            let file = dir.join(format!("inspect/{sid}_{arm}.json"));
+            // `<time>_<suite>_<arm>.json`: the name Inspect's directory listing looks for.
+            let suffix = format!("_{sid}_{arm}.json");
+            let file = std::fs::read_dir(dir.join("inspect"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.to_str().unwrap().ends_with(&suffix))
+                .unwrap_or_else(|| panic!("no log *{suffix}"));
+            let name = file.file_name().unwrap().to_str().unwrap();
+            assert_eq!(name.as_bytes()[10], b'T', "{name}");
             let o = std::process::Command::new(&inspect)
                 .args(["log", "dump"])
                 .arg(&file)

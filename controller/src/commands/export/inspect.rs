@@ -134,12 +134,34 @@ pub fn logs(state: &Path, data: &RunData, run: &RunFacts) -> Result<Vec<(String,
                 },
                 "samples": samples,
             });
-            out.push((
-                super::facts::file_stem(&format!("{}_{}", suite.id, arm)),
-                log,
-            ));
+            // Inspect lists a directory's `.json` logs by name: an ISO time first
+            // (`log_file_pattern` in inspect_ai/log/_file.py), then the task.
+            let stamp: String = created
+                .chars()
+                .take(19)
+                .collect::<String>()
+                .replace(':', "-");
+            let name = format!("{stamp}_{}_{arm}", suite.id);
+            out.push((super::facts::file_stem(&name), log));
         }
     }
+    Ok(out)
+}
+
+/// A log's bytes with its top-level fields in Inspect's order: its reader streams the header
+/// (`version` first) and stops at `samples`, so `samples` must come last.
+pub fn encode(log: &Value) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = b"{\n".to_vec();
+    let keys = [
+        "version", "status", "eval", "plan", "results", "stats", "samples",
+    ];
+    let present: Vec<&str> = keys.into_iter().filter(|k| log.get(*k).is_some()).collect();
+    for (i, k) in present.iter().enumerate() {
+        out.extend_from_slice(format!("  {}: ", serde_json::to_string(k)?).as_bytes());
+        out.extend_from_slice(&serde_json::to_vec(&log[*k])?);
+        out.extend_from_slice(if i + 1 < present.len() { b",\n" } else { b"\n" });
+    }
+    out.extend_from_slice(b"}\n");
     Ok(out)
 }
 
