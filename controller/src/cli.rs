@@ -694,16 +694,11 @@ pub struct ExportAtifArgs {
     /// Attempts (`<slot>#<n>`, or a slot: its latest attempt), as `eval show` names them; every
     /// attempt of the run when none is given
     pub attempts: Vec<String>,
-    #[arg(long, default_value = "v0.4")]
-    pub matrix: String,
-    /// State directory (default: ./runs)
-    #[arg(long, value_name = "DIR", default_value = "runs")]
-    pub state: PathBuf,
-    /// Directory to write `<slot>.<n>.json` into (created when missing)
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub run: ExportInspectArgs,
 }
 
+/// The run an export reads and where it writes.
 #[derive(Debug, Args)]
 pub struct ExportInspectArgs {
     #[arg(long, default_value = "v0.4")]
@@ -711,7 +706,8 @@ pub struct ExportInspectArgs {
     /// State directory (default: ./runs)
     #[arg(long, value_name = "DIR", default_value = "runs")]
     pub state: PathBuf,
-    /// Directory to write `<time>_<suite>_<arm>.json` into (created when missing)
+    /// Directory to write into (created when missing): `<slot>.<n>.json` per attempt (atif),
+    /// `<time>_<suite>_<arm>.json` per suite and arm (inspect)
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }

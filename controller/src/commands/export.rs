@@ -21,9 +21,10 @@ pub fn run(cmd: ExportCommand) -> CmdResult {
     }
 }
 
-fn atif_run(args: ExportAtifArgs) -> CmdResult {
+fn atif_run(all: ExportAtifArgs) -> CmdResult {
+    let args = &all.run;
     let run = facts::read(&args.state, &args.matrix)?;
-    let chosen = run.select(&args.attempts)?;
+    let chosen = run.select(&all.attempts)?;
     make_dir(&args.out)?;
     let mut names = std::collections::BTreeSet::new();
     for id in &chosen {

@@ -43,18 +43,24 @@ print(json.dumps(out))
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// A small demo project frozen and run on the fixture upstream (the Docker engine is needed).
+fn fixture_demo_run() -> (tempfile::TempDir, std::path::PathBuf, Sweep) {
+    assert!(docker_available(), "this test needs the Docker engine");
+    static_binaries();
+    let (tmp, dir) = small_demo_project();
+    let (_identity, sweep) = freeze_demo(&dir);
+    let run = fixture_run(&dir, &["--concurrency", "2"]);
+    assert!(run.status.success(), "{}", text(&run));
+    (tmp, dir, sweep)
+}
+
 fn read(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
 
 #[test]
 fn every_attempt_of_a_fixture_run_exports_as_a_trajectory_harbor_accepts() {
-    assert!(docker_available(), "this test needs the Docker engine");
-    static_binaries();
-    let (_tmp, dir) = small_demo_project();
-    let (_identity, _sweep) = freeze_demo(&dir);
-    let run = fixture_run(&dir, &["--concurrency", "2"]);
-    assert!(run.status.success(), "{}", text(&run));
+    let (_tmp, dir, _sweep) = fixture_demo_run();
     let ledger = dir.join("runs/demo/ledger.sqlite");
     let all = entries(&ledger);
     let out = dir.join("atif");
@@ -309,12 +315,7 @@ fn a_multi_round_attempt_with_tools_and_questions_exports_as_harbor_reads_it() {
 /// each suite and arm, their scores the report's values, the usage the report's accounting.
 #[test]
 fn inspect_reads_every_exported_log_and_its_samples_scores_and_tokens_are_the_reports() {
-    assert!(docker_available(), "this test needs the Docker engine");
-    static_binaries();
-    let (_tmp, dir) = small_demo_project();
-    let (_identity, _sweep) = freeze_demo(&dir);
-    let run = fixture_run(&dir, &["--concurrency", "2"]);
-    assert!(run.status.success(), "{}", text(&run));
+    let (_tmp, dir, _sweep) = fixture_demo_run();
     let o = eval(
         &dir,
         &["export", "inspect", "--matrix", "demo", "--out", "inspect"],

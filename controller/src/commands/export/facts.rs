@@ -158,25 +158,10 @@ impl RunFacts {
     }
 }
 
-/// A file name for `attempt` (`<slot>#<n>` → `<slot>.<n>`): anything but ASCII letters, digits,
-/// `-`, `_` and `.` becomes `_`, so no name reaches outside the output directory.
+/// A file name for `attempt` (`<slot>#<n>` → `<slot>.<n>`), made safe as the site names its
+/// pages (`site::safe_name`): no name reaches outside the output directory or shares another's.
 pub fn file_stem(attempt: &str) -> String {
-    let s: String = attempt
-        .replace('#', ".")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.starts_with('.') {
-        format!("_{s}")
-    } else {
-        s
-    }
+    crate::site::safe_name(&attempt.replace('#', "."))
 }
 
 #[cfg(test)]
@@ -186,7 +171,10 @@ mod tests {
     #[test]
     fn file_stems_stay_inside_the_output_directory() {
         assert_eq!(file_stem("stat-a-1#2"), "stat-a-1.2");
-        assert_eq!(file_stem("../x#1"), "_._x.1");
-        assert_eq!(file_stem("a/b#1"), "a_b.1");
+        for hostile in ["../x#1", "a/b#1", ".hidden#1"] {
+            let s = file_stem(hostile);
+            assert!(!s.contains('/') && !s.starts_with('.'), "{s}");
+        }
+        assert_ne!(file_stem("a/b#1"), file_stem("a_b#1"));
     }
 }
