@@ -60,6 +60,9 @@ pub enum Command {
     /// Write a benchmark's tasks, grader, arms and protocol into this project from its files
     #[command(subcommand)]
     Import(ImportCommand),
+    /// Write a run's attempts in other tools' formats (ATIF trajectories, Inspect logs)
+    #[command(subcommand)]
+    Export(ExportCommand),
 }
 
 /// Where `eval` keeps its outputs (freezes, the registry, ledgers, artifacts, reports).
@@ -676,4 +679,35 @@ pub enum Grading {
     V04,
     /// eval's hardened grading of the same assertions (`hardened_score`).
     Hardened,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// One ATIF trajectory (Harbor's Agent Trajectory Interchange Format) per attempt
+    Atif(ExportAtifArgs),
+    /// Inspect logs (`.json`): one per suite and arm, one sample per task × repetition
+    Inspect(ExportInspectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportAtifArgs {
+    /// Attempts (`<slot>#<n>`, or a slot: its latest attempt), as `eval show` names them; every
+    /// attempt of the run when none is given
+    pub attempts: Vec<String>,
+    #[command(flatten)]
+    pub run: ExportInspectArgs,
+}
+
+/// The run an export reads and where it writes.
+#[derive(Debug, Args)]
+pub struct ExportInspectArgs {
+    #[arg(long, default_value = "v0.4")]
+    pub matrix: String,
+    /// State directory (default: ./runs)
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub state: PathBuf,
+    /// Directory to write into (created when missing): `<slot>.<n>.json` per attempt (atif),
+    /// `<time>_<suite>_<arm>.json` per suite and arm (inspect)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }

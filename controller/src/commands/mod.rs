@@ -6,6 +6,7 @@
 pub mod attest;
 pub(crate) mod demo;
 pub(crate) mod error;
+mod export;
 pub mod freeze;
 mod gc;
 pub(crate) mod import;
@@ -49,5 +50,6 @@ pub fn dispatch(command: Command) -> CmdResult {
         Command::Proxy(args) => proxy::run(args),
         Command::Keygen(args) => keygen::run(args),
         Command::Import(cmd) => import::run(cmd),
+        Command::Export(cmd) => export::run(cmd),
     }
 }

@@ -279,6 +279,9 @@ pub struct ReplyView {
     pub model: Option<String>,
     pub text: String,
     pub reasoning_chars: usize,
+    /// The reasoning text itself: not in `eval.show/1` (which counts it), but exports carry it.
+    #[serde(skip)]
+    pub reasoning: String,
     pub tool_calls: Vec<wire_log::ToolCall>,
     pub finish_reason: Option<String>,
     pub usage: Option<Value>,
@@ -682,6 +685,7 @@ fn reply_view(r: Reply, artifact: &str) -> ReplyView {
         kind: r.kind,
         model: r.model,
         reasoning_chars: r.reasoning.chars().count(),
+        reasoning: r.reasoning,
         text: r.text,
         tool_calls: r.tool_calls,
         finish_reason: r.finish_reason,

@@ -19,6 +19,7 @@ mod dsh_icae;
 mod dsh_rounds;
 mod dsh_simple;
 mod exit_status;
+mod export;
 mod freeze_cli;
 mod gc;
 mod grader_controls;

@@ -628,7 +628,7 @@ fn completeness(run: &RunData) -> Completeness {
 
 /// The suite's headline metric: that of its first task-level gate rule, else of its first pair
 /// rule, else its first declared metric, else `score`.
-fn primary_metric(run: &RunData, suite: &str) -> String {
+pub fn primary_metric(run: &RunData, suite: &str) -> String {
     let rules: Vec<_> = run
         .gates
         .iter()
