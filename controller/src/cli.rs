@@ -576,6 +576,10 @@ pub struct ImportV04Args {
     /// Accept inputs whose SHA-256 is not v0.4's pin (passed to each suite's importer)
     #[arg(long)]
     pub allow_unpinned: bool,
+    /// Write no control arms for the `simple` suite (eval's reference solutions are used
+    /// otherwise): its grader goes unchecked, which the protocol states
+    #[arg(long)]
+    pub no_controls: bool,
     /// A base image by its build name (dsh, v04-grader, evocode-go), instead of its build
     /// record; repeatable
     #[arg(long = "image", value_name = "NAME=sha256:…")]
@@ -702,11 +706,15 @@ pub struct ImportV04SimpleArgs {
         requires = "upstream"
     )]
     pub tls_spki_sha256: Vec<String>,
-    /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
-    /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
-    /// `grader_valid` integrity rule
+    /// Reference solutions, DIR/<task id>/<files>, instead of eval's own for v0.4's six tasks:
+    /// each imported task gets them as its `solution/`; the suite's control arms (oracle, nop,
+    /// eval's exploits) and the `grader_valid` integrity rule are written either way
     #[arg(long, value_name = "DIR")]
     pub solutions: Option<PathBuf>,
+    /// Write no control arms and no `grader_valid` rule: v0.4's grader goes unchecked, which the
+    /// protocol states and the report gives as a reason
+    #[arg(long, conflicts_with = "solutions")]
+    pub no_controls: bool,
     /// Accept inputs whose SHA-256 is not the one of v0.4 (Plan Lattice 0414dfa) built into eval
     /// (the two packages, simple-tasks.json, simple-grader.mjs); the protocol then records them
     #[arg(long)]

@@ -531,7 +531,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         router.as_ref(),
         &custody,
     );
-    if args.solutions.is_some() {
+    // Grader validity is on unless turned off: the suite's control arms with the reference
+    // solutions of --solutions DIR, or eval's own.
+    if args.no_controls {
+        protocol = solutions::without_controls(&protocol);
+    } else {
         protocol = solutions::with_controls(&protocol);
     }
     if args.grading == crate::cli::Grading::Hardened {
@@ -577,10 +581,13 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             task_toml(t, &sources).into_bytes(),
         );
         put(format!("{tdir}/prompt.md"), prompt_md(&t.spec.prompt));
-        if let Some(dir) = &args.solutions {
-            for (rel, bytes) in solutions::read(dir, &t.spec.id)? {
-                put(format!("{tdir}/solution/{rel}"), bytes);
-            }
+        let solution = match &args.solutions {
+            Some(dir) => solutions::read(dir, &t.spec.id)?,
+            None if args.no_controls => Vec::new(),
+            None => solutions::builtin(&t.spec.id)?,
+        };
+        for (rel, bytes) in solution {
+            put(format!("{tdir}/solution/{rel}"), bytes);
         }
         for (rel, content) in &t.spec.initial_files {
             put(

@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const NAME: &str = "simple-real";
+pub const NAME: &str = "simple-real";
 const PACKAGES: [&str; 2] = [
     "dsh-plan-lattice-0.3.0.tgz",
     "dsh-plan-lattice-0.4.0-rc.3.tgz",
@@ -29,7 +29,7 @@ const TASKS: [&str; 6] = [
 ];
 
 fn solutions() -> PathBuf {
-    repo_root().join("controller/tests/fixtures/v04-simple-solutions")
+    repo_root().join("controller/src/commands/import/simple-solutions")
 }
 
 fn import(project: &Path, dsh: &str, grader: &str, extra: &[&str]) -> std::process::Output {
@@ -414,7 +414,7 @@ fn with_the_hardened_grading_gating_grader_valid_holds() {
 /// The imported protocol with the fixture runtime in place of the Harness for its three arms
 /// (the statistical slots run the fixture agent; control slots run no agent at all), v0.4's
 /// agent contract, one repetition.
-fn swap_in_fixture_arms(proj: &Path) {
+pub fn swap_in_fixture_arms(proj: &Path) {
     let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
     let original = std::fs::read_to_string(&protocol).unwrap();
     let mut swapped = original.replace(

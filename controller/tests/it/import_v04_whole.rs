@@ -398,3 +398,142 @@ fn freeze_of_the_whole_v04_exits_0() {
     let o = eval(&i.project, &["freeze", "--protocol", NAME]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+fn import_simple(project: &Path, grader: &str, extra: &[&str]) -> std::process::Output {
+    let from = crate::support::v04_upstream();
+    let dsh = fake('d');
+    let mut args = vec![
+        "import",
+        "v04-simple",
+        "--from",
+        from.to_str().unwrap(),
+        "--protocol",
+        crate::grader_controls::NAME,
+        "--dsh-image",
+        &dsh,
+        "--grader-image",
+        grader,
+    ];
+    args.extend_from_slice(extra);
+    eval(project, &args)
+}
+
+/// Without `--solutions`, `eval import v04-simple` writes eval's own reference solutions and the
+/// suite's control arms with `grader_valid`; `--no-controls` writes neither and the protocol
+/// says so; so does `eval import v04` for its `simple` suite.
+#[test]
+fn grader_validity_is_on_by_default_with_evals_own_solutions() {
+    let i = inputs();
+    let o = import_simple(&i.project, &fake('e'), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p = i
+        .project
+        .join("protocols")
+        .join(crate::grader_controls::NAME);
+    let protocol = std::fs::read_to_string(p.join("protocol.toml")).unwrap();
+    assert!(protocol.contains("[suites.simple.controls]"), "{protocol}");
+    assert!(
+        protocol.contains("statistic = \"grader_valid\""),
+        "{protocol}"
+    );
+    let shipped = repo_root().join("controller/src/commands/import/simple-solutions");
+    for (task, file) in [
+        ("simple-js-clamp", "src/clamp.js"),
+        ("simple-python-whitespace", "text_utils.py"),
+        ("simple-go-dedupe", "dedupe.go"),
+    ] {
+        assert_eq!(
+            std::fs::read(
+                p.join("tasks/simple")
+                    .join(task)
+                    .join("solution")
+                    .join(file)
+            )
+            .unwrap(),
+            std::fs::read(shipped.join(task).join(file)).unwrap(),
+            "{task}"
+        );
+    }
+
+    let j = inputs();
+    let o = import_simple(&j.project, &fake('e'), &["--no-controls"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p = j
+        .project
+        .join("protocols")
+        .join(crate::grader_controls::NAME);
+    let protocol = std::fs::read_to_string(p.join("protocol.toml")).unwrap();
+    assert!(!protocol.contains("[suites.simple.controls]"), "{protocol}");
+    assert!(!protocol.contains("grader_valid"), "{protocol}");
+    assert!(
+        protocol.contains("imported with --no-controls"),
+        "{protocol}"
+    );
+    assert!(!p.join("tasks/simple/simple-js-clamp/solution").exists());
+
+    // The whole v0.4: the simple suite's controls beside EvoCode's.
+    let k = inputs();
+    let images = fake_images();
+    let extra: Vec<&str> = images.iter().map(String::as_str).collect();
+    let o = import_v04(&k, &k.root.join("r"), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p: toml::Table =
+        std::fs::read_to_string(k.project.join("protocols/v0.4-real/protocol.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    assert!(p["suites"]["simple"].get("controls").is_some());
+    assert!(p["suites"]["evocode"].get("controls").is_some());
+}
+
+/// The finding of issue 34 through `eval run`: imported with no flag about grading, v0.4's
+/// `simple-js-clamp` is checked by its control arms, the one-line cheat (`exploit:print-result`:
+/// a module printing a passing result at import) scores 100 under v0.4's grader, and `eval report`
+/// refuses the release naming it. (The fixture agent stands in for the Harness; the control slots
+/// run no agent.)
+#[test]
+fn the_one_line_cheat_is_refused_by_default() {
+    assert!(
+        crate::support::docker_available(),
+        "this test needs the Docker engine"
+    );
+    let grader = std::env::var("EVAL_TEST_V04_GRADER_IMAGE")
+        .expect("EVAL_TEST_V04_GRADER_IMAGE: `set -a; . /tmp/warm/images.env`");
+    crate::support::static_binaries();
+    let (_t, proj) = crate::support::demo_project();
+    let name = crate::grader_controls::NAME;
+    let o = import_simple(&proj, grader.trim(), &["--tasks", "simple-js-clamp"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    crate::grader_controls::swap_in_fixture_arms(&proj);
+    let o = eval(&proj, &["freeze", "--protocol", name]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&proj, &["run", "--matrix", name, "--upstream", "fixture"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = proj.join("report.json");
+    let o = eval(
+        &proj,
+        &[
+            "report",
+            "--matrix",
+            name,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let reasons = report["reasons"].to_string();
+    assert!(
+        reasons.contains("exploit:print-result scored 100 on simple/simple-js-clamp"),
+        "{reasons}"
+    );
+    let cells = report["grader_validity"].as_array().unwrap();
+    assert!(
+        cells
+            .iter()
+            .any(|c| c["arm"] == "oracle" && c["task"] == "simple-js-clamp" && c["ok"] == true),
+        "{cells:?}"
+    );
+}

@@ -169,6 +169,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         upstream: args.upstream.clone(),
         tls_spki_sha256: args.tls_spki_sha256.clone(),
         solutions: None,
+        no_controls: args.no_controls,
         allow_unpinned: args.allow_unpinned,
         grading: Grading::V04,
     };
