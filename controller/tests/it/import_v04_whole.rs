@@ -190,6 +190,12 @@ fn the_whole_v04_imports_as_one_protocol_whose_plan_is_v04s_slot_for_slot() {
         i.project.join("matrix/v0.4.toml"),
     )
     .unwrap();
+    let o = eval(&i.project, &["plan", "--matrix", NAME]);
+    assert!(
+        text(&o).contains("preconditions: none pinned"),
+        "eval plan says up front that no router evaluation is pinned: {}",
+        text(&o)
+    );
     let ours = plan_json(&i.project, NAME);
     let theirs = plan_json(&i.project, "v0.4");
     assert_eq!(ours.as_array().unwrap().len(), 96);
@@ -397,6 +403,33 @@ fn freeze_of_the_whole_v04_exits_0() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = eval(&i.project, &["freeze", "--protocol", NAME]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("preconditions: none pinned"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A pinned router identity without a passed report in the registry is said by `eval plan`
+/// before anything is built, naming the identity.
+#[test]
+fn plan_says_up_front_that_the_pinned_router_has_not_passed() {
+    let i = inputs();
+    let images = fake_images();
+    let router = format!("sha256:{}", "ab".repeat(32));
+    let mut extra: Vec<&str> = images.iter().map(String::as_str).collect();
+    extra.extend(["--router-identity", &router]);
+    let o = import_v04(&i, &i.root.join("r"), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(&i.project, &["plan", "--matrix", NAME]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("precondition router: NOT MET")
+            && out.contains(&router)
+            && out.contains("refuse to start"),
+        "{out}"
+    );
 }
 
 fn import_simple(project: &Path, grader: &str, extra: &[&str]) -> std::process::Output {
