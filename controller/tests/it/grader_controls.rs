@@ -353,25 +353,7 @@ fn with_the_hardened_grading_gating_grader_valid_holds() {
     );
     swap_in_fixture_arms(&proj);
     replace_in(&protocol, "threshold = 6\n", "threshold = 3\n");
-    let o = eval(&proj, &["freeze", "--protocol", NAME]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = eval(&proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let out = proj.join("report.json");
-    let o = eval(
-        &proj,
-        &[
-            "report",
-            "--matrix",
-            NAME,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = freeze_run_report(&proj);
     let rule = report["gates"]
         .as_array()
         .unwrap()
@@ -409,6 +391,30 @@ fn with_the_hardened_grading_gating_grader_valid_holds() {
                 .contains("| simple | simple-go-dedupe | exploit:go-testmain-exit | score | 100 |"),
         "{md}"
     );
+}
+
+/// Freezes the imported protocol, runs it on the fixture upstream and returns its JSON report,
+/// which refuses the release (exit 1: fixture evidence, whatever the grader).
+pub fn freeze_run_report(proj: &Path) -> Value {
+    let o = eval(proj, &["freeze", "--protocol", NAME]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = proj.join("report.json");
+    let o = eval(
+        proj,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
 }
 
 /// The imported protocol with the fixture runtime in place of the Harness for its three arms

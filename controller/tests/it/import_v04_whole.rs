@@ -7,7 +7,7 @@
 //! build records or `--image`, and a missing one exits 2 naming its build script.
 
 use crate::import_evocode::{DOCKERFILE, write_task};
-use crate::import_icae::{SUFFIX, cases};
+use crate::import_icae::{SUFFIX, cases, copy_tree};
 use crate::support::{eval, repo_root, text};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -31,19 +31,6 @@ const ICAE_KEYS: [&str; 6] = [
 
 fn fake(c: char) -> String {
     format!("sha256:{}", c.to_string().repeat(64))
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
 }
 
 /// EvoCode-Bench task directories under v0.4's three ids (the synthetic 3-round Go task).
@@ -534,29 +521,10 @@ fn the_one_line_cheat_is_refused_by_default() {
         .expect("EVAL_TEST_V04_GRADER_IMAGE: `set -a; . /tmp/warm/images.env`");
     crate::support::static_binaries();
     let (_t, proj) = crate::support::demo_project();
-    let name = crate::grader_controls::NAME;
     let o = import_simple(&proj, grader.trim(), &["--tasks", "simple-js-clamp"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     crate::grader_controls::swap_in_fixture_arms(&proj);
-    let o = eval(&proj, &["freeze", "--protocol", name]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = eval(&proj, &["run", "--matrix", name, "--upstream", "fixture"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let out = proj.join("report.json");
-    let o = eval(
-        &proj,
-        &[
-            "report",
-            "--matrix",
-            name,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = crate::grader_controls::freeze_run_report(&proj);
     let reasons = report["reasons"].to_string();
     assert!(
         reasons.contains("exploit:print-result scored 100 on simple/simple-js-clamp"),
