@@ -32,7 +32,7 @@ fn solutions() -> PathBuf {
     repo_root().join("controller/src/commands/import/simple-solutions")
 }
 
-fn import(project: &Path, dsh: &str, grader: &str, extra: &[&str]) -> std::process::Output {
+pub fn import(project: &Path, dsh: &str, grader: &str, extra: &[&str]) -> std::process::Output {
     let from = crate::support::v04_upstream();
     let mut args = vec![
         "import",

@@ -420,22 +420,7 @@ fn plan_says_up_front_that_the_pinned_router_has_not_passed() {
 }
 
 fn import_simple(project: &Path, grader: &str, extra: &[&str]) -> std::process::Output {
-    let from = crate::support::v04_upstream();
-    let dsh = fake('d');
-    let mut args = vec![
-        "import",
-        "v04-simple",
-        "--from",
-        from.to_str().unwrap(),
-        "--protocol",
-        crate::grader_controls::NAME,
-        "--dsh-image",
-        &dsh,
-        "--grader-image",
-        grader,
-    ];
-    args.extend_from_slice(extra);
-    eval(project, &args)
+    crate::grader_controls::import(project, &fake('d'), grader, extra)
 }
 
 /// Without `--solutions`, `eval import v04-simple` writes eval's own reference solutions and the
