@@ -535,6 +535,58 @@ pub enum ImportCommand {
     /// the protocol and its matrix
     #[command(name = "v04-icae")]
     V04Icae(ImportV04IcaeArgs),
+    /// The whole v0.4 as one protocol and one matrix: the `simple`, ICAE and EvoCode suites
+    /// imported as their own importers import them, composed with v0.4's order, seed,
+    /// infrastructure slots, hypotheses, gates (EvoCode's included) and one budget; the base
+    /// images found from their build records (`runtimes/images/*/build.sh`) or `--image`
+    #[command(name = "v04")]
+    V04(ImportV04Args),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportV04Args {
+    /// v0.4's `simple` files, as `v04-simple --from` takes them (simple-tasks.json,
+    /// simple-grader.mjs, the two dsh-plan-lattice packages, SHA256SUMS); its
+    /// dsh-plan-lattice-0.4.0-rc.3.tgz is also the ICAE and EvoCode plugin arms' package
+    #[arg(long, value_name = "DIR")]
+    pub simple: PathBuf,
+    /// EvoCode-Bench, as `v04-evocode --from` takes it (task directories or the dataset
+    /// archive); v0.4's three tasks are imported
+    #[arg(long, value_name = "DIR|ARCHIVE.tar.zst")]
+    pub evocode: PathBuf,
+    /// The ICAE-EVAL root, as `v04-icae --from` takes it
+    #[arg(long, value_name = "DIR")]
+    pub icae: PathBuf,
+    /// Name of the protocol (and matrix) to write
+    #[arg(long, value_name = "NAME", default_value = "v0.4-real")]
+    pub protocol: String,
+    /// Keep v0.4's router precondition, pinned to this frozen identity of a router evaluation
+    #[arg(long, value_name = "sha256:…")]
+    pub router_identity: Option<String>,
+    /// Preregister this Ed25519 public key as the protocol's `[signing] public_key`
+    #[arg(long, value_name = "eval+…")]
+    pub public_key: Option<String>,
+    /// Preregister the model upstream as the protocol's `[upstream] url`
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// A TLS key pin for `--upstream` (`[upstream] tls_spki_sha256`); repeatable
+    #[arg(
+        long = "tls-spki-sha256",
+        value_name = "sha256:…",
+        requires = "upstream"
+    )]
+    pub tls_spki_sha256: Vec<String>,
+    /// Accept inputs whose SHA-256 is not v0.4's pin (passed to each suite's importer)
+    #[arg(long)]
+    pub allow_unpinned: bool,
+    /// Write no control arms for the `simple` suite (eval's reference solutions are used
+    /// otherwise): its grader goes unchecked, which the protocol states
+    #[arg(long)]
+    pub no_controls: bool,
+    /// A base image by its build name (dsh, v04-grader, evocode-go), instead of its build
+    /// record; repeatable
+    #[arg(long = "image", value_name = "NAME=sha256:…")]
+    pub images: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -657,11 +709,15 @@ pub struct ImportV04SimpleArgs {
         requires = "upstream"
     )]
     pub tls_spki_sha256: Vec<String>,
-    /// Reference solutions, DIR/<task id>/<files>: each imported task gets them as its
-    /// `solution/`, and the suite gets control arms (oracle, nop, eval's exploits) and the
-    /// `grader_valid` integrity rule
+    /// Reference solutions, DIR/<task id>/<files>, instead of eval's own for v0.4's six tasks:
+    /// each imported task gets them as its `solution/`; the suite's control arms (oracle, nop,
+    /// eval's exploits) and the `grader_valid` integrity rule are written either way
     #[arg(long, value_name = "DIR")]
     pub solutions: Option<PathBuf>,
+    /// Write no control arms and no `grader_valid` rule: v0.4's grader goes unchecked, which the
+    /// protocol states and the report gives as a reason
+    #[arg(long, conflicts_with = "solutions")]
+    pub no_controls: bool,
     /// Accept inputs whose SHA-256 is not the one of v0.4 (Plan Lattice 0414dfa) built into eval
     /// (the two packages, simple-tasks.json, simple-grader.mjs); the protocol then records them
     #[arg(long)]

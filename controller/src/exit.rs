@@ -375,6 +375,9 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::Target { .. }
         | E::Write { .. }
         | E::Solution { .. }
+        | E::ImageFlag(..)
+        | E::MissingImage { .. }
+        | E::Compose(_)
         | E::Corpus { .. }
         | E::Harbor { .. }
         | E::TasksUnpinned(_)

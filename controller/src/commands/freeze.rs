@@ -133,6 +133,9 @@ pub fn run(args: FreezeArgs) -> CmdResult {
             );
         }
     }
+    for line in super::preconditions::lines(&project, &args.protocol, state) {
+        println!("{line}");
+    }
     print_calibration(&project.load(&args.protocol)?)?;
     Ok(Status::Ok)
 }

@@ -10,6 +10,7 @@ mod evocode;
 mod icae;
 mod router;
 mod solutions;
+mod v04;
 
 use crate::cli::{ImportCommand, ImportV04SimpleArgs};
 use crate::status::{CmdResult, Status};
@@ -283,6 +284,21 @@ pub enum ImportError {
         "{0}: no rcb_tests_repos.tar.gz and icae_prd_bundle.tar.gz to check against v0.4's pins (Plan Lattice 0414dfa benchmark-lock.json); pass --allow-unpinned to import the extracted directories (their tree digests are recorded)"
     )]
     IcaeUnpinned(PathBuf),
+    /// `--image` that is not `NAME=ID` with a NAME `eval import v04` uses.
+    #[error("--image {0:?}: not NAME=sha256:… with NAME one of {1}")]
+    ImageFlag(String, String),
+    /// A base image with neither `--image` nor a build record of its build script.
+    #[error(
+        "image {name:?}: no build record in {dir} (and no --image {name}=sha256:…); run {script} first"
+    )]
+    MissingImage {
+        name: &'static str,
+        script: &'static str,
+        dir: PathBuf,
+    },
+    /// The suites' imports do not compose into one protocol (the message names the file or table).
+    #[error("{0}")]
+    Compose(String),
     /// A target already exists (and is not a shared runtime with exactly these bytes).
     #[error(
         "{0}: exists; `eval import` never overwrites (choose another --protocol, or move it away)"
@@ -379,6 +395,7 @@ pub fn run(cmd: ImportCommand) -> CmdResult {
         ImportCommand::V04Router(args) => router::run(&args),
         ImportCommand::V04Evocode(args) => evocode::run(&args),
         ImportCommand::V04Icae(args) => icae::run(&args),
+        ImportCommand::V04(args) => v04::run(&args),
     }
 }
 
@@ -408,11 +425,16 @@ fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
 /// Returns how many files were written.
 fn write_all(files: &Files, grader_runtime: &str) -> Result<usize, ImportError> {
     let support = dsh_support_files(DSH_RUNTIME_PATH);
-    let shared = |rel: &Path| {
+    write_files(files, &|rel: &Path| {
         rel == Path::new(DSH_RUNTIME_PATH)
             || rel == Path::new(grader_runtime)
             || support.iter().any(|(p, _)| rel == Path::new(p))
-    };
+    })
+}
+
+/// Writes every file, nothing when any target exists, except the `shared` ones that already hold
+/// exactly these bytes.
+fn write_files(files: &Files, shared: &dyn Fn(&Path) -> bool) -> Result<usize, ImportError> {
     let mut todo = Vec::new();
     for (rel, bytes) in files {
         match std::fs::symlink_metadata(rel) {
@@ -509,7 +531,11 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
         router.as_ref(),
         &custody,
     );
-    if args.solutions.is_some() {
+    // Grader validity is on unless turned off: the suite's control arms with the reference
+    // solutions of --solutions DIR, or eval's own.
+    if args.no_controls {
+        protocol = solutions::without_controls(&protocol);
+    } else {
         protocol = solutions::with_controls(&protocol);
     }
     if args.grading == crate::cli::Grading::Hardened {
@@ -555,10 +581,13 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             task_toml(t, &sources).into_bytes(),
         );
         put(format!("{tdir}/prompt.md"), prompt_md(&t.spec.prompt));
-        if let Some(dir) = &args.solutions {
-            for (rel, bytes) in solutions::read(dir, &t.spec.id)? {
-                put(format!("{tdir}/solution/{rel}"), bytes);
-            }
+        let solution = match &args.solutions {
+            Some(dir) => solutions::read(dir, &t.spec.id)?,
+            None if args.no_controls => Vec::new(),
+            None => solutions::builtin(&t.spec.id)?,
+        };
+        for (rel, bytes) in solution {
+            put(format!("{tdir}/solution/{rel}"), bytes);
         }
         for (rel, content) in &t.spec.initial_files {
             put(

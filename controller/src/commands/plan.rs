@@ -30,6 +30,9 @@ pub fn run(args: PlanArgs) -> CmdResult {
         "matrix {} (protocol {}): {infra} infrastructure + {stat} statistical slots; order: {order}; concurrency {}",
         matrix.name, matrix.protocol, matrix.concurrency
     );
+    for line in super::preconditions::lines(&project, &matrix.protocol, &args.state) {
+        println!("{line}");
+    }
     let w_suite = schedule
         .slots
         .iter()

@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const NAME: &str = "simple-real";
+pub const NAME: &str = "simple-real";
 const PACKAGES: [&str; 2] = [
     "dsh-plan-lattice-0.3.0.tgz",
     "dsh-plan-lattice-0.4.0-rc.3.tgz",
@@ -29,10 +29,10 @@ const TASKS: [&str; 6] = [
 ];
 
 fn solutions() -> PathBuf {
-    repo_root().join("controller/tests/fixtures/v04-simple-solutions")
+    repo_root().join("controller/src/commands/import/simple-solutions")
 }
 
-fn import(project: &Path, dsh: &str, grader: &str, extra: &[&str]) -> std::process::Output {
+pub fn import(project: &Path, dsh: &str, grader: &str, extra: &[&str]) -> std::process::Output {
     let from = crate::support::v04_upstream();
     let mut args = vec![
         "import",
@@ -353,25 +353,7 @@ fn with_the_hardened_grading_gating_grader_valid_holds() {
     );
     swap_in_fixture_arms(&proj);
     replace_in(&protocol, "threshold = 6\n", "threshold = 3\n");
-    let o = eval(&proj, &["freeze", "--protocol", NAME]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = eval(&proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let out = proj.join("report.json");
-    let o = eval(
-        &proj,
-        &[
-            "report",
-            "--matrix",
-            NAME,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = freeze_run_report(&proj);
     let rule = report["gates"]
         .as_array()
         .unwrap()
@@ -411,10 +393,34 @@ fn with_the_hardened_grading_gating_grader_valid_holds() {
     );
 }
 
+/// Freezes the imported protocol, runs it on the fixture upstream and returns its JSON report,
+/// which refuses the release (exit 1: fixture evidence, whatever the grader).
+pub fn freeze_run_report(proj: &Path) -> Value {
+    let o = eval(proj, &["freeze", "--protocol", NAME]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = eval(proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = proj.join("report.json");
+    let o = eval(
+        proj,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
 /// The imported protocol with the fixture runtime in place of the Harness for its three arms
 /// (the statistical slots run the fixture agent; control slots run no agent at all), v0.4's
 /// agent contract, one repetition.
-fn swap_in_fixture_arms(proj: &Path) {
+pub fn swap_in_fixture_arms(proj: &Path) {
     let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
     let original = std::fs::read_to_string(&protocol).unwrap();
     let mut swapped = original.replace(

@@ -30,6 +30,7 @@ mod import_evocode;
 mod import_icae;
 mod import_router;
 mod import_v04;
+mod import_v04_whole;
 mod ledger_cli;
 mod model_free;
 mod oracle_stateful;

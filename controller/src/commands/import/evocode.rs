@@ -202,7 +202,7 @@ fn harbor(path: impl Into<PathBuf>, why: impl Into<String>) -> ImportError {
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
-fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError> {
+pub(super) fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));

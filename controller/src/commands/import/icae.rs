@@ -159,7 +159,7 @@ fn bad(path: impl Into<PathBuf>, why: impl Into<String>) -> ImportError {
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
-fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
+pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));

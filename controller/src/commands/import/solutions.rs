@@ -19,6 +19,68 @@ pub const IMPORTED_CONTROLS: &[&str] = &[
     "exploit:read-hidden",
 ];
 
+/// eval's own reference solutions of v0.4's six `simple` tasks (`simple-solutions/`, our code,
+/// not v0.4's): task id, file, bytes. An import given no `--solutions DIR` and no
+/// `--no-controls` writes them as the tasks' `solution/`, so v0.4's grader is checked by default.
+const BUILTIN: [(&str, &str, &[u8]); 6] = [
+    (
+        "simple-js-clamp",
+        "src/clamp.js",
+        include_bytes!("simple-solutions/simple-js-clamp/src/clamp.js"),
+    ),
+    (
+        "simple-ts-slugify",
+        "src/slugify.ts",
+        include_bytes!("simple-solutions/simple-ts-slugify/src/slugify.ts"),
+    ),
+    (
+        "simple-python-whitespace",
+        "text_utils.py",
+        include_bytes!("simple-solutions/simple-python-whitespace/text_utils.py"),
+    ),
+    (
+        "simple-go-dedupe",
+        "dedupe.go",
+        include_bytes!("simple-solutions/simple-go-dedupe/dedupe.go"),
+    ),
+    (
+        "simple-js-parse-port",
+        "src/port.js",
+        include_bytes!("simple-solutions/simple-js-parse-port/src/port.js"),
+    ),
+    (
+        "simple-python-chunks",
+        "chunks.py",
+        include_bytes!("simple-solutions/simple-python-chunks/chunks.py"),
+    ),
+];
+
+/// The built-in reference solution of task `id`, as `read` returns a directory's; a task eval
+/// has none for is refused naming it (with the two ways on).
+pub fn builtin(id: &str) -> Result<Vec<(String, Vec<u8>)>, ImportError> {
+    let files: Vec<(String, Vec<u8>)> = BUILTIN
+        .iter()
+        .filter(|(task, _, _)| *task == id)
+        .map(|(_, rel, bytes)| ((*rel).to_owned(), bytes.to_vec()))
+        .collect();
+    if files.is_empty() {
+        return Err(ImportError::Solution {
+            path: id.into(),
+            why: "eval has no reference solution built in for this task: pass --solutions DIR, or --no-controls to leave v0.4's grader unchecked (the report then says so)".into(),
+        });
+    }
+    Ok(files)
+}
+
+/// The protocol text with the statement that the suite runs without control arms.
+pub fn without_controls(protocol: &str) -> String {
+    protocol.replacen(
+        "[suites.simple]\n",
+        "# No control arms (imported with --no-controls): v0.4's grader is not checked against a\n# reference solution, a nop or eval's exploits, and the report says grader validity is unchecked.\n[suites.simple]\n",
+        1,
+    )
+}
+
 /// The most bytes one solution file may have, and files one task's solution may hold.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const MAX_FILES: usize = 1000;
@@ -102,7 +164,7 @@ pub fn with_controls(protocol: &str) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let controls = format!(
-        "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader before any statistical slot (no agent,\n# no model call): the oracle applies each task's solution/ (written from --solutions), the nop\n# changes nothing, each exploit is one of eval's scripted cheats. grader_valid: every oracle\n# scores >= pass_at_least, every nop below it, no exploit above its task's nop.\n[suites.simple.controls]\narms = [{arms}]\nmetric = \"score\"\nalso_report = [\"hardened_score\"]\npass_at_least = 100\n"
+        "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader before any statistical slot (no agent,\n# no model call): the oracle applies each task's solution/ (--solutions, else eval's own), the nop\n# changes nothing, each exploit is one of eval's scripted cheats. grader_valid: every oracle\n# scores >= pass_at_least, every nop below it, no exploit above its task's nop.\n[suites.simple.controls]\narms = [{arms}]\nmetric = \"score\"\nalso_report = [\"hardened_score\"]\npass_at_least = 100\n"
     );
     let rule = "statistic = \"accounting_complete\"\nop = \"is_true\"\n";
     protocol
