@@ -1,11 +1,12 @@
 //! What `eval plan` and `eval freeze` say about a protocol's preconditions before anything is
 //! built or paid for: each pinned evaluation that has no passed report in the state directory's
-//! registry (the same check `eval run` refuses on, `eval_protocols::registry::check_preconditions`),
+//! registry by a signed attestation that verifies with the preregistered key (the same check `eval run`
+//! refuses on, `crate::run::preconditions::check`),
 //! or that none is pinned. Saying it up front spares building everything to learn it at
 //! `eval run` (exit 3).
 
 use eval_protocols::Project;
-use eval_protocols::registry::{Registry, check_preconditions};
+use eval_protocols::registry::Registry;
 use std::path::Path;
 
 /// The lines to print for protocol `name`; a protocol that does not load says nothing here (the
@@ -27,7 +28,7 @@ pub fn lines(project: &Project, name: &str, state: &Path) -> Vec<String> {
             )];
         }
     };
-    let (met, unmet) = check_preconditions(&reg, &loaded.protocol);
+    let (met, unmet) = crate::run::preconditions::check(&reg, &loaded.protocol);
     let mut out: Vec<String> = met
         .iter()
         .map(|m| {
