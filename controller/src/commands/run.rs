@@ -561,6 +561,9 @@ pub enum SessionError {
     Proxy(#[source] eval_proxy::ProxyError),
     #[error(transparent)]
     Engine(#[from] eval_runtimes::RuntimeError),
+    /// The stop signals (SIGINT, SIGTERM, SIGHUP) could not be taken over.
+    #[error("cannot listen for stop signals: {0}")]
+    Signals(#[source] std::io::Error),
     #[error(transparent)]
     Artifacts(#[from] eval_evidence::artifacts::ArtifactError),
     #[error(transparent)]
@@ -902,6 +905,12 @@ async fn session(
             identity: admitted.identity.clone(),
             forbidden,
             extra_labels: opts.extra_labels,
+            state_id: crate::run::owner::state_id(state, true)
+                .map_err(|source| SessionError::RunDir {
+                    path: state.join(crate::run::owner::STATE_ID_FILE),
+                    source,
+                })?
+                .unwrap_or_default(),
             frozen: admitted.arms.clone(),
         },
     )?);
@@ -915,14 +924,16 @@ async fn session(
         .count() as u64;
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
+    // Installed here, before the runner starts any container: from now on these signals no
+    // longer end the process, they stop the session.
+    let mut stops = StopSignals::install().map_err(SessionError::Signals)?;
     #[allow(
         clippy::disallowed_methods,
         reason = "a signal listener owns nothing and may be dropped with the runtime at exit"
     )]
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_signal.cancel();
-        }
+        stops.recv().await;
+        on_signal.cancel();
     });
     if let Some(spec) = &admitted.smoke {
         // Before this session's `run_started`: the ledger says what it is from its first entry.
@@ -958,6 +969,36 @@ async fn session(
         summary,
         fixture: tally,
     })
+}
+
+/// The signals that stop a session as Ctrl-C does (closing running attempts by rule, removing
+/// their containers and unmounting their filesystems, exit 2): SIGINT, SIGTERM (what `timeout`,
+/// systemd, CI runners and Kubernetes send) and SIGHUP (the terminal went away). Left at their
+/// default, the last two killed the controller and left its agents running.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits for the first of them.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+            _ = self.hangup.recv() => {}
+        }
+    }
 }
 
 async fn execute(

@@ -15,6 +15,7 @@ pub mod attempt;
 pub mod controls;
 pub mod events;
 pub mod inputs;
+pub mod owner;
 pub mod regrade;
 pub mod replay;
 pub mod report_data;

@@ -139,6 +139,8 @@ pub struct DockerExecutor {
     forbidden: Vec<u8>,
     shim: PathBuf,
     extra_labels: BTreeMap<String, String>,
+    /// The state directory's id (`run::owner`).
+    state_id: String,
     /// The run's private directory of attempt sockets.
     sockets: SocketRoot,
     /// Per suite, the protocol's own exploits (name → project-relative directory).
@@ -157,6 +159,9 @@ pub struct ExecutorConfig {
     pub forbidden: Vec<u8>,
     /// Extra container labels (tests sweep by them).
     pub extra_labels: BTreeMap<String, String>,
+    /// The state directory's id (`run::owner`): every container is labelled
+    /// `eval.owner=<state id>/<identity>`, and the session's sweep goes by that label.
+    pub state_id: String,
     /// Each arm's frozen image id and expected attestation, fixed at admission.
     pub frozen: BTreeMap<String, FrozenArm>,
     /// The task bundles' verified copies, staged at admission.
@@ -230,7 +235,7 @@ impl DockerExecutor {
             inputs: cfg.inputs,
             work,
             protocol: p.name.clone(),
-            identity: cfg.identity,
+            identity: cfg.identity.clone(),
             arms,
             graders,
             tasks,
@@ -257,7 +262,15 @@ impl DockerExecutor {
                 .collect(),
             forbidden: cfg.forbidden,
             shim,
-            extra_labels: cfg.extra_labels,
+            extra_labels: {
+                let mut labels = cfg.extra_labels;
+                labels.insert(
+                    crate::run::owner::LABEL_OWNER.to_owned(),
+                    crate::run::owner::owner_value(&cfg.state_id, &cfg.identity),
+                );
+                labels
+            },
+            state_id: cfg.state_id,
             sockets,
             isolation: p.isolation,
             custom_exploits: p
@@ -275,13 +288,11 @@ impl DockerExecutor {
         }
     }
 
-    /// The label every container of this identity carries (the resume sweep removes by it).
+    /// The label every container this state directory's sessions start for this identity
+    /// carries (the resume sweep removes by it): never another state directory's containers,
+    /// whose liveness this session cannot judge.
     pub fn sweep_label(&self) -> String {
-        format!(
-            "{}={}",
-            eval_runtimes::policy::LABEL_IDENTITY,
-            self.identity
-        )
+        crate::run::owner::owner_label(&self.state_id, &self.identity)
     }
 
     fn facts(&self, spec: &AttemptSpec) -> AttemptFacts {
