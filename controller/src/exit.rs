@@ -144,6 +144,7 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         | E::OtherUpstream { .. }
         | E::AsyncRuntime(_)
         | E::Smoke { .. }
+        | E::StateDisk { .. }
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
         E::Protocol(e) => integrity_if(e.is_integrity()),

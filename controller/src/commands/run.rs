@@ -212,6 +212,13 @@ pub enum AdmissionError {
     /// a live real run (the command line or the moment is wrong, not the evidence).
     #[error("refusing {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
     Smoke { what: String, refusals: Vec<String> },
+    /// The state directory's file system has not the room the run's attempts need at once
+    /// (`admission::StateDisk`): refused before anything is recorded.
+    #[error("refusing to run on the state directory {}: {why}", path.display())]
+    StateDisk {
+        path: std::path::PathBuf,
+        why: String,
+    },
     /// Ctrl-C, or an infrastructure slot out of attempts: run the same command again.
     #[error("the {what} stopped: {why}")]
     Stopped { what: &'static str, why: String },
@@ -434,6 +441,16 @@ pub fn run(args: RunArgs) -> CmdResult {
         }
         .into());
     }
+    // Before anything is recorded: a state disk that cannot hold the attempts at this
+    // concurrency would fail every one of them.
+    let disk = state_disk(&project, &state, &admitted, args.concurrency);
+    if let Some(why) = disk.refusal() {
+        return Err(AdmissionError::StateDisk {
+            path: state.clone(),
+            why,
+        }
+        .into());
+    }
     // A paid upstream is checked (key, model, balance, worst case) before the ledger is opened.
     if let UpstreamChoice::Remote { url, .. } = &upstream {
         crate::commands::preflight::before_run(
@@ -449,6 +466,38 @@ pub fn run(args: RunArgs) -> CmdResult {
         .build()
         .map_err(AdmissionError::AsyncRuntime)?;
     runtime.block_on(execute(&args, &project, &state, &admitted, upstream))
+}
+
+/// The state directory's free space against what the run's attempts take at once: the largest
+/// `[limits] workspace_mb` of the protocol's arms (an unreadable definition counts nothing
+/// here; the executor refuses it), at the session's concurrency.
+fn state_disk(
+    project: &Project,
+    state: &Path,
+    admitted: &Admitted,
+    concurrency: Option<usize>,
+) -> crate::run::admission::StateDisk {
+    let loaded = &admitted.loaded;
+    let workspace_bytes = loaded
+        .protocol
+        .arms
+        .iter()
+        .filter_map(|a| {
+            eval_runtimes::definition::RuntimeDef::load(&project.root.join(&a.runtime)).ok()
+        })
+        .map(|d| crate::run::attempt::disk::DiskLimits::of(&d.def.limits).bytes)
+        .max()
+        .unwrap_or(0);
+    // The state directory, or the nearest directory above it that exists (a first run makes it).
+    let free_bytes = state
+        .ancestors()
+        .find_map(|d| rustix::fs::statvfs(d).ok())
+        .map_or(u64::MAX, |st| st.f_bavail.saturating_mul(st.f_frsize));
+    crate::run::admission::StateDisk {
+        free_bytes,
+        concurrency: concurrency.unwrap_or(loaded.matrix.concurrency).max(1) as u64,
+        workspace_bytes,
+    }
 }
 
 /// What a finished session says, for `eval run` and `eval demo`.

@@ -16,7 +16,7 @@ pub(crate) mod disk;
 pub(crate) mod grade;
 mod images;
 mod oracle;
-mod prepare;
+pub(crate) mod prepare;
 pub mod rounds;
 
 pub use bridge::Bridge;
