@@ -168,6 +168,9 @@ impl DockerRuntime {
             match tokio::time::timeout(OP_TIMEOUT, call).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) if matches!(status(&e), Some(404 | 409)) => {}
+                // The engine answers "is not paused" with a 500: asked again, a container that
+                // is gone or no longer paused had nothing to thaw.
+                Ok(Err(_)) if !paused && !self.is_paused(id).await? => {}
                 Ok(Err(e)) => return Err(RuntimeError::engine(op, id, e)),
                 Err(_) => {
                     return Err(RuntimeError::Engine {
@@ -178,6 +181,21 @@ impl DockerRuntime {
             }
         }
         Ok(ids.len())
+    }
+
+    /// Whether container `id` exists and is paused.
+    async fn is_paused(&self, id: &str) -> Result<bool, RuntimeError> {
+        match bounded(
+            "inspect container",
+            id,
+            self.docker.inspect_container(id, None),
+        )
+        .await
+        {
+            Ok(i) => Ok(i.state.and_then(|s| s.paused).unwrap_or(false)),
+            Err(RuntimeError::NoSuchContainer { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     async fn inspect(
