@@ -21,24 +21,24 @@ fn mounts_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// `eval run` of `p`'s matrix against its upstream, with `extra` arguments.
+fn run_command(p: &Project, extra: &[&str]) -> Command {
+    let mut c = Command::new(eval_bin());
+    c.args(["run", "--matrix", "demo", "--upstream", &p.upstream.url()])
+        .args(["--api-key-env", KEY_ENV])
+        .args(extra)
+        .env(KEY_ENV, &p.key)
+        .env_remove("EVAL_SIGNING_KEY_FILE")
+        .current_dir(&p.dir);
+    c
+}
+
 /// Freezes `p` and starts `eval run` on it in the background.
 fn start_run(p: &Project) -> (Child, String) {
     let o = p.freeze();
     assert!(o.status.success(), "freeze: {}", text(&o));
     let identity = identity_of(&p.dir);
-    let child = Command::new(eval_bin())
-        .args([
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            &p.upstream.url(),
-            "--api-key-env",
-            KEY_ENV,
-        ])
-        .env(KEY_ENV, &p.key)
-        .env_remove("EVAL_SIGNING_KEY_FILE")
-        .current_dir(&p.dir)
+    let child = run_command(p, &[])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -245,23 +245,7 @@ fn a_state_disk_too_small_for_the_concurrency_is_refused_before_anything_is_reco
     let s = state.to_str().unwrap();
     let o = eval(&p.dir, &["freeze", "--protocol", "demo", "--state", s]);
     assert!(o.status.success(), "freeze: {}", text(&o));
-    let o = Command::new(eval_bin())
-        .args([
-            "run",
-            "--matrix",
-            "demo",
-            "--upstream",
-            &p.upstream.url(),
-            "--api-key-env",
-            KEY_ENV,
-            "--state",
-            s,
-        ])
-        .env(KEY_ENV, &p.key)
-        .env_remove("EVAL_SIGNING_KEY_FILE")
-        .current_dir(&p.dir)
-        .output()
-        .unwrap();
+    let o = run_command(&p, &["--state", s]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains(s) && t.contains("--concurrency"), "{t}");
