@@ -951,6 +951,7 @@ async fn session(
             root: project.root.clone(),
             work: crate::run::run_dir(state, &matrix).join("attempts"),
             store,
+            artifact_quota: loaded.artifact_quota(),
             identity: admitted.identity.clone(),
             forbidden,
             extra_labels: opts.extra_labels,

@@ -119,7 +119,8 @@ pub struct DockerExecutor {
     proxy: ProxyHandle,
     control: Arc<Control>,
     bridge: Bridge,
-    store: ArtifactStore,
+    /// The run's store; each attempt is charged to a quota of its own (`archive::AttemptStore`).
+    store: archive::AttemptStore,
     root: PathBuf,
     /// The verified copies of the task bundles (`run::inputs`): the only place attempts read
     /// task files from.
@@ -154,6 +155,8 @@ pub struct ExecutorConfig {
     pub root: PathBuf,
     pub work: PathBuf,
     pub store: ArtifactStore,
+    /// Each attempt's artifact quota (`Loaded::artifact_quota`), reserved from `store`'s budget.
+    pub artifact_quota: u64,
     pub identity: String,
     /// Bytes no container may see (the key); checked by the policy after create.
     pub forbidden: Vec<u8>,
@@ -230,7 +233,7 @@ impl DockerExecutor {
             proxy,
             control,
             bridge,
-            store: cfg.store,
+            store: archive::AttemptStore::new(cfg.store, cfg.artifact_quota),
             root,
             inputs: cfg.inputs,
             work,
@@ -834,10 +837,24 @@ impl AttemptExecutor for DockerExecutor {
     fn run<'a>(
         &'a self,
         spec: &'a AttemptSpec,
-        _rec: Recorder,
+        rec: Recorder,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, AttemptReport> {
-        Box::pin(async move { self.run_attempt(spec, &cancel).await })
+        Box::pin(async move {
+            match self.store.scope(self.run_attempt(spec, &cancel)).await {
+                Ok(report) => report,
+                Err(why) => {
+                    // Not this attempt's doing (it has stored nothing): the run stops, named,
+                    // and the slot runs again when the run continues.
+                    let why = format!("{}: {why}", spec.attempt);
+                    rec.stop_for_host(&why);
+                    let mut report = AttemptReport::infra(FaultCode::FilesystemCapacity, why);
+                    report.duration_seconds = Some(0.0);
+                    report.before_container = true;
+                    report
+                }
+            }
+        })
     }
 
     fn sweep(&self) -> BoxFuture<'_, Result<usize, eval_runtimes::RuntimeError>> {
