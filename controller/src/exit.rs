@@ -102,6 +102,7 @@ pub fn session_status(e: &crate::commands::run::SessionError) -> Status {
         | E::ApiKey(_)
         | E::RunDir { .. }
         | E::Proxy(_)
+        | E::Signals(_)
         | E::Artifacts(_) => Status::Usage,
         E::Setup(e) => setup_status(e),
         E::Ledger(e) => integrity_if(e.is_integrity()),
@@ -143,6 +144,7 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
         | E::OtherUpstream { .. }
         | E::AsyncRuntime(_)
         | E::Smoke { .. }
+        | E::StateDisk { .. }
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
         E::Protocol(e) => integrity_if(e.is_integrity()),

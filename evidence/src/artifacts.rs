@@ -67,11 +67,14 @@ pub enum ArtifactError {
         actual: Digest,
     },
     /// Storing the object would pass the run's artifact byte budget
-    /// ([`ArtifactStore::with_budget`]); nothing was stored.
+    /// ([`ArtifactStore::with_budget`]) or the attempt's own quota
+    /// ([`ArtifactStore::reserve_quota`]); nothing was stored.
     #[error(
-        "the run's artifact budget of {max} bytes has no room for this artifact ({used} bytes already stored, this one passes it after {written} bytes)"
+        "{scope} of {max} bytes has no room for this artifact ({used} bytes already stored, this one passes it after {written} bytes)"
     )]
     OverBudget {
+        /// Which bound: the run's budget or the attempt's quota.
+        scope: &'static str,
         /// The budget.
         max: u64,
         /// What the store held (and other writes had reserved) when this one was refused.
@@ -118,6 +121,31 @@ pub struct ArtifactStore {
     root: PathBuf,
     /// The run's artifact byte budget, shared by every clone (`with_budget`); `None`: unbounded.
     budget: Option<std::sync::Arc<Budget>>,
+    /// The attempt's own quota, taken from the budget (`reserve_quota`): when present, writes
+    /// are charged to it alone.
+    quota: Option<std::sync::Arc<Quota>>,
+}
+
+/// `Budget::max`'s scope names, as [`ArtifactError::OverBudget`] says them.
+const RUN_SCOPE: &str = "the run's artifact budget";
+const QUOTA_SCOPE: &str = "this attempt's artifact quota";
+
+/// An attempt's reserved share of the run's budget: its bytes were taken from the run's budget
+/// when it was reserved, so nobody else's writes can take them; what the attempt did not use is
+/// given back when its last clone is dropped.
+#[derive(Debug)]
+struct Quota {
+    own: Budget,
+    run: Option<std::sync::Arc<Budget>>,
+}
+
+impl Drop for Quota {
+    fn drop(&mut self) {
+        if let Some(run) = &self.run {
+            let used = self.own.used.load(std::sync::atomic::Ordering::Acquire);
+            run.give_back(self.own.max.saturating_sub(used));
+        }
+    }
 }
 
 /// What a run may store in total, and what it has stored or reserved so far.
@@ -232,6 +260,7 @@ impl ArtifactStore {
         Ok(Self {
             root: root.to_path_buf(),
             budget: None,
+            quota: None,
         })
     }
 
@@ -251,17 +280,64 @@ impl ArtifactStore {
         })
     }
 
-    /// The budget's `(max, used)`, when the store has one.
+    /// The run budget's `(max, used)`, when the store has one (reserved quotas count as used).
     pub fn budget(&self) -> Option<(u64, u64)> {
         self.budget
             .as_ref()
             .map(|b| (b.max, b.used.load(std::sync::atomic::Ordering::Acquire)))
     }
 
+    /// The same store, bounded by a quota of `q` bytes of its own, taken from the run's budget
+    /// now (none of it can then be taken by another writer) and given back, less what was
+    /// stored, when the returned store and all its clones are dropped. Writes through it are
+    /// charged to the quota alone; one past it fails [`ArtifactError::OverBudget`] (scope: the
+    /// attempt's quota). Refused with `OverBudget` (scope: the run's budget, `written` = `q`)
+    /// when the budget has less than `q` left.
+    pub fn reserve_quota(&self, q: u64) -> Result<Self, ArtifactError> {
+        if let Some(run) = &self.budget {
+            run.take(q).map_err(|used| ArtifactError::OverBudget {
+                scope: RUN_SCOPE,
+                max: run.max,
+                used,
+                written: q,
+            })?;
+        }
+        Ok(Self {
+            quota: Some(std::sync::Arc::new(Quota {
+                own: Budget {
+                    max: q,
+                    used: std::sync::atomic::AtomicU64::new(0),
+                },
+                run: self.budget.clone(),
+            })),
+            ..self.clone()
+        })
+    }
+
+    /// The quota's `(max, used)`, when the store is one attempt's ([`Self::reserve_quota`]).
+    pub fn quota(&self) -> Option<(u64, u64)> {
+        self.quota.as_ref().map(|q| {
+            (
+                q.own.max,
+                q.own.used.load(std::sync::atomic::Ordering::Acquire),
+            )
+        })
+    }
+
+    /// The bound writes are charged to (the quota, else the run's budget) and its scope.
+    fn charged(&self) -> Option<(&Budget, &'static str)> {
+        match &self.quota {
+            Some(q) => Some((&q.own, QUOTA_SCOPE)),
+            None => self.budget.as_deref().map(|b| (b, RUN_SCOPE)),
+        }
+    }
+
     /// A failed write of `written` counted bytes: given back to the budget, and the budget's
     /// own refusal told apart from the disk's errors.
     fn failed(&self, written: u64, e: ArtifactError) -> ArtifactError {
-        let Some(b) = &self.budget else { return e };
+        let Some((b, scope)) = self.charged() else {
+            return e;
+        };
         b.give_back(written);
         let used = match &e {
             ArtifactError::Io { source, .. } => over_budget(source),
@@ -269,6 +345,7 @@ impl ArtifactStore {
         };
         match used {
             Some(used) => ArtifactError::OverBudget {
+                scope,
                 max: b.max,
                 used,
                 written,
@@ -320,7 +397,7 @@ impl ArtifactStore {
         let (tmp, mut file) = self.temp_file()?;
         let mut counted = BudgetWriter {
             inner: &mut file,
-            budget: self.budget.as_deref(),
+            budget: self.charged().map(|(b, _)| b),
             written: 0,
         };
         let mut writer = HashingWriter::new(io::BufWriter::new(&mut counted));
@@ -395,7 +472,7 @@ impl ArtifactStore {
         let (tmp, mut file) = self.temp_file()?;
         let mut counted = BudgetWriter {
             inner: &mut file,
-            budget: self.budget.as_deref(),
+            budget: self.charged().map(|(b, _)| b),
             written: 0,
         };
         let mut writer = HashingWriter::new(&mut counted);
@@ -421,7 +498,7 @@ impl ArtifactStore {
     ) -> Result<(), ArtifactError> {
         let present = self.path_of(digest).is_file();
         let r = self.publish(tmp, digest);
-        if let Some(b) = &self.budget
+        if let Some((b, _)) = self.charged()
             && (present || r.is_err())
         {
             b.give_back(written);
@@ -1646,6 +1723,93 @@ mod tests {
         assert_eq!(store.budget(), Some((5000, 4000)));
         store.put_bytes(&[4u8; 1000]).unwrap();
         assert_eq!(store.budget(), Some((5000, 5000)));
+    }
+
+    /// Issue 33 item 9: one attempt writing far past its share can no longer take another
+    /// attempt's bytes. Each reserved its quota up front; only the writer's own write fails
+    /// (scope: its quota), the other still stores its whole quota, and what an attempt did not
+    /// use goes back to the run when its store is dropped.
+    #[test]
+    fn an_attempt_past_its_own_quota_fails_alone_and_never_takes_another_attempts_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = ArtifactStore::open(&tmp.path().join("store"))
+            .unwrap()
+            .with_budget(10_000)
+            .unwrap();
+        let writer = run.reserve_quota(4000).unwrap();
+        let quiet = run.reserve_quota(4000).unwrap();
+        assert_eq!(run.budget(), Some((10_000, 8000)));
+        // The writer fills its quota, then tries far more (the run still has 2000 free).
+        writer.put_bytes(&[1u8; 4000]).unwrap();
+        let e = writer.clone().put_bytes(&[2u8; 1500]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ArtifactError::OverBudget {
+                    scope: QUOTA_SCOPE,
+                    max: 4000,
+                    used: 4000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("this attempt's artifact quota"),
+            "{e}"
+        );
+        assert_eq!(writer.quota(), Some((4000, 4000)));
+        // The unreserved rest of the run (the wire log's) is left alone by the refused write.
+        run.put_bytes(&[3u8; 1500]).unwrap();
+        assert_eq!(run.budget(), Some((10_000, 9500)));
+        // The quiet attempt stores its whole quota, a workspace archive included.
+        let src = tmp.path().join("src");
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("f"), vec![7u8; 1000]).unwrap();
+        let archived = quiet.put_dir(&src).unwrap();
+        let left = 4000 - quiet.quota().unwrap().1;
+        quiet.put_bytes(&vec![4u8; left as usize]).unwrap();
+        assert!(quiet.contains(&archived.digest));
+        assert_eq!(quiet.quota(), Some((4000, 4000)));
+        // Ended: nothing unused to give back (both used all), the run's count stays exact.
+        drop((writer, quiet));
+        assert_eq!(run.budget(), Some((10_000, 9500)));
+        // An attempt that used little gives the rest back at its end.
+        let small = run.reserve_quota(500).unwrap();
+        small.put_bytes(&[5u8; 100]).unwrap();
+        assert_eq!(run.budget(), Some((10_000, 10_000)));
+        drop(small);
+        assert_eq!(run.budget(), Some((10_000, 9600)));
+    }
+
+    /// A quota the run's budget can no longer cover is refused up front, naming the run's
+    /// budget (the controller then stops the run), and takes nothing.
+    #[test]
+    fn a_quota_the_run_budget_cannot_cover_is_refused_and_takes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = ArtifactStore::open(&tmp.path().join("store"))
+            .unwrap()
+            .with_budget(5000)
+            .unwrap();
+        run.put_bytes(&[1u8; 3000]).unwrap();
+        let e = run.reserve_quota(2001).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ArtifactError::OverBudget {
+                    scope: RUN_SCOPE,
+                    max: 5000,
+                    used: 3000,
+                    written: 2001
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(run.budget(), Some((5000, 3000)));
+        let fits = run.reserve_quota(2000).unwrap();
+        assert_eq!(run.budget(), Some((5000, 5000)));
+        drop(fits);
+        assert_eq!(run.budget(), Some((5000, 3000)));
     }
 
     /// One parsed tar entry: name, typeflag, link target, content (PAX records applied).

@@ -34,6 +34,30 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The run's slots, each an attempt's worth of artifacts: the matrix's (infrastructure and
+    /// statistical) and the control arms' (one per task per control arm).
+    pub fn attempt_slots(&self) -> u64 {
+        let controls: usize = self
+            .matrix
+            .suites
+            .iter()
+            .filter_map(|s| {
+                let c = self.protocol.suites.get(&s.id)?.controls.as_ref()?;
+                Some(s.tasks.len() * c.arms.len())
+            })
+            .sum();
+        (self.matrix.schedule().slots.len() + controls) as u64
+    }
+
+    /// Each attempt's artifact quota (`[budgets.artifacts]`, see
+    /// [`crate::protocol::ArtifactBudget`]): `per_attempt_bytes`, by default `max_bytes`
+    /// shared equally by [`Self::attempt_slots`].
+    pub fn artifact_quota(&self) -> u64 {
+        let a = &self.protocol.budgets.artifacts;
+        a.per_attempt_bytes
+            .unwrap_or(a.max_bytes / self.attempt_slots().max(1))
+    }
+
     /// The protocol's arm with this id, if any.
     pub fn arm(&self, id: &str) -> Option<&crate::protocol::Arm> {
         self.protocol.arms.iter().find(|a| a.id == id)

@@ -338,14 +338,20 @@ pub struct Budgets {
 }
 
 /// `[budgets.artifacts]`: the bytes the run may store as artifacts (workspace archives, logs,
-/// metrics, grader output) over all its attempts and sessions. An attempt whose artifacts would
-/// pass it is stored without them and that is its outcome (`agent_error`, not graded): what an
-/// agent leaves can never fill the host's disk and turn into a rerunnable `filesystem_capacity`.
+/// metrics, grader output, the wire log) over all its attempts and sessions. Each attempt
+/// reserves its own quota from it when it starts; an attempt whose artifacts would pass its
+/// quota is stored without them and that is its outcome (`agent_error`, not graded): what an
+/// agent leaves can never fill the host's disk, nor take another attempt's share. A quota the
+/// rest of the budget cannot cover stops the run, named.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactBudget {
     /// Default [`DEFAULT_ARTIFACT_BYTES`] (16 GiB).
     pub max_bytes: u64,
+    /// Each attempt's quota; `slots × per_attempt_bytes ≤ max_bytes` (checked on load, so at
+    /// freeze). Absent: `max_bytes / slots` ([`crate::Loaded::artifact_quota`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_attempt_bytes: Option<u64>,
 }
 
 /// The default `[budgets.artifacts] max_bytes`: 16 GiB.
@@ -355,6 +361,7 @@ impl Default for ArtifactBudget {
     fn default() -> Self {
         Self {
             max_bytes: DEFAULT_ARTIFACT_BYTES,
+            per_attempt_bytes: None,
         }
     }
 }

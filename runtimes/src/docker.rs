@@ -146,6 +146,58 @@ impl DockerRuntime {
         .await
     }
 
+    /// Pauses (or thaws) the containers `ids`, listed a moment ago; returns how many. A
+    /// container that ended since it was listed (the engine answers 404, or 409 "is not
+    /// running") is frozen as far as a freeze cares — nothing of it runs — and one no longer
+    /// paused when thawed has nothing to thaw: neither is an engine fault. Before, a container
+    /// ending between the listing and the pause failed its round as `container_runtime_failure`.
+    pub async fn pause_listed(&self, ids: &[String], paused: bool) -> Result<usize, RuntimeError> {
+        let op = if paused {
+            "pause container"
+        } else {
+            "unpause container"
+        };
+        for id in ids {
+            let call = async {
+                if paused {
+                    self.docker.pause_container(id).await
+                } else {
+                    self.docker.unpause_container(id).await
+                }
+            };
+            match tokio::time::timeout(OP_TIMEOUT, call).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if matches!(status(&e), Some(404 | 409)) => {}
+                // The engine answers "is not paused" with a 500: asked again, a container that
+                // is gone or no longer paused had nothing to thaw.
+                Ok(Err(_)) if !paused && !self.is_paused(id).await? => {}
+                Ok(Err(e)) => return Err(RuntimeError::engine(op, id, e)),
+                Err(_) => {
+                    return Err(RuntimeError::Engine {
+                        op,
+                        source: BollardError::RequestTimeoutError,
+                    });
+                }
+            }
+        }
+        Ok(ids.len())
+    }
+
+    /// Whether container `id` exists and is paused.
+    async fn is_paused(&self, id: &str) -> Result<bool, RuntimeError> {
+        match bounded(
+            "inspect container",
+            id,
+            self.docker.inspect_container(id, None),
+        )
+        .await
+        {
+            Ok(i) => Ok(i.state.and_then(|s| s.paused).unwrap_or(false)),
+            Err(RuntimeError::NoSuchContainer { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn inspect(
         &self,
         name: &str,
@@ -625,25 +677,17 @@ impl Runtime for DockerRuntime {
 
     fn pause_labelled<'a>(&'a self, label: &'a str, paused: bool) -> RtFuture<'a, usize> {
         Box::pin(async move {
-            let mut n = 0;
             // By state, not by label alone: the attempt's grader containers carry its label too,
             // and one still running when the agent is thawed is not paused (the engine refuses
             // to unpause it, which failed a round as an engine fault).
             let from = if paused { "running" } else { "paused" };
-            for id in self
+            let ids: Vec<String> = self
                 .labelled(label, Some(from))
                 .await?
                 .into_iter()
                 .filter_map(|c| c.id)
-            {
-                if paused {
-                    bounded("pause container", &id, self.docker.pause_container(&id)).await?;
-                } else {
-                    bounded("unpause container", &id, self.docker.unpause_container(&id)).await?;
-                }
-                n += 1;
-            }
-            Ok(n)
+                .collect();
+            self.pause_listed(&ids, paused).await
         })
     }
 

@@ -99,8 +99,10 @@ fn log_config() -> HostConfigLogConfig {
     }
 }
 
-/// The engine runtime name gVisor is registered under (`/etc/docker/daemon.json` `runtimes`).
-pub const GVISOR_RUNTIME: &str = "runsc";
+/// The engine runtime name eval's gVisor is registered under (`/etc/docker/daemon.json`
+/// `runtimes`, written by `scripts/ensure-docker.sh`): eval's own entry, never the machine's
+/// `runsc`, whose arguments belong to every other gVisor user of the engine.
+pub const GVISOR_RUNTIME: &str = "eval-runsc";
 
 /// Host threads and processes a gVisor sandbox needs besides its tasks': the Sentry's Go runtime,
 /// the gofer and their helpers. Measured with Debian's `runsc` 0.0~20221219.0 (ptrace platform, 2
@@ -1197,10 +1199,11 @@ HOME = "/home/agent"
         assert_eq!(field(check(&i, &s.expected, &[])), "pids");
     }
 
-    /// A protocol that requires gVisor gets containers created under `runsc`, and one the
-    /// engine made under another runtime (or its default) is refused.
+    /// A protocol that requires gVisor gets containers created under eval's own `eval-runsc`
+    /// (not the machine's shared `runsc`), and one the engine made under another runtime (the
+    /// machine's `runsc` included, or its default) is refused.
     #[test]
-    fn a_gvisor_container_must_run_under_runsc() {
+    fn a_gvisor_container_must_run_under_evals_own_runsc() {
         let plain = spec();
         assert_eq!(plain.body.host_config.as_ref().unwrap().runtime, None);
         let mut i = obeyed(&plain);
@@ -1210,9 +1213,12 @@ HOME = "/home/agent"
         require_gvisor(&mut s);
         assert_eq!(
             s.body.host_config.as_ref().unwrap().runtime.as_deref(),
-            Some("runsc")
+            Some("eval-runsc")
         );
         check(&obeyed(&s), &s.expected, &[]).unwrap();
+        let mut shared = obeyed(&s);
+        shared.host_config.as_mut().unwrap().runtime = Some("runsc".into());
+        assert!(check(&shared, &s.expected, &[]).is_err());
         // The sandbox's host cgroup gets room for the Sentry beside the arm's tasks, and the
         // arm's own number (what a runc container gets) is refused under gVisor.
         let arms = plain.expected.pids;

@@ -121,6 +121,11 @@ fn io_fail(p: &Path, e: std::io::Error) -> Failure {
 /// Attempt scratch and unreferenced artifacts of a run no session holds.
 fn gc_files(run: &RunDir, dry: bool, freed: &mut Freed) -> Result<(), Failure> {
     let attempts = run.dir.join("attempts");
+    if !dry {
+        // A killed session's attempt filesystems and their loop devices, even where its
+        // resume was refused and no session will run this again.
+        crate::run::attempt::disk::unmount_stale(&attempts);
+    }
     if let Ok(rd) = std::fs::read_dir(&attempts) {
         let root = eval_evidence::leftovers::Beneath::open(&attempts).ok();
         for e in rd.flatten() {
@@ -245,34 +250,40 @@ fn gc_sockets(dry: bool, freed: &mut Freed) {
     }
 }
 
-/// Image ids a kept (not retired) freeze of `state` records.
-fn frozen_images(state: &Path) -> Result<BTreeSet<String>, Failure> {
+/// Image ids the freezes of `state` record: `(kept, retired)`, those of kept (not retired)
+/// freezes and those only retired freezes name.
+fn frozen_images(state: &Path) -> Result<(BTreeSet<String>, BTreeSet<String>), Failure> {
     let reg = eval_protocols::Registry::open(state)
         .map_err(|e| Failure::usage(format!("{}: {e}", state.display())))?;
     let mut keep = BTreeSet::new();
+    let mut retired = BTreeSet::new();
     for e in &reg.entries {
         let Ok(rec) = serde_json::from_slice::<eval_protocols::registry::FreezeRecord>(&e.payload)
         else {
             continue;
         };
-        if reg.retirement(&rec.identity).is_some() {
-            continue;
-        }
+        let into = if reg.retirement(&rec.identity).is_some() {
+            &mut retired
+        } else {
+            &mut keep
+        };
         if let Ok(doc) = eval_protocols::freeze::read_doc(state, &rec) {
             for img in doc.images.values() {
                 if let Some(d) = &img.digest {
-                    keep.insert(d.to_string());
+                    into.insert(d.to_string());
                 }
             }
         }
     }
-    Ok(keep)
+    retired.retain(|d| !keep.contains(d));
+    Ok((keep, retired))
 }
 
 async fn gc_engine(
     args: &GcArgs,
+    state_id: Option<&str>,
     runs: &[RunDir],
-    keep: &BTreeSet<String>,
+    retired: &BTreeSet<String>,
     freed: &mut Freed,
 ) -> Result<(), Failure> {
     let docker = eval_runtimes::DockerRuntime::connect()
@@ -293,8 +304,17 @@ async fn gc_engine(
         .filter_map(|r| r.identity.as_deref())
         .filter(|i| !live.contains(i))
         .collect();
-    for identity in idle {
-        let label = format!("eval.identity={identity}");
+    // Only containers this state directory's sessions started (`run::owner`): another state
+    // directory's run of the same identity may be live, and gc cannot see its writer. No state
+    // id: no session of this state directory ever started a container.
+    let owners: Vec<String> = match state_id {
+        Some(sid) => idle
+            .iter()
+            .map(|identity| crate::run::owner::owner_label(sid, identity))
+            .collect(),
+        None => Vec::new(),
+    };
+    for (identity, label) in idle.iter().zip(owners) {
         let found = docker.containers_with_label(&label).await.map_err(engine)?;
         if found.is_empty() {
             continue;
@@ -319,7 +339,9 @@ async fn gc_engine(
         .await
         .map_err(engine)?
     {
-        if keep.contains(&id) {
+        // Only images this state directory's retired freezes name and no kept one does: an
+        // image named by no freeze of this state may be another state directory's, in use.
+        if !retired.contains(&id) {
             continue;
         }
         let removed = args.dry_run || docker.remove_unused_image(&id).await.map_err(engine)?;
@@ -349,12 +371,20 @@ pub fn run(args: GcArgs) -> CmdResult {
     }
     gc_sockets(args.dry_run, &mut freed);
     if !args.no_engine {
-        let keep = frozen_images(state)?;
+        let (_, retired) = frozen_images(state)?;
+        let state_id = crate::run::owner::state_id(state, false)
+            .map_err(|e| Failure::usage(format!("{}: {e}", state.display())))?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Failure::usage(format!("cannot start the async runtime: {e}")))?;
-        rt.block_on(gc_engine(&args, &runs, &keep, &mut freed))?;
+        rt.block_on(gc_engine(
+            &args,
+            state_id.as_deref(),
+            &runs,
+            &retired,
+            &mut freed,
+        ))?;
     }
     for l in &freed.lines {
         println!("{l}");

@@ -212,6 +212,13 @@ pub enum AdmissionError {
     /// a live real run (the command line or the moment is wrong, not the evidence).
     #[error("refusing {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
     Smoke { what: String, refusals: Vec<String> },
+    /// The state directory's file system has not the room the run's attempts need at once
+    /// (`admission::StateDisk`): refused before anything is recorded.
+    #[error("refusing to run on the state directory {}: {why}", path.display())]
+    StateDisk {
+        path: std::path::PathBuf,
+        why: String,
+    },
     /// Ctrl-C, or an infrastructure slot out of attempts: run the same command again.
     #[error("the {what} stopped: {why}")]
     Stopped { what: &'static str, why: String },
@@ -434,6 +441,16 @@ pub fn run(args: RunArgs) -> CmdResult {
         }
         .into());
     }
+    // Before anything is recorded: a state disk that cannot hold the attempts at this
+    // concurrency would fail every one of them.
+    let disk = state_disk(&project, &state, &admitted, args.concurrency);
+    if let Some(why) = disk.refusal() {
+        return Err(AdmissionError::StateDisk {
+            path: state.clone(),
+            why,
+        }
+        .into());
+    }
     // A paid upstream is checked (key, model, balance, worst case) before the ledger is opened.
     if let UpstreamChoice::Remote { url, .. } = &upstream {
         crate::commands::preflight::before_run(
@@ -449,6 +466,38 @@ pub fn run(args: RunArgs) -> CmdResult {
         .build()
         .map_err(AdmissionError::AsyncRuntime)?;
     runtime.block_on(execute(&args, &project, &state, &admitted, upstream))
+}
+
+/// The state directory's free space against what the run's attempts take at once: the largest
+/// `[limits] workspace_mb` of the protocol's arms (an unreadable definition counts nothing
+/// here; the executor refuses it), at the session's concurrency.
+fn state_disk(
+    project: &Project,
+    state: &Path,
+    admitted: &Admitted,
+    concurrency: Option<usize>,
+) -> crate::run::admission::StateDisk {
+    let loaded = &admitted.loaded;
+    let workspace_bytes = loaded
+        .protocol
+        .arms
+        .iter()
+        .filter_map(|a| {
+            eval_runtimes::definition::RuntimeDef::load(&project.root.join(&a.runtime)).ok()
+        })
+        .map(|d| crate::run::attempt::disk::DiskLimits::of(&d.def.limits).bytes)
+        .max()
+        .unwrap_or(0);
+    // The state directory, or the nearest directory above it that exists (a first run makes it).
+    let free_bytes = state
+        .ancestors()
+        .find_map(|d| rustix::fs::statvfs(d).ok())
+        .map_or(u64::MAX, |st| st.f_bavail.saturating_mul(st.f_frsize));
+    crate::run::admission::StateDisk {
+        free_bytes,
+        concurrency: concurrency.unwrap_or(loaded.matrix.concurrency).max(1) as u64,
+        workspace_bytes,
+    }
 }
 
 /// What a finished session says, for `eval run` and `eval demo`.
@@ -561,6 +610,9 @@ pub enum SessionError {
     Proxy(#[source] eval_proxy::ProxyError),
     #[error(transparent)]
     Engine(#[from] eval_runtimes::RuntimeError),
+    /// The stop signals (SIGINT, SIGTERM, SIGHUP) could not be taken over.
+    #[error("cannot listen for stop signals: {0}")]
+    Signals(#[source] std::io::Error),
     #[error(transparent)]
     Artifacts(#[from] eval_evidence::artifacts::ArtifactError),
     #[error(transparent)]
@@ -905,9 +957,16 @@ async fn session(
             root: project.root.clone(),
             work: crate::run::run_dir(state, &matrix).join("attempts"),
             store,
+            artifact_quota: loaded.artifact_quota(),
             identity: admitted.identity.clone(),
             forbidden,
             extra_labels: opts.extra_labels,
+            state_id: crate::run::owner::state_id(state, true)
+                .map_err(|source| SessionError::RunDir {
+                    path: state.join(crate::run::owner::STATE_ID_FILE),
+                    source,
+                })?
+                .unwrap_or_default(),
             frozen: admitted.arms.clone(),
         },
     )?);
@@ -921,14 +980,16 @@ async fn session(
         .count() as u64;
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
+    // Installed here, before the runner starts any container: from now on these signals no
+    // longer end the process, they stop the session.
+    let mut stops = StopSignals::install().map_err(SessionError::Signals)?;
     #[allow(
         clippy::disallowed_methods,
         reason = "a signal listener owns nothing and may be dropped with the runtime at exit"
     )]
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_signal.cancel();
-        }
+        stops.recv().await;
+        on_signal.cancel();
     });
     if let Some(spec) = &admitted.smoke {
         // Before this session's `run_started`: the ledger says what it is from its first entry.
@@ -964,6 +1025,36 @@ async fn session(
         summary,
         fixture: tally,
     })
+}
+
+/// The signals that stop a session as Ctrl-C does (closing running attempts by rule, removing
+/// their containers and unmounting their filesystems, exit 2): SIGINT, SIGTERM (what `timeout`,
+/// systemd, CI runners and Kubernetes send) and SIGHUP (the terminal went away). Left at their
+/// default, the last two killed the controller and left its agents running.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits for the first of them.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+            _ = self.hangup.recv() => {}
+        }
+    }
 }
 
 async fn execute(

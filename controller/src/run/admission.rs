@@ -179,9 +179,80 @@ pub fn admit(f: &AdmissionFacts) -> Vec<Refusal> {
     out
 }
 
+/// What the state directory's file system must hold free for a run: each of `concurrency`
+/// attempts at once takes its own filesystem (`workspace_bytes`, preallocated) and, while it is
+/// archived, up to as much again in the artifact store's temporary file
+/// ([`ARCHIVE_HEADROOM_PER_WORKSPACE`]), and the reserve (`FREE_BYTES_RESERVE`) stays free
+/// beside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateDisk {
+    pub free_bytes: u64,
+    pub concurrency: u64,
+    pub workspace_bytes: u64,
+}
+
+/// The archive headroom of an attempt, in workspaces: a workspace's archive (a tar of what the
+/// agent left) is at most its filesystem's size plus headers, written beside the filesystem.
+pub const ARCHIVE_HEADROOM_PER_WORKSPACE: u64 = 1;
+
+impl StateDisk {
+    /// The bytes the run needs free.
+    pub fn needed(&self) -> u64 {
+        self.concurrency
+            .saturating_mul(
+                self.workspace_bytes
+                    .saturating_mul(1 + ARCHIVE_HEADROOM_PER_WORKSPACE),
+            )
+            .saturating_add(crate::run::attempt::prepare::FREE_BYTES_RESERVE)
+    }
+
+    /// Why a run must not start on this disk, if it must not. Before, a disk too small made
+    /// every attempt fail its preallocation as `filesystem_capacity`, retried until the slots
+    /// were out of attempts, and the run ended "complete" with nothing done.
+    pub fn refusal(&self) -> Option<String> {
+        let needed = self.needed();
+        (self.free_bytes < needed).then(|| {
+            format!(
+                "{} bytes free, but {} attempts at once need {needed}: {} × ({} bytes of workspace + as much for its archive) + the reserve of {} bytes; free space or run with a lower --concurrency",
+                self.free_bytes,
+                self.concurrency,
+                self.concurrency,
+                self.workspace_bytes,
+                crate::run::attempt::prepare::FREE_BYTES_RESERVE
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_disk_below_what_the_concurrency_needs_is_refused() {
+        let d = StateDisk {
+            free_bytes: 1 << 30,
+            concurrency: 2,
+            workspace_bytes: 1 << 30,
+        };
+        assert_eq!(
+            d.needed(),
+            2 * (2 << 30) + crate::run::attempt::prepare::FREE_BYTES_RESERVE
+        );
+        let why = d.refusal().unwrap();
+        assert!(why.contains("--concurrency"), "{why}");
+        let enough = StateDisk {
+            free_bytes: d.needed(),
+            ..d
+        };
+        assert_eq!(enough.refusal(), None);
+        let one = StateDisk {
+            concurrency: 1,
+            free_bytes: d.needed() / 2 + (1 << 30),
+            ..d
+        };
+        assert_eq!(one.refusal(), None);
+    }
 
     fn ok_facts() -> AdmissionFacts {
         AdmissionFacts {

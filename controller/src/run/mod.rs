@@ -15,6 +15,7 @@ pub mod attempt;
 pub mod controls;
 pub mod events;
 pub mod inputs;
+pub mod owner;
 pub mod preconditions;
 pub mod regrade;
 pub mod replay;
@@ -265,6 +266,10 @@ pub struct Recorder {
     /// sticky; no attempt starts after it, and attempts it cancels close as
     /// `upstream_account_refused`.
     account_stop: Arc<Mutex<Option<String>>>,
+    /// Why the run pauses because the host ran out of capacity (`filesystem_capacity`: the
+    /// state directory's file system, never an agent's own): sticky; no attempt starts after
+    /// it, the attempts in flight finish.
+    host_stop: Arc<Mutex<Option<String>>>,
     /// A test-only crash point (see [`crash_point`]), read once at construction.
     crash_at: Option<Arc<CrashPoint>>,
 }
@@ -284,6 +289,7 @@ impl Recorder {
             checkpointer: None,
             fatal: Arc::new(Mutex::new(None)),
             account_stop: Arc::new(Mutex::new(None)),
+            host_stop: Arc::new(Mutex::new(None)),
             crash_at: CrashPoint::from_env().map(Arc::new),
         })
     }
@@ -406,6 +412,22 @@ impl Recorder {
     /// See [`Recorder::stop_for_account`].
     pub fn account_stop(&self) -> Option<String> {
         self.account_stop
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Pauses the run for the host's capacity (the first reason stays).
+    pub fn stop_for_host(&self, why: &str) {
+        let mut f = self.host_stop.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(why.to_owned());
+        }
+    }
+
+    /// See [`Recorder::stop_for_host`].
+    pub fn host_stop(&self) -> Option<String> {
+        self.host_stop
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()

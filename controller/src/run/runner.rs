@@ -120,6 +120,10 @@ pub async fn run_session(
                 },
                 _ = cancel.cancelled() => break,
             };
+            // The host ran out of capacity: nothing more starts (see `host_stop` below).
+            if rec.host_stop().is_some() {
+                break;
+            }
             let (rec, exec, progress, cancel) =
                 (rec.clone(), exec.clone(), progress.clone(), cancel.clone());
             tracker.spawn(async move {
@@ -138,6 +142,17 @@ pub async fn run_session(
         tracker.close();
         tracker.wait().await;
         tracker.reopen();
+        if let Some(why) = rec.host_stop()
+            && !cancel.is_cancelled()
+        {
+            stopped = Some(format!(
+                "paused: the host ran out of capacity ({why}); no further attempt was started and \
+                 the attempts in flight finished; free space on the state directory's file \
+                 system (`eval gc` frees what no run needs), then run the same command again to \
+                 continue"
+            ));
+            break;
+        }
         if cancel.is_cancelled() {
             stopped = Some(match rec.account_stop() {
                 Some(why) => format!(
@@ -346,6 +361,17 @@ async fn run_slot(
             return Ok(());
         }
         if report.cancelled {
+            return Ok(());
+        }
+        if p.infra_fault == Some(FaultCode::FilesystemCapacity) {
+            // The host's, never the agent's (its writes go to its own filesystem): every
+            // further attempt would fail the same way, or be rerun until its slot is out of
+            // attempts. The run pauses, named, until the host has room again.
+            rec.stop_for_host(&format!(
+                "{}: {}",
+                spec.attempt,
+                p.detail.as_deref().unwrap_or("filesystem_capacity")
+            ));
             return Ok(());
         }
     }

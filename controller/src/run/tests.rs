@@ -530,6 +530,68 @@ async fn a_failure_before_any_container_is_retried_without_using_a_rerun() {
     );
 }
 
+/// A host capacity fault (`filesystem_capacity`: the state disk is full, before a container
+/// or while archiving) pauses the run, named, instead of spending the slot's retries while
+/// every other attempt fails the same way: nothing more starts, no `rerun` is written, the
+/// session ends stopped (exit 2), and the same command continues once there is room. Before,
+/// each slot was retried until out of attempts and the run ended "complete".
+#[tokio::test]
+async fn a_host_capacity_fault_pauses_the_run_named_and_resume_continues() {
+    for (fault, before) in [
+        (Script::Unprepared("filesystem_capacity"), true),
+        (Script::Fault("filesystem_capacity"), false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let first_stat = slots()
+            .into_iter()
+            .find(|s| s.phase == Phase::Statistical)
+            .unwrap()
+            .id;
+        let full = first_stat.clone();
+        let exec = Scripted::new(move |spec| {
+            if spec.slot.id == full {
+                fault
+            } else {
+                Script::Outcome(Outcome::Completed, 1)
+            }
+        });
+        let end = session(
+            &path,
+            started(1, &["filesystem_capacity"], 2),
+            exec.clone(),
+            CancellationToken::new(),
+        )
+        .await;
+        assert!(!end.complete, "{end:?}");
+        let why = end.stopped.clone().unwrap_or_default();
+        assert!(why.contains("ran out of capacity"), "{why}");
+        assert!(why.contains(&format!("{first_stat}#1")), "{why}");
+        // Nothing after the full disk started: the infrastructure slots and that attempt.
+        let order = exec.order.lock().unwrap().clone();
+        assert_eq!(
+            order.last().map(String::as_str),
+            Some(format!("{first_stat}#1").as_str()),
+            "before_container {before}: {order:?}"
+        );
+        let (_, entries) = replayed(&path);
+        assert!(kinds_of(&entries, RERUN).is_empty(), "{before}");
+        let finished = kinds_of(&entries, RUN_FINISHED);
+        assert_eq!(finished.last().unwrap()["stopped"], why.as_str());
+
+        // Room again: the same command goes on and finishes.
+        let exec = Scripted::new(|_| Script::Outcome(Outcome::Completed, 1));
+        let end = session(
+            &path,
+            started(1, &["filesystem_capacity"], 2),
+            exec,
+            CancellationToken::new(),
+        )
+        .await;
+        assert!(end.complete, "{end:?}");
+    }
+}
+
 #[tokio::test]
 async fn ctrl_c_closes_running_attempts_by_the_model_call_rule_and_resume_finishes() {
     let dir = tempfile::tempdir().unwrap();

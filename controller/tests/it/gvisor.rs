@@ -80,3 +80,55 @@ fn a_process_flood_under_gvisor_ends_only_its_own_attempt() {
     assert_eq!(native[0]["outcome"], "completed", "{}", native[0]);
     p.assert_no_leak(&r, &[]);
 }
+
+/// `scripts/ensure-docker.sh` registers eval's own runtime (`policy::GVISOR_RUNTIME`,
+/// `eval-runsc`) and leaves the machine's `runsc` entry, with the arguments another gVisor user
+/// gave it, and every other setting as they were; a second run changes nothing. Before, it
+/// rewrote `runtimes.runsc` for every user of the engine. The edit is the script's own
+/// (`--write-entry FILE`), on a daemon.json of the test's.
+#[test]
+fn ensure_docker_registers_evals_own_runtime_and_leaves_the_machines_runsc() {
+    let want = eval_runtimes::policy::GVISOR_RUNTIME;
+    assert_ne!(
+        want, "runsc",
+        "eval must not ask for the machine's shared runsc"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("daemon.json");
+    let theirs =
+        serde_json::json!({"path": "/opt/gvisor/runsc", "runtimeArgs": ["--platform=kvm"]});
+    let before = serde_json::json!({
+        "debug": true,
+        "default-runtime": "runc",
+        "runtimes": {"runsc": theirs, "kata": {"path": "/usr/bin/kata-runtime"}},
+    });
+    std::fs::write(&file, serde_json::to_vec_pretty(&before).unwrap()).unwrap();
+    let script = repo_root().join("scripts/ensure-docker.sh");
+    let write = || {
+        let o = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("--write-entry")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    write();
+    let after: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(after["runtimes"]["runsc"], theirs, "{after}");
+    assert_eq!(after["runtimes"]["kata"], before["runtimes"]["kata"]);
+    assert_eq!(after["debug"], true);
+    assert_eq!(after["default-runtime"], "runc");
+    assert_eq!(
+        after["runtimes"][want],
+        serde_json::json!({"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}),
+        "{after}"
+    );
+    let once = std::fs::read(&file).unwrap();
+    write();
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        once,
+        "a second run rewrote the file"
+    );
+}

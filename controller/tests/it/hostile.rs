@@ -924,7 +924,7 @@ exit 0
     let o = r.assert_one_final_outcome();
     assert_eq!(o["outcome"], "agent_error", "{o}");
     let detail = o["detail"].as_str().unwrap_or_default();
-    assert!(detail.contains("artifact budget"), "{o}");
+    assert!(detail.contains("artifact quota"), "{o}");
     assert!(o["artifacts"]["workspace"].is_null(), "{o}");
     assert!(o["artifacts"]["grader_output"].is_null(), "not graded: {o}");
     assert!(

@@ -25,6 +25,7 @@ mod gc;
 mod grader_controls;
 mod grader_controls_evocode;
 mod gvisor;
+mod host;
 mod hostile;
 mod import_evocode;
 mod import_icae;

@@ -184,6 +184,25 @@ impl Check<'_> {
         if b.artifacts.max_bytes == 0 {
             return Err(self.bad("budgets.artifacts.max_bytes", "must be positive"));
         }
+        // Every slot's quota must fit at once: no attempt's share is then ever another's.
+        if let Some(q) = b.artifacts.per_attempt_bytes {
+            let slots = self.l.attempt_slots();
+            if q == 0 {
+                return Err(self.bad("budgets.artifacts.per_attempt_bytes", "must be positive"));
+            }
+            if slots
+                .checked_mul(q)
+                .is_none_or(|t| t > b.artifacts.max_bytes)
+            {
+                return Err(self.bad(
+                    "budgets.artifacts.per_attempt_bytes",
+                    format!(
+                        "{slots} slots × {q} bytes is more than budgets.artifacts.max_bytes ({})",
+                        b.artifacts.max_bytes
+                    ),
+                ));
+            }
+        }
         for (i, price) in b.prices.iter().enumerate() {
             let vals = [
                 Some(price.input_usd_per_mtok),

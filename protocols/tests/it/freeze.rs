@@ -827,3 +827,53 @@ fn a_model_free_protocol_may_list_only_wire_metrics() {
     let second = identity(&do_freeze(&g).unwrap());
     assert_ne!(first, second, "the flag's bytes are part of the identity");
 }
+
+/// Issue 33 item 9: every slot's artifact quota must fit in the run's budget at once, so that
+/// no attempt's share is ever another's. Freeze refuses an explicit quota that does not,
+/// naming the field; the default shares `max_bytes` equally.
+#[test]
+fn freeze_refuses_per_attempt_artifact_quotas_the_run_budget_cannot_hold_naming_the_field() {
+    let f = fixture();
+    let slots = Project::open(&f.root).load("demo").unwrap().attempt_slots();
+    assert!(slots > 1, "{slots}");
+    let pfile = f.root.join("protocols/demo/protocol.toml");
+    let original = fs::read_to_string(&pfile).unwrap();
+    let with = |q: u64| {
+        let text = original.replacen(
+            "[budgets.run]",
+            &format!(
+                "[budgets.artifacts]\nmax_bytes = {}\nper_attempt_bytes = {q}\n\n[budgets.run]",
+                slots * 1000
+            ),
+            1,
+        );
+        assert_ne!(text, original);
+        fs::write(&pfile, text).unwrap();
+    };
+    with(1001);
+    let e = do_freeze(&f).unwrap_err().to_string();
+    for want in [
+        "protocol.toml",
+        "budgets.artifacts.per_attempt_bytes",
+        "budgets.artifacts.max_bytes",
+        &format!("{slots} slots × 1001 bytes"),
+    ] {
+        assert!(e.contains(want), "{want:?} not in {e}");
+    }
+    assert!(!f.state.join("freezes/demo.json").exists());
+    with(0);
+    let e = do_freeze(&f).unwrap_err().to_string();
+    assert!(e.contains("budgets.artifacts.per_attempt_bytes"), "{e}");
+    // Exactly the budget: frozen, and that is each attempt's quota.
+    with(1000);
+    do_freeze(&f).unwrap();
+    let l = Project::open(&f.root).load("demo").unwrap();
+    assert_eq!(l.artifact_quota(), 1000);
+    // Absent: max_bytes shared equally by the slots.
+    fs::write(&pfile, &original).unwrap();
+    let l = Project::open(&f.root).load("demo").unwrap();
+    assert_eq!(
+        l.artifact_quota(),
+        eval_protocols::protocol::DEFAULT_ARTIFACT_BYTES / slots
+    );
+}

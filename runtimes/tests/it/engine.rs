@@ -619,3 +619,66 @@ fn docker_policy_fails_without_an_engine_unless_skipping_is_asked_for() {
         );
     }
 }
+
+/// A round's freeze lists the attempt's running containers, then pauses each: one that ends in
+/// between (the engine answers 409 "is not running") is frozen as far as the round cares, never
+/// an engine fault that fails the round (`pause_listed`). The container's end is awaited from
+/// the engine (`docker wait`), not timed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_ending_between_listing_and_pausing_counts_as_frozen() {
+    let Some(rt) = engine().await else { return };
+    static_binaries();
+    let sweep = Sweep::new();
+    let dir = tempfile::tempdir().unwrap();
+    let image = rt
+        .ensure_image(&arm_spec(&sweep, dir.path(), NATIVE, b"v1\n"))
+        .await
+        .unwrap();
+    sweep.image(&image);
+    let docker = |args: &[&str]| {
+        let o = std::process::Command::new("docker")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    };
+    let filter = sweep.filter();
+    let id = docker(&[
+        "run",
+        "-d",
+        "--network",
+        "none",
+        "--label",
+        &filter,
+        "--entrypoint",
+        "/bin/busybox",
+        &image.0,
+        "sleep",
+        "600",
+    ]);
+    // The listing the freeze takes: the container is running.
+    let listed = docker(&[
+        "ps",
+        "-q",
+        "--no-trunc",
+        "--filter",
+        &format!("label={filter}"),
+        "--filter",
+        "status=running",
+    ]);
+    assert_eq!(listed, id);
+    // It ends before the pause reaches it.
+    docker(&["kill", &id]);
+    docker(&["wait", &id]);
+    let ids = vec![id.clone()];
+    assert_eq!(rt.pause_listed(&ids, true).await.unwrap(), 1);
+    assert_eq!(rt.pause_listed(&ids, false).await.unwrap(), 1);
+    // Gone altogether (404) is the same.
+    docker(&["rm", "-f", &id]);
+    assert_eq!(rt.pause_listed(&ids, true).await.unwrap(), 1);
+}

@@ -8,10 +8,60 @@ use crate::run::AttemptReport;
 use eval_evidence::artifacts::{ArtifactError, ArtifactStore};
 use std::path::Path;
 
+tokio::task_local! {
+    /// The running attempt's store, bounded by its quota ([`AttemptStore::scope`]).
+    static ATTEMPT_STORE: ArtifactStore;
+}
+
+/// The executor's store: the run's, from which each attempt reserves its own quota
+/// (`ArtifactStore::reserve_quota`) when it starts. Inside an attempt, [`AttemptStore::clone`]
+/// is that attempt's quota-bounded store, so every place an attempt stores (here, grading,
+/// rounds, control arms) is charged to it alone without being handed it.
+pub(crate) struct AttemptStore {
+    run: ArtifactStore,
+    quota: u64,
+}
+
+impl AttemptStore {
+    /// `run` (bounded by the run's budget), each attempt reserving `quota` bytes of it.
+    pub(crate) fn new(run: ArtifactStore, quota: u64) -> Self {
+        Self { run, quota }
+    }
+
+    /// The running attempt's store (the run's outside an attempt). Named `clone` on purpose:
+    /// the attempt code's `self.store.clone()` gets the attempt's store.
+    #[allow(
+        clippy::should_implement_trait,
+        reason = "returns the attempt's store, not a copy of this one"
+    )]
+    pub(crate) fn clone(&self) -> ArtifactStore {
+        ATTEMPT_STORE
+            .try_with(ArtifactStore::clone)
+            .unwrap_or_else(|_| self.run.clone())
+    }
+
+    /// Runs `attempt` charged to a quota of its own, reserved now and given back (less what
+    /// it stored) when it ends. `Err`: the run's budget has less than a quota left — other
+    /// attempts and the wire log used it up; the caller stops the run, naming why.
+    pub(crate) async fn scope<F: std::future::Future>(
+        &self,
+        attempt: F,
+    ) -> Result<F::Output, String> {
+        let store = self.run.reserve_quota(self.quota).map_err(|e| {
+            format!(
+                "the run's artifact budget (budgets.artifacts.max_bytes) cannot reserve this \
+                 attempt's quota of {} bytes: {e}",
+                self.quota
+            )
+        })?;
+        Ok(ATTEMPT_STORE.scope(store, attempt).await)
+    }
+}
+
 impl DockerExecutor {
     /// Stores `bytes`; `None` (with a note or a host fault in `seen`) when the store failed.
     pub(super) fn store_bytes(&self, what: &str, bytes: &[u8], seen: &mut Seen) -> Option<String> {
-        store_bytes(&self.store, what, bytes, seen)
+        store_bytes(&self.store.clone(), what, bytes, seen)
     }
 }
 
@@ -110,6 +160,79 @@ mod tests {
         store_failed("the agent log", e, &mut seen);
         let c = classify(&seen.obs);
         (seen, c)
+    }
+
+    /// Issue 33 item 9, as reproduced: one attempt (the native arm's) and the wire log write far
+    /// more than a share, while two other attempts run beside it. Only the writer is charged
+    /// (its rule 14); the others store all their quota, from the async code and from blocking
+    /// work alike; once the budget cannot cover another quota, the attempt is refused up front,
+    /// naming the budget (the executor then stops the run).
+    #[tokio::test]
+    async fn an_attempt_writing_past_its_share_never_makes_another_attempt_an_agent_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = ArtifactStore::open(tmp.path())
+            .unwrap()
+            .with_budget(40_000)
+            .unwrap();
+        let store = AttemptStore::new(run.clone(), 10_000);
+        let flood = async {
+            let mut seen = Seen::default();
+            for i in 0..8u8 {
+                store_bytes(&store.clone(), "the agent's log", &[i; 5000], &mut seen);
+            }
+            classify(&seen.obs)
+        };
+        let (store, tmp) = (&store, &tmp);
+        let quiet = |fill: u8| async move {
+            let mut seen = Seen::default();
+            store_bytes(&store.clone(), "the grader's log", &[fill; 4000], &mut seen);
+            tokio::task::yield_now().await;
+            // As `after_agent` archives: the store is taken here, used off the runtime.
+            let s = store.clone();
+            let ws = tmp.path().join(format!("ws{fill}"));
+            std::fs::create_dir_all(&ws).unwrap();
+            std::fs::write(ws.join("f"), [fill; 64]).unwrap();
+            let (seen, left) = crate::run::attempt::off_runtime(move || {
+                let mut seen = seen;
+                let mut report = AttemptReport::default();
+                archive(&s, &ws, &mut seen, &mut report);
+                let left = s.quota().map(|(max, used)| max - used).unwrap();
+                store_bytes(&s, "the metrics", &vec![fill; left as usize], &mut seen);
+                (seen, s.quota())
+            })
+            .await
+            .unwrap();
+            (classify(&seen.obs), left)
+        };
+        // The wire log writes outside any attempt: the run's unreserved rest.
+        run.put_bytes(&[9u8; 9000]).unwrap();
+        let (flooded, a, b) = tokio::join!(
+            async { store.scope(flood).await.unwrap() },
+            async { store.scope(quiet(1)).await.unwrap() },
+            async { store.scope(quiet(2)).await.unwrap() },
+        );
+        assert_eq!(flooded.outcome, Outcome::AgentError, "{flooded:?}");
+        assert!(
+            flooded
+                .detail
+                .as_deref()
+                .unwrap_or("")
+                .contains("this attempt's artifact quota"),
+            "{flooded:?}"
+        );
+        for (c, quota) in [a, b] {
+            assert_ne!(c.outcome, Outcome::AgentError, "{c:?}");
+            assert_eq!(c.infra_fault, None, "{c:?}");
+            assert_eq!(quota, Some((10_000, 10_000)));
+        }
+        // Everything ended: 3 × 10000 stored by the attempts, 9000 by the wire log.
+        assert_eq!(run.budget(), Some((40_000, 39_000)));
+        // Outside an attempt the executor's store is the run's own.
+        assert_eq!(store.clone().quota(), None);
+        let refused = store.scope(async {}).await.unwrap_err();
+        assert!(refused.contains("budgets.artifacts.max_bytes"), "{refused}");
+        assert!(refused.contains("quota of 10000 bytes"), "{refused}");
+        assert_eq!(run.budget(), Some((40_000, 39_000)));
     }
 
     #[test]

@@ -153,7 +153,7 @@ pub struct Observations {
     /// The grader's engine failure (image, create, wait): the grader could not run at all.
     pub grader_engine: Option<EngineFault>,
     pub graded: Graded,
-    /// Storing the attempt's artifacts would have passed the run's artifact budget (why): what
+    /// Storing the attempt's artifacts would have passed the attempt's artifact quota (why): what
     /// the agent left is its own doing, never the host's capacity.
     pub over_budget: Option<String>,
     /// A multi-round attempt's rounds, in order (empty: a single-round attempt, graded by
@@ -228,7 +228,8 @@ pub fn classify(obs: &Observations) -> Classification {
     within_artifact_budget(obs, c)
 }
 
-/// Rule 14: artifacts past the run's artifact budget — the attempt was stored without them and
+/// Rule 14: artifacts past the attempt's own artifact quota (reserved from the run's budget when
+/// it started, so only its own bytes can use it up) — the attempt was stored without them and
 /// not graded; a completed one becomes `agent_error` (its metrics are the missing-data values).
 fn within_artifact_budget(obs: &Observations, c: Classification) -> Classification {
     let Some(why) = &obs.over_budget else {
@@ -238,7 +239,7 @@ fn within_artifact_budget(obs: &Observations, c: Classification) -> Classificati
         Outcome::Completed => Outcome::AgentError,
         o => o,
     };
-    let note = format!("its artifacts would pass the run's artifact budget: {why}");
+    let note = format!("its artifacts would pass its artifact quota: {why}");
     Classification::outcome(outcome, join(c.detail, vec![note]))
 }
 
@@ -1058,7 +1059,7 @@ mod tests {
         let c = classify(&over);
         assert_eq!(c.outcome, Outcome::AgentError);
         assert_eq!(c.infra_fault, None);
-        assert!(c.detail.unwrap().contains("artifact budget"));
+        assert!(c.detail.unwrap().contains("artifact quota"));
         let timed_out = Observations {
             end: Some(End::TimedOut { after_seconds: 5 }),
             ..over

@@ -170,8 +170,10 @@ pub fn unmount(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Unmounts every attempt filesystem left mounted under `work` (a session killed mid-attempt):
-/// their directories are removed when their slot runs again, but a mount would outlive them.
+/// Unmounts every attempt filesystem left mounted under `work` (a session killed mid-attempt),
+/// then detaches every loop device still backed by an attempt image under it: their
+/// directories are removed when their slot runs again, but a mount or a loop device would
+/// outlive them.
 pub fn unmount_stale(work: &Path) {
     let Ok(entries) = std::fs::read_dir(work) else {
         return;
@@ -184,6 +186,37 @@ pub fn unmount_stale(work: &Path) {
             );
         }
     }
+    for dev in loops_under(work) {
+        if let Err(e) = run(Command::new(tool("losetup")).arg("-d").arg(&dev)) {
+            tracing::warn!("{}: detaching a stale attempt disk: {e}", dev.display());
+        }
+    }
+}
+
+/// Loop devices whose backing file is an attempt image under `work` (`/sys/block/loop*/loop/
+/// backing_file`, which names a deleted file with a ` (deleted)` suffix).
+pub fn loops_under(work: &Path) -> Vec<PathBuf> {
+    let work = std::fs::canonicalize(work).unwrap_or_else(|_| work.to_path_buf());
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/sys/block") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        let backing = backing.trim_end_matches('\n');
+        let backing = backing.strip_suffix(" (deleted)").unwrap_or(backing);
+        let backing = Path::new(backing);
+        if backing.starts_with(&work) && backing.file_name() == Some(IMAGE.as_ref()) {
+            out.push(Path::new("/dev").join(&name));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ pub(crate) mod disk;
 pub(crate) mod grade;
 mod images;
 mod oracle;
-mod prepare;
+pub(crate) mod prepare;
 pub mod rounds;
 
 pub use bridge::Bridge;
@@ -119,7 +119,8 @@ pub struct DockerExecutor {
     proxy: ProxyHandle,
     control: Arc<Control>,
     bridge: Bridge,
-    store: ArtifactStore,
+    /// The run's store; each attempt is charged to a quota of its own (`archive::AttemptStore`).
+    store: archive::AttemptStore,
     root: PathBuf,
     /// The verified copies of the task bundles (`run::inputs`): the only place attempts read
     /// task files from.
@@ -141,6 +142,8 @@ pub struct DockerExecutor {
     forbidden: Vec<u8>,
     shim: PathBuf,
     extra_labels: BTreeMap<String, String>,
+    /// The state directory's id (`run::owner`).
+    state_id: String,
     /// The run's private directory of attempt sockets.
     sockets: SocketRoot,
     /// Per suite, the protocol's own exploits (name → project-relative directory).
@@ -154,11 +157,16 @@ pub struct ExecutorConfig {
     pub root: PathBuf,
     pub work: PathBuf,
     pub store: ArtifactStore,
+    /// Each attempt's artifact quota (`Loaded::artifact_quota`), reserved from `store`'s budget.
+    pub artifact_quota: u64,
     pub identity: String,
     /// Bytes no container may see (the key); checked by the policy after create.
     pub forbidden: Vec<u8>,
     /// Extra container labels (tests sweep by them).
     pub extra_labels: BTreeMap<String, String>,
+    /// The state directory's id (`run::owner`): every container is labelled
+    /// `eval.owner=<state id>/<identity>`, and the session's sweep goes by that label.
+    pub state_id: String,
     /// Each arm's frozen image id and expected attestation, fixed at admission.
     pub frozen: BTreeMap<String, FrozenArm>,
     /// The task bundles' verified copies, staged at admission.
@@ -227,12 +235,12 @@ impl DockerExecutor {
             proxy,
             control,
             bridge,
-            store: cfg.store,
+            store: archive::AttemptStore::new(cfg.store, cfg.artifact_quota),
             root,
             inputs: cfg.inputs,
             work,
             protocol: p.name.clone(),
-            identity: cfg.identity,
+            identity: cfg.identity.clone(),
             arms,
             graders,
             tasks,
@@ -264,7 +272,15 @@ impl DockerExecutor {
                 .collect(),
             forbidden: cfg.forbidden,
             shim,
-            extra_labels: cfg.extra_labels,
+            extra_labels: {
+                let mut labels = cfg.extra_labels;
+                labels.insert(
+                    crate::run::owner::LABEL_OWNER.to_owned(),
+                    crate::run::owner::owner_value(&cfg.state_id, &cfg.identity),
+                );
+                labels
+            },
+            state_id: cfg.state_id,
             sockets,
             isolation: p.isolation,
             custom_exploits: p
@@ -282,13 +298,11 @@ impl DockerExecutor {
         }
     }
 
-    /// The label every container of this identity carries (the resume sweep removes by it).
+    /// The label every container this state directory's sessions start for this identity
+    /// carries (the resume sweep removes by it): never another state directory's containers,
+    /// whose liveness this session cannot judge.
     pub fn sweep_label(&self) -> String {
-        format!(
-            "{}={}",
-            eval_runtimes::policy::LABEL_IDENTITY,
-            self.identity
-        )
+        crate::run::owner::owner_label(&self.state_id, &self.identity)
     }
 
     fn facts(&self, spec: &AttemptSpec) -> AttemptFacts {
@@ -843,10 +857,24 @@ impl AttemptExecutor for DockerExecutor {
     fn run<'a>(
         &'a self,
         spec: &'a AttemptSpec,
-        _rec: Recorder,
+        rec: Recorder,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, AttemptReport> {
-        Box::pin(async move { self.run_attempt(spec, &cancel).await })
+        Box::pin(async move {
+            match self.store.scope(self.run_attempt(spec, &cancel)).await {
+                Ok(report) => report,
+                Err(why) => {
+                    // Not this attempt's doing (it has stored nothing): the run stops, named,
+                    // and the slot runs again when the run continues.
+                    let why = format!("{}: {why}", spec.attempt);
+                    rec.stop_for_host(&why);
+                    let mut report = AttemptReport::infra(FaultCode::FilesystemCapacity, why);
+                    report.duration_seconds = Some(0.0);
+                    report.before_container = true;
+                    report
+                }
+            }
+        })
     }
 
     fn sweep(&self) -> BoxFuture<'_, Result<usize, eval_runtimes::RuntimeError>> {
