@@ -203,6 +203,29 @@ pub enum RoleMounts {
         /// task lets its grader read it.
         oracle: Option<PathBuf>,
     },
+    /// A two-stage grader's run stage (may run agent code): the finished workspace (ro), the
+    /// suite's public inputs (ro) and the capture directory (rw); no hidden files, no `/out`.
+    GraderRun {
+        /// The finished workspace, mounted read-only.
+        workspace: PathBuf,
+        /// The public part of the task's hidden files (`[grader] run_inputs`), read-only at
+        /// `paths::INPUTS`.
+        inputs: Option<PathBuf>,
+        /// The capture directory, read-write at the definition's `capture`.
+        capture: PathBuf,
+    },
+    /// A two-stage grader's score stage (runs no agent code): no workspace; the hidden files
+    /// (ro), eval's copy of what the run stage captured (ro, `paths::CAPTURE`) and `/out` (rw).
+    GraderScore {
+        /// The task's hidden directory, mounted read-only.
+        hidden: PathBuf,
+        /// Eval's copy of the run stage's capture, mounted read-only.
+        capture: PathBuf,
+        /// An empty directory for `score.json`, mounted read-write.
+        out: PathBuf,
+        /// The attempt's oracle record directory, as for a one-stage grader.
+        oracle: Option<PathBuf>,
+    },
 }
 
 impl RoleMounts {
@@ -210,7 +233,9 @@ impl RoleMounts {
     pub fn role(&self) -> Role {
         match self {
             RoleMounts::Agent { .. } => Role::Agent,
-            RoleMounts::Grader { .. } => Role::Grader,
+            RoleMounts::Grader { .. }
+            | RoleMounts::GraderRun { .. }
+            | RoleMounts::GraderScore { .. } => Role::Grader,
         }
     }
 }
@@ -451,6 +476,17 @@ pub fn container_spec(
             out,
             oracle,
         } => grader_process(def, workspace, hidden, out, oracle.as_deref())?,
+        RoleMounts::GraderRun {
+            workspace,
+            inputs,
+            capture,
+        } => grader_run_process(def, workspace, inputs.as_deref(), capture)?,
+        RoleMounts::GraderScore {
+            hidden,
+            capture,
+            out,
+            oracle,
+        } => grader_score_process(def, hidden, capture, out, oracle.as_deref())?,
     };
     let limits = Limits::of(def);
     let body = ContainerCreateBody {
@@ -600,8 +636,17 @@ fn socket_dir_holds_only(socket_dir: &Path, socket_name: &str) -> Result<(), Run
     Ok(())
 }
 
-/// A grader container: the finished workspace and the hidden files (ro), the output directory
-/// (rw); the definition's grader command is the entrypoint.
+fn no_grader(def: &RuntimeDef, detail: &str) -> RuntimeError {
+    RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+        path: def.name.clone(),
+        field: "grader".to_owned(),
+        detail: detail.to_owned(),
+    })
+}
+
+/// A one-stage grader container: the finished workspace and the hidden files (ro), the output
+/// directory (rw); the definition's grader command is the entrypoint. A two-stage definition is
+/// refused here: its `command` is a score stage and must never see the workspace.
 fn grader_process(
     def: &RuntimeDef,
     workspace: &Path,
@@ -609,16 +654,72 @@ fn grader_process(
     out: &Path,
     oracle: Option<&Path>,
 ) -> Result<Process, RuntimeError> {
-    let grader = def.grader.as_ref().ok_or_else(|| {
-        RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
-            path: def.name.clone(),
-            field: "grader".to_owned(),
-            detail: "the runtime definition has no grader command".to_owned(),
-        })
-    })?;
+    let grader = def
+        .grader
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "the runtime definition has no grader command"))?;
+    if grader.two_stage() {
+        return Err(no_grader(
+            def,
+            "a two-stage grader's command is its score stage: it never gets the workspace",
+        ));
+    }
     let mut binds = vec![
         bind(workspace, def.workspace_path(), true)?,
         bind(hidden, paths::HIDDEN, true)?,
+        bind(out, paths::OUT, false)?,
+    ];
+    if let Some(o) = oracle {
+        binds.push(bind(o, paths::ORACLE, true)?);
+    }
+    let argv: Vec<String> = grader
+        .command
+        .iter()
+        .map(|a| def.render_grader(a))
+        .collect();
+    Ok((binds, argv, Vec::new()))
+}
+
+/// A two-stage grader's run stage: the workspace (ro), the public inputs (ro), the capture
+/// (rw); nothing of the hidden files but those inputs, no `/out`.
+fn grader_run_process(
+    def: &RuntimeDef,
+    workspace: &Path,
+    inputs: Option<&Path>,
+    capture: &Path,
+) -> Result<Process, RuntimeError> {
+    let grader = def.grader.as_ref().ok_or_else(|| no_grader(def, "no grader"))?;
+    let run = grader
+        .run
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "a one-stage grader has no run stage"))?;
+    let mut binds = vec![
+        bind(workspace, def.workspace_path(), true)?,
+        bind(capture, grader.capture_path(), false)?,
+    ];
+    if let Some(i) = inputs {
+        binds.push(bind(i, paths::INPUTS, true)?);
+    }
+    let argv: Vec<String> = run.iter().map(|a| def.render_grader_run(a)).collect();
+    Ok((binds, argv, Vec::new()))
+}
+
+/// A two-stage grader's score stage: no workspace; the hidden files and the capture (ro), `/out`
+/// (rw).
+fn grader_score_process(
+    def: &RuntimeDef,
+    hidden: &Path,
+    capture: &Path,
+    out: &Path,
+    oracle: Option<&Path>,
+) -> Result<Process, RuntimeError> {
+    let grader = def.grader.as_ref().ok_or_else(|| no_grader(def, "no grader"))?;
+    if !grader.two_stage() {
+        return Err(no_grader(def, "a one-stage grader has no score stage"));
+    }
+    let mut binds = vec![
+        bind(hidden, paths::HIDDEN, true)?,
+        bind(capture, paths::CAPTURE, true)?,
         bind(out, paths::OUT, false)?,
     ];
     if let Some(o) = oracle {
