@@ -1739,4 +1739,65 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
             assert!(detail.contains(why), "{top}: {detail}");
         }
     }
+
+    #[test]
+    fn a_two_stage_graders_score_stage_never_sees_the_workspace_nor_its_run_stage_the_answers() {
+        let ok = "[grader]\nrun = [\"/bin/sh\", \"{inputs}/g\", \"{workspace}\", \"{capture}\"]\nrun_inputs = \"public\"\ncapture = \"/logs/verifier\"\ncapture_files = [\"reward.txt\"]\ncommand = [\"/bin/sh\", \"{hidden}/g\", \"{capture}\", \"{out}\"]";
+        accepted("", ok);
+        let d = RuntimeDef::parse(&format!("{MIN}\n{ok}"), "r.toml").unwrap();
+        assert_eq!(d.render_grader_run("{capture}|{inputs}"), "/logs/verifier|/inputs");
+        assert_eq!(d.render_grader("{capture}"), paths::CAPTURE);
+        // A one-stage definition's frozen form has none of the new fields.
+        let one = RuntimeDef::parse(&format!("{MIN}\n[grader]\ncommand = [\"/g\"]"), "r.toml")
+            .unwrap();
+        let json = serde_json::to_string(&one).unwrap();
+        assert!(json.contains(r#""grader":{"command":["/g"]}"#), "{json}");
+        for (tables, field, why) in [
+            (
+                "[grader]\nrun = [\"/r\"]\ncommand = [\"/g\", \"{workspace}\"]",
+                "grader.command",
+                "{workspace}",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\ncommand = [\"/g\", \"{inputs}\"]",
+                "grader.command",
+                "{inputs}",
+            ),
+            (
+                "[grader]\nrun = [\"/r\", \"{hidden}\"]\ncommand = [\"/g\"]",
+                "grader.run",
+                "{hidden}",
+            ),
+            (
+                "[grader]\nrun = [\"/r\", \"{out}\"]\ncommand = [\"/g\"]",
+                "grader.run",
+                "{out}",
+            ),
+            ("[grader]\nrun = []\ncommand = [\"/g\"]", "grader.run", "empty"),
+            (
+                "[grader]\nrun = [\"/r\"]\nrun_inputs = \"../x\"\ncommand = [\"/g\"]",
+                "grader.run_inputs",
+                "relative",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\ncapture = \"/hidden\"\ncommand = [\"/g\"]",
+                "grader.capture",
+                "fixed mounts",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\ncapture_files = [\"a/b\"]\ncommand = [\"/g\"]",
+                "grader.capture_files",
+                "file name",
+            ),
+            (
+                "[grader]\nrun_inputs = \"public\"\ncommand = [\"/g\"]",
+                "grader.run",
+                "need a run stage",
+            ),
+        ] {
+            let (f, detail) = refused("", tables);
+            assert_eq!(f, field, "{tables}: {detail}");
+            assert!(detail.contains(why), "{tables}: {detail}");
+        }
+    }
 }

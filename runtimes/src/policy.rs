@@ -1679,6 +1679,73 @@ HOME = "/home/agent"
     }
 
     #[test]
+    fn a_two_stage_graders_run_stage_gets_no_answers_and_its_score_stage_no_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        let def = RuntimeDef::parse(
+            "name = \"g\"\n[image]\nreference = \"r\"\n[grader]\nrun = [\"/bin/sh\", \"{inputs}/g\", \"{workspace}\", \"{capture}\"]\nrun_inputs = \"public\"\ncapture = \"/logs/verifier\"\ncommand = [\"/bin/sh\", \"{hidden}/g\", \"{capture}\", \"{out}\"]",
+            "g.toml",
+        )
+        .unwrap();
+        let img = ImageId("sha256:ab".into());
+        let targets = |m: &RoleMounts| {
+            let s = container_spec(&def, &img, &image(), &facts(), m).unwrap();
+            let mut t: Vec<(String, bool)> = s
+                .expected
+                .mounts
+                .iter()
+                .map(|b| (b.target.clone(), b.read_only))
+                .collect();
+            t.sort();
+            (t, s.body.entrypoint.unwrap())
+        };
+        let (run, argv) = targets(&RoleMounts::GraderRun {
+            workspace: p("ws"),
+            inputs: Some(p("public")),
+            capture: p("cap"),
+        });
+        assert_eq!(
+            run,
+            [
+                (paths::INPUTS.to_owned(), true),
+                ("/logs/verifier".to_owned(), false),
+                (paths::WORKSPACE.to_owned(), true),
+            ]
+        );
+        assert_eq!(argv, ["/bin/sh", "/inputs/g", "/workspace", "/logs/verifier"]);
+        let (score, argv) = targets(&RoleMounts::GraderScore {
+            hidden: p("hidden"),
+            capture: p("copy"),
+            out: p("out"),
+            oracle: None,
+        });
+        assert_eq!(
+            score,
+            [
+                (paths::CAPTURE.to_owned(), true),
+                (paths::HIDDEN.to_owned(), true),
+                (paths::OUT.to_owned(), false),
+            ]
+        );
+        assert_eq!(argv, ["/bin/sh", "/hidden/g", "/capture", "/out/score.json"]);
+        // Its command is never run as a one-stage grader beside the workspace.
+        let e = container_spec(
+            &def,
+            &img,
+            &image(),
+            &facts(),
+            &RoleMounts::Grader {
+                workspace: p("ws"),
+                hidden: p("hidden"),
+                out: p("out"),
+                oracle: None,
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("score stage"), "{e}");
+    }
+
+    #[test]
     fn only_a_numeric_non_root_image_user_is_used() {
         for (image_user, want) in [
             ("1000:1001", "1000:1001"),
