@@ -322,7 +322,9 @@ impl GraderCmd {
             if run.iter().any(|a| a.contains(v)) {
                 return Err((
                     "grader.run",
-                    format!("the run stage sees no answers and writes no score: {v} is not available to it"),
+                    format!(
+                        "the run stage sees no answers and writes no score: {v} is not available to it"
+                    ),
                 ));
             }
         }
@@ -339,9 +341,18 @@ impl GraderCmd {
             }
         }
         let cap = self.capture_path();
-        let reserved = [paths::HIDDEN, paths::OUT, paths::INPUTS, paths::ORACLE, "/tmp"];
+        let reserved = [
+            paths::HIDDEN,
+            paths::OUT,
+            paths::INPUTS,
+            paths::ORACLE,
+            "/tmp",
+        ];
         if !cap.starts_with('/')
-            || cap.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == "..")
+            || cap
+                .split('/')
+                .skip(1)
+                .any(|c| c.is_empty() || c == "." || c == "..")
             || reserved.contains(&cap)
         {
             return Err((
@@ -1745,11 +1756,14 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
         let ok = "[grader]\nrun = [\"/bin/sh\", \"{inputs}/g\", \"{workspace}\", \"{capture}\"]\nrun_inputs = \"public\"\ncapture = \"/logs/verifier\"\ncapture_files = [\"reward.txt\"]\ncommand = [\"/bin/sh\", \"{hidden}/g\", \"{capture}\", \"{out}\"]";
         accepted("", ok);
         let d = RuntimeDef::parse(&format!("{MIN}\n{ok}"), "r.toml").unwrap();
-        assert_eq!(d.render_grader_run("{capture}|{inputs}"), "/logs/verifier|/inputs");
+        assert_eq!(
+            d.render_grader_run("{capture}|{inputs}"),
+            "/logs/verifier|/inputs"
+        );
         assert_eq!(d.render_grader("{capture}"), paths::CAPTURE);
         // A one-stage definition's frozen form has none of the new fields.
-        let one = RuntimeDef::parse(&format!("{MIN}\n[grader]\ncommand = [\"/g\"]"), "r.toml")
-            .unwrap();
+        let one =
+            RuntimeDef::parse(&format!("{MIN}\n[grader]\ncommand = [\"/g\"]"), "r.toml").unwrap();
         let json = serde_json::to_string(&one).unwrap();
         assert!(json.contains(r#""grader":{"command":["/g"]}"#), "{json}");
         for (tables, field, why) in [
@@ -1773,7 +1787,11 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
                 "grader.run",
                 "{out}",
             ),
-            ("[grader]\nrun = []\ncommand = [\"/g\"]", "grader.run", "empty"),
+            (
+                "[grader]\nrun = []\ncommand = [\"/g\"]",
+                "grader.run",
+                "empty",
+            ),
             (
                 "[grader]\nrun = [\"/r\"]\nrun_inputs = \"../x\"\ncommand = [\"/g\"]",
                 "grader.run_inputs",

@@ -688,7 +688,10 @@ fn grader_run_process(
     inputs: Option<&Path>,
     capture: &Path,
 ) -> Result<Process, RuntimeError> {
-    let grader = def.grader.as_ref().ok_or_else(|| no_grader(def, "no grader"))?;
+    let grader = def
+        .grader
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "no grader"))?;
     let run = grader
         .run
         .as_ref()
@@ -713,7 +716,10 @@ fn grader_score_process(
     out: &Path,
     oracle: Option<&Path>,
 ) -> Result<Process, RuntimeError> {
-    let grader = def.grader.as_ref().ok_or_else(|| no_grader(def, "no grader"))?;
+    let grader = def
+        .grader
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "no grader"))?;
     if !grader.two_stage() {
         return Err(no_grader(def, "a one-stage grader has no score stage"));
     }
@@ -1712,7 +1718,10 @@ HOME = "/home/agent"
                 (paths::WORKSPACE.to_owned(), true),
             ]
         );
-        assert_eq!(argv, ["/bin/sh", "/inputs/g", "/workspace", "/logs/verifier"]);
+        assert_eq!(
+            argv,
+            ["/bin/sh", "/inputs/g", "/workspace", "/logs/verifier"]
+        );
         let (score, argv) = targets(&RoleMounts::GraderScore {
             hidden: p("hidden"),
             capture: p("copy"),
@@ -1727,7 +1736,10 @@ HOME = "/home/agent"
                 (paths::OUT.to_owned(), false),
             ]
         );
-        assert_eq!(argv, ["/bin/sh", "/hidden/g", "/capture", "/out/score.json"]);
+        assert_eq!(
+            argv,
+            ["/bin/sh", "/hidden/g", "/capture", "/out/score.json"]
+        );
         // Its command is never run as a one-stage grader beside the workspace.
         let e = container_spec(
             &def,

@@ -464,7 +464,10 @@ mod tests {
                 "read-hidden" => assert!(ws.path().join("eval-hidden-abs").is_symlink()),
                 "read-answers" => {
                     let t = std::fs::read_to_string(ws.path().join("rcb_tests/test.sh")).unwrap();
-                    assert!(t.contains("expected_output") && t.contains("/hidden"), "{t}");
+                    assert!(
+                        t.contains("expected_output") && t.contains("/hidden"),
+                        "{t}"
+                    );
                 }
                 "forge-reward" => {
                     let go = std::fs::read_to_string(ws.path().join("zz_eval_exploit.go")).unwrap();

@@ -145,7 +145,8 @@ fn run_controls(
 
     if old_grader {
         let old = std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/old-graders/evocode-grade.sh"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/old-graders/evocode-grade.sh"),
         )
         .unwrap();
         for (id, _) in tasks {

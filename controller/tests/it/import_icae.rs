@@ -467,11 +467,7 @@ fn the_one_stage_icae_grader_gives_read_answers_full_marks_without_an_implementa
     let hidden = proj.join(format!("protocols/icae/tasks/icae/{TASK}/hidden"));
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("rcb_tests")).unwrap();
-    std::fs::write(
-        ws.join("rcb_tests/test.sh"),
-        payloads::READ_ANSWERS_TEST_SH,
-    )
-    .unwrap();
+    std::fs::write(ws.join("rcb_tests/test.sh"), payloads::READ_ANSWERS_TEST_SH).unwrap();
     let out = tmp.path().join("out");
     std::fs::create_dir(&out).unwrap();
     let o = std::process::Command::new(&python)

@@ -40,12 +40,7 @@ const GRADE_SH: &str = include_str!("evocode-grade.sh");
 const PROTOCOL_TEMPLATE: &str = include_str!("evocode-protocol.toml.in");
 /// The grader's writable, executable paths: where Harbor's tests expect the workspace, the
 /// tests, their logs and the binaries they build, and Go's caches.
-const GRADER_TMPFS_EXEC: [&str; 4] = [
-    "/app",
-    "/tests",
-    "/usr/local/bin",
-    "/var/cache/grader",
-];
+const GRADER_TMPFS_EXEC: [&str; 4] = ["/app", "/tests", "/usr/local/bin", "/var/cache/grader"];
 /// The Debian packages the Go base has (runtimes/images/evocode-go/build.sh `APT_PACKAGES`, and
 /// what debootstrap's minbase brings): a Dockerfile's `apt-get install` of only these is
 /// satisfied by the base.

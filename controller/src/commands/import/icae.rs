@@ -875,7 +875,8 @@ fn cordis_patch(config: &[(&str, &str)]) -> String {
 /// outputs, as ICAE's evaluate.py compares on its host.
 const GRADER_COMMAND: &str = r#"["/usr/bin/python3", "{hidden}/public/grade.py", "score", "{hidden}", "{capture}", "{out}"]"#;
 /// The run stage: the agent's rcb_tests/test.sh over the sanitized cases of hidden/public/.
-const GRADER_RUN: &str = r#"["/usr/bin/python3", "{inputs}/grade.py", "run", "{workspace}", "{inputs}", "{capture}"]"#;
+const GRADER_RUN: &str =
+    r#"["/usr/bin/python3", "{inputs}/grade.py", "run", "{workspace}", "{inputs}", "{capture}"]"#;
 
 /// A case file as ICAE's evaluate.py `_sanitize_cases` hands it to the agent's test runner: every
 /// case's `expected_output` removed; a file that does not parse, or is not an object, becomes

@@ -159,8 +159,8 @@ pub(crate) async fn run_grader_container(
         .map_err(|e| engine_fault(&e))?;
     // The grader's user may differ from the agent's (its own image and definition): the
     // output directory is handed to it.
-    let ids = eval_runtimes::policy::effective_user(def, &image_config)
-        .map_err(|e| engine_fault(&e))?;
+    let ids =
+        eval_runtimes::policy::effective_user(def, &image_config).map_err(|e| engine_fault(&e))?;
     eval_runtimes::host::prepare_workspace(&out, ids).map_err(|e| engine_fault(&e))?;
     let Some(g) = def.grader.as_ref().filter(|g| g.two_stage()) else {
         let mounts = RoleMounts::Grader {
@@ -253,7 +253,11 @@ fn sibling(out: &std::path::Path, what: &str) -> std::path::PathBuf {
 /// user. With them, it is root's and sticky (1777) and each named file is root's with mode 0666:
 /// the stage's user (agent code among it) can create files and write the named ones' content,
 /// but cannot replace, remove, re-own or make read-only what the verifier writes last.
-fn prepare_capture(dir: &std::path::Path, files: &[String], ids: (u32, u32)) -> std::io::Result<()> {
+fn prepare_capture(
+    dir: &std::path::Path,
+    files: &[String],
+    ids: (u32, u32),
+) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir)?,
@@ -292,9 +296,9 @@ pub(crate) fn read_capture(
         Err(e) => return Err(e),
     }
     std::fs::create_dir(copy_dir)?;
-    let tree = match Beneath::open(run_dir).and_then(|b| {
-        b.read_tree(MAX_CAPTURE_DEPTH, MAX_CAPTURE_ENTRIES, MAX_CAPTURE_BYTES)
-    }) {
+    let tree = match Beneath::open(run_dir)
+        .and_then(|b| b.read_tree(MAX_CAPTURE_DEPTH, MAX_CAPTURE_ENTRIES, MAX_CAPTURE_BYTES))
+    {
         Ok(t) => t,
         Err(e) if e.is_host_fault() => return Err(std::io::Error::other(e.to_string())),
         Err(e) => return Ok(format!("refused, nothing passed on: {e}")),
