@@ -783,7 +783,7 @@ mod tests {
         symlink(tmp.path().join("secret"), ws.join("d/link")).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &ws.join("fifo"),
+            ws.join("fifo"),
             FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,
