@@ -664,19 +664,25 @@ fn grader_process(
             "a two-stage grader's command is its score stage: it never gets the workspace",
         ));
     }
-    let mut binds = vec![
+    let binds = vec![
         bind(workspace, def.workspace_path(), true)?,
         bind(hidden, paths::HIDDEN, true)?,
         bind(out, paths::OUT, false)?,
     ];
+    score_process(def, &grader.command, binds, oracle)
+}
+
+/// The grader command over `binds` and, when the task lets its grader read it, the oracle record.
+fn score_process(
+    def: &RuntimeDef,
+    command: &[String],
+    mut binds: Vec<BindMount>,
+    oracle: Option<&Path>,
+) -> Result<Process, RuntimeError> {
     if let Some(o) = oracle {
         binds.push(bind(o, paths::ORACLE, true)?);
     }
-    let argv: Vec<String> = grader
-        .command
-        .iter()
-        .map(|a| def.render_grader(a))
-        .collect();
+    let argv: Vec<String> = command.iter().map(|a| def.render_grader(a)).collect();
     Ok((binds, argv, Vec::new()))
 }
 
@@ -723,20 +729,12 @@ fn grader_score_process(
     if !grader.two_stage() {
         return Err(no_grader(def, "a one-stage grader has no score stage"));
     }
-    let mut binds = vec![
+    let binds = vec![
         bind(hidden, paths::HIDDEN, true)?,
         bind(capture, paths::CAPTURE, true)?,
         bind(out, paths::OUT, false)?,
     ];
-    if let Some(o) = oracle {
-        binds.push(bind(o, paths::ORACLE, true)?);
-    }
-    let argv: Vec<String> = grader
-        .command
-        .iter()
-        .map(|a| def.render_grader(a))
-        .collect();
-    Ok((binds, argv, Vec::new()))
+    score_process(def, &grader.command, binds, oracle)
 }
 
 /// The definition's resource limits in the engine's units.

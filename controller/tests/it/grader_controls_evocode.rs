@@ -195,6 +195,25 @@ fn run_controls(
     (tmp, proj, metrics)
 }
 
+/// `eval report`'s JSON, which must refuse the release (exit 1).
+fn refused_report(proj: &Path) -> Value {
+    let out = proj.join("report.json");
+    let o = eval(
+        proj,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
 #[test]
 fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader_is_refused() {
     let Some(grader) = grader_image() else {
@@ -258,21 +277,7 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
     );
     assert_eq!(m(LENIENT, "nop", "rounds_mean_reward"), 1.0, "{metrics:?}");
 
-    let out = proj.join("report.json");
-    let o = eval(
-        &proj,
-        &[
-            "report",
-            "--matrix",
-            NAME,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = refused_report(&proj);
     let reasons = report["reasons"].to_string();
     assert!(
         reasons.contains(&format!(
@@ -324,21 +329,7 @@ fn the_one_stage_evocode_grader_is_forged_by_forge_reward_and_grader_valid_refus
         1.0,
         "{metrics:?}"
     );
-    let out = proj.join("report.json");
-    let o = eval(
-        &proj,
-        &[
-            "report",
-            "--matrix",
-            NAME,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = refused_report(&proj);
     let reasons = report["reasons"].to_string();
     assert!(
         reasons.contains(&format!(

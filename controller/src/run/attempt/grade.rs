@@ -249,6 +249,18 @@ fn sibling(out: &std::path::Path, what: &str) -> std::path::PathBuf {
     out.with_file_name(name)
 }
 
+/// `dir` made anew, empty (whatever an earlier grading of the same attempt left there removed,
+/// links removed, never followed).
+fn fresh_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir)?,
+        Ok(_) => std::fs::remove_file(dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir(dir)
+}
+
 /// A fresh capture directory for the run stage. Without `files`, it belongs to the stage's
 /// user. With them, it is root's and sticky (1777) and each named file is root's with mode 0666:
 /// the stage's user (agent code among it) can create files and write the named ones' content,
@@ -259,13 +271,7 @@ fn prepare_capture(
     ids: (u32, u32),
 ) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir)?,
-        Ok(_) => std::fs::remove_file(dir)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir(dir)?;
+    fresh_dir(dir)?;
     if files.is_empty() {
         return eval_runtimes::host::prepare_workspace(dir, ids).map_err(std::io::Error::other);
     }
@@ -289,13 +295,7 @@ pub(crate) fn read_capture(
     run_dir: &std::path::Path,
     copy_dir: &std::path::Path,
 ) -> std::io::Result<String> {
-    match std::fs::symlink_metadata(copy_dir) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(copy_dir)?,
-        Ok(_) => std::fs::remove_file(copy_dir)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir(copy_dir)?;
+    fresh_dir(copy_dir)?;
     let tree = match Beneath::open(run_dir)
         .and_then(|b| b.read_tree(MAX_CAPTURE_DEPTH, MAX_CAPTURE_ENTRIES, MAX_CAPTURE_BYTES))
     {
