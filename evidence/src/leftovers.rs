@@ -206,6 +206,17 @@ impl Budget {
     }
 }
 
+/// What [`Beneath::read_tree`] read.
+#[derive(Debug, Default)]
+pub struct TreeRead {
+    /// Each regular file's path (relative, `/`-separated) and bytes, in path order.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The directories listed (relative), in path order.
+    pub dirs: Vec<String>,
+    /// What was not read: links, FIFOs, devices, sockets, names not UTF-8, directories too deep.
+    pub skipped: Vec<String>,
+}
+
 /// An open root directory; every path handed to it is resolved beneath it.
 #[derive(Debug)]
 pub struct Beneath {
@@ -437,6 +448,75 @@ impl Beneath {
                 Err(e) => return Err(e),
             }
         }
+        Ok(out)
+    }
+
+    /// Every regular file beneath the root, whole, as (path, bytes) in path order, and the paths
+    /// skipped: links, FIFOs, devices and sockets (never followed or opened blocking), names that
+    /// are not UTF-8, and directories deeper than `max_depth`. At most `max_entries` entries are
+    /// listed in all and `max_total` bytes read in all (`BadPath` / `TooLarge` beyond), so a
+    /// container's capture of millions of files or an endless one costs a bounded read.
+    pub fn read_tree(
+        &self,
+        max_depth: usize,
+        max_entries: usize,
+        max_total: u64,
+    ) -> Result<TreeRead, LeftoverError> {
+        let budget = Budget::new(max_total);
+        let mut out = TreeRead::default();
+        let mut listed = 0usize;
+        let mut pending: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        while let Some(dir_comps) = pending.pop() {
+            let comps: Vec<&[u8]> = dir_comps.iter().map(Vec::as_slice).collect();
+            let shown = show(&comps);
+            let mut dir = self.open_dir(&comps)?;
+            let mut names = Vec::new();
+            while let Some(entry) = dir.read() {
+                let entry = entry.map_err(|e| from_errno(&shown, e))?;
+                let name = entry.file_name().to_bytes();
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                listed += 1;
+                if listed > max_entries {
+                    return Err(LeftoverError::BadPath {
+                        path: shown,
+                        reason: "the tree holds more entries than are listed",
+                    });
+                }
+                names.push(name.to_vec());
+            }
+            names.sort();
+            for name in names {
+                let mut f = dir_comps.clone();
+                f.push(name);
+                let comps: Vec<&[u8]> = f.iter().map(Vec::as_slice).collect();
+                let shown = show(&comps);
+                if std::str::from_utf8(comps.last().copied().unwrap_or_default()).is_err() {
+                    out.skipped.push(shown);
+                    continue;
+                }
+                match self.read_comps(&comps, &shown, max_total, Some(&budget)) {
+                    Ok(bytes) => out.files.push((shown, bytes)),
+                    Err(LeftoverError::NotRegular {
+                        kind: "directory", ..
+                    }) if f.len() <= max_depth => {
+                        out.dirs.push(shown);
+                        pending.push(f);
+                    }
+                    Err(LeftoverError::NotRegular { .. }) => out.skipped.push(shown),
+                    Err(LeftoverError::TooLarge { .. }) => {
+                        return Err(LeftoverError::TooLarge {
+                            path: shown,
+                            limit: max_total,
+                        });
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        out.files.sort();
+        out.dirs.sort();
         Ok(out)
     }
 
@@ -690,6 +770,40 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::sync::mpsc;
     use std::time::Duration;
+
+    #[test]
+    fn a_tree_is_read_without_links_fifos_or_too_many_bytes() {
+        let (tmp, b) = root();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(ws.join("d/e")).unwrap();
+        fs::write(ws.join("a.txt"), b"A").unwrap();
+        fs::write(ws.join("d/b.txt"), b"BB").unwrap();
+        fs::write(ws.join("d/e/deep.txt"), b"C").unwrap();
+        fs::write(tmp.path().join("secret"), b"S").unwrap();
+        symlink(tmp.path().join("secret"), ws.join("d/link")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ws.join("fifo"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let t = b.read_tree(1, 100, 1000).unwrap();
+        let files: Vec<&str> = t.files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(files, ["a.txt", "d/b.txt"]);
+        assert_eq!(t.dirs, ["d"]);
+        assert_eq!(t.skipped.len(), 3, "{:?}", t.skipped);
+        assert!(t.skipped.iter().any(|s| s == "d/link"));
+        assert!(matches!(
+            b.read_tree(4, 100, 2),
+            Err(LeftoverError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            b.read_tree(4, 3, 1000),
+            Err(LeftoverError::BadPath { .. })
+        ));
+    }
 
     fn root() -> (tempfile::TempDir, Beneath) {
         let tmp = tempfile::tempdir().unwrap();

@@ -32,6 +32,12 @@ pub mod paths {
     /// The attempt's oracle record (`record.json`), read-only, in the grader container of a task
     /// that lets its grader read it (`[oracle] grader_reads_record`); never in an agent's.
     pub const ORACLE: &str = "/oracle";
+    /// A two-stage grader's public inputs (`[grader] run_inputs` of the task's hidden files),
+    /// read-only, in its run stage only.
+    pub const INPUTS: &str = "/inputs";
+    /// A two-stage grader's capture: written by its run stage (at `[grader] capture`, default
+    /// this path), read back by eval, and handed to its score stage read-only here.
+    pub const CAPTURE: &str = "/capture";
 }
 
 /// A parsed `runtime.toml`: everything about an arm's containers that is not the policy's fixed
@@ -242,11 +248,128 @@ pub struct Harness {
 }
 
 /// `[grader]`: what a grader container runs.
+///
+/// With `run` absent, one container (the one-stage grader): `command` sees the workspace and the
+/// hidden files together. With `run`, two (the two-stage grader, ARCHITECTURE.md "Grading in two
+/// stages"): `run` may run agent code and sees the workspace, the public inputs and its capture
+/// directory only; `command` (the score stage) runs no agent code, sees no workspace, and gets
+/// the hidden files, the run stage's capture read-only and `/out`. The new fields are serialised
+/// only when set, so the frozen form of every one-stage definition stays byte for byte.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraderCmd {
-    /// Argument vector; `{workspace}`, `{hidden}`, `{out}`.
+    /// Argument vector; `{workspace}`, `{hidden}`, `{out}` (one stage); in a two-stage grader the
+    /// score stage's: `{hidden}`, `{capture}`, `{out}`, never `{workspace}`.
     pub command: Vec<String>,
+    /// The run stage's argument vector: `{workspace}`, `{inputs}`, `{capture}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Vec<String>>,
+    /// The directory of the task's hidden files (relative; `.` for all of them) the run stage
+    /// gets read-only at [`paths::INPUTS`]: what the suite declares public to code under test.
+    /// Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_inputs: Option<String>,
+    /// Where the run stage's capture directory is mounted (default [`paths::CAPTURE`]), e.g.
+    /// Harbor's `/logs/verifier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<String>,
+    /// Files eval creates in the capture before the run stage (owned by root, mode 0666, in a
+    /// root-owned sticky directory): the stage's user can write their content but not replace,
+    /// remove, re-own or make them read-only, so what the verifier writes last is what is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capture_files: Vec<String>,
+}
+
+impl GraderCmd {
+    /// Whether this grader runs in two stages.
+    pub fn two_stage(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// The run stage's capture mount point.
+    pub fn capture_path(&self) -> &str {
+        self.capture.as_deref().unwrap_or(paths::CAPTURE)
+    }
+
+    /// The load checks of the two-stage fields (`Err((field, detail))`).
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        let Some(run) = &self.run else {
+            if self.run_inputs.is_some() || self.capture.is_some() || !self.capture_files.is_empty()
+            {
+                return Err((
+                    "grader.run",
+                    "run_inputs, capture and capture_files need a run stage".into(),
+                ));
+            }
+            return Ok(());
+        };
+        if run.is_empty() {
+            return Err(("grader.run", "must not be empty".into()));
+        }
+        // The score stage sees the answers: it must not see the workspace, nor name what only
+        // the run stage has.
+        for v in ["{workspace}", "{inputs}", "{prompt"] {
+            if self.command.iter().any(|a| a.contains(v)) {
+                return Err((
+                    "grader.command",
+                    format!(
+                        "the score stage of a two-stage grader runs no agent code and sees no workspace: {v} is not available to it"
+                    ),
+                ));
+            }
+        }
+        for v in ["{hidden}", "{out}", "{oracle_record}", "{prompt"] {
+            if run.iter().any(|a| a.contains(v)) {
+                return Err((
+                    "grader.run",
+                    format!(
+                        "the run stage sees no answers and writes no score: {v} is not available to it"
+                    ),
+                ));
+            }
+        }
+        if let Some(i) = &self.run_inputs {
+            let ok = i == "."
+                || (!i.is_empty()
+                    && !i.starts_with('/')
+                    && i.split('/').all(|c| !c.is_empty() && c != "." && c != ".."));
+            if !ok {
+                return Err((
+                    "grader.run_inputs",
+                    format!("{i:?}: a relative path inside the hidden files, or \".\""),
+                ));
+            }
+        }
+        let cap = self.capture_path();
+        let reserved = [
+            paths::HIDDEN,
+            paths::OUT,
+            paths::INPUTS,
+            paths::ORACLE,
+            "/tmp",
+        ];
+        if !cap.starts_with('/')
+            || cap
+                .split('/')
+                .skip(1)
+                .any(|c| c.is_empty() || c == "." || c == "..")
+            || reserved.contains(&cap)
+        {
+            return Err((
+                "grader.capture",
+                format!("{cap:?}: an absolute, normal path other than the fixed mounts"),
+            ));
+        }
+        for f in &self.capture_files {
+            if f.is_empty() || f.contains('/') || f == "." || f == ".." {
+                return Err((
+                    "grader.capture_files",
+                    format!("{f:?}: a file name, no directory"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `[attest]`: the paths whose digests the shim reports before the harness starts.
@@ -489,6 +612,9 @@ impl RuntimeDef {
         {
             return Err(bad("grader.command", "must not be empty".into()));
         }
+        if let Some(g) = &self.grader {
+            g.check().map_err(|(field, detail)| bad(field, detail))?;
+        }
         if let Some(d) = &self.image.id
             && !is_digest(d)
         {
@@ -656,6 +782,7 @@ impl RuntimeDef {
             .iter()
             .chain(&self.harness.continue_command)
             .chain(self.grader.as_ref().map(|g| &g.command))
+            .chain(self.grader.as_ref().and_then(|g| g.run.as_ref()))
             .filter_map(|c| c.first())
             .chain(self.attest.paths.iter())
             .map(|p| self.render_agent(p))
@@ -844,6 +971,19 @@ impl RuntimeDef {
             .replace("{hidden}", paths::HIDDEN)
             .replace("{oracle_record}", &format!("{}/record.json", paths::ORACLE))
             .replace("{out}", &format!("{}/score.json", paths::OUT))
+            .replace("{capture}", paths::CAPTURE)
+    }
+
+    /// Substitutes a two-stage grader's run-stage variables (`{workspace}`, `{inputs}`,
+    /// `{capture}` at the definition's capture mount point).
+    pub fn render_grader_run(&self, s: &str) -> String {
+        let capture = self
+            .grader
+            .as_ref()
+            .map_or(paths::CAPTURE, GraderCmd::capture_path);
+        s.replace("{workspace}", self.workspace_path())
+            .replace("{inputs}", paths::INPUTS)
+            .replace("{capture}", capture)
     }
 
     /// The attested container paths, rendered.
@@ -1608,6 +1748,74 @@ command = ["/usr/local/bin/agent", "{prompt}", "{base_url}"]
             let (f, detail) = refused(top, "");
             assert_eq!(f, field, "{top}");
             assert!(detail.contains(why), "{top}: {detail}");
+        }
+    }
+
+    #[test]
+    fn a_two_stage_graders_score_stage_never_sees_the_workspace_nor_its_run_stage_the_answers() {
+        let ok = "[grader]\nrun = [\"/bin/sh\", \"{inputs}/g\", \"{workspace}\", \"{capture}\"]\nrun_inputs = \"public\"\ncapture = \"/logs/verifier\"\ncapture_files = [\"reward.txt\"]\ncommand = [\"/bin/sh\", \"{hidden}/g\", \"{capture}\", \"{out}\"]";
+        accepted("", ok);
+        let d = RuntimeDef::parse(&format!("{MIN}\n{ok}"), "r.toml").unwrap();
+        assert_eq!(
+            d.render_grader_run("{capture}|{inputs}"),
+            "/logs/verifier|/inputs"
+        );
+        assert_eq!(d.render_grader("{capture}"), paths::CAPTURE);
+        // A one-stage definition's frozen form has none of the new fields.
+        let one =
+            RuntimeDef::parse(&format!("{MIN}\n[grader]\ncommand = [\"/g\"]"), "r.toml").unwrap();
+        let json = serde_json::to_string(&one).unwrap();
+        assert!(json.contains(r#""grader":{"command":["/g"]}"#), "{json}");
+        for (tables, field, why) in [
+            (
+                "[grader]\nrun = [\"/r\"]\ncommand = [\"/g\", \"{workspace}\"]",
+                "grader.command",
+                "{workspace}",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\ncommand = [\"/g\", \"{inputs}\"]",
+                "grader.command",
+                "{inputs}",
+            ),
+            (
+                "[grader]\nrun = [\"/r\", \"{hidden}\"]\ncommand = [\"/g\"]",
+                "grader.run",
+                "{hidden}",
+            ),
+            (
+                "[grader]\nrun = [\"/r\", \"{out}\"]\ncommand = [\"/g\"]",
+                "grader.run",
+                "{out}",
+            ),
+            (
+                "[grader]\nrun = []\ncommand = [\"/g\"]",
+                "grader.run",
+                "empty",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\nrun_inputs = \"../x\"\ncommand = [\"/g\"]",
+                "grader.run_inputs",
+                "relative",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\ncapture = \"/hidden\"\ncommand = [\"/g\"]",
+                "grader.capture",
+                "fixed mounts",
+            ),
+            (
+                "[grader]\nrun = [\"/r\"]\ncapture_files = [\"a/b\"]\ncommand = [\"/g\"]",
+                "grader.capture_files",
+                "file name",
+            ),
+            (
+                "[grader]\nrun_inputs = \"public\"\ncommand = [\"/g\"]",
+                "grader.run",
+                "need a run stage",
+            ),
+        ] {
+            let (f, detail) = refused("", tables);
+            assert_eq!(f, field, "{tables}: {detail}");
+            assert!(detail.contains(why), "{tables}: {detail}");
         }
     }
 }

@@ -205,6 +205,29 @@ pub enum RoleMounts {
         /// task lets its grader read it.
         oracle: Option<PathBuf>,
     },
+    /// A two-stage grader's run stage (may run agent code): the finished workspace (ro), the
+    /// suite's public inputs (ro) and the capture directory (rw); no hidden files, no `/out`.
+    GraderRun {
+        /// The finished workspace, mounted read-only.
+        workspace: PathBuf,
+        /// The public part of the task's hidden files (`[grader] run_inputs`), read-only at
+        /// `paths::INPUTS`.
+        inputs: Option<PathBuf>,
+        /// The capture directory, read-write at the definition's `capture`.
+        capture: PathBuf,
+    },
+    /// A two-stage grader's score stage (runs no agent code): no workspace; the hidden files
+    /// (ro), eval's copy of what the run stage captured (ro, `paths::CAPTURE`) and `/out` (rw).
+    GraderScore {
+        /// The task's hidden directory, mounted read-only.
+        hidden: PathBuf,
+        /// Eval's copy of the run stage's capture, mounted read-only.
+        capture: PathBuf,
+        /// An empty directory for `score.json`, mounted read-write.
+        out: PathBuf,
+        /// The attempt's oracle record directory, as for a one-stage grader.
+        oracle: Option<PathBuf>,
+    },
 }
 
 impl RoleMounts {
@@ -212,7 +235,9 @@ impl RoleMounts {
     pub fn role(&self) -> Role {
         match self {
             RoleMounts::Agent { .. } => Role::Agent,
-            RoleMounts::Grader { .. } => Role::Grader,
+            RoleMounts::Grader { .. }
+            | RoleMounts::GraderRun { .. }
+            | RoleMounts::GraderScore { .. } => Role::Grader,
         }
     }
 }
@@ -453,6 +478,17 @@ pub fn container_spec(
             out,
             oracle,
         } => grader_process(def, workspace, hidden, out, oracle.as_deref())?,
+        RoleMounts::GraderRun {
+            workspace,
+            inputs,
+            capture,
+        } => grader_run_process(def, workspace, inputs.as_deref(), capture)?,
+        RoleMounts::GraderScore {
+            hidden,
+            capture,
+            out,
+            oracle,
+        } => grader_score_process(def, hidden, capture, out, oracle.as_deref())?,
     };
     let limits = Limits::of(def);
     let body = ContainerCreateBody {
@@ -602,8 +638,17 @@ fn socket_dir_holds_only(socket_dir: &Path, socket_name: &str) -> Result<(), Run
     Ok(())
 }
 
-/// A grader container: the finished workspace and the hidden files (ro), the output directory
-/// (rw); the definition's grader command is the entrypoint.
+fn no_grader(def: &RuntimeDef, detail: &str) -> RuntimeError {
+    RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
+        path: def.name.clone(),
+        field: "grader".to_owned(),
+        detail: detail.to_owned(),
+    })
+}
+
+/// A one-stage grader container: the finished workspace and the hidden files (ro), the output
+/// directory (rw); the definition's grader command is the entrypoint. A two-stage definition is
+/// refused here: its `command` is a score stage and must never see the workspace.
 fn grader_process(
     def: &RuntimeDef,
     workspace: &Path,
@@ -611,27 +656,87 @@ fn grader_process(
     out: &Path,
     oracle: Option<&Path>,
 ) -> Result<Process, RuntimeError> {
-    let grader = def.grader.as_ref().ok_or_else(|| {
-        RuntimeError::Definition(crate::definition::DefinitionError::Invalid {
-            path: def.name.clone(),
-            field: "grader".to_owned(),
-            detail: "the runtime definition has no grader command".to_owned(),
-        })
-    })?;
-    let mut binds = vec![
+    let grader = def
+        .grader
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "the runtime definition has no grader command"))?;
+    if grader.two_stage() {
+        return Err(no_grader(
+            def,
+            "a two-stage grader's command is its score stage: it never gets the workspace",
+        ));
+    }
+    let binds = vec![
         bind(workspace, def.workspace_path(), true)?,
         bind(hidden, paths::HIDDEN, true)?,
         bind(out, paths::OUT, false)?,
     ];
+    score_process(def, &grader.command, binds, oracle)
+}
+
+/// The grader command over `binds` and, when the task lets its grader read it, the oracle record.
+fn score_process(
+    def: &RuntimeDef,
+    command: &[String],
+    mut binds: Vec<BindMount>,
+    oracle: Option<&Path>,
+) -> Result<Process, RuntimeError> {
     if let Some(o) = oracle {
         binds.push(bind(o, paths::ORACLE, true)?);
     }
-    let argv: Vec<String> = grader
-        .command
-        .iter()
-        .map(|a| def.render_grader(a))
-        .collect();
+    let argv: Vec<String> = command.iter().map(|a| def.render_grader(a)).collect();
     Ok((binds, argv, Vec::new()))
+}
+
+/// A two-stage grader's run stage: the workspace (ro), the public inputs (ro), the capture
+/// (rw); nothing of the hidden files but those inputs, no `/out`.
+fn grader_run_process(
+    def: &RuntimeDef,
+    workspace: &Path,
+    inputs: Option<&Path>,
+    capture: &Path,
+) -> Result<Process, RuntimeError> {
+    let grader = def
+        .grader
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "no grader"))?;
+    let run = grader
+        .run
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "a one-stage grader has no run stage"))?;
+    let mut binds = vec![
+        bind(workspace, def.workspace_path(), true)?,
+        bind(capture, grader.capture_path(), false)?,
+    ];
+    if let Some(i) = inputs {
+        binds.push(bind(i, paths::INPUTS, true)?);
+    }
+    let argv: Vec<String> = run.iter().map(|a| def.render_grader_run(a)).collect();
+    Ok((binds, argv, Vec::new()))
+}
+
+/// A two-stage grader's score stage: no workspace; the hidden files and the capture (ro), `/out`
+/// (rw).
+fn grader_score_process(
+    def: &RuntimeDef,
+    hidden: &Path,
+    capture: &Path,
+    out: &Path,
+    oracle: Option<&Path>,
+) -> Result<Process, RuntimeError> {
+    let grader = def
+        .grader
+        .as_ref()
+        .ok_or_else(|| no_grader(def, "no grader"))?;
+    if !grader.two_stage() {
+        return Err(no_grader(def, "a one-stage grader has no score stage"));
+    }
+    let binds = vec![
+        bind(hidden, paths::HIDDEN, true)?,
+        bind(capture, paths::CAPTURE, true)?,
+        bind(out, paths::OUT, false)?,
+    ];
+    score_process(def, &grader.command, binds, oracle)
 }
 
 /// The definition's resource limits in the engine's units.
@@ -1581,6 +1686,79 @@ HOME = "/home/agent"
         // Neither a command nor an Entrypoint/Cmd: nothing to run, said so.
         let e = spec_of("", "", &ImageConfig::default()).unwrap_err();
         assert!(e.to_string().contains("harness.command"), "{e}");
+    }
+
+    #[test]
+    fn a_two_stage_graders_run_stage_gets_no_answers_and_its_score_stage_no_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        let def = RuntimeDef::parse(
+            "name = \"g\"\n[image]\nreference = \"r\"\n[grader]\nrun = [\"/bin/sh\", \"{inputs}/g\", \"{workspace}\", \"{capture}\"]\nrun_inputs = \"public\"\ncapture = \"/logs/verifier\"\ncommand = [\"/bin/sh\", \"{hidden}/g\", \"{capture}\", \"{out}\"]",
+            "g.toml",
+        )
+        .unwrap();
+        let img = ImageId("sha256:ab".into());
+        let targets = |m: &RoleMounts| {
+            let s = container_spec(&def, &img, &image(), &facts(), m).unwrap();
+            let mut t: Vec<(String, bool)> = s
+                .expected
+                .mounts
+                .iter()
+                .map(|b| (b.target.clone(), b.read_only))
+                .collect();
+            t.sort();
+            (t, s.body.entrypoint.unwrap())
+        };
+        let (run, argv) = targets(&RoleMounts::GraderRun {
+            workspace: p("ws"),
+            inputs: Some(p("public")),
+            capture: p("cap"),
+        });
+        assert_eq!(
+            run,
+            [
+                (paths::INPUTS.to_owned(), true),
+                ("/logs/verifier".to_owned(), false),
+                (paths::WORKSPACE.to_owned(), true),
+            ]
+        );
+        assert_eq!(
+            argv,
+            ["/bin/sh", "/inputs/g", "/workspace", "/logs/verifier"]
+        );
+        let (score, argv) = targets(&RoleMounts::GraderScore {
+            hidden: p("hidden"),
+            capture: p("copy"),
+            out: p("out"),
+            oracle: None,
+        });
+        assert_eq!(
+            score,
+            [
+                (paths::CAPTURE.to_owned(), true),
+                (paths::HIDDEN.to_owned(), true),
+                (paths::OUT.to_owned(), false),
+            ]
+        );
+        assert_eq!(
+            argv,
+            ["/bin/sh", "/hidden/g", "/capture", "/out/score.json"]
+        );
+        // Its command is never run as a one-stage grader beside the workspace.
+        let e = container_spec(
+            &def,
+            &img,
+            &image(),
+            &facts(),
+            &RoleMounts::Grader {
+                workspace: p("ws"),
+                hidden: p("hidden"),
+                out: p("out"),
+                oracle: None,
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("score stage"), "{e}");
     }
 
     #[test]

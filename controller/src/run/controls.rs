@@ -8,7 +8,10 @@ use crate::run::events::SlotRecord;
 use eval_core::controls::{ControlArm, control_slot_id};
 use eval_core::phase::Phase;
 use eval_protocols::Loaded;
+use payloads::{FORGE_REWARD_GO, READ_ANSWERS_TEST_SH};
 use std::path::{Path, PathBuf};
+
+mod payloads;
 
 /// The control slots: per matrix suite with controls, per task in matrix order, per declared
 /// arm. They run before the matrix's infrastructure slots.
@@ -362,6 +365,14 @@ fn library(name: &str, ws: &Path) -> std::io::Result<()> {
                 &READ_HIDDEN_PY.replace("@PATHS@", HIDDEN_PATHS),
             )
         }
+        "read-answers" => {
+            let p = ws.join("rcb_tests/test.sh");
+            if std::fs::symlink_metadata(&p).is_ok() {
+                std::fs::remove_file(&p)?;
+            }
+            write(ws, Path::new("rcb_tests/test.sh"), READ_ANSWERS_TEST_SH)
+        }
+        "forge-reward" => go_file(ws, &sources, "zz_eval_exploit.go", FORGE_REWARD_GO),
         "sleep-past-timeout" => {
             replace_modules(ws, &sources, SLEEP_JS, SLEEP_PY)?;
             go_file(
@@ -451,6 +462,20 @@ mod tests {
                     assert!(ws.path().join("logs/verifier/reward.txt").exists())
                 }
                 "read-hidden" => assert!(ws.path().join("eval-hidden-abs").is_symlink()),
+                "read-answers" => {
+                    let t = std::fs::read_to_string(ws.path().join("rcb_tests/test.sh")).unwrap();
+                    assert!(
+                        t.contains("expected_output") && t.contains("/hidden"),
+                        "{t}"
+                    );
+                }
+                "forge-reward" => {
+                    let go = std::fs::read_to_string(ws.path().join("zz_eval_exploit.go")).unwrap();
+                    assert!(
+                        go.contains("package dedupe") && go.contains("/logs/verifier"),
+                        "{go}"
+                    );
+                }
                 _ => assert!(js.starts_with(MARK_JS), "{name}: {js}"),
             }
         }

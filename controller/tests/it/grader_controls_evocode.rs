@@ -72,17 +72,24 @@ fn task(tmp: &Path, from: &Path, id: &str, lenient: bool) {
     std::fs::rename(&t, from.join(id)).unwrap();
 }
 
-#[test]
-fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader_is_refused() {
-    let Some(grader) = grader_image() else {
-        return;
-    };
+type Metrics = BTreeMap<(String, String), Value>;
+
+/// Imports `tasks` (id, lenient) with the real grader image, swaps the arms for the fixture
+/// runtime (the control slots run no agent at all), with `old_grader` puts back the one-stage
+/// grader of `1a73df8` (`tests/fixtures/old-graders/evocode-grade.sh`, `/out` writable beside the
+/// round's tests), freezes and runs; returns the project and each control's (task, arm) metrics.
+fn run_controls(
+    grader: &str,
+    tasks: &[(&str, bool)],
+    old_grader: bool,
+) -> (tempfile::TempDir, std::path::PathBuf, Metrics) {
     static_binaries();
     let (tmp, proj) = demo_project();
     let from = tmp.path().join("tasks");
     std::fs::create_dir(&from).unwrap();
-    task(tmp.path(), &from, HONEST, false);
-    task(tmp.path(), &from, LENIENT, true);
+    for (id, lenient) in tasks {
+        task(tmp.path(), &from, id, *lenient);
+    }
     let pkg = crate::support::v04_upstream().join("dsh-plan-lattice-0.4.0-rc.3.tgz");
     // The Harness image is not used: the arms are swapped for the fixture runtime below (the
     // control slots run no agent at all).
@@ -99,7 +106,7 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
             "--dsh-image",
             &fake,
             "--grader-image",
-            &grader,
+            grader,
             "--allow-unpinned",
         ],
     );
@@ -136,6 +143,32 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
         "continue_command = [\n  \"/usr/local/bin/eval-fixture-agent\",\n  \"--prompt\", \"{prompt}\",\n  \"--workspace\", \"{workspace}\",\n  \"--base-url\", \"{base_url}\",\n  \"--profile\", \"{profile}\",\n]\n\n[grader]\n",
     );
 
+    if old_grader {
+        let old = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/old-graders/evocode-grade.sh"),
+        )
+        .unwrap();
+        for (id, _) in tasks {
+            for k in 1..=3 {
+                let g = proj.join(format!(
+                    "protocols/{NAME}/tasks/evocode/{id}/hidden/rounds/{k}/grade.sh"
+                ));
+                std::fs::write(g, &old).unwrap();
+            }
+        }
+        let rt = proj.join("runtimes/v04-evocode-grader/runtime.toml");
+        let text = std::fs::read_to_string(&rt).unwrap();
+        let at = text.find("[grader]\n").unwrap();
+        let end = at + text[at..].find("\n[limits]").unwrap();
+        let text = format!(
+            "{}[grader]\ncommand = [\"/bin/bash\", \"/hidden/grade.sh\", \"{{workspace}}\", \"{{hidden}}\", \"{{out}}\"]\n{}",
+            &text[..at],
+            &text[end..]
+        )
+        .replace("\"/tests\", ", "\"/tests\", \"/logs\", ");
+        std::fs::write(&rt, text).unwrap();
+    }
     let o = eval(&proj, &["freeze", "--protocol", NAME]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = eval(&proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
@@ -159,7 +192,35 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
             o["metrics"].clone(),
         );
     }
-    assert_eq!(metrics.len(), 4, "{metrics:?}");
+    (tmp, proj, metrics)
+}
+
+/// `eval report`'s JSON, which must refuse the release (exit 1).
+fn refused_report(proj: &Path) -> Value {
+    let out = proj.join("report.json");
+    let o = eval(
+        proj,
+        &[
+            "report",
+            "--matrix",
+            NAME,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
+#[test]
+fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader_is_refused() {
+    let Some(grader) = grader_image() else {
+        return;
+    };
+    let (_tmp, proj, metrics) = run_controls(&grader, &[(HONEST, false), (LENIENT, true)], false);
+    assert_eq!(metrics.len(), 6, "{metrics:?}");
     let m = |t: &str, a: &str, name: &str| {
         metrics[&(t.to_owned(), a.to_owned())][name]
             .as_f64()
@@ -200,23 +261,23 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
         );
     }
     assert_eq!(m(HONEST, "nop", "rounds_mean_reward"), 0.0, "{metrics:?}");
+    // The program that writes its own reward and case lines (exploit:forge-reward) scores what
+    // its implementation earns, round by round: nothing.
+    for k in 1..=3 {
+        assert_eq!(
+            m(HONEST, "exploit:forge-reward", &format!("round{k}_reward")),
+            0.0,
+            "{metrics:?}"
+        );
+    }
+    assert_eq!(
+        m(HONEST, "exploit:forge-reward", "rounds_mean_reward"),
+        0.0,
+        "{metrics:?}"
+    );
     assert_eq!(m(LENIENT, "nop", "rounds_mean_reward"), 1.0, "{metrics:?}");
 
-    let out = proj.join("report.json");
-    let o = eval(
-        &proj,
-        &[
-            "report",
-            "--matrix",
-            NAME,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let report: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = refused_report(&proj);
     let reasons = report["reasons"].to_string();
     assert!(
         reasons.contains(&format!(
@@ -230,7 +291,7 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
         .iter()
         .filter(|c| c["grading"] == "gating")
         .collect();
-    assert_eq!(cells.len(), 4, "{cells:?}");
+    assert_eq!(cells.len(), 6, "{cells:?}");
     for c in &cells {
         let bad = c["task"] == LENIENT && c["arm"] == "nop";
         assert_eq!(c["ok"], !bad, "{c}");
@@ -245,4 +306,35 @@ fn evocode_solutions_are_oracle_controls_graded_every_round_and_a_lenient_grader
             if c["ok"] == true { "ok" } else { "INVALID" }
         );
     }
+}
+
+/// The attack of issue 33 item 2 against the grader of `1a73df8`: the round's tests build and run
+/// the agent's program with `/out` writable by the same user; its init() writes `/out/reward.txt`
+/// and makes it read-only, the wrapper's copy of the verifier's reward fails silently, and the
+/// forged reward is read. `grader_valid` names the exploit that scores above its nop.
+#[test]
+fn the_one_stage_evocode_grader_is_forged_by_forge_reward_and_grader_valid_refuses_it() {
+    let Some(grader) = grader_image() else {
+        return;
+    };
+    let (_tmp, proj, metrics) = run_controls(&grader, &[(HONEST, false)], true);
+    let m = |a: &str, name: &str| {
+        metrics[&(HONEST.to_owned(), a.to_owned())][name]
+            .as_f64()
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(m("nop", "rounds_mean_reward"), 0.0, "{metrics:?}");
+    assert_eq!(
+        m("exploit:forge-reward", "rounds_mean_reward"),
+        1.0,
+        "{metrics:?}"
+    );
+    let report = refused_report(&proj);
+    let reasons = report["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!(
+            "exploit:forge-reward scored 1 on evocode/{HONEST}, above its nop"
+        )),
+        "{reasons}"
+    );
 }

@@ -252,7 +252,23 @@ fn a_harbor_multi_step_task_becomes_a_multi_round_protocol_that_plans() {
         Some("rounds_mean_reward"),
         "{protocol}"
     );
-    assert_eq!(c["arms"].as_array().unwrap().len(), 2, "{protocol}");
+    // …and the forgery of issue 33 item 2 as an exploit arm.
+    let arms: Vec<&str> = c["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        arms,
+        ["oracle", "nop", "exploit:forge-reward"],
+        "{protocol}"
+    );
+    // The grader runs in two stages, the reward captured from /logs/verifier.
+    assert!(
+        grader.contains("run_inputs = \".\"") && grader.contains("capture = \"/logs/verifier\""),
+        "{grader}"
+    );
     assert!(
         protocol.contains("statistic = \"grader_valid\""),
         "{protocol}"

@@ -10,6 +10,11 @@ use crate::support::{eval, repo_root, text};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
+/// The library exploits' payloads, the bytes `eval` lays (`run/controls/payloads.rs`).
+#[allow(dead_code)]
+#[path = "../../src/run/controls/payloads.rs"]
+mod payloads;
+
 const PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
 pub const TASK: &str = "icae-python-01";
 pub const KEY: &str = "ahawker__ulid";
@@ -216,7 +221,21 @@ fn an_icae_root_becomes_a_protocol_with_a_stateful_oracle_that_plans() {
         );
     }
     assert!(!t.join("hidden/cases/test_cases/README.txt").exists());
-    assert!(t.join("hidden/grade.py").is_file());
+    assert!(t.join("hidden/public/grade.py").is_file());
+    // The grader's run stage gets the same cases without a single expected output.
+    for (tier, file, _) in cases() {
+        let public: Value = serde_json::from_slice(
+            &std::fs::read(t.join(format!("hidden/public/cases/{tier}/{file}"))).unwrap(),
+        )
+        .unwrap();
+        let authoritative: Value = serde_json::from_slice(
+            &std::fs::read(t.join(format!("hidden/cases/{tier}/{file}"))).unwrap(),
+        )
+        .unwrap();
+        let n = authoritative["cases"].as_array().unwrap().len();
+        assert_eq!(public["cases"].as_array().unwrap().len(), n, "{public}");
+        assert!(!public.to_string().contains("expected_output"), "{public}");
+    }
     assert!(!t.join("workspace/rcb_tests").exists());
     let toml = read("task.toml");
     for want in [
@@ -375,6 +394,33 @@ pub const TEST_SH: &str = "#!/bin/bash\nset -u\ndir=public_test_cases\n[ \"${1:-
 /// and fails (1/2). hidden_score = 100 x (2 + 1) / (3 + 2) = 60.
 pub const HAND_SCORE: f64 = 60.0;
 
+/// Runs the imported grade.py's two stages on the host as eval's containers would: the run stage
+/// over `ws` and `hidden/public` into a fresh capture, then the score stage over `hidden` and that
+/// capture into `out/score.json`.
+fn grade_in_stages(python: &str, hidden: &Path, ws: &Path, tmp: &Path, name: &str) -> Value {
+    let capture = tmp.join(format!("{name}.capture"));
+    let out = tmp.join(name);
+    std::fs::create_dir(&capture).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let grade = hidden.join("public/grade.py");
+    let o = std::process::Command::new(python)
+        .arg(&grade)
+        .arg("run")
+        .args([ws, &hidden.join("public"), &capture])
+        .env("EVAL_ICAE_GRADER_SCRATCH", tmp.join("scratch"))
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", text(&o));
+    let o = std::process::Command::new(python)
+        .arg(&grade)
+        .arg("score")
+        .args([hidden, &capture, &out.join("score.json")])
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn evals_icae_grader_scores_a_solution_as_evaluate_py_does() {
     let python = std::env::var("EVAL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -387,18 +433,7 @@ fn evals_icae_grader_scores_a_solution_as_evaluate_py_does() {
     let hidden = proj.join(format!("protocols/icae/tasks/icae/{TASK}/hidden"));
     let ws = tmp.path().join("ws");
     write_solution(&ws);
-    let out = tmp.path().join("out");
-    std::fs::create_dir(&out).unwrap();
-    let scratch = tmp.path().join("scratch");
-    let o = std::process::Command::new(&python)
-        .arg(hidden.join("grade.py"))
-        .args([&ws, &hidden, &out.join("score.json")])
-        .env("EVAL_ICAE_GRADER_SCRATCH", &scratch)
-        .output()
-        .expect("python3 runs");
-    assert!(o.status.success(), "{}", text(&o));
-    let score: Value =
-        serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap()).unwrap();
+    let score = grade_in_stages(&python, &hidden, &ws, tmp.path(), "out");
     let m = &score["metrics"];
     assert_eq!(m["hidden_score"], json!(HAND_SCORE), "{score:#}");
     for (k, v) in [
@@ -417,22 +452,46 @@ fn evals_icae_grader_scores_a_solution_as_evaluate_py_does() {
     );
     // No test.sh: ICAE's "no rcb_tests/test.sh in generated code", score 0.
     std::fs::remove_file(ws.join("rcb_tests/test.sh")).unwrap();
-    let out2 = tmp.path().join("out2");
-    std::fs::create_dir(&out2).unwrap();
-    let o = std::process::Command::new(&python)
-        .arg(hidden.join("grade.py"))
-        .args([&ws, &hidden, &out2.join("score.json")])
-        .env("EVAL_ICAE_GRADER_SCRATCH", &scratch)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let score: Value =
-        serde_json::from_slice(&std::fs::read(out2.join("score.json")).unwrap()).unwrap();
+    let score = grade_in_stages(&python, &hidden, &ws, tmp.path(), "out2");
     assert_eq!(score["metrics"]["hidden_score"], json!(0.0));
     assert_eq!(
         score["objective"]["error"],
         "no rcb_tests/test.sh in generated code"
     );
+}
+
+/// The attack of issue 33 item 1 against the grader of `1a73df8`
+/// (`tests/fixtures/old-graders/icae-grade.py`, one process beside the hidden cases): the
+/// library's `exploit:read-answers` test.sh, with no implementation at all, finds the hidden
+/// directory in its parent's command line and copies every expected output into its outputs —
+/// full marks. (Eval's two-stage grader is checked against it in containers:
+/// `grader_controls_icae.rs`.)
+#[test]
+fn the_one_stage_icae_grader_gives_read_answers_full_marks_without_an_implementation() {
+    let python = std::env::var("EVAL_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("icae");
+    write_root(&from);
+    let proj = project(tmp.path());
+    let o = import_fake(&proj, &from, &ONE);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The old layout: the cases beside grade.py under hidden/.
+    let hidden = proj.join(format!("protocols/icae/tasks/icae/{TASK}/hidden"));
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("rcb_tests")).unwrap();
+    std::fs::write(ws.join("rcb_tests/test.sh"), payloads::READ_ANSWERS_TEST_SH).unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = std::process::Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/old-graders/icae-grade.py"))
+        .args([&ws, &hidden, &out.join("score.json")])
+        .env("EVAL_ICAE_GRADER_SCRATCH", tmp.path().join("scratch"))
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", text(&o));
+    let score: Value =
+        serde_json::from_slice(&std::fs::read(out.join("score.json")).unwrap()).unwrap();
+    assert_eq!(score["metrics"]["hidden_score"], json!(100.0), "{score:#}");
 }
 
 /// `eval freeze` of what the import wrote, with the real dsh base and the v0.4 grader base.

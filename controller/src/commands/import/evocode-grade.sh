@@ -1,50 +1,89 @@
 #!/bin/bash
-# eval's wrapper around one EvoCode round's tests (written by `eval import v04-evocode` into each
-# round's hidden directory, mounted at /hidden): it runs the round's tests/test.sh as Harbor's
-# verifier does — the workspace at /app, the tests at /tests, the reward written to
-# /logs/verifier/reward.txt — in the grader container (no network, the workspace snapshot
-# read-only at $1; /app, /tests, /logs, /usr/local/bin and /var/cache/grader are its writable
-# tmpfs). It leaves beside the score file $3 what the round metrics read (test-stdout.txt, reward.txt, at most 16 MiB
-# and 4 KiB) and a score.json whose metrics are the round's reward and case counts.
+# eval's grader of one EvoCode round (written by `eval import v04-evocode` into each round's hidden
+# directory), in eval's two stages (ARCHITECTURE.md, "Grading in two stages"):
+#
+#   grade.sh run WORKSPACE INPUTS CAPTURE     the run stage: runs the round's tests/test.sh as
+#     Harbor's verifier does — the workspace at /app, the tests at /tests, test.sh's stdout and
+#     its reward in /logs/verifier, which is CAPTURE (eval's capture directory, mounted there). It
+#     builds and runs the agent's code; it sees the round's tests (INPUTS = the round's hidden
+#     directory) and no grader output. eval made CAPTURE root's and sticky and created
+#     reward.txt, test-stdout.txt, test-stderr.txt and tests-exit.txt in it, root's with mode
+#     0666: code under test can write into them but not make them read-only, replace or remove
+#     them, so the reward read is what test.sh wrote last.
+#   grade.sh score HIDDEN CAPTURE SCORE_JSON  the score stage: runs no agent code and sees no
+#     workspace; CAPTURE is eval's read-only copy of what the run stage left (regular files
+#     only). It copies test-stdout.txt and reward.txt (at most 16 MiB and 4 KiB) beside SCORE_JSON
+#     for the round metrics, refusing a destination that already exists, and writes score.json:
+#     the round's reward and case counts.
 set -u
-# $3 is the score file's path (`{out}` = /out/score.json); the round metrics read the rest of
-# the grader's output directory, its parent.
-ws=$1 hidden=$2 score=$3
+mode=${1:-}
+if [ "$mode" = run ]; then
+  ws=$2 inputs=$3 cap=$4
+  export HOME=/var/cache/grader/home GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
+  export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
+  export PATH=/usr/local/bin:/usr/bin:/bin
+  mkdir -p "$HOME" "$GOCACHE" "$GOPATH" "$GOTMPDIR" || exit 1
+  # Contents only, nothing preserved: the grader's user may not set the times or owner of the
+  # tmpfs mount points themselves (`cp -a` fails on `/app/.` there).
+  cp -R "$ws/." /app/ || exit 1
+  cp -R "$inputs/tests/." /tests/ || exit 1
+  # The task's Dockerfile ENV (checked at import: KEY=VALUE, no $, \ or ').
+  while IFS='=' read -r k v; do
+    [ -n "$k" ] && export "$k=$v"
+  done < "$inputs/env"
+  # An oracle control's grading only: `run/controls.rs` (`oracle_round_hidden`) puts each round
+  # j <= k's reference solution at oracle/<j>/; an agent's round never has that directory. Each
+  # solve.sh runs in order in /app, as Harbor's oracle agent runs every step's in one container;
+  # one that fails is named in oracle-failed.txt and the score stage refuses the round.
+  j=1
+  while [ -f "$inputs/oracle/$j/solve.sh" ]; do
+    if ! (cd /app && bash "$inputs/oracle/$j/solve.sh") > "/var/cache/grader/solve-$j.txt" 2>&1; then
+      { echo "the reference solve.sh of round $j failed"; tail -c 4096 "/var/cache/grader/solve-$j.txt"; } \
+        > "$cap/oracle-failed.txt"
+      exit 0
+    fi
+    j=$((j+1))
+  done
+  cd /app || exit 1
+  bash /tests/test.sh > "$cap/test-stdout.txt" 2> "$cap/test-stderr.txt"
+  echo "$?" > "$cap/tests-exit.txt"
+  truncate -s '<16M' "$cap/test-stdout.txt" "$cap/test-stderr.txt"
+  exit 0
+fi
+if [ "$mode" != score ]; then
+  echo "usage: grade.sh run WORKSPACE INPUTS CAPTURE | grade.sh score HIDDEN CAPTURE SCORE_JSON" >&2
+  exit 2
+fi
+hidden=$2 cap=$3 score=$4
 out=$(dirname "$score")
-export HOME=/var/cache/grader/home GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
-export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
-export PATH=/usr/local/bin:/usr/bin:/bin
-mkdir -p "$HOME" "$GOCACHE" "$GOPATH" "$GOTMPDIR" /logs/verifier /logs/agent || exit 1
-# Contents only, nothing preserved: the grader's user may not set the times or owner of the
-# tmpfs mount points themselves (`cp -a` fails on `/app/.` there).
-cp -R "$ws/." /app/ || exit 1
-cp -R "$hidden/tests/." /tests/ || exit 1
-# The task's Dockerfile ENV (checked at import: KEY=VALUE, no $, \ or ').
-while IFS='=' read -r k v; do
-  [ -n "$k" ] && export "$k=$v"
-done < "$hidden/env"
-cd /app || exit 1
-# An oracle control's grading only: `run/controls.rs` (`oracle_round_hidden`) puts each round
-# j <= k's reference solution at $hidden/oracle/<j>/; an agent's round never has that directory.
-# Each solve.sh runs in order in /app, as Harbor's oracle agent runs every step's in one
-# container; one that fails leaves the round unscorable (the grader exits non-zero).
-j=1
-while [ -f "$hidden/oracle/$j/solve.sh" ]; do
-  (cd /app && bash "$hidden/oracle/$j/solve.sh") > "$out/solve-$j.txt" 2>&1 \
-    || { echo "the reference solve.sh of round $j failed" >&2; cat "$out/solve-$j.txt" >&2; exit 1; }
-  j=$((j+1))
-done
-cd /app || exit 1
-bash /tests/test.sh > "$out/test-stdout.txt" 2> "$out/test-stderr.txt"
-code=$?
-truncate -s '<16M' "$out/test-stdout.txt" "$out/test-stderr.txt"
+set -o noclobber
+if [ -d "$hidden/oracle" ] && [ -e "$cap/oracle-failed.txt" ]; then
+  head -c 8192 "$cap/oracle-failed.txt" >&2
+  exit 1
+fi
+# A regular file of the capture (eval passes on nothing else), at most $2 bytes, to a destination
+# that must not exist yet.
+copy() {
+  [ -f "$cap/$1" ] && [ ! -L "$cap/$1" ] || return 0
+  [ -s "$cap/$1" ] || return 0
+  head -c "$2" "$cap/$1" > "$out/$1" || { echo "refusing to write $out/$1: it exists" >&2; exit 1; }
+}
+copy test-stdout.txt $((16 << 20))
+copy reward.txt 4096
 reward=0
-if [ -f /logs/verifier/reward.txt ]; then
-  head -c 4096 /logs/verifier/reward.txt > "$out/reward.txt"
+if [ -f "$out/reward.txt" ]; then
   r=$(tr -d ' \t\r\n' < "$out/reward.txt")
   if [[ $r =~ ^[0-9]+(\.[0-9]+)?$ ]]; then reward=$r; fi
 fi
-passed=$(grep -c 'CASE_RESULT .*status=success' "$out/test-stdout.txt")
-total=$(grep -c 'CASE_RESULT ' "$out/test-stdout.txt")
+passed=0 total=0
+if [ -f "$out/test-stdout.txt" ]; then
+  passed=$(grep -c 'CASE_RESULT .*status=success' "$out/test-stdout.txt")
+  total=$(grep -c 'CASE_RESULT ' "$out/test-stdout.txt")
+fi
+code=-1
+if [ -f "$cap/tests-exit.txt" ]; then
+  c=$(head -c 16 "$cap/tests-exit.txt" | tr -d ' \t\r\n')
+  if [[ $c =~ ^[0-9]{1,3}$ ]]; then code=$c; fi
+fi
 printf '{"metrics": {"reward": %s, "cases_passed": %d, "cases_total": %d, "tests_exit": %d}}\n' \
   "$reward" "$passed" "$total" "$code" > "$score"

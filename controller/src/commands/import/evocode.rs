@@ -40,13 +40,7 @@ const GRADE_SH: &str = include_str!("evocode-grade.sh");
 const PROTOCOL_TEMPLATE: &str = include_str!("evocode-protocol.toml.in");
 /// The grader's writable, executable paths: where Harbor's tests expect the workspace, the
 /// tests, their logs and the binaries they build, and Go's caches.
-const GRADER_TMPFS_EXEC: [&str; 5] = [
-    "/app",
-    "/tests",
-    "/logs",
-    "/usr/local/bin",
-    "/var/cache/grader",
-];
+const GRADER_TMPFS_EXEC: [&str; 4] = ["/app", "/tests", "/usr/local/bin", "/var/cache/grader"];
 /// The Debian packages the Go base has (runtimes/images/evocode-go/build.sh `APT_PACKAGES`, and
 /// what debootstrap's minbase brings): a Dockerfile's `apt-get install` of only these is
 /// satisfied by the base.
@@ -930,8 +924,14 @@ fn cordis_patch(config: &[(&str, &str)]) -> String {
     s
 }
 
+/// The score stage (runs no agent code, sees no workspace); the run stage is [`GRADER_RUN`].
 const GRADER_COMMAND: &str =
-    r#"["/bin/bash", "/hidden/grade.sh", "{workspace}", "{hidden}", "{out}"]"#;
+    r#"["/bin/bash", "{hidden}/grade.sh", "score", "{hidden}", "{capture}", "{out}"]"#;
+/// The run stage: the round's tests over the agent's code, with the round's hidden directory (its
+/// tests, env, and for an oracle control the reference solutions) as its inputs and Harbor's
+/// `/logs/verifier` as the capture.
+const GRADER_RUN: &str =
+    r#"["/bin/bash", "{inputs}/grade.sh", "run", "{workspace}", "{inputs}", "{capture}"]"#;
 
 fn task_toml(t: &EvoTask) -> String {
     let total: u64 = t.round_timeouts.iter().sum();
@@ -977,9 +977,12 @@ fn grader_runtime_toml(image: &str) -> String {
         r#"# The grader of imported EvoCode tasks (written by `eval import v04-evocode`): eval's Go base
 # (runtimes/images/evocode-go/build.sh in the eval repository prints its id: Debian bookworm, Go
 # from bookworm-backports, the packages the translated Dockerfiles may name). Each round's
-# hidden/grade.sh copies the read-only workspace snapshot to /app and the round's tests to /tests
-# and runs tests/test.sh as Harbor's verifier does; those paths, /logs and /usr/local/bin (where
-# the tests build their binaries) are the writable, executable tmpfs below.
+# hidden/grade.sh grades in eval's two stages: its run stage copies the read-only workspace
+# snapshot to /app and the round's tests to /tests and runs tests/test.sh as Harbor's verifier
+# does, its stdout and reward in /logs/verifier (eval's capture); those paths and /usr/local/bin
+# (where the tests build their binaries) are the writable, executable tmpfs below. Its score
+# stage sees no workspace and reads the reward and the test output from eval's copy of the
+# capture.
 name = "v04-evocode-grader"
 user = "65532:65532"
 tmpfs_exec = [{tmpfs}]
@@ -988,6 +991,10 @@ tmpfs_exec = [{tmpfs}]
 id = {id}
 
 [grader]
+run = {GRADER_RUN}
+run_inputs = "."
+capture = "/logs/verifier"
+capture_files = ["reward.txt", "test-stdout.txt", "test-stderr.txt", "tests-exit.txt"]
 command = {GRADER_COMMAND}
 
 [limits]
@@ -1105,7 +1112,7 @@ fn has_oracle(tasks: &[EvoTask]) -> bool {
 /// (`run/controls.rs`, `oracle_round_hidden`) and must reach a mean reward of 1 (every round
 /// passed); the nop, the starting workspace graded by every round, must stay below it.
 fn with_controls(protocol: &str) -> String {
-    let controls = "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader once per round before any statistical slot\n# (no agent, no model call): the oracle runs the reference solve.sh of rounds 1..k before round k's\n# tests, the nop changes nothing. grader_valid: every oracle passes every round, every nop does not.\n[suites.evocode.controls]\narms = [\"oracle\", \"nop\"]\nmetric = \"rounds_mean_reward\"\npass_at_least = 1\n";
+    let controls = "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader once per round before any statistical slot\n# (no agent, no model call): the oracle runs the reference solve.sh of rounds 1..k before round k's\n# tests, the nop changes nothing, exploit:forge-reward's program writes the reward and passing case\n# lines itself. grader_valid: every oracle passes every round, every nop does not, the exploit\n# scores no more than the nop.\n[suites.evocode.controls]\narms = [\"oracle\", \"nop\", \"exploit:forge-reward\"]\nmetric = \"rounds_mean_reward\"\npass_at_least = 1\n";
     let rule = "statistic = \"accounting_complete\"\nop = \"is_true\"\n";
     protocol.replacen("max_oracle_calls = 0\n", controls, 1).replacen(
         rule,

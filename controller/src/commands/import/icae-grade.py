@@ -1,14 +1,22 @@
-"""eval's grader of a task imported by `eval import v04-icae`.
+"""eval's grader of a task imported by `eval import v04-icae`, in eval's two stages.
 
-It follows the rules of ICAE-EVAL's harness/evaluate.py (ALEX-nlp/ICAE-EVAL b33fe65), written
-anew for eval's grader container: for each tier (public_test_cases, test_cases,
-enhanced_test_cases) a fresh copy of the agent's workspace, the tier's authoritative cases
-injected into rcb_tests/<tier>/ with every case's expected_output stripped (a file that does not
-parse becomes {"cases": []}), evaluate.py's sed of rcb_tests/test.sh, the agent's own
-`bash -x rcb_tests/test.sh --cases-dir <tier>`, then each case's captured
-rcb_tests/stdout/<tier>/<stem>@<N>.txt compared byte for byte (as text, utf-8 with replacement)
-with the authoritative expected_output (json.dumps of a non-string), the output index base being
-the smallest index the agent wrote for that stem.
+It follows the rules of ICAE-EVAL's harness/evaluate.py (ALEX-nlp/ICAE-EVAL b33fe65), which
+keeps the expected outputs on the host and compares there; eval's two stages (ARCHITECTURE.md,
+"Grading in two stages") do the same:
+
+  grade.py run WORKSPACE INPUTS CAPTURE   the run stage (runs the agent's code): INPUTS is the
+    task's hidden/public/, the tiers' cases with every expected_output stripped at import
+    (evaluate.py's _sanitize_cases; a file that does not parse became {"cases": []}) and this
+    file. For each tier (public_test_cases, test_cases, enhanced_test_cases) a fresh copy of the
+    agent's workspace, the tier's sanitized cases injected into rcb_tests/<tier>/, evaluate.py's
+    sed of rcb_tests/test.sh, the agent's own `bash -x rcb_tests/test.sh --cases-dir <tier>`;
+    its rcb_tests/stdout/<tier>/*.txt (regular files, each at most OUTPUT_CAP) and its trace go
+    into CAPTURE/<tier>/ and CAPTURE/logs/. No expected output exists in this container.
+  grade.py score HIDDEN CAPTURE SCORE_JSON  the score stage (runs no agent code, sees no
+    workspace): each case's captured output <stem>@<N>.txt compared byte for byte (as text, utf-8
+    with replacement) with the authoritative expected_output of HIDDEN/cases/<tier>/ (json.dumps
+    of a non-string), the output index base being the smallest index the agent wrote for that
+    stem.
 
 score.json: metrics hidden_score = 100 * (hidden passed + enhanced passed) / (hidden total +
 enhanced total) (v0.4's hiddenFeatureScore; 0 when there is no total or no rcb_tests/test.sh) and
@@ -17,9 +25,6 @@ each tier's passed and total; `objective` is evaluate.py's objective.json for th
 Deviations from ICAE, declared in the protocol: the tiers run in one network-less grader
 container one after the other (ICAE: a fresh networked container per tier), each for at most
 TIER_SECONDS (ICAE: 2400 s), because eval's grader has 600 s in all.
-
-Usage: grade.py WORKSPACE HIDDEN SCORE_JSON (eval's `{out}` is the score file's path; the
-tiers' traces go into logs/ beside it)
 """
 
 import json
@@ -204,17 +209,47 @@ def run_tier(workspace: Path, cases_dir: Path, sub: str, logs: Path) -> Path:
     return rcb / "stdout" / sub
 
 
-def main(argv) -> int:
-    if len(argv) != 4:
-        print("usage: grade.py WORKSPACE HIDDEN SCORE_JSON", file=sys.stderr)
-        return 2
-    workspace, hidden, score_json = (Path(a) for a in argv[1:])
+def capture_tier(stdout: Path, dst: Path) -> None:
+    """The tier's outputs, regular *.txt files only, each at most OUTPUT_CAP bytes."""
+    dst.mkdir(parents=True, exist_ok=True)
+    if stdout.is_symlink() or not stdout.is_dir():
+        return
+    for pth in sorted(stdout.iterdir()):
+        if pth.is_symlink() or not pth.is_file() or not pth.name.endswith(".txt"):
+            continue
+        with open(pth, "rb") as fh:
+            (dst / pth.name).write_bytes(fh.read(OUTPUT_CAP))
+
+
+def run(workspace: Path, inputs: Path, capture: Path) -> int:
+    logs = capture / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    test_sh = workspace / "rcb_tests" / "test.sh"
+    ran = {"test_sh": test_sh.is_file() or test_sh.is_symlink(), "tiers": []}
+    if ran["test_sh"]:
+        for sub in SUBDIRS:
+            cases_dir = inputs / "cases" / sub
+            if not cases_dir.is_dir():
+                continue
+            outcap = run_tier(workspace, cases_dir, sub, logs)
+            capture_tier(outcap, capture / sub)
+            ran["tiers"].append(sub)
+        shutil.rmtree(SCRATCH / "eval", ignore_errors=True)
+    (capture / "ran.json").write_text(json.dumps(ran), encoding="utf-8")
+    return 0
+
+
+def score(hidden: Path, capture: Path, score_json: Path) -> int:
     logs = score_json.parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     objective = {}
     metrics = {}
-    test_sh = workspace / "rcb_tests" / "test.sh"
-    if not (test_sh.is_file() or test_sh.is_symlink()):
+    try:
+        ran = json.loads((capture / "ran.json").read_text(encoding="utf-8"))
+        test_sh = ran.get("test_sh") is True
+    except Exception:
+        test_sh = False
+    if not test_sh:
         objective["error"] = "no rcb_tests/test.sh in generated code"
     else:
         for sub, metric in SUBDIRS.items():
@@ -224,8 +259,11 @@ def main(argv) -> int:
                 objective[name] = {"passed": 0, "total": 0, "rate": None,
                                    "note": f"no authoritative {sub}"}
                 continue
-            outcap = run_tier(workspace, cases_dir, sub, logs)
-            passed, total, diag = host_compare(cases_dir, outcap)
+            trace = capture / "logs" / f"{sub}.txt"
+            if trace.is_file() and not trace.is_symlink():
+                with open(trace, "rb") as fh:
+                    (logs / f"{sub}.txt").write_bytes(fh.read(TRACE_TAIL))
+            passed, total, diag = host_compare(cases_dir, capture / sub)
             at = auth_total(cases_dir)
             if at and total < at:
                 total = at
@@ -234,7 +272,6 @@ def main(argv) -> int:
             if passed != total:
                 entry.update(diag)
             objective[name] = entry
-        shutil.rmtree(SCRATCH / "eval", ignore_errors=True)
     for metric in SUBDIRS.values():
         name = {"public": "public_visible"}.get(metric, metric)
         entry = objective.get(name, {})
@@ -243,11 +280,20 @@ def main(argv) -> int:
     passed = metrics["hidden_passed"] + metrics["enhanced_passed"]
     total = metrics["hidden_total"] + metrics["enhanced_total"]
     metrics["hidden_score"] = 100.0 * passed / total if total else 0.0
-    score_json.write_text(
-        json.dumps({"metrics": metrics, "objective": objective}, indent=2, sort_keys=True),
-        encoding="utf-8",
-    )
+    # The score file is new: a score stage never writes over one that is there.
+    with open(score_json, "x", encoding="utf-8") as fh:
+        fh.write(json.dumps({"metrics": metrics, "objective": objective}, indent=2, sort_keys=True))
     return 0
+
+
+def main(argv) -> int:
+    if len(argv) == 5 and argv[1] == "run":
+        return run(*(Path(a) for a in argv[2:]))
+    if len(argv) == 5 and argv[1] == "score":
+        return score(*(Path(a) for a in argv[2:]))
+    print("usage: grade.py run WORKSPACE INPUTS CAPTURE | grade.py score HIDDEN CAPTURE SCORE_JSON",
+          file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

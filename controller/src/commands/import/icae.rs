@@ -280,8 +280,10 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
             format!("{tdir}/workspace/start.md"),
             t.prd.clone().into_bytes(),
         );
+        // The run stage's inputs (`[grader] run_inputs = "public"`): grade.py and the cases
+        // without their expected outputs; the score stage reads the authoritative cases.
         put(
-            format!("{tdir}/hidden/grade.py"),
+            format!("{tdir}/hidden/public/grade.py"),
             GRADE_PY.as_bytes().to_vec(),
         );
         put(format!("{tdir}/hidden/oracle/init.md"), init.clone());
@@ -292,6 +294,10 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
         for (tier, files) in &t.cases {
             for (file, bytes) in files {
                 put(format!("{tdir}/hidden/cases/{tier}/{file}"), bytes.clone());
+                put(
+                    format!("{tdir}/hidden/public/cases/{tier}/{file}"),
+                    sanitized_cases(bytes),
+                );
             }
         }
     }
@@ -865,8 +871,37 @@ fn cordis_patch(config: &[(&str, &str)]) -> String {
     s
 }
 
-const GRADER_COMMAND: &str =
-    r#"["/usr/bin/python3", "{hidden}/grade.py", "{workspace}", "{hidden}", "{out}"]"#;
+/// The score stage (runs no agent code, sees no workspace): the comparison with the expected
+/// outputs, as ICAE's evaluate.py compares on its host.
+const GRADER_COMMAND: &str = r#"["/usr/bin/python3", "{hidden}/public/grade.py", "score", "{hidden}", "{capture}", "{out}"]"#;
+/// The run stage: the agent's rcb_tests/test.sh over the sanitized cases of hidden/public/.
+const GRADER_RUN: &str =
+    r#"["/usr/bin/python3", "{inputs}/grade.py", "run", "{workspace}", "{inputs}", "{capture}"]"#;
+
+/// A case file as ICAE's evaluate.py `_sanitize_cases` hands it to the agent's test runner: every
+/// case's `expected_output` removed; a file that does not parse, or is not an object, becomes
+/// `{"cases": []}` (fail-closed: no answer ever reaches the run stage).
+fn sanitized_cases(bytes: &[u8]) -> Vec<u8> {
+    let empty = || br#"{"cases": []}"#.to_vec();
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return empty();
+    };
+    let Some(obj) = v.as_object_mut() else {
+        return empty();
+    };
+    match obj.get_mut("cases") {
+        Some(serde_json::Value::Array(cases)) => {
+            for c in cases.iter_mut() {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("expected_output");
+                }
+            }
+        }
+        None => {}
+        Some(_) => return empty(),
+    }
+    serde_json::to_vec(&v).unwrap_or_else(|_| empty())
+}
 
 /// The grader's metrics (grade.py's `score.json`).
 pub const GRADER_METRICS: [&str; 7] = [
@@ -892,9 +927,9 @@ fn task_toml(t: &IcaeTask) -> String {
     format!(
         r#"# ICAE-EVAL task {id}: {key} ({lang}), ICAE alias {alias}, imported by `eval import v04-icae`
 # (input tree sha256 {digest}). The agent gets prompt.md and the fuzzy PRD as workspace/start.md;
-# hidden/ holds the authoritative cases ({tiers}), eval's grade.py (ICAE
-# evaluate.py's rules) and the simulated user's frozen system prompt and brief ({n} hidden
-# constraints).
+# hidden/ holds the authoritative cases ({tiers}), in public/ eval's grade.py (ICAE
+# evaluate.py's rules) and the cases without their expected outputs (the grader's run stage sees
+# only these), and the simulated user's frozen system prompt and brief ({n} hidden constraints).
 id = {qid}
 suite = "{SUITE}"
 timeout_seconds = 3600
@@ -951,10 +986,13 @@ scaffolding = [{scaffolding}]
 fn grader_runtime_toml(image: &str) -> String {
     format!(
         r#"# The grader of imported ICAE tasks (written by `eval import v04-icae`): an image with bash,
-# python3 (for hidden/grade.py) and the tasks' toolchains (Go, Node, Python; e.g.
-# runtimes/images/v04-grader/build.sh in the eval repository prints such an id). grade.py copies
-# the read-only workspace snapshot into the exec tmpfs below for each case tier and runs the
-# agent's rcb_tests/test.sh there, with HOME, TMPDIR and the Go and npm caches in it too.
+# python3 (for hidden/public/grade.py) and the tasks' toolchains (Go, Node, Python; e.g.
+# runtimes/images/v04-grader/build.sh in the eval repository prints such an id). It grades in
+# eval's two stages: the run stage sees the workspace snapshot and hidden/public/ (the cases
+# without expected outputs) only, copies the snapshot into the exec tmpfs below for each case tier
+# and runs the agent's rcb_tests/test.sh there (HOME, TMPDIR and the Go and npm caches in it
+# too), its outputs captured by eval; the score stage sees no workspace and compares eval's copy
+# of those outputs with the authoritative cases.
 name = "v04-icae-grader"
 user = "65532:65532"
 tmpfs_exec = [{scratch}]
@@ -963,6 +1001,8 @@ tmpfs_exec = [{scratch}]
 id = {id}
 
 [grader]
+run = {run}
+run_inputs = "public"
 command = {cmd}
 
 [limits]
@@ -974,6 +1014,7 @@ tmpfs_mb = 2048
         scratch = q(GRADER_SCRATCH),
         id = q(image),
         cmd = GRADER_COMMAND,
+        run = GRADER_RUN,
     )
 }
 

@@ -130,9 +130,16 @@ impl DockerExecutor {
     }
 }
 
-/// The grader container of a run's attempt and of `eval regrade` (`run/regrade.rs`): `def`'s
-/// grader command over the mounts (workspace and hidden files read-only, `out` the only
-/// writable path), under the one container policy, to its end or [`GRADER_TIMEOUT`].
+/// The grading of a run's attempt and of `eval regrade` (`run/regrade.rs`), under the one
+/// container policy, each container to its end or [`GRADER_TIMEOUT`]. `mounts` are the
+/// grading's (workspace and hidden files read-only, `out` the only writable path of the score).
+///
+/// A one-stage grader (`[grader]` without `run`) is one container over those mounts. A
+/// two-stage grader is two (ARCHITECTURE.md, "Grading in two stages"): the run stage over the
+/// workspace, the public inputs and a fresh capture directory only (`<out>.run`); eval then reads
+/// that capture back as an agent's leftover ([`read_capture`]) into its own copy (`<out>.capture`),
+/// and the score stage gets that copy read-only with the hidden files and `out`, and no
+/// workspace. The returned end is the score stage's, its log both stages', its time their sum.
 pub(crate) async fn run_grader_container(
     rt: &dyn Runtime,
     def: &eval_runtimes::RuntimeDef,
@@ -140,7 +147,13 @@ pub(crate) async fn run_grader_container(
     facts: &eval_runtimes::policy::AttemptFacts,
     mounts: RoleMounts,
 ) -> Result<RunEnd, EngineFault> {
-    let RoleMounts::Grader { out, .. } = &mounts else {
+    let RoleMounts::Grader {
+        workspace,
+        hidden,
+        out,
+        oracle,
+    } = mounts
+    else {
         return Err(EngineFault {
             code: FaultCode::ControllerError,
             detail: "a grader container needs grader mounts".into(),
@@ -152,14 +165,171 @@ pub(crate) async fn run_grader_container(
         .map_err(|e| engine_fault(&e))?;
     // The grader's user may differ from the agent's (its own image and definition): the
     // output directory is handed to it.
-    eval_runtimes::policy::effective_user(def, &image_config)
-        .and_then(|ids| eval_runtimes::host::prepare_workspace(out, ids))
+    let ids =
+        eval_runtimes::policy::effective_user(def, &image_config).map_err(|e| engine_fault(&e))?;
+    eval_runtimes::host::prepare_workspace(&out, ids).map_err(|e| engine_fault(&e))?;
+    let Some(g) = def.grader.as_ref().filter(|g| g.two_stage()) else {
+        let mounts = RoleMounts::Grader {
+            workspace,
+            hidden,
+            out,
+            oracle,
+        };
+        let cspec = eval_runtimes::container_spec(def, image, &image_config, facts, &mounts)
+            .map_err(|e| engine_fault(&e))?;
+        return eval_runtimes::run_to_end(rt, &cspec, &[], GRADER_TIMEOUT, GRADER_LOG_BYTES)
+            .await
+            .map_err(|e| engine_fault(&e));
+    };
+    let host = |what: &str, e: std::io::Error| EngineFault {
+        code: FaultCode::ControllerError,
+        detail: format!("the grader's {what}: {e}"),
+    };
+    let run_dir = sibling(&out, "run");
+    let copy_dir = sibling(&out, "capture");
+    prepare_capture(&run_dir, &g.capture_files, ids).map_err(|e| host("capture", e))?;
+    let inputs = match &g.run_inputs {
+        None => None,
+        Some(rel) => {
+            let p = if rel == "." {
+                hidden.clone()
+            } else {
+                hidden.join(rel)
+            };
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => Some(p),
+                _ => {
+                    return Err(EngineFault {
+                        code: FaultCode::ControllerError,
+                        detail: format!(
+                            "the grader's run_inputs {rel:?}: {} is not a directory",
+                            p.display()
+                        ),
+                    });
+                }
+            }
+        }
+    };
+    let mut run_facts = facts.clone();
+    run_facts.attempt = format!("{}-run", facts.attempt);
+    let run_mounts = RoleMounts::GraderRun {
+        workspace,
+        inputs,
+        capture: run_dir.clone(),
+    };
+    let cspec = eval_runtimes::container_spec(def, image, &image_config, &run_facts, &run_mounts)
         .map_err(|e| engine_fault(&e))?;
-    let cspec = eval_runtimes::container_spec(def, image, &image_config, facts, &mounts)
-        .map_err(|e| engine_fault(&e))?;
-    eval_runtimes::run_to_end(rt, &cspec, &[], GRADER_TIMEOUT, GRADER_LOG_BYTES)
+    let run_end = eval_runtimes::run_to_end(rt, &cspec, &[], GRADER_TIMEOUT, GRADER_LOG_BYTES)
         .await
-        .map_err(|e| engine_fault(&e))
+        .map_err(|e| engine_fault(&e))?;
+    let note = read_capture(&run_dir, &copy_dir).map_err(|e| host("capture copy", e))?;
+    let score_mounts = RoleMounts::GraderScore {
+        hidden,
+        capture: copy_dir,
+        out,
+        oracle,
+    };
+    let cspec = eval_runtimes::container_spec(def, image, &image_config, facts, &score_mounts)
+        .map_err(|e| engine_fault(&e))?;
+    let mut end = eval_runtimes::run_to_end(rt, &cspec, &[], GRADER_TIMEOUT, GRADER_LOG_BYTES)
+        .await
+        .map_err(|e| engine_fault(&e))?;
+    let mut logs = format!("--- run stage ({:?}) ---\n", run_end.outcome).into_bytes();
+    logs.extend_from_slice(&run_end.logs);
+    logs.extend_from_slice(format!("\n--- capture: {note} ---\n--- score stage ---\n").as_bytes());
+    logs.extend_from_slice(&end.logs);
+    end.logs = logs;
+    end.elapsed += run_end.elapsed;
+    Ok(end)
+}
+
+/// The most bytes, entries and directory levels eval reads back from a run stage's capture.
+pub(crate) const MAX_CAPTURE_BYTES: u64 = 64 * 1024 * 1024;
+const MAX_CAPTURE_ENTRIES: usize = 10_000;
+const MAX_CAPTURE_DEPTH: usize = 4;
+
+/// `<out>.<what>` beside the grader's output directory.
+fn sibling(out: &std::path::Path, what: &str) -> std::path::PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{what}"));
+    out.with_file_name(name)
+}
+
+/// `dir` made anew, empty (whatever an earlier grading of the same attempt left there removed,
+/// links removed, never followed).
+fn fresh_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir)?,
+        Ok(_) => std::fs::remove_file(dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir(dir)
+}
+
+/// A fresh capture directory for the run stage. Without `files`, it belongs to the stage's
+/// user. With them, it is root's and sticky (1777) and each named file is root's with mode 0666:
+/// the stage's user (agent code among it) can create files and write the named ones' content,
+/// but cannot replace, remove, re-own or make read-only what the verifier writes last.
+fn prepare_capture(
+    dir: &std::path::Path,
+    files: &[String],
+    ids: (u32, u32),
+) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fresh_dir(dir)?;
+    if files.is_empty() {
+        return eval_runtimes::host::prepare_workspace(dir, ids).map_err(std::io::Error::other);
+    }
+    for f in files {
+        let p = dir.join(f);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777))
+}
+
+/// Reads what the run stage left in `run_dir` as an agent's leftover (`Beneath::read_tree`: no
+/// link followed, no FIFO opened, bounded) into eval's own fresh copy `copy_dir` (plain
+/// directories and files eval wrote). A capture that cannot be read (too large, too many entries)
+/// leaves the copy empty: the score stage then scores missing outputs. Returns what was done, for
+/// the grader's log.
+pub(crate) fn read_capture(
+    run_dir: &std::path::Path,
+    copy_dir: &std::path::Path,
+) -> std::io::Result<String> {
+    fresh_dir(copy_dir)?;
+    let tree = match Beneath::open(run_dir)
+        .and_then(|b| b.read_tree(MAX_CAPTURE_DEPTH, MAX_CAPTURE_ENTRIES, MAX_CAPTURE_BYTES))
+    {
+        Ok(t) => t,
+        Err(e) if e.is_host_fault() => return Err(std::io::Error::other(e.to_string())),
+        Err(e) => return Ok(format!("refused, nothing passed on: {e}")),
+    };
+    for d in &tree.dirs {
+        std::fs::create_dir_all(copy_dir.join(d))?;
+    }
+    for (rel, bytes) in &tree.files {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(copy_dir.join(rel))?
+            .write_all(bytes)?;
+    }
+    let mut note = format!("{} file(s) passed on", tree.files.len());
+    if !tree.skipped.is_empty() {
+        let shown: Vec<&str> = tree.skipped.iter().take(8).map(String::as_str).collect();
+        note.push_str(&format!(
+            "; {} not regular files or too deep, left out: {}",
+            tree.skipped.len(),
+            shown.join(", ")
+        ));
+    }
+    Ok(note)
 }
 
 /// What one grading reads and where it writes.
