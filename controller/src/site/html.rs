@@ -367,6 +367,7 @@ impl<'a> Site<'a> {
         for c in &s.comparisons {
             super::forest::plot(o, &self.report.gates, s, c);
         }
+        o.push_str(&eval_evidence::report::render::reliability_html(s));
         // The task × arm table: each repetition's value, linked to the attempt it came from.
         let arms = suite_arms(s);
         let _ = write!(

@@ -190,6 +190,13 @@ pub struct SuiteReport {
     pub comparisons: Vec<Comparison>,
     /// One row per task, in matrix order.
     pub tasks: Vec<TaskTableRow>,
+    /// What a repetition must reach on `metric` to count as a pass in `reliability`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_mark: Option<f64>,
+    /// Per arm (baseline first): pass@k, pass^k over the repetitions and the share of tasks
+    /// whose outcome flips between them (see `stats::reliability`); empty in older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reliability: Vec<crate::stats::reliability::Reliability>,
 }
 
 /// One arm against the suite's baseline.
@@ -716,7 +723,7 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
     let finals = final_attempts(run);
     let mut all_arms = vec![suite.baseline.clone()];
     all_arms.extend(arms.iter().cloned());
-    let tasks = suite
+    let tasks: Vec<TaskTableRow> = suite
         .tasks
         .iter()
         .map(|task| {
@@ -756,6 +763,28 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
         .first()
         .and_then(|c| c.summary.as_ref())
         .map_or(0, |s| s.n_tasks);
+    let pass_mark = pass_mark(suite);
+    let reliability = all_arms
+        .iter()
+        .map(|arm| {
+            let per_task: Vec<Vec<bool>> = tasks
+                .iter()
+                .map(|t| {
+                    t.arms
+                        .get(arm)
+                        .map(|cells| {
+                            cells
+                                .iter()
+                                .filter(|c| c.outcome.is_some())
+                                .map(|c| c.value.is_some_and(|v| v >= pass_mark))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                })
+                .collect();
+            crate::stats::reliability::reliability(arm, &per_task)
+        })
+        .collect();
     SuiteReport {
         id: suite.id.clone(),
         baseline: suite.baseline.clone(),
@@ -766,7 +795,15 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
         robustness_check: suite.tasks.len() < run.plan.min_suite_tasks,
         comparisons,
         tasks,
+        pass_mark: Some(pass_mark),
+        reliability,
     }
+}
+
+/// What a repetition must reach on the suite's headline metric to pass: the control arms' pass
+/// mark when the suite declares controls, else full marks (scores are points out of 100).
+fn pass_mark(suite: &super::run_data::SuiteData) -> f64 {
+    suite.controls.as_ref().map_or(100.0, |c| c.pass_at_least)
 }
 
 fn accounting(run: &RunData) -> Vec<ArmAccounting> {

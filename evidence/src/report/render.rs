@@ -210,6 +210,12 @@ fn text(r: &Report) -> String {
                 }
             }
         }
+        if !s.reliability.is_empty() {
+            let _ = writeln!(o, "  reliability ({}):", reliability_basis(s));
+            for x in &s.reliability {
+                let _ = writeln!(o, "    {}: {}", x.arm, reliability_text(x));
+            }
+        }
     }
     let _ = writeln!(o, "\nAccounting per arm (all attempts)");
     for a in &r.accounting {
@@ -371,6 +377,24 @@ fn markdown(r: &Report) -> String {
                 );
             }
         }
+        if !s.reliability.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nReliability ({}):\n\n| arm | tasks | pass@k | pass^k | flipping tasks |\n|---|---|---|---|---|",
+                md_escape(&reliability_basis(s))
+            );
+            for x in &s.reliability {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {} | {} |",
+                    md_escape(&x.arm),
+                    x.tasks,
+                    at_k_text("pass@", &x.pass_at_k),
+                    at_k_text("pass^", &x.pass_hat_k),
+                    flips_text(x)
+                );
+            }
+        }
     }
     let _ = writeln!(
         o,
@@ -441,6 +465,70 @@ fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
         crate::stats::ResampleKind::Sampled => "sampled",
         crate::stats::ResampleKind::Exact => "exact",
     }
+}
+
+/// What a pass is in a suite's reliability figures.
+pub fn reliability_basis(s: &SuiteReport) -> String {
+    format!(
+        "a repetition passes when {} >= {}; pass@k = 1 - C(n-c,k)/C(n,k), pass^k = C(c,k)/C(n,k), averaged over tasks",
+        s.metric,
+        num(s.pass_mark.unwrap_or(f64::NAN))
+    )
+}
+
+/// `pass@1 0.5, pass@2 0.8333`.
+fn at_k_text(name: &str, v: &[crate::stats::reliability::AtK]) -> String {
+    v.iter()
+        .map(|x| format!("{name}{} {}", x.k, num(x.value)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `1 of 2 repeated tasks (0.5)`.
+fn flips_text(x: &crate::stats::reliability::Reliability) -> String {
+    format!(
+        "{} of {} repeated tasks ({})",
+        x.flipping_tasks,
+        x.repeated_tasks,
+        x.flip_share.map_or("—".into(), num)
+    )
+}
+
+/// One arm's reliability on one line.
+pub fn reliability_text(x: &crate::stats::reliability::Reliability) -> String {
+    format!(
+        "{} tasks, {}/{} repetitions passed; {}; {}; flips: {}",
+        x.tasks,
+        x.passes,
+        x.trials,
+        at_k_text("pass@", &x.pass_at_k),
+        at_k_text("pass^", &x.pass_hat_k),
+        flips_text(x)
+    )
+}
+
+/// A suite's reliability table as HTML (the report's page and the site show the same one).
+pub fn reliability_html(s: &SuiteReport) -> String {
+    if s.reliability.is_empty() {
+        return String::new();
+    }
+    let mut o = format!(
+        "<table class=\"reliability\"><caption>Reliability: {}</caption><tr><th>arm</th><th>tasks</th><th>pass@k</th><th>pass^k</th><th>flipping tasks</th></tr>\n",
+        esc(&reliability_basis(s))
+    );
+    for x in &s.reliability {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.arm),
+            x.tasks,
+            esc(&at_k_text("pass@", &x.pass_at_k)),
+            esc(&at_k_text("pass^", &x.pass_hat_k)),
+            esc(&flips_text(x))
+        );
+    }
+    o.push_str("</table>\n");
+    o
 }
 
 fn md_escape(s: &str) -> String {
@@ -688,6 +776,7 @@ fn suite_html(o: &mut String, s: &SuiteReport) {
         }
     );
     forest_plot(o, s);
+    o.push_str(&reliability_html(s));
     for c in &s.comparisons {
         if let Some(p) = &c.summary {
             for n in &p.notes {

@@ -15,6 +15,8 @@ mod custody;
 mod gates;
 mod ledger;
 mod power;
+mod reliability;
 mod report_html;
+mod sequential;
 mod signing;
 mod stats;
