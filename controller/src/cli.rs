@@ -297,6 +297,10 @@ pub struct ReportArgs {
     /// the verdict line then says so. Without it unsigned evidence never allows one (exit 1)
     #[arg(long)]
     pub allow_unsigned: bool,
+    /// Take preregistered interim look N ([sequential]) first: record it in the ledger (never
+    /// twice) and report the gates against its adjusted boundary
+    #[arg(long, value_name = "N")]
+    pub look: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

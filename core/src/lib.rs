@@ -26,4 +26,5 @@ pub mod name;
 pub mod outcome;
 pub mod phase;
 pub mod round_metrics;
+pub mod sequential;
 pub mod tokens;

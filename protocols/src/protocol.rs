@@ -74,6 +74,11 @@ pub struct Protocol {
     /// power `eval freeze` prints for its interval rules (`[power.<gate>]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub power: BTreeMap<String, PowerSpec>,
+    /// Preregistered interim looks (`[sequential]`: `gate`, `looks` as fractions of the
+    /// statistical slots, `spending`, optional `futility_z`); absent: a fixed design, analysed
+    /// once. Optional and serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<eval_core::sequential::SequentialPlan>,
 }
 
 /// `[power.<gate id>]`: the declared effect and task-level standard deviation, in the units of the

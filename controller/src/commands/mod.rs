@@ -19,6 +19,7 @@ pub(crate) mod proofs;
 pub(crate) mod proxy;
 mod regrade;
 pub mod report;
+pub mod report_look;
 mod retire;
 pub(crate) mod run;
 pub(crate) mod show;

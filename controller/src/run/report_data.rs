@@ -186,6 +186,8 @@ pub fn build_with_key(
         suites,
         slots,
         attempts,
+        sequential: p.sequential.clone(),
+        looks_taken: crate::commands::report_look::looks_taken(entries),
     })
 }
 

@@ -293,6 +293,9 @@ impl<'a> Site<'a> {
         for s in &r.suites {
             self.suite_section(&mut o, s);
         }
+        if let Some(q) = &r.sequential {
+            o.push_str(&eval_evidence::report::render::sequential_html(q));
+        }
         // `eval regrade`'s results, labelled, after everything the verdict rests on.
         o.push_str(&eval_evidence::report::sensitivity::html(
             &r.sensitivity,

@@ -107,6 +107,9 @@ pub struct Report {
     /// verdict reads it); additive, absent when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitivity: Vec<super::sensitivity::Sensitivity>,
+    /// The preregistered interim looks and every look taken (absent: a fixed design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<super::looks::SequentialReport>,
 }
 
 /// How the evidence was checked before the report was computed.
@@ -479,6 +482,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         grader_validity: crate::gates::controls::grader_validity(run),
         power: run.power.clone(),
         sensitivity: Vec::new(),
+        sequential: super::looks::sequential_report(run),
     })
 }
 

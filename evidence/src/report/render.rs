@@ -217,6 +217,12 @@ fn text(r: &Report) -> String {
             }
         }
     }
+    if let Some(q) = &r.sequential {
+        let _ = writeln!(o, "\n{}", sequential_head(q));
+        for t in &q.looks {
+            let _ = writeln!(o, "  {}", super::looks::look_line(t));
+        }
+    }
     let _ = writeln!(o, "\nAccounting per arm (all attempts)");
     for a in &r.accounting {
         let _ = writeln!(
@@ -396,6 +402,16 @@ fn markdown(r: &Report) -> String {
             }
         }
     }
+    if let Some(q) = &r.sequential {
+        let _ = writeln!(
+            o,
+            "\n## Interim looks\n\n{}\n",
+            md_escape(&sequential_head(q))
+        );
+        for t in &q.looks {
+            let _ = writeln!(o, "- {}", md_escape(&super::looks::look_line(t)));
+        }
+    }
     let _ = writeln!(
         o,
         "\n## Accounting\n\n| suite | arm | attempts | outcomes | turns | input tokens | output tokens | spend (USD) | oracle calls | anomalies |\n|---|---|---|---|---|---|---|---|---|---|"
@@ -465,6 +481,36 @@ fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
         crate::stats::ResampleKind::Sampled => "sampled",
         crate::stats::ResampleKind::Exact => "exact",
     }
+}
+
+/// The interim-look design and where it stands, on one line.
+pub fn sequential_head(q: &super::looks::SequentialReport) -> String {
+    format!(
+        "Interim looks ({}, gate {}, looks at {:?} of the slots, boundaries {}): {}",
+        q.plan.spending.name(),
+        q.plan.gate,
+        q.plan.looks,
+        q.boundaries.as_ref().map_or("—".into(), |b| b
+            .z
+            .iter()
+            .map(|z| format!("{z:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")),
+        q.summary
+    )
+}
+
+/// The interim looks as HTML.
+pub fn sequential_html(q: &super::looks::SequentialReport) -> String {
+    let mut o = format!(
+        "<h2>Interim looks</h2><p>{}</p><ul>",
+        esc(&sequential_head(q))
+    );
+    for t in &q.looks {
+        let _ = write!(o, "<li>{}</li>", esc(&super::looks::look_line(t)));
+    }
+    o.push_str("</ul>\n");
+    o
 }
 
 /// What a pass is in a suite's reliability figures.
@@ -629,6 +675,9 @@ fn html(r: &Report) -> String {
     gates_table(&mut o, &r.gates);
     for s in &r.suites {
         suite_html(&mut o, s);
+    }
+    if let Some(q) = &r.sequential {
+        o.push_str(&sequential_html(q));
     }
     let _ = writeln!(
         o,

@@ -120,6 +120,12 @@ pub struct RunData {
     /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts
     /// included).
     pub attempts: Vec<AttemptData>,
+    /// The protocol's preregistered interim looks (`[sequential]`); `None`: a fixed design.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<super::looks::SequentialPlan>,
+    /// Every look taken, from the ledger's `look` entries, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looks_taken: Vec<super::looks::LookTaken>,
 }
 
 /// One met precondition: the other protocol's pinned identity and the registry `report` entry

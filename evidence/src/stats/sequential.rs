@@ -23,31 +23,7 @@ use super::StatsError;
 use super::interval::ndtr;
 use super::rng::{ChaChaStream, PURPOSE_SEQUENTIAL};
 
-/// How the overall α is spread over the looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Spending {
-    /// The same boundary at every look (Pocock 1977).
-    Pocock,
-    /// b_k = c/√t_k: very strict early, close to the fixed design at the end (O'Brien–Fleming).
-    OBrienFleming,
-    /// Lan–DeMets α(t) = α·ln(1 + (e − 1)t) (Pocock-like).
-    LanDemetsPocock,
-    /// Lan–DeMets α(t) = 2·(2 − 2Φ(z_{1−α/4}/√t)) (O'Brien–Fleming-like, α/2 a side).
-    LanDemetsOBrienFleming,
-}
-
-impl Spending {
-    /// The name the protocol uses.
-    pub fn name(self) -> &'static str {
-        match self {
-            Spending::Pocock => "pocock",
-            Spending::OBrienFleming => "o-brien-fleming",
-            Spending::LanDemetsPocock => "lan-demets-pocock",
-            Spending::LanDemetsOBrienFleming => "lan-demets-o-brien-fleming",
-        }
-    }
-}
+pub use eval_core::sequential::Spending;
 
 /// The efficacy boundaries of one design.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -74,26 +50,7 @@ fn phi(x: f64) -> f64 {
 
 /// Checks that `looks` are increasing fractions in (0, 1] ending at 1.
 pub fn check_looks(looks: &[f64]) -> Result<(), StatsError> {
-    if looks.is_empty() {
-        return Err(StatsError::Input(
-            "a sequential design needs at least one look".into(),
-        ));
-    }
-    let mut prev = 0.0;
-    for &t in looks {
-        if !(t.is_finite() && t > prev && t <= 1.0) {
-            return Err(StatsError::Input(format!(
-                "look fractions must increase strictly within (0, 1]: {looks:?}"
-            )));
-        }
-        prev = t;
-    }
-    if (prev - 1.0).abs() > 1e-12 {
-        return Err(StatsError::Input(format!(
-            "the last look must be at fraction 1 (all slots): {looks:?}"
-        )));
-    }
-    Ok(())
+    eval_core::sequential::check_looks(looks).map_err(StatsError::Input)
 }
 
 /// The probability of crossing at each look (|Z_k| ≥ b_k at look k, not before) when Z's drift

@@ -14,6 +14,7 @@ mod controls;
 mod custody;
 mod gates;
 mod ledger;
+mod looks;
 mod power;
 mod reliability;
 mod report_html;

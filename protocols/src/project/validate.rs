@@ -770,6 +770,38 @@ impl Check<'_> {
                 return Err(self.bad(&format!("{f}.sd"), "must be positive"));
             }
         }
+        if let Some(seq) = &p.sequential {
+            let watched = p
+                .gates
+                .iter()
+                .find(|g| g.id == seq.gate)
+                .filter(|g| g.suite.is_some())
+                .and_then(|g| {
+                    g.rules.iter().find(|r| {
+                        matches!(
+                            r.statistic,
+                            eval_core::gates::Statistic::BootstrapLower
+                                | eval_core::gates::Statistic::ContrastLower
+                                | eval_core::gates::Statistic::SignFlipP
+                        )
+                    })
+                })
+                .is_some_and(|r| r.metric.is_some());
+            if !watched {
+                return Err(self.bad(
+                    "sequential.gate",
+                    format!(
+                        "{:?} is not a suite gate with a bootstrap_lower, contrast_lower or sign_flip_p rule on a metric",
+                        seq.gate
+                    ),
+                ));
+            }
+            eval_core::sequential::check_looks(&seq.looks)
+                .map_err(|e| self.bad("sequential.looks", e))?;
+            if seq.futility_z.is_some_and(|z| !z.is_finite()) {
+                return Err(self.bad("sequential.futility_z", "must be finite"));
+            }
+        }
         Ok(())
     }
 }

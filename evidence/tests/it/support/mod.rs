@@ -160,6 +160,8 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
         }],
         slots,
         attempts,
+        sequential: None,
+        looks_taken: vec![],
     }
 }
 
