@@ -315,8 +315,11 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.version > RUN_DATA_VERSION {
         return Err(ReportError::Version(run.version));
     }
-    let gates = evaluate_gates(run);
+    // After an interim look the gates are held to that look's adjusted level.
+    let adjusted = super::looks::adjusted_for_looks(run);
+    let gates = evaluate_gates(adjusted.as_ref().unwrap_or(run));
     let completeness = completeness(run);
+    let stopped = super::looks::stopped_for_efficacy(run);
     let run_complete = completeness.missing.is_empty();
     let all_gates_passed = gates.iter().all(|g| g.passed);
     let mut reasons = Vec::new();
@@ -334,7 +337,8 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             ));
         }
     }
-    if !run_complete {
+    // Slots left unrun because the preregistered design stopped for efficacy are not missing.
+    if !run_complete && stopped.is_none() {
         reasons.push(format!(
             "run incomplete: {} of {} statistical slots resolved, {} of {} infrastructure slots completed",
             completeness.statistical_resolved,
@@ -395,6 +399,19 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
                 ));
             }
         }
+    }
+    if let Some(t) = stopped {
+        anomalies.push(format!(
+            "the run stopped at interim look {} for efficacy: {} of {} statistical slots resolved, the rest not run by the preregistered design; gates held to the look's adjusted level",
+            t.look, t.resolved_slots, t.total_slots
+        ));
+    } else if let Some(last) = run.looks_taken.last()
+        && adjusted.is_some()
+    {
+        anomalies.push(format!(
+            "gates held to interim look {}'s adjusted level",
+            last.look
+        ));
     }
     anomalies.extend(run.wire_anomalies.iter().map(|a| format!("wire: {a}")));
     for a in &accounting {

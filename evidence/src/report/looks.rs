@@ -2,8 +2,11 @@
 //! the account of every look taken that the report shows.
 //!
 //! The look statistic is the studentised task-level difference of the watched gate's first
-//! task-level rule: z = (mean(d) − threshold)/(sd(d)/√n), dᵢ the candidate's minus the
-//! baseline's task mean of the rule's metric over the tasks with complete pairs so far. It is
+//! task-level rule, t = (mean(d) − threshold)/(sd(d)/√n), dᵢ the candidate's minus the
+//! baseline's task mean of the rule's metric over the tasks with complete pairs so far, put on
+//! the normal scale by its Student-t tail (z = Φ⁻¹(F_{n−1}(t))). Efficacy also needs enough
+//! tasks for the gate's task-level rule to reach the look's level (2⁻ⁿ ≤ nominal α/2); with
+//! fewer the look continues and says why. It is
 //! compared with the design's efficacy boundary at that look (`stats::sequential`), with
 //! α = 1 − the plan's confidence. Looks are recorded by the controller (one ledger entry each)
 //! and come back in [`RunData::looks_taken`]; this module never reads a ledger.
@@ -123,7 +126,7 @@ pub fn look_statistic(run: &RunData, plan: &SequentialPlan) -> Result<(f64, usiz
     let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     let se = (var / n as f64).sqrt();
     let z = if se > 0.0 {
-        (mean - shift) / se
+        t_to_z((mean - shift) / se, (n - 1) as f64)
     } else if mean > shift {
         f64::INFINITY
     } else if mean < shift {
@@ -132,6 +135,18 @@ pub fn look_statistic(run: &RunData, plan: &SequentialPlan) -> Result<(f64, usiz
         0.0
     };
     Ok((z, n))
+}
+
+/// The normal score with the same one-sided tail as Student's t on `df` degrees of freedom, so a
+/// handful of tasks is not read as if their spread were known.
+fn t_to_z(t: f64, df: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    match StudentsT::new(0.0, 1.0, df) {
+        // The upper tail, mapped back (sf keeps precision far out in the tail).
+        Ok(d) if t >= 0.0 => -crate::stats::interval::ndtri(d.sf(t)),
+        Ok(d) => crate::stats::interval::ndtri(d.cdf(t)),
+        Err(_) => f64::NAN,
+    }
 }
 
 /// Why look `look` (1-based) may not be taken now, if it may not: the design has no such look,
@@ -182,8 +197,23 @@ pub fn take_look(run: &RunData, plan: &SequentialPlan, look: u32) -> Result<Look
         Ok((z, n)) => (Some(z), n, None),
         Err(e) => (None, 0, Some(e)),
     };
+    let level = b.nominal_alpha.get(i).copied().unwrap_or(0.0) / 2.0;
+    let too_few = tasks > 0 && 0.5f64.powi(i32::try_from(tasks).unwrap_or(i32::MAX)) > level;
+    let mut note = note;
     let decision = match z {
-        Some(z) => decide(&b, i, z, plan.futility_z),
+        Some(z) => match decide(&b, i, z, plan.futility_z) {
+            LookDecision::StopEfficacy if too_few => {
+                note = Some(format!(
+                    "{tasks} tasks cannot reach the look's one-sided level {level:.4} (2^-{tasks} > it): no stop for efficacy"
+                ));
+                if i + 1 == b.z.len() {
+                    LookDecision::FinalNotShown
+                } else {
+                    LookDecision::Continue
+                }
+            }
+            d => d,
+        },
         // No statistic: never a stop for efficacy.
         None if i + 1 == b.z.len() => LookDecision::FinalNotShown,
         None => LookDecision::Continue,
@@ -256,4 +286,41 @@ pub fn look_line(t: &LookTaken) -> String {
             .map(|n| format!(" ({n})"))
             .unwrap_or_default()
     )
+}
+
+/// The run data the gates are evaluated on after a look: the latest look's (on a complete run
+/// that did not stop, the final look's) adjusted level in
+/// place of the plan's (interval rules at confidence 1 − the look's nominal α, sign-flip
+/// thresholds scaled by nominal α / α); `None` when no look was taken or the design cannot be
+/// computed (the report then says why in its sequential section).
+pub fn adjusted_for_looks(run: &RunData) -> Option<RunData> {
+    let plan = run.sequential.as_ref()?;
+    let mut last = run.looks_taken.iter().map(|t| t.look).max()?;
+    let b = design(run, plan).ok()?;
+    // A complete run that did not stop is analysed at the final look's level.
+    let (resolved, total) = slots_resolved(run);
+    if resolved == total && stopped_for_efficacy(run).is_none() {
+        last = u32::try_from(b.z.len()).unwrap_or(last);
+    }
+    let nominal = *b.nominal_alpha.get((last as usize).checked_sub(1)?)?;
+    let alpha = 1.0 - run.plan.confidence;
+    let mut adjusted = run.clone();
+    adjusted.plan.confidence = 1.0 - nominal;
+    for rule in adjusted
+        .gates
+        .iter_mut()
+        .flat_map(|g| g.rules.iter_mut())
+        .filter(|r| r.statistic == Statistic::SignFlipP)
+    {
+        rule.threshold = rule.threshold.map(|t| t * nominal / alpha);
+    }
+    Some(adjusted)
+}
+
+/// The look the run stopped at for efficacy, if it did.
+pub fn stopped_for_efficacy(run: &RunData) -> Option<&LookTaken> {
+    run.sequential.as_ref()?;
+    run.looks_taken
+        .iter()
+        .find(|t| t.decision == LookDecision::StopEfficacy)
 }
