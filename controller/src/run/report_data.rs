@@ -332,6 +332,7 @@ fn attempt_data(
     declared: &BTreeMap<&str, bool>,
 ) -> Result<Vec<AttemptData>, ReportDataError> {
     let spend = spend_by_attempt(entries);
+    let waited = upstream_wait_by_attempt(entries);
     // Metrics from the wire, for the suites that list one: computed here from the recorded
     // requests, never taken from anything the attempt reported.
     let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
@@ -361,6 +362,7 @@ fn attempt_data(
             model_turns: o.map_or(0, |o| o.model_turns),
             tokens: o.map(|o| o.tokens).unwrap_or_default(),
             duration_seconds: o.map_or(0.0, |o| o.duration_seconds),
+            upstream_wait_seconds: Some(waited.get(&a.attempt).copied().unwrap_or(0.0)),
             oracle_calls: o.map_or(0, |o| o.clarification_questions.max(o.oracle_calls) as u32),
             harness_turns: o.and_then(|o| o.harness.map(|h| h.model_turns)),
             harness_tokens: o.and_then(|o| o.harness.map(|h| h.total_tokens)),
@@ -644,6 +646,27 @@ fn spend_by_attempt(entries: &[Entry]) -> BTreeMap<String, f64> {
             continue;
         };
         *out.entry(a.to_owned()).or_insert(0.0) += usd;
+    }
+    out
+}
+
+/// Seconds each attempt's model calls (every role) spent in the proxy, request arrival to the
+/// end of the response: the proxy record's `latency_ms` (the entry's rounded one when the record
+/// has none), summed.
+fn upstream_wait_by_attempt(entries: &[Entry]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.kind == events::MODEL_CALL) {
+        let Ok(v) = e.payload_json() else { continue };
+        let Some(a) = v.get("attempt").and_then(|a| a.as_str()) else {
+            continue;
+        };
+        let ms = v
+            .pointer("/record/latency_ms")
+            .and_then(|x| x.as_f64())
+            .or_else(|| v.get("latency_ms").and_then(|x| x.as_f64()))
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .unwrap_or(0.0);
+        *out.entry(a.to_owned()).or_insert(0.0) += ms / 1e3;
     }
     out
 }

@@ -450,7 +450,7 @@ impl<'a> Site<'a> {
                 a.output_tokens,
                 a.cached_tokens,
                 num(a.spend_usd),
-                num(a.duration_seconds),
+                esc(&eval_evidence::report::render::duration_text(a)),
                 esc(&a.anomalies.join("; "))
             );
         }

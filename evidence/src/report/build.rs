@@ -259,6 +259,10 @@ pub struct ArmAccounting {
     pub oracle_calls: u64,
     /// Wall-clock seconds of the agent runs.
     pub duration_seconds: f64,
+    /// Those seconds less the time the runs' model calls waited on the upstream (the sum of
+    /// the attempts' `harness_seconds`); absent in older reports.
+    #[serde(default)]
+    pub harness_seconds: f64,
     /// Attempts per outcome (`completed`, `contract_violation`, `infra_fault`, …).
     #[serde(default)]
     pub outcomes: BTreeMap<String, usize>,
@@ -848,6 +852,7 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
                     reasoning_tokens: 0,
                     oracle_calls: 0,
                     duration_seconds: 0.0,
+                    harness_seconds: 0.0,
                     outcomes: BTreeMap::new(),
                     spend_usd: 0.0,
                     zero_turn_attempts: 0,
@@ -868,6 +873,7 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         x.reasoning_tokens += a.tokens.reasoning;
         x.oracle_calls += u64::from(a.oracle_calls);
         x.duration_seconds += a.duration_seconds;
+        x.harness_seconds += crate::gates::pairs::harness_seconds(a);
         x.spend_usd += a.spend_usd;
         x.incomplete_calls += a.incomplete_calls;
         x.incomplete_reserved_tokens += a.incomplete_reserved_tokens;

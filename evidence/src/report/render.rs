@@ -227,7 +227,7 @@ fn text(r: &Report) -> String {
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "  {}/{}: {} attempts ({}), {} turns, {} in + {} out tokens, ${}, {} oracle calls, {}s",
+            "  {}/{}: {} attempts ({}), {} turns, {} in + {} out tokens, ${}, {} oracle calls, {}",
             a.suite,
             a.arm,
             a.attempts,
@@ -237,7 +237,7 @@ fn text(r: &Report) -> String {
             a.output_tokens,
             num(a.spend_usd),
             a.oracle_calls,
-            num(a.duration_seconds)
+            duration_text(a)
         );
         for x in &a.anomalies {
             let _ = writeln!(o, "      ! {x}");
@@ -414,12 +414,12 @@ fn markdown(r: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "\n## Accounting\n\n| suite | arm | attempts | outcomes | turns | input tokens | output tokens | spend (USD) | oracle calls | anomalies |\n|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Accounting\n\n| suite | arm | attempts | outcomes | turns | input tokens | output tokens | spend (USD) | oracle calls | duration | anomalies |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             a.suite,
             a.arm,
             a.attempts,
@@ -429,6 +429,7 @@ fn markdown(r: &Report) -> String {
             a.output_tokens,
             num(a.spend_usd),
             a.oracle_calls,
+            duration_text(a),
             md_escape(&a.anomalies.join("; "))
         );
     }
@@ -481,6 +482,15 @@ fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
         crate::stats::ResampleKind::Sampled => "sampled",
         crate::stats::ResampleKind::Exact => "exact",
     }
+}
+
+/// An arm's wall time beside the part of it that excludes waiting on the upstream.
+pub fn duration_text(a: &super::build::ArmAccounting) -> String {
+    format!(
+        "{}s ({}s excluding the upstream)",
+        num(a.duration_seconds),
+        num(a.harness_seconds)
+    )
 }
 
 /// The interim-look design and where it stands, on one line.
@@ -696,7 +706,7 @@ fn html(r: &Report) -> String {
             a.cached_tokens,
             a.reasoning_tokens,
             a.oracle_calls,
-            num(a.duration_seconds),
+            esc(&duration_text(a)),
             esc(&outcomes_text(a)),
             num(a.spend_usd),
             esc(&a.anomalies.join("; "))

@@ -308,6 +308,11 @@ pub struct AttemptData {
     pub tokens: TokenCounts,
     /// Wall-clock duration of the agent run, seconds.
     pub duration_seconds: f64,
+    /// Seconds the attempt's model calls spent in the proxy, from each request's arrival to the
+    /// end of its response (the meter's per-call `latency_ms`, summed): the time the run waited
+    /// on the upstream. `None` in data from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_wait_seconds: Option<f64>,
     /// Calls in the oracle role (clarifying questions answered by a model or a script).
     pub oracle_calls: u32,
     /// The harness's own count of model turns / tokens, when the runtime reported it.

@@ -12,6 +12,7 @@ mod support;
 
 mod controls;
 mod custody;
+mod duration;
 mod gates;
 mod ledger;
 mod looks;

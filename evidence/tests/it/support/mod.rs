@@ -36,6 +36,7 @@ pub fn attempt(slot: &SlotData, n: u32, outcome: Option<Outcome>, score: f64) ->
             reasoning: 0,
         },
         duration_seconds: 10.0,
+        upstream_wait_seconds: Some(6.0),
         oracle_calls: 0,
         harness_turns: Some(4),
         harness_tokens: Some(1200),
