@@ -13,6 +13,7 @@ mod support;
 mod controls;
 mod custody;
 mod duration;
+mod false_fail;
 mod gates;
 mod ledger;
 mod looks;
