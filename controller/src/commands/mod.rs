@@ -13,6 +13,7 @@ pub(crate) mod init;
 pub mod keygen;
 mod ledger;
 mod plan;
+mod plan_calibrate;
 mod plan_power;
 pub(crate) mod preflight;
 pub(crate) mod proofs;

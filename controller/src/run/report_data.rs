@@ -287,6 +287,68 @@ fn suite_data(loaded: &eval_protocols::Loaded) -> Vec<SuiteData> {
         .collect()
 }
 
+/// A pilot's run data for `eval plan --calibrate`: its slots, attempts and suites (from its own
+/// ledger and protocol, loaded from the project at `root`) under the evaluated protocol's
+/// statistical plan and gates (`target`). Nothing here is a report: the chain is verified, but
+/// signatures and artifacts are not checked.
+pub fn pilot_run_data(
+    root: &Path,
+    pilot: &Path,
+    target: &eval_protocols::Loaded,
+) -> Result<RunData, ReportDataError> {
+    let all = LedgerReader::open(pilot).and_then(|r| r.entries())?;
+    let verified = ledger::verify_entries(&all, None);
+    let entries = &all[..all.len().min(verified.entries as usize)];
+    let st = RunState::replay(entries).unwrap_or_default();
+    let started = st
+        .started
+        .clone()
+        .ok_or_else(|| ReportDataError::NoRunStarted {
+            path: pilot.to_path_buf(),
+        })?;
+    let loaded = Project::open(root)
+        .load(&started.protocol)
+        .map_err(ReportDataError::Protocol)?;
+    let declared = declared_metrics(root, &loaded.protocol)?;
+    let attempts = attempt_data(entries, &st, &loaded, &started, &declared)?;
+    let t = &target.protocol;
+    Ok(RunData {
+        version: rd::RUN_DATA_VERSION,
+        matrix: started.matrix.clone(),
+        protocol: started.protocol.clone(),
+        identity: started.identity.clone(),
+        driver_digest: started.driver.clone(),
+        ledger_head: LedgerHeadRef {
+            seq: verified.head.seq,
+            hash: verified.head.hash.to_string(),
+        },
+        ledger_verified: verified.ok,
+        ledger_problems: Vec::new(),
+        freeze_drift: Vec::new(),
+        identity_retired: false,
+        fixture_upstream: false,
+        upstream: rd::UpstreamEvidence::default(),
+        model_free_upstream: false,
+        model_free_protocol: false,
+        wire_anomalies: Vec::new(),
+        preconditions: Vec::new(),
+        signed_evidence: None,
+        allow_unsigned: true,
+        artifacts_verified: None,
+        plan: stat_plan(t),
+        gates: t.gates.clone(),
+        power: Vec::new(),
+        rerunnable_fault_codes: t.reruns.codes.clone(),
+        max_reruns_per_slot: Some(t.reruns.max_reruns_per_slot),
+        max_infra_attempts: Some(t.reruns.max_infra_attempts.max(1)),
+        suites: suite_data(&loaded),
+        slots: slot_data(&st),
+        attempts,
+        sequential: None,
+        looks_taken: Vec::new(),
+    })
+}
+
 /// The run's scheduled slots, as replay read them.
 fn slot_data(st: &RunState) -> Vec<SlotData> {
     st.slots

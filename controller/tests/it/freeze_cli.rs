@@ -583,6 +583,22 @@ fn plan_power_estimates_the_sd_from_a_pilot_and_sizes_the_suite() {
     );
 }
 
+/// `eval plan --calibrate` reads a pilot only through its replayed run: a ledger without a
+/// well-formed `run_started` is refused (exit 2, the file named), and `--calibrate` needs
+/// `--pilot`.
+#[test]
+fn plan_calibrate_refuses_a_pilot_that_is_not_a_run() {
+    let (_tmp, proj) = init();
+    let ledger = proj.join("pilot.sqlite");
+    pilot_ledger(&ledger, "sha256:pilot", &[0.0, 10.0, 20.0]);
+    let args = ["plan", "--matrix", "demo", "--calibrate", "--pilot"];
+    let o = eval(&proj, &[&args[..], &[ledger.to_str().unwrap()]].concat());
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("pilot.sqlite"), "{}", text(&o));
+    let o = eval(&proj, &["plan", "--matrix", "demo", "--calibrate"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+}
+
 /// The report shows, per interval rule, exactly the power figures `eval freeze` printed: the
 /// same function from the same frozen protocol and seeds. The text/md/html carry the freeze
 /// line verbatim; the JSON's numbers format to the line's figures.
