@@ -480,6 +480,11 @@ pub struct StatisticalPlan {
     /// Suites with fewer tasks are flagged as not population-calibrated.
     #[serde(default)]
     pub min_suite_tasks: u32,
+    /// The highest false-fail rate under no effect a suite gate rule may have on the run's own
+    /// noise before the report flags it as an anomaly (absent: not checked). Optional and
+    /// serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_fail_bound: Option<f64>,
 }
 
 fn default_exact() -> String {

@@ -515,6 +515,7 @@ fn stat_plan(p: &eval_protocols::Protocol) -> StatPlan {
         method: p.statistics.method.clone(),
         exact: p.statistics.exact.clone(),
         min_suite_tasks: p.statistics.min_suite_tasks as usize,
+        false_fail_bound: p.statistics.false_fail_bound,
         missing_metric_values: p.missing_data.values.clone(),
         seed_string: p.statistics.seed_string.clone(),
         report_methods: p.statistics.report_methods.clone(),

@@ -107,6 +107,11 @@ pub struct Report {
     /// verdict reads it); additive, absent when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitivity: Vec<super::sensitivity::Sensitivity>,
+    /// With `[statistics] false_fail_bound`: every suite rule's false-fail rate under no effect
+    /// on this run's own noise (`report::false_fail`, [`FALSE_FAIL_REPLICATES`] replicates, the
+    /// plan's seed); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub false_fail: Vec<super::false_fail::FalseFail>,
     /// The preregistered interim looks and every look taken (absent: a fixed design).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequential: Option<super::looks::SequentialReport>,
@@ -417,6 +422,20 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             last.look
         ));
     }
+    let false_fail = match run.plan.false_fail_bound {
+        Some(bound) => {
+            let rates =
+                super::false_fail::false_fail_rates(run, FALSE_FAIL_REPLICATES, run.plan.seed);
+            anomalies.extend(rates.iter().filter(|r| r.rate > bound).map(|r| {
+                format!(
+                    "gate {} rule {} ({}) fails {:.3} of the time under no effect on this run's noise ({} replicates), above the preregistered bound {bound}",
+                    r.gate, r.rule, r.subject, r.rate, r.replicates
+                )
+            }));
+            rates
+        }
+        None => Vec::new(),
+    };
     anomalies.extend(run.wire_anomalies.iter().map(|a| format!("wire: {a}")));
     for a in &accounting {
         anomalies.extend(
@@ -504,6 +523,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         power: run.power.clone(),
         sensitivity: Vec::new(),
         sequential: super::looks::sequential_report(run),
+        false_fail,
     })
 }
 
@@ -528,6 +548,9 @@ fn upstream_reasons(u: &crate::report::UpstreamEvidence) -> Vec<String> {
             .collect(),
     }
 }
+
+/// No-effect replicates behind the report's false-fail rates.
+pub const FALSE_FAIL_REPLICATES: u32 = 200;
 
 /// Why unsigned evidence blocks a release unless the caller accepts it.
 pub const UNSIGNED_REASON: &str = "the evidence is unsigned: no preregistered or named (--public-key) key verified it; a release needs signed evidence (or --allow-unsigned, which the verdict then states)";

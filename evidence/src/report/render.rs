@@ -390,15 +390,9 @@ fn markdown(r: &Report) -> String {
                 md_escape(&reliability_basis(s))
             );
             for x in &s.reliability {
-                let _ = writeln!(
-                    o,
-                    "| {} | {} | {} | {} | {} |",
-                    md_escape(&x.arm),
-                    x.tasks,
-                    at_k_text("pass@", &x.pass_at_k),
-                    at_k_text("pass^", &x.pass_hat_k),
-                    flips_text(x)
-                );
+                let cells: Vec<String> =
+                    reliability_cells(x).iter().map(|c| md_escape(c)).collect();
+                let _ = writeln!(o, "| {} |", cells.join(" | "));
             }
         }
     }
@@ -550,6 +544,17 @@ fn flips_text(x: &crate::stats::reliability::Reliability) -> String {
     )
 }
 
+/// One arm's reliability as table cells: arm, tasks, pass@k, pass^k, flipping tasks.
+fn reliability_cells(x: &crate::stats::reliability::Reliability) -> [String; 5] {
+    [
+        x.arm.clone(),
+        x.tasks.to_string(),
+        at_k_text("pass@", &x.pass_at_k),
+        at_k_text("pass^", &x.pass_hat_k),
+        flips_text(x),
+    ]
+}
+
 /// One arm's reliability on one line.
 pub fn reliability_text(x: &crate::stats::reliability::Reliability) -> String {
     format!(
@@ -573,15 +578,11 @@ pub fn reliability_html(s: &SuiteReport) -> String {
         esc(&reliability_basis(s))
     );
     for x in &s.reliability {
-        let _ = writeln!(
-            o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&x.arm),
-            x.tasks,
-            esc(&at_k_text("pass@", &x.pass_at_k)),
-            esc(&at_k_text("pass^", &x.pass_hat_k)),
-            esc(&flips_text(x))
-        );
+        let cells: String = reliability_cells(x)
+            .iter()
+            .map(|c| format!("<td>{}</td>", esc(c)))
+            .collect();
+        let _ = writeln!(o, "<tr>{cells}</tr>");
     }
     o.push_str("</table>\n");
     o

@@ -199,6 +199,10 @@ pub struct StatPlan {
     pub exact: String,
     /// Suites with fewer tasks are robustness checks, not population-calibrated evidence.
     pub min_suite_tasks: usize,
+    /// `[statistics] false_fail_bound`: a suite rule whose false-fail rate under no effect, on
+    /// this run's own noise (`report::false_fail`), exceeds it is an anomaly; `None`: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_fail_bound: Option<f64>,
     /// Missing-data rule: value used for a metric that a final non-infra attempt did not emit
     /// (e.g. `score = 0` for a crashed agent). A metric missing with no rule makes every
     /// statistic that reads it NaN, which fails its gate with the reason shown.

@@ -88,3 +88,33 @@ fn replicates_are_a_pure_function_of_the_seed_and_keep_the_pairs_whole() {
     let report = build_report(&a).unwrap();
     assert!(report.completeness.missing.is_empty());
 }
+
+#[test]
+fn the_report_flags_a_rule_whose_false_fail_rate_exceeds_the_preregistered_bound() {
+    let mut run = a_a_run();
+    let quiet = build_report(&run).unwrap();
+    assert!(quiet.false_fail.is_empty());
+    assert!(
+        !quiet
+            .anomalies
+            .iter()
+            .any(|a| a.contains("under no effect"))
+    );
+    run.plan.false_fail_bound = Some(0.2);
+    let report = build_report(&run).unwrap();
+    let flagged: Vec<&String> = report
+        .anomalies
+        .iter()
+        .filter(|a| a.contains("under no effect"))
+        .collect();
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    assert!(
+        flagged[0].starts_with("gate s rule duration_p95"),
+        "{}",
+        flagged[0]
+    );
+    assert!(flagged[0].ends_with("above the preregistered bound 0.2"));
+    assert_eq!(report.false_fail.len(), 3);
+    // An anomaly, never a reason: the verdict stands on the gates.
+    assert_eq!(quiet.reasons, report.reasons);
+}

@@ -469,6 +469,12 @@ impl Check<'_> {
         if !(st.confidence > 0.0 && st.confidence < 1.0) {
             return Err(self.bad("statistics.confidence", "must be strictly between 0 and 1"));
         }
+        if st.false_fail_bound.is_some_and(|b| !(b > 0.0 && b < 1.0)) {
+            return Err(self.bad(
+                "statistics.false_fail_bound",
+                "must be strictly between 0 and 1",
+            ));
+        }
         for (field, m) in std::iter::once(("statistics.method", &st.method)).chain(
             st.report_methods
                 .iter()

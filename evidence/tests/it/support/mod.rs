@@ -130,6 +130,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             report_methods: vec![],
             exact: "auto".into(),
             min_suite_tasks: 5,
+            false_fail_bound: None,
             missing_metric_values: BTreeMap::new(),
         },
         power: vec![],
