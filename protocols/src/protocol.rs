@@ -418,6 +418,11 @@ pub struct SuiteSpec {
     /// Control arms graded before any statistical slot (`[suites.<id>.controls]`); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controls: Option<Controls>,
+    /// What a repetition must reach on the suite's headline metric to count as a pass in the
+    /// report's pass@k / pass^k (absent: the controls' `pass_at_least`, else 100). Optional and
+    /// serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_mark: Option<f64>,
 }
 
 /// `[suites.<id>.controls]`: the control arms every task of the suite is graded under, and what

@@ -273,6 +273,7 @@ fn suite_data(loaded: &eval_protocols::Loaded) -> Vec<SuiteData> {
                 .map(|x| x.metrics.clone())
                 .unwrap_or_default(),
             max_oracle_calls: p.suites.get(&s.id).map_or(0, |x| x.max_oracle_calls),
+            pass_mark: p.suites.get(&s.id).and_then(|x| x.pass_mark),
             controls: p
                 .suites
                 .get(&s.id)

@@ -848,10 +848,14 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
     }
 }
 
-/// What a repetition must reach on the suite's headline metric to pass: the control arms' pass
-/// mark when the suite declares controls, else full marks (scores are points out of 100).
+/// What a repetition must reach on the suite's headline metric to pass: the suite's declared
+/// pass mark, else the control arms' when it declares controls, else full marks (scores are
+/// points out of 100).
 fn pass_mark(suite: &super::run_data::SuiteData) -> f64 {
-    suite.controls.as_ref().map_or(100.0, |c| c.pass_at_least)
+    suite
+        .pass_mark
+        .or(suite.controls.as_ref().map(|c| c.pass_at_least))
+        .unwrap_or(100.0)
 }
 
 fn accounting(run: &RunData) -> Vec<ArmAccounting> {

@@ -240,6 +240,9 @@ pub struct SuiteData {
     /// The suite's control arms and their pass mark; `None`: the suite declares none.
     #[serde(default)]
     pub controls: Option<ControlsData>,
+    /// The protocol's `[suites.<id>] pass_mark` for pass@k / pass^k; `None`: not declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_mark: Option<f64>,
 }
 
 /// A suite's declared control arms (the protocol's `[suites.<id>.controls]`).

@@ -153,6 +153,19 @@ fn an_unresolved_repetition_is_left_out_and_k_stops_at_the_fewest_repetitions() 
 }
 
 #[test]
+fn a_declared_pass_mark_decides_what_passes() {
+    let mut run = hand_made();
+    // Every score is 0 or 100: a mark of 0 passes everything.
+    run.suites[0].pass_mark = Some(0.0);
+    let report = build_report(&run).unwrap();
+    assert_eq!(report.suites[0].pass_mark, Some(0.0));
+    let cand = &report.suites[0].reliability[1];
+    assert_eq!(cand.passes, 18);
+    assert_eq!(cand.pass_hat_k[2].value, 1.0);
+    assert_eq!(cand.flipping_tasks, 0);
+}
+
+#[test]
 fn every_report_format_shows_reliability() {
     let report = build_report(&hand_made()).unwrap();
     let text = render(&report, Format::Text).unwrap();

@@ -523,6 +523,9 @@ impl Check<'_> {
         let (p, l) = (self.p, self.l);
         let mut any = false;
         for (sid, spec) in &p.suites {
+            if spec.pass_mark.is_some_and(|m| !m.is_finite()) {
+                return Err(self.bad(&format!("suites.{sid}.pass_mark"), "must be finite"));
+            }
             let Some(c) = &spec.controls else { continue };
             any = true;
             let f = |x: &str| format!("suites.{sid}.controls.{x}");

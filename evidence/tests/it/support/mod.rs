@@ -159,6 +159,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             metrics: vec!["score".into()],
             max_oracle_calls: 0,
             controls: None,
+            pass_mark: None,
         }],
         slots,
         attempts,
