@@ -98,6 +98,13 @@ pub struct PlanArgs {
     /// a pilot run's ledger (--pilot), and the tasks needed for 80 % power at [power.<gate>] effect
     #[arg(long, requires = "pilot")]
     pub power: bool,
+    /// Instead of the schedule: each suite gate's false-fail rate under no effect, by resampling
+    /// the pilot's task-level noise (--pilot; an A/A run is the natural pilot)
+    #[arg(long, requires = "pilot", conflicts_with = "power")]
+    pub calibrate: bool,
+    /// No-effect replicates for --calibrate
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub replicates: u32,
     /// A pilot run's ledger (never the evaluated run's own: its identity is refused)
     #[arg(long, value_name = "LEDGER")]
     pub pilot: Option<PathBuf>,
@@ -300,6 +307,10 @@ pub struct ReportArgs {
     /// the verdict line then says so. Without it unsigned evidence never allows one (exit 1)
     #[arg(long)]
     pub allow_unsigned: bool,
+    /// Take preregistered interim look N ([sequential]) first: record it in the ledger (never
+    /// twice) and report the gates against its adjusted boundary
+    #[arg(long, value_name = "N")]
+    pub look: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

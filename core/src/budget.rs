@@ -26,6 +26,7 @@ pub const BUILTIN_METRICS: &[&str] = &[
     "input_tokens",
     "output_tokens",
     "duration_seconds",
+    "harness_seconds",
     "oracle_calls",
     "clarification_questions",
 ];

@@ -27,4 +27,5 @@ pub mod name;
 pub mod outcome;
 pub mod phase;
 pub mod round_metrics;
+pub mod sequential;
 pub mod tokens;

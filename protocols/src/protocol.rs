@@ -74,6 +74,11 @@ pub struct Protocol {
     /// power `eval freeze` prints for its interval rules (`[power.<gate>]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub power: BTreeMap<String, PowerSpec>,
+    /// Preregistered interim looks (`[sequential]`: `gate`, `looks` as fractions of the
+    /// statistical slots, `spending`, optional `futility_z`); absent: a fixed design, analysed
+    /// once. Optional and serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<eval_core::sequential::SequentialPlan>,
 }
 
 /// `[power.<gate id>]`: the declared effect and task-level standard deviation, in the units of the
@@ -424,6 +429,11 @@ pub struct SuiteSpec {
     /// absent: the defaults, which protect the oracle metrics.
     #[serde(default, skip_serializing_if = "OracleGuard::is_default")]
     pub oracle_guard: OracleGuard,
+    /// What a repetition must reach on the suite's headline metric to count as a pass in the
+    /// report's pass@k / pass^k (absent: the controls' `pass_at_least`, else 100). Optional and
+    /// serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_mark: Option<f64>,
 }
 
 /// `[suites.<id>.oracle_guard]`: the stateful oracle's recorded field (ICAE's `triggers_hit`,
@@ -534,6 +544,11 @@ pub struct StatisticalPlan {
     /// Suites with fewer tasks are flagged as not population-calibrated.
     #[serde(default)]
     pub min_suite_tasks: u32,
+    /// The highest false-fail rate under no effect a suite gate rule may have on the run's own
+    /// noise before the report flags it as an anomaly (absent: not checked). Optional and
+    /// serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_fail_bound: Option<f64>,
 }
 
 fn default_exact() -> String {

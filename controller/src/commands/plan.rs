@@ -9,6 +9,9 @@ pub fn run(args: PlanArgs) -> CmdResult {
     if args.power {
         return super::plan_power::run(&args);
     }
+    if args.calibrate {
+        return super::plan_calibrate::run(&args);
+    }
     let project = Project::open(".");
     let matrix = project.load_matrix(&args.matrix)?;
     let schedule = matrix.schedule();

@@ -82,7 +82,10 @@ pub fn run(args: ReportArgs) -> CmdResult {
             ),
         });
     }
-    let data = load_run_data(&args)?;
+    let mut data = load_run_data(&args)?;
+    if let Some(n) = args.look {
+        super::report_look::take(state, &mut data, n, args.signing_key_file.as_deref())?;
+    }
     // The key is checked against the preregistered one before anything is written.
     let key = match args.signing_key_file.as_deref() {
         Some(path) => {

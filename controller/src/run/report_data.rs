@@ -192,6 +192,8 @@ pub fn build_with_key(
         suites,
         slots,
         attempts,
+        sequential: p.sequential.clone(),
+        looks_taken: crate::commands::report_look::looks_taken(entries),
     })
 }
 
@@ -277,6 +279,7 @@ fn suite_data(loaded: &eval_protocols::Loaded) -> Vec<SuiteData> {
                 .map(|x| x.metrics.clone())
                 .unwrap_or_default(),
             max_oracle_calls: p.suites.get(&s.id).map_or(0, |x| x.max_oracle_calls),
+            pass_mark: p.suites.get(&s.id).and_then(|x| x.pass_mark),
             controls: p
                 .suites
                 .get(&s.id)
@@ -289,6 +292,69 @@ fn suite_data(loaded: &eval_protocols::Loaded) -> Vec<SuiteData> {
                 }),
         })
         .collect()
+}
+
+/// A pilot's run data for `eval plan --calibrate`: its slots, attempts and suites (from its own
+/// ledger and protocol, loaded from the project at `root`) under the evaluated protocol's
+/// statistical plan and gates (`target`). Nothing here is a report: the chain is verified, but
+/// signatures and artifacts are not checked.
+pub fn pilot_run_data(
+    root: &Path,
+    pilot: &Path,
+    target: &eval_protocols::Loaded,
+) -> Result<RunData, ReportDataError> {
+    let all = LedgerReader::open(pilot).and_then(|r| r.entries())?;
+    let verified = ledger::verify_entries(&all, None);
+    let entries = &all[..all.len().min(verified.entries as usize)];
+    let st = RunState::replay(entries).unwrap_or_default();
+    let started = st
+        .started
+        .clone()
+        .ok_or_else(|| ReportDataError::NoRunStarted {
+            path: pilot.to_path_buf(),
+        })?;
+    let loaded = Project::open(root)
+        .load(&started.protocol)
+        .map_err(ReportDataError::Protocol)?;
+    let declared = declared_metrics(root, &loaded.protocol)?;
+    let attempts = attempt_data(entries, &st, &loaded, &started, &declared)?;
+    let t = &target.protocol;
+    Ok(RunData {
+        version: rd::RUN_DATA_VERSION,
+        matrix: started.matrix.clone(),
+        protocol: started.protocol.clone(),
+        identity: started.identity.clone(),
+        driver_digest: started.driver.clone(),
+        ledger_head: LedgerHeadRef {
+            seq: verified.head.seq,
+            hash: verified.head.hash.to_string(),
+        },
+        ledger_verified: verified.ok,
+        ledger_problems: Vec::new(),
+        freeze_drift: Vec::new(),
+        identity_retired: false,
+        fixture_upstream: false,
+        upstream: rd::UpstreamEvidence::default(),
+        model_free_upstream: false,
+        model_free_protocol: false,
+        wire_anomalies: Vec::new(),
+        preconditions: Vec::new(),
+        preconditions_unmet: Vec::new(),
+        signed_evidence: None,
+        allow_unsigned: true,
+        artifacts_verified: None,
+        plan: stat_plan(t),
+        gates: t.gates.clone(),
+        power: Vec::new(),
+        rerunnable_fault_codes: t.reruns.codes.clone(),
+        max_reruns_per_slot: Some(t.reruns.max_reruns_per_slot),
+        max_infra_attempts: Some(t.reruns.max_infra_attempts.max(1)),
+        suites: suite_data(&loaded),
+        slots: slot_data(&st),
+        attempts,
+        sequential: None,
+        looks_taken: Vec::new(),
+    })
 }
 
 /// The run's scheduled slots, as replay read them.
@@ -336,6 +402,7 @@ fn attempt_data(
     declared: &BTreeMap<&str, bool>,
 ) -> Result<Vec<AttemptData>, ReportDataError> {
     let spend = spend_by_attempt(entries);
+    let waited = upstream_wait_by_attempt(entries);
     // Metrics from the wire, for the suites that list one: computed here from the recorded
     // requests, never taken from anything the attempt reported.
     let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
@@ -365,6 +432,7 @@ fn attempt_data(
             model_turns: o.map_or(0, |o| o.model_turns),
             tokens: o.map(|o| o.tokens).unwrap_or_default(),
             duration_seconds: o.map_or(0.0, |o| o.duration_seconds),
+            upstream_wait_seconds: Some(waited.get(&a.attempt).copied().unwrap_or(0.0)),
             oracle_calls: o.map_or(0, |o| o.clarification_questions.max(o.oracle_calls) as u32),
             harness_turns: o.and_then(|o| o.harness.map(|h| h.model_turns)),
             harness_tokens: o.and_then(|o| o.harness.map(|h| h.total_tokens)),
@@ -455,6 +523,7 @@ fn stat_plan(p: &eval_protocols::Protocol) -> StatPlan {
         method: p.statistics.method.clone(),
         exact: p.statistics.exact.clone(),
         min_suite_tasks: p.statistics.min_suite_tasks as usize,
+        false_fail_bound: p.statistics.false_fail_bound,
         missing_metric_values: p.missing_data.values.clone(),
         seed_string: p.statistics.seed_string.clone(),
         report_methods: p.statistics.report_methods.clone(),
@@ -660,6 +729,27 @@ fn spend_by_attempt(entries: &[Entry]) -> BTreeMap<String, f64> {
             continue;
         };
         *out.entry(a.to_owned()).or_insert(0.0) += usd;
+    }
+    out
+}
+
+/// Seconds each attempt's model calls (every role) spent in the proxy, request arrival to the
+/// end of the response: the proxy record's `latency_ms` (the entry's rounded one when the record
+/// has none), summed.
+fn upstream_wait_by_attempt(entries: &[Entry]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.kind == events::MODEL_CALL) {
+        let Ok(v) = e.payload_json() else { continue };
+        let Some(a) = v.get("attempt").and_then(|a| a.as_str()) else {
+            continue;
+        };
+        let ms = v
+            .pointer("/record/latency_ms")
+            .and_then(|x| x.as_f64())
+            .or_else(|| v.get("latency_ms").and_then(|x| x.as_f64()))
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .unwrap_or(0.0);
+        *out.entry(a.to_owned()).or_insert(0.0) += ms / 1e3;
     }
     out
 }

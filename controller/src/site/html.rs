@@ -280,6 +280,9 @@ impl<'a> Site<'a> {
         for s in &r.suites {
             self.suite_section(&mut o, s);
         }
+        if let Some(q) = &r.sequential {
+            o.push_str(&eval_evidence::report::render::sequential_html(q));
+        }
         // `eval regrade`'s results, labelled, after everything the verdict rests on.
         o.push_str(&eval_evidence::report::sensitivity::html(
             &r.sensitivity,
@@ -354,6 +357,7 @@ impl<'a> Site<'a> {
         for c in &s.comparisons {
             super::forest::plot(o, &self.report.gates, s, c);
         }
+        o.push_str(&eval_evidence::report::render::reliability_html(s));
         // The task × arm table: each repetition's value, linked to the attempt it came from.
         let arms = suite_arms(s);
         let _ = write!(
@@ -433,7 +437,7 @@ impl<'a> Site<'a> {
                 a.output_tokens,
                 a.cached_tokens,
                 num(a.spend_usd),
-                num(a.duration_seconds),
+                esc(&eval_evidence::report::render::duration_text(a)),
                 esc(&a.anomalies.join("; "))
             );
         }

@@ -583,6 +583,63 @@ fn plan_power_estimates_the_sd_from_a_pilot_and_sizes_the_suite() {
     );
 }
 
+/// `[sequential]` and `[statistics] false_fail_bound` are checked at freeze (exit 2 naming the
+/// field) and, when valid, accepted; absent, they leave the identity as it was.
+#[test]
+fn sequential_and_false_fail_bound_are_validated_at_freeze() {
+    let good = "\n[sequential]\ngate = \"icae\"\nlooks = [0.5, 1.0]\nspending = \"o-brien-fleming\"\nfutility_z = 0.0\n";
+    for (edit, field) in [
+        (
+            "\n[sequential]\ngate = \"integrity\"\nlooks = [0.5, 1.0]\nspending = \"pocock\"\n",
+            Some("sequential.gate"),
+        ),
+        (
+            "\n[sequential]\ngate = \"icae\"\nlooks = [0.5, 0.9]\nspending = \"pocock\"\n",
+            Some("sequential.looks"),
+        ),
+        (
+            "[statistics]\nfalse_fail_bound = 1.5\n",
+            Some("statistics.false_fail_bound"),
+        ),
+        (good, None),
+        ("[statistics]\nfalse_fail_bound = 0.2\n", None),
+    ] {
+        let (_tmp, proj) = init();
+        let pfile = proj.join("protocols/demo/protocol.toml");
+        let original = fs::read_to_string(&pfile).unwrap();
+        let changed = if edit.starts_with("[statistics]") {
+            original.replacen("[statistics]\n", edit, 1)
+        } else {
+            format!("{original}{edit}")
+        };
+        fs::write(&pfile, changed).unwrap();
+        let o = eval(&proj, &["freeze", "--protocol", "demo"]);
+        match field {
+            Some(f) => {
+                assert_eq!(code(&o), 2, "{}", text(&o));
+                assert!(text(&o).contains(f), "{f}: {}", text(&o));
+            }
+            None => assert_eq!(code(&o), 0, "{}", text(&o)),
+        }
+    }
+}
+
+/// `eval plan --calibrate` reads a pilot only through its replayed run: a ledger without a
+/// well-formed `run_started` is refused (exit 2, the file named), and `--calibrate` needs
+/// `--pilot`.
+#[test]
+fn plan_calibrate_refuses_a_pilot_that_is_not_a_run() {
+    let (_tmp, proj) = init();
+    let ledger = proj.join("pilot.sqlite");
+    pilot_ledger(&ledger, "sha256:pilot", &[0.0, 10.0, 20.0]);
+    let args = ["plan", "--matrix", "demo", "--calibrate", "--pilot"];
+    let o = eval(&proj, &[&args[..], &[ledger.to_str().unwrap()]].concat());
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("pilot.sqlite"), "{}", text(&o));
+    let o = eval(&proj, &["plan", "--matrix", "demo", "--calibrate"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+}
+
 /// The report shows, per interval rule, exactly the power figures `eval freeze` printed: the
 /// same function from the same frozen protocol and seeds. The text/md/html carry the freeze
 /// line verbatim; the JSON's numbers format to the line's figures.

@@ -39,11 +39,19 @@ fn builtin_value(a: &AttemptData, metric: &str) -> Option<f64> {
         "input_tokens" => Some(a.tokens.input as f64),
         "output_tokens" => Some(a.tokens.output as f64),
         "duration_seconds" => Some(a.duration_seconds),
+        // What the arm controls: the wall time less the time its calls waited on the upstream
+        // (never below 0: calls made in parallel can wait longer than the run lasted).
+        "harness_seconds" => Some(harness_seconds(a)),
         // The run data's oracle count is already the larger of the oracle role's calls and the
         // questions the controller answered, which is what the clarification count measures.
         "oracle_calls" | "clarification_questions" => Some(f64::from(a.oracle_calls)),
         _ => None,
     }
+}
+
+/// `duration_seconds` less the time the attempt waited on the upstream, at least 0.
+pub fn harness_seconds(a: &AttemptData) -> f64 {
+    (a.duration_seconds - a.upstream_wait_seconds.unwrap_or(0.0)).max(0.0)
 }
 
 /// Whether an attempt's outcome settles its slot (any recorded outcome but an infrastructure

@@ -107,6 +107,14 @@ pub struct Report {
     /// verdict reads it); additive, absent when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitivity: Vec<super::sensitivity::Sensitivity>,
+    /// With `[statistics] false_fail_bound`: every suite rule's false-fail rate under no effect
+    /// on this run's own noise (`report::false_fail`, [`FALSE_FAIL_REPLICATES`] replicates, the
+    /// plan's seed); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub false_fail: Vec<super::false_fail::FalseFail>,
+    /// The preregistered interim looks and every look taken (absent: a fixed design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<super::looks::SequentialReport>,
 }
 
 /// How the evidence was checked before the report was computed.
@@ -190,6 +198,13 @@ pub struct SuiteReport {
     pub comparisons: Vec<Comparison>,
     /// One row per task, in matrix order.
     pub tasks: Vec<TaskTableRow>,
+    /// What a repetition must reach on `metric` to count as a pass in `reliability`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_mark: Option<f64>,
+    /// Per arm (baseline first): pass@k, pass^k over the repetitions and the share of tasks
+    /// whose outcome flips between them (see `stats::reliability`); empty in older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reliability: Vec<crate::stats::reliability::Reliability>,
 }
 
 /// One arm against the suite's baseline.
@@ -249,6 +264,10 @@ pub struct ArmAccounting {
     pub oracle_calls: u64,
     /// Wall-clock seconds of the agent runs.
     pub duration_seconds: f64,
+    /// Those seconds less the time the runs' model calls waited on the upstream (the sum of
+    /// the attempts' `harness_seconds`); absent in older reports.
+    #[serde(default)]
+    pub harness_seconds: f64,
     /// Attempts per outcome (`completed`, `contract_violation`, `infra_fault`, …).
     #[serde(default)]
     pub outcomes: BTreeMap<String, usize>,
@@ -305,8 +324,11 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.version > RUN_DATA_VERSION {
         return Err(ReportError::Version(run.version));
     }
-    let gates = evaluate_gates(run);
+    // After an interim look the gates are held to that look's adjusted level.
+    let adjusted = super::looks::adjusted_for_looks(run);
+    let gates = evaluate_gates(adjusted.as_ref().unwrap_or(run));
     let completeness = completeness(run);
+    let stopped = super::looks::stopped_for_efficacy(run);
     let run_complete = completeness.missing.is_empty();
     let all_gates_passed = gates.iter().all(|g| g.passed);
     let mut reasons = Vec::new();
@@ -324,7 +346,8 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             ));
         }
     }
-    if !run_complete {
+    // Slots left unrun because the preregistered design stopped for efficacy are not missing.
+    if !run_complete && stopped.is_none() {
         reasons.push(format!(
             "run incomplete: {} of {} statistical slots resolved, {} of {} infrastructure slots completed",
             completeness.statistical_resolved,
@@ -387,6 +410,33 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
             }
         }
     }
+    if let Some(t) = stopped {
+        anomalies.push(format!(
+            "the run stopped at interim look {} for efficacy: {} of {} statistical slots resolved, the rest not run by the preregistered design; gates held to the look's adjusted level",
+            t.look, t.resolved_slots, t.total_slots
+        ));
+    } else if let Some(last) = run.looks_taken.last()
+        && adjusted.is_some()
+    {
+        anomalies.push(format!(
+            "gates held to interim look {}'s adjusted level",
+            last.look
+        ));
+    }
+    let false_fail = match run.plan.false_fail_bound {
+        Some(bound) => {
+            let rates =
+                super::false_fail::false_fail_rates(run, FALSE_FAIL_REPLICATES, run.plan.seed);
+            anomalies.extend(rates.iter().filter(|r| r.rate > bound).map(|r| {
+                format!(
+                    "gate {} rule {} ({}) fails {:.3} of the time under no effect on this run's noise ({} replicates), above the preregistered bound {bound}",
+                    r.gate, r.rule, r.subject, r.rate, r.replicates
+                )
+            }));
+            rates
+        }
+        None => Vec::new(),
+    };
     anomalies.extend(run.wire_anomalies.iter().map(|a| format!("wire: {a}")));
     for a in &accounting {
         anomalies.extend(
@@ -473,6 +523,8 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         grader_validity: crate::gates::controls::grader_validity(run),
         power: run.power.clone(),
         sensitivity: Vec::new(),
+        sequential: super::looks::sequential_report(run),
+        false_fail,
     })
 }
 
@@ -497,6 +549,9 @@ fn upstream_reasons(u: &crate::report::UpstreamEvidence) -> Vec<String> {
             .collect(),
     }
 }
+
+/// No-effect replicates behind the report's false-fail rates.
+pub const FALSE_FAIL_REPLICATES: u32 = 200;
 
 /// Why unsigned evidence blocks a release unless the caller accepts it.
 pub const UNSIGNED_REASON: &str = "the evidence is unsigned: no preregistered or named (--public-key) key verified it; a release needs signed evidence (or --allow-unsigned, which the verdict then states)";
@@ -717,7 +772,7 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
     let finals = final_attempts(run);
     let mut all_arms = vec![suite.baseline.clone()];
     all_arms.extend(arms.iter().cloned());
-    let tasks = suite
+    let tasks: Vec<TaskTableRow> = suite
         .tasks
         .iter()
         .map(|task| {
@@ -757,6 +812,28 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
         .first()
         .and_then(|c| c.summary.as_ref())
         .map_or(0, |s| s.n_tasks);
+    let pass_mark = pass_mark(suite);
+    let reliability = all_arms
+        .iter()
+        .map(|arm| {
+            let per_task: Vec<Vec<bool>> = tasks
+                .iter()
+                .map(|t| {
+                    t.arms
+                        .get(arm)
+                        .map(|cells| {
+                            cells
+                                .iter()
+                                .filter(|c| c.outcome.is_some())
+                                .map(|c| c.value.is_some_and(|v| v >= pass_mark))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                })
+                .collect();
+            crate::stats::reliability::reliability(arm, &per_task)
+        })
+        .collect();
     SuiteReport {
         id: suite.id.clone(),
         baseline: suite.baseline.clone(),
@@ -767,7 +844,19 @@ fn suite_report(run: &RunData, suite: &super::run_data::SuiteData) -> SuiteRepor
         robustness_check: suite.tasks.len() < run.plan.min_suite_tasks,
         comparisons,
         tasks,
+        pass_mark: Some(pass_mark),
+        reliability,
     }
+}
+
+/// What a repetition must reach on the suite's headline metric to pass: the suite's declared
+/// pass mark, else the control arms' when it declares controls, else full marks (scores are
+/// points out of 100).
+fn pass_mark(suite: &super::run_data::SuiteData) -> f64 {
+    suite
+        .pass_mark
+        .or(suite.controls.as_ref().map(|c| c.pass_at_least))
+        .unwrap_or(100.0)
 }
 
 fn accounting(run: &RunData) -> Vec<ArmAccounting> {
@@ -791,6 +880,7 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
                     reasoning_tokens: 0,
                     oracle_calls: 0,
                     duration_seconds: 0.0,
+                    harness_seconds: 0.0,
                     outcomes: BTreeMap::new(),
                     spend_usd: 0.0,
                     zero_turn_attempts: 0,
@@ -811,6 +901,7 @@ fn accounting(run: &RunData) -> Vec<ArmAccounting> {
         x.reasoning_tokens += a.tokens.reasoning;
         x.oracle_calls += u64::from(a.oracle_calls);
         x.duration_seconds += a.duration_seconds;
+        x.harness_seconds += crate::gates::pairs::harness_seconds(a);
         x.spend_usd += a.spend_usd;
         x.incomplete_calls += a.incomplete_calls;
         x.incomplete_reserved_tokens += a.incomplete_reserved_tokens;

@@ -3,6 +3,8 @@
 //! Markdown or one self-contained HTML file.
 
 pub mod build;
+pub mod false_fail;
+pub mod looks;
 pub mod render;
 pub mod run_data;
 pub mod sensitivity;

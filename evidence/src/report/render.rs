@@ -221,12 +221,24 @@ fn text(r: &Report) -> String {
                 }
             }
         }
+        if !s.reliability.is_empty() {
+            let _ = writeln!(o, "  reliability ({}):", reliability_basis(s));
+            for x in &s.reliability {
+                let _ = writeln!(o, "    {}: {}", x.arm, reliability_text(x));
+            }
+        }
+    }
+    if let Some(q) = &r.sequential {
+        let _ = writeln!(o, "\n{}", sequential_head(q));
+        for t in &q.looks {
+            let _ = writeln!(o, "  {}", super::looks::look_line(t));
+        }
     }
     let _ = writeln!(o, "\nAccounting per arm (all attempts)");
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "  {}/{}: {} attempts ({}), {} turns, {} in + {} out tokens, ${}, {} oracle calls, {}s",
+            "  {}/{}: {} attempts ({}), {} turns, {} in + {} out tokens, ${}, {} oracle calls, {}",
             a.suite,
             a.arm,
             a.attempts,
@@ -236,7 +248,7 @@ fn text(r: &Report) -> String {
             a.output_tokens,
             num(a.spend_usd),
             a.oracle_calls,
-            num(a.duration_seconds)
+            duration_text(a)
         );
         for x in &a.anomalies {
             let _ = writeln!(o, "      ! {x}");
@@ -382,15 +394,37 @@ fn markdown(r: &Report) -> String {
                 );
             }
         }
+        if !s.reliability.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nReliability ({}):\n\n| arm | tasks | pass@k | pass^k | flipping tasks |\n|---|---|---|---|---|",
+                md_escape(&reliability_basis(s))
+            );
+            for x in &s.reliability {
+                let cells: Vec<String> =
+                    reliability_cells(x).iter().map(|c| md_escape(c)).collect();
+                let _ = writeln!(o, "| {} |", cells.join(" | "));
+            }
+        }
+    }
+    if let Some(q) = &r.sequential {
+        let _ = writeln!(
+            o,
+            "\n## Interim looks\n\n{}\n",
+            md_escape(&sequential_head(q))
+        );
+        for t in &q.looks {
+            let _ = writeln!(o, "- {}", md_escape(&super::looks::look_line(t)));
+        }
     }
     let _ = writeln!(
         o,
-        "\n## Accounting\n\n| suite | arm | attempts | outcomes | turns | input tokens | output tokens | spend (USD) | oracle calls | anomalies |\n|---|---|---|---|---|---|---|---|---|---|"
+        "\n## Accounting\n\n| suite | arm | attempts | outcomes | turns | input tokens | output tokens | spend (USD) | oracle calls | duration | anomalies |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for a in &r.accounting {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             a.suite,
             a.arm,
             a.attempts,
@@ -400,6 +434,7 @@ fn markdown(r: &Report) -> String {
             a.output_tokens,
             num(a.spend_usd),
             a.oracle_calls,
+            duration_text(a),
             md_escape(&a.anomalies.join("; "))
         );
     }
@@ -452,6 +487,116 @@ fn kind_text(k: crate::stats::ResampleKind) -> &'static str {
         crate::stats::ResampleKind::Sampled => "sampled",
         crate::stats::ResampleKind::Exact => "exact",
     }
+}
+
+/// An arm's wall time beside the part of it that excludes waiting on the upstream.
+pub fn duration_text(a: &super::build::ArmAccounting) -> String {
+    format!(
+        "{}s ({}s excluding the upstream)",
+        num(a.duration_seconds),
+        num(a.harness_seconds)
+    )
+}
+
+/// The interim-look design and where it stands, on one line.
+pub fn sequential_head(q: &super::looks::SequentialReport) -> String {
+    format!(
+        "Interim looks ({}, gate {}, looks at {:?} of the slots, boundaries {}): {}",
+        q.plan.spending.name(),
+        q.plan.gate,
+        q.plan.looks,
+        q.boundaries.as_ref().map_or("—".into(), |b| b
+            .z
+            .iter()
+            .map(|z| format!("{z:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")),
+        q.summary
+    )
+}
+
+/// The interim looks as HTML.
+pub fn sequential_html(q: &super::looks::SequentialReport) -> String {
+    let mut o = format!(
+        "<h2>Interim looks</h2><p>{}</p><ul>",
+        esc(&sequential_head(q))
+    );
+    for t in &q.looks {
+        let _ = write!(o, "<li>{}</li>", esc(&super::looks::look_line(t)));
+    }
+    o.push_str("</ul>\n");
+    o
+}
+
+/// What a pass is in a suite's reliability figures.
+pub fn reliability_basis(s: &SuiteReport) -> String {
+    format!(
+        "a repetition passes when {} >= {}; pass@k = 1 - C(n-c,k)/C(n,k), pass^k = C(c,k)/C(n,k), averaged over tasks",
+        s.metric,
+        num(s.pass_mark.unwrap_or(f64::NAN))
+    )
+}
+
+/// `pass@1 0.5, pass@2 0.8333`.
+fn at_k_text(name: &str, v: &[crate::stats::reliability::AtK]) -> String {
+    v.iter()
+        .map(|x| format!("{name}{} {}", x.k, num(x.value)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `1 of 2 repeated tasks (0.5)`.
+fn flips_text(x: &crate::stats::reliability::Reliability) -> String {
+    format!(
+        "{} of {} repeated tasks ({})",
+        x.flipping_tasks,
+        x.repeated_tasks,
+        x.flip_share.map_or("—".into(), num)
+    )
+}
+
+/// One arm's reliability as table cells: arm, tasks, pass@k, pass^k, flipping tasks.
+fn reliability_cells(x: &crate::stats::reliability::Reliability) -> [String; 5] {
+    [
+        x.arm.clone(),
+        x.tasks.to_string(),
+        at_k_text("pass@", &x.pass_at_k),
+        at_k_text("pass^", &x.pass_hat_k),
+        flips_text(x),
+    ]
+}
+
+/// One arm's reliability on one line.
+pub fn reliability_text(x: &crate::stats::reliability::Reliability) -> String {
+    format!(
+        "{} tasks, {}/{} repetitions passed; {}; {}; flips: {}",
+        x.tasks,
+        x.passes,
+        x.trials,
+        at_k_text("pass@", &x.pass_at_k),
+        at_k_text("pass^", &x.pass_hat_k),
+        flips_text(x)
+    )
+}
+
+/// A suite's reliability table as HTML (the report's page and the site show the same one).
+pub fn reliability_html(s: &SuiteReport) -> String {
+    if s.reliability.is_empty() {
+        return String::new();
+    }
+    let mut o = format!(
+        "<table class=\"reliability\"><caption>Reliability: {}</caption><tr><th>arm</th><th>tasks</th><th>pass@k</th><th>pass^k</th><th>flipping tasks</th></tr>\n",
+        esc(&reliability_basis(s))
+    );
+    for x in &s.reliability {
+        let cells: String = reliability_cells(x)
+            .iter()
+            .map(|c| format!("<td>{}</td>", esc(c)))
+            .collect();
+        let _ = writeln!(o, "<tr>{cells}</tr>");
+    }
+    o.push_str("</table>\n");
+    o
 }
 
 fn md_escape(s: &str) -> String {
@@ -555,6 +700,9 @@ fn html(r: &Report) -> String {
     for s in &r.suites {
         suite_html(&mut o, s);
     }
+    if let Some(q) = &r.sequential {
+        o.push_str(&sequential_html(q));
+    }
     let _ = writeln!(
         o,
         "<h2>Token and turn accounting per arm</h2><table><tr><th>suite</th><th>arm</th><th>attempts</th><th>model turns</th><th>input tokens</th><th>output tokens</th><th>cached</th><th>reasoning</th><th>oracle calls</th><th>duration (s)</th><th>outcomes</th><th>spend (USD)</th><th>anomalies</th></tr>"
@@ -572,7 +720,7 @@ fn html(r: &Report) -> String {
             a.cached_tokens,
             a.reasoning_tokens,
             a.oracle_calls,
-            num(a.duration_seconds),
+            esc(&duration_text(a)),
             esc(&outcomes_text(a)),
             num(a.spend_usd),
             esc(&a.anomalies.join("; "))
@@ -701,6 +849,7 @@ fn suite_html(o: &mut String, s: &SuiteReport) {
         }
     );
     forest_plot(o, s);
+    o.push_str(&reliability_html(s));
     for c in &s.comparisons {
         if let Some(p) = &c.summary {
             for n in &p.notes {

@@ -125,6 +125,12 @@ pub struct RunData {
     /// Every attempt recorded in the ledger, in ledger order (reruns and faulted attempts
     /// included).
     pub attempts: Vec<AttemptData>,
+    /// The protocol's preregistered interim looks (`[sequential]`); `None`: a fixed design.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<super::looks::SequentialPlan>,
+    /// Every look taken, from the ledger's `look` entries, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looks_taken: Vec<super::looks::LookTaken>,
 }
 
 /// One met precondition: the other protocol's pinned identity and the registry `report` entry
@@ -198,6 +204,10 @@ pub struct StatPlan {
     pub exact: String,
     /// Suites with fewer tasks are robustness checks, not population-calibrated evidence.
     pub min_suite_tasks: usize,
+    /// `[statistics] false_fail_bound`: a suite rule whose false-fail rate under no effect, on
+    /// this run's own noise (`report::false_fail`), exceeds it is an anomaly; `None`: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_fail_bound: Option<f64>,
     /// Missing-data rule: value used for a metric that a final non-infra attempt did not emit
     /// (e.g. `score = 0` for a crashed agent). A metric missing with no rule makes every
     /// statistic that reads it NaN, which fails its gate with the reason shown.
@@ -235,6 +245,9 @@ pub struct SuiteData {
     /// The suite's control arms and their pass mark; `None`: the suite declares none.
     #[serde(default)]
     pub controls: Option<ControlsData>,
+    /// The protocol's `[suites.<id>] pass_mark` for pass@k / pass^k; `None`: not declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_mark: Option<f64>,
 }
 
 /// A suite's declared control arms (the protocol's `[suites.<id>.controls]`).
@@ -307,6 +320,11 @@ pub struct AttemptData {
     pub tokens: TokenCounts,
     /// Wall-clock duration of the agent run, seconds.
     pub duration_seconds: f64,
+    /// Seconds the attempt's model calls spent in the proxy, from each request's arrival to the
+    /// end of its response (the meter's per-call `latency_ms`, summed): the time the run waited
+    /// on the upstream. `None` in data from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_wait_seconds: Option<f64>,
     /// Calls in the oracle role (clarifying questions answered by a model or a script).
     pub oracle_calls: u32,
     /// The harness's own count of model turns / tokens, when the runtime reported it.

@@ -43,8 +43,10 @@ pub mod interval;
 pub mod paired;
 pub mod power;
 pub mod quantile;
+pub mod reliability;
 pub mod resample;
 pub mod rng;
+pub mod sequential;
 pub mod signflip;
 pub mod v04;
 

@@ -18,6 +18,10 @@ pub const PURPOSE_BOOTSTRAP: u64 = 0;
 pub const PURPOSE_SIGN_FLIP: u64 = 1;
 /// Stream purpose of the calibration simulation's data.
 pub const PURPOSE_CALIBRATE_DATA: u64 = 2;
+/// Stream purpose of the sequential design's error simulation.
+pub const PURPOSE_SEQUENTIAL: u64 = 3;
+/// Stream purpose of the gates' no-effect replicates (`report::false_fail`).
+pub const PURPOSE_GATE_CALIBRATION: u64 = 4;
 
 /// ChaCha8 keyed by `seed` (little-endian in the first 8 key bytes, zeros after), on stream
 /// `purpose << 48 | chunk`, word position 0. Its keystream is read in order, 1024 bytes at a time;

@@ -980,6 +980,7 @@ fn a_gate_on_each_built_in_metric_is_evaluated_from_the_accounting() {
         "input_tokens" => cand.tokens.input as f64,
         "output_tokens" => cand.tokens.output as f64,
         "duration_seconds" => cand.duration_seconds,
+        "harness_seconds" => cand.duration_seconds - cand.upstream_wait_seconds.unwrap_or(0.0),
         "oracle_calls" | "clarification_questions" => 3.0,
         other => panic!("built-in metric {other:?} has no expected value in this test"),
     };

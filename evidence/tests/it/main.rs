@@ -12,9 +12,14 @@ mod support;
 
 mod controls;
 mod custody;
+mod duration;
+mod false_fail;
 mod gates;
 mod ledger;
+mod looks;
 mod power;
+mod reliability;
 mod report_html;
+mod sequential;
 mod signing;
 mod stats;

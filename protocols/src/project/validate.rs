@@ -495,6 +495,12 @@ impl Check<'_> {
         if !(st.confidence > 0.0 && st.confidence < 1.0) {
             return Err(self.bad("statistics.confidence", "must be strictly between 0 and 1"));
         }
+        if st.false_fail_bound.is_some_and(|b| !(b > 0.0 && b < 1.0)) {
+            return Err(self.bad(
+                "statistics.false_fail_bound",
+                "must be strictly between 0 and 1",
+            ));
+        }
         for (field, m) in std::iter::once(("statistics.method", &st.method)).chain(
             st.report_methods
                 .iter()
@@ -543,6 +549,9 @@ impl Check<'_> {
         let (p, l) = (self.p, self.l);
         let mut any = false;
         for (sid, spec) in &p.suites {
+            if spec.pass_mark.is_some_and(|m| !m.is_finite()) {
+                return Err(self.bad(&format!("suites.{sid}.pass_mark"), "must be finite"));
+            }
             let Some(c) = &spec.controls else { continue };
             any = true;
             let f = |x: &str| format!("suites.{sid}.controls.{x}");
@@ -794,6 +803,38 @@ impl Check<'_> {
             }
             if !(spec.sd.is_finite() && spec.sd > 0.0) {
                 return Err(self.bad(&format!("{f}.sd"), "must be positive"));
+            }
+        }
+        if let Some(seq) = &p.sequential {
+            let watched = p
+                .gates
+                .iter()
+                .find(|g| g.id == seq.gate)
+                .filter(|g| g.suite.is_some())
+                .and_then(|g| {
+                    g.rules.iter().find(|r| {
+                        matches!(
+                            r.statistic,
+                            eval_core::gates::Statistic::BootstrapLower
+                                | eval_core::gates::Statistic::ContrastLower
+                                | eval_core::gates::Statistic::SignFlipP
+                        )
+                    })
+                })
+                .is_some_and(|r| r.metric.is_some());
+            if !watched {
+                return Err(self.bad(
+                    "sequential.gate",
+                    format!(
+                        "{:?} is not a suite gate with a bootstrap_lower, contrast_lower or sign_flip_p rule on a metric",
+                        seq.gate
+                    ),
+                ));
+            }
+            eval_core::sequential::check_looks(&seq.looks)
+                .map_err(|e| self.bad("sequential.looks", e))?;
+            if seq.futility_z.is_some_and(|z| !z.is_finite()) {
+                return Err(self.bad("sequential.futility_z", "must be finite"));
             }
         }
         Ok(())

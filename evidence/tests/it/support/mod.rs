@@ -36,6 +36,7 @@ pub fn attempt(slot: &SlotData, n: u32, outcome: Option<Outcome>, score: f64) ->
             reasoning: 0,
         },
         duration_seconds: 10.0,
+        upstream_wait_seconds: Some(6.0),
         oracle_calls: 0,
         harness_turns: Some(4),
         harness_tokens: Some(1200),
@@ -130,6 +131,7 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             report_methods: vec![],
             exact: "auto".into(),
             min_suite_tasks: 5,
+            false_fail_bound: None,
             missing_metric_values: BTreeMap::new(),
         },
         power: vec![],
@@ -158,9 +160,12 @@ pub fn run_data(uplift: [f64; 6]) -> RunData {
             metrics: vec!["score".into()],
             max_oracle_calls: 0,
             controls: None,
+            pass_mark: None,
         }],
         slots,
         attempts,
+        sequential: None,
+        looks_taken: vec![],
     }
 }
 
