@@ -808,7 +808,32 @@ fn dsh_runs_the_imported_icae_protocol_with_its_simulated_user_in_v04_s_three_ar
     let served = upstream.served();
     let es = entries(&dir.join("runs/icae/ledger.sqlite"));
     assert!(payloads(&es, "rerun").is_empty(), "{run_text}");
-    let outcomes = payloads(&es, "attempt_outcome");
+    // The import declares grader-validity controls (nop and the `read-answers` exploit), graded
+    // before any agent on the host with no Harness: counted apart from the Harness attempts.
+    let (controls, outcomes): (Vec<Value>, Vec<Value>) =
+        payloads(&es, "attempt_outcome").into_iter().partition(|o| {
+            o["attempt"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("control-"))
+        });
+    assert_eq!(controls.len(), 2, "{controls:?}\n{run_text}");
+    // In a real grader container, the exploit that copies the expected outputs into the agent's
+    // test output earns nothing: the two-stage grader runs the agent's test.sh where only the
+    // sanitized cases exist, and compares in a stage that runs no agent code.
+    let read_answers = controls
+        .iter()
+        .find(|c| c["arm"] == "exploit:read-answers")
+        .unwrap_or_else(|| panic!("no read-answers control: {controls:?}"));
+    assert_eq!(read_answers["outcome"], "completed", "{read_answers}");
+    assert!(
+        read_answers["metrics"]["hidden_total"].as_f64() > Some(0.0),
+        "the hidden cases were graded: {read_answers}"
+    );
+    assert_eq!(
+        read_answers["metrics"]["hidden_score"].as_f64(),
+        Some(0.0),
+        "read-answers scored what no implementation earns: {read_answers}"
+    );
     assert_eq!(outcomes.len(), 3, "{outcomes:?}\n{run_text}");
     let clarifications = payloads(&es, "clarification");
     for o in &outcomes {

@@ -170,7 +170,19 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
 
     let es = entries(&dir.join(format!("runs/{NAME}/ledger.sqlite")));
     assert!(payloads(&es, "rerun").is_empty(), "{run_text}");
-    let outcomes = payloads(&es, "attempt_outcome");
+    // Grader validity is on by default (eval's own reference solutions): every task's control
+    // arms (oracle, nop and the exploit library) are graded before any agent runs, on the host
+    // with no Harness, so they are counted apart from the Harness attempts asserted below.
+    let (controls, outcomes): (Vec<Value>, Vec<Value>) =
+        payloads(&es, "attempt_outcome").into_iter().partition(|o| {
+            o["attempt"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("control-"))
+        });
+    assert_eq!(controls.len(), TASKS.len() * 8, "{controls:?}\n{run_text}");
+    for c in &controls {
+        assert_ne!(c["outcome"], "infra_fault", "a control slot: {c}");
+    }
     // Two tasks × three arms × two repetitions, plus v0.4's two infrastructure slots.
     assert_eq!(outcomes.len(), 14, "{outcomes:?}\n{run_text}");
     assert!(
@@ -515,7 +527,11 @@ fn v04_simple_imported_frozen_run_and_reported_on_the_real_harness() {
         report["verdict"]
     );
     let pages = std::fs::read_dir(site.join("attempts")).unwrap().count();
-    assert_eq!(pages, outcomes.len(), "one page per attempt");
+    assert_eq!(
+        pages,
+        outcomes.len() + controls.len(),
+        "one page per attempt, control slots included"
+    );
 
     // A regrade on the real suite (`eval regrade`): v0.4's grader runtime as imported (its own
     // `[grader] command` is the tasks') grades the archived real workspaces again. Each attempt
