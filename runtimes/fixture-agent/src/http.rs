@@ -41,31 +41,6 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-fn dechunk(mut raw: &[u8]) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = raw
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "truncated chunk"))?;
-        let size_text = String::from_utf8_lossy(&raw[..eol]).into_owned();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
-        if size == 0 {
-            return Ok(out);
-        }
-        let start = eol + 2;
-        if raw.len() < start + size {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "truncated chunk",
-            ));
-        }
-        out.extend_from_slice(&raw[start..start + size]);
-        raw = raw.get(start + size + 2..).unwrap_or(&[]);
-    }
-}
-
 pub fn post_json(
     origin: &Origin,
     path: &str,
@@ -98,7 +73,8 @@ pub fn post_json(
         .lines()
         .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
     let body = if chunked {
-        dechunk(rest)?
+        eval_fixture_core::chunked::decode(rest)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
     } else if let Some(len) = head.lines().find_map(|l| {
         l.strip_prefix("content-length:")
             .and_then(|v| v.trim().parse::<usize>().ok())
@@ -123,14 +99,5 @@ mod tests {
         assert_eq!(o.prefix, "/v1");
         assert!(parse_base_url("http://10.0.0.1:80/v1").is_err());
         assert!(parse_base_url("https://127.0.0.1:80").is_err());
-    }
-
-    #[test]
-    fn dechunks() {
-        assert_eq!(
-            dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
-            b"abcde"
-        );
-        assert!(dechunk(b"5\r\nab").is_err());
     }
 }

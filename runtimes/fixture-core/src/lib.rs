@@ -12,6 +12,7 @@
 
 pub mod answer;
 pub mod checks;
+pub mod chunked;
 pub mod metrics;
 pub mod model;
 pub mod profile;

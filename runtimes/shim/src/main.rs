@@ -127,24 +127,10 @@ fn post_unix(socket: &Path, path: &str, body: &[u8]) -> io::Result<(u16, Vec<u8>
         .lines()
         .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"))
     {
-        body = dechunk(&body);
+        body = eval_fixture_core::chunked::decode(&body)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     }
     Ok((status, body))
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size_text = String::from_utf8_lossy(&raw[..eol]);
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .unwrap_or(0);
-        if size == 0 || raw.len() < eol + 2 + size {
-            break;
-        }
-        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw = &raw[(eol + 4 + size).min(raw.len())..];
-    }
-    out
 }
 
 fn attest(args: &Args) -> Result<(), u8> {
