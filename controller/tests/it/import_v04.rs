@@ -738,10 +738,24 @@ fn the_imported_grader_grades_through_eval_run() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = eval(&proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let outcomes = payloads(
+    // Grader validity is on by default: every task's control arms (eval's own reference solution
+    // as the oracle, the nop, the exploit library) are graded by the same path, apart from the
+    // agents' attempts; eval's solutions earn v0.4's full marks.
+    let (controls, outcomes): (Vec<serde_json::Value>, Vec<serde_json::Value>) = payloads(
         &entries(&proj.join(format!("runs/{NAME}/ledger.sqlite"))),
         "attempt_outcome",
-    );
+    )
+    .into_iter()
+    .partition(|o| {
+        o["attempt"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("control-"))
+    });
+    assert_eq!(controls.len(), 3 * 8, "3 tasks x (oracle, nop, 6 exploits)");
+    for c in controls.iter().filter(|c| c["arm"] == "oracle") {
+        assert_eq!(c["outcome"], "completed", "{c}");
+        assert_eq!(c["metrics"]["score"].as_f64(), Some(100.0), "{c}");
+    }
     assert_eq!(
         outcomes.len(),
         2 + 3 * 3,
