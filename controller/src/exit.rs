@@ -439,9 +439,9 @@ impl From<crate::run::regrade::RegradeError> for Failure {
 mod tests {
     use super::*;
     use crate::run::RunError;
-    use crate::run::replay::ReplayError;
     use eval_evidence::LedgerError;
     use eval_evidence::signing::SigningError;
+    use eval_runlog::replay::ReplayError;
     use eval_runtimes::RuntimeError;
 
     fn io(kind: std::io::ErrorKind) -> std::io::Error {

@@ -105,7 +105,7 @@ pub fn run(args: DemoArgs) -> CmdResult {
         }
         .into());
     }
-    let ledger_path = crate::run::ledger_path(&state_rel, "demo");
+    let ledger_path = eval_runlog::layout::ledger_path(&state_rel, "demo");
     println!("== eval ledger verify {}", ledger_path.display());
     let v = eval_evidence::ledger::verify(&ledger_path, None)?;
     if !v.ok {
@@ -116,7 +116,7 @@ pub fn run(args: DemoArgs) -> CmdResult {
     // The demo's own ledger just verified: whatever still fails here is the evidence's (3).
     let data = crate::run::report_data::build(Path::new("."), &state_rel, "demo")
         .map_err(DemoError::Report)?;
-    let run_dir = crate::run::run_dir(&state_rel, "demo");
+    let run_dir = eval_runlog::layout::run_dir(&state_rel, "demo");
     let report = super::report::publish(&data, &state_rel, None)?;
     let mut verdict = Status::Ok;
     for (format, name) in [
@@ -155,7 +155,7 @@ pub fn run(args: DemoArgs) -> CmdResult {
     println!(
         "  artifacts {}",
         project_dir
-            .join(crate::run::artifacts_dir(&state_rel, "demo"))
+            .join(eval_runlog::layout::artifacts_dir(&state_rel, "demo"))
             .display()
     );
     for name in ["report.json", "report.md", "report.html"] {

@@ -64,7 +64,7 @@ pub enum CommandError {
     Replay {
         path: PathBuf,
         #[source]
-        source: crate::run::replay::ReplayError,
+        source: eval_runlog::replay::ReplayError,
     },
 }
 

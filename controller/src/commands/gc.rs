@@ -68,7 +68,7 @@ fn run_dirs(state: &Path) -> Vec<RunDir> {
         }
         let identity = LedgerReader::open(&ledger).ok().and_then(|r| {
             let mut id = None;
-            let _ = r.for_each_of_kind(crate::run::events::RUN_STARTED, |e| {
+            let _ = r.for_each_of_kind(eval_runlog::events::RUN_STARTED, |e| {
                 id = e.payload_json().ok().and_then(|v| {
                     v.get("identity")
                         .and_then(|i| i.as_str())

@@ -1,7 +1,7 @@
 //! What `eval plan` and `eval freeze` say about a protocol's preconditions before anything is
 //! built or paid for: each pinned evaluation that has no passed report in the state directory's
 //! registry by a signed attestation that verifies with the preregistered key (the same check `eval run`
-//! refuses on, `crate::run::preconditions::check`),
+//! refuses on, `eval_runlog::preconditions::check`),
 //! or that none is pinned. Saying it up front spares building everything to learn it at
 //! `eval run` (exit 3).
 
@@ -28,7 +28,7 @@ pub fn lines(project: &Project, name: &str, state: &Path) -> Vec<String> {
             )];
         }
     };
-    let (met, unmet) = crate::run::preconditions::check(&reg, &loaded.protocol);
+    let (met, unmet) = eval_runlog::preconditions::check(&reg, &loaded.protocol);
     let mut out: Vec<String> = met
         .iter()
         .map(|m| {

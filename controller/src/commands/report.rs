@@ -73,12 +73,12 @@ pub fn run(args: ReportArgs) -> CmdResult {
     if args.format == ReportFormat::Site && args.out.is_none() {
         return Err(ReportCmdError::Site(crate::site::SiteError::NoOut).into());
     }
-    if super::run::is_smoke_run(state, &args.matrix) {
+    if eval_runlog::layout::is_smoke_run(state, &args.matrix) {
         return Err(Failure {
             status: Status::GateNotPassed,
             message: format!(
                 "{}: smoke run: a smoke run is never evidence; nothing was reported or recorded",
-                crate::run::ledger_path(state, &args.matrix).display()
+                eval_runlog::layout::ledger_path(state, &args.matrix).display()
             ),
         });
     }
@@ -138,8 +138,8 @@ pub fn publish(
     key: Option<eval_evidence::signing::SigningKeyPair>,
 ) -> Result<Report, Failure> {
     let mut report = build_report(data).map_err(ReportCmdError::Build)?;
-    let run_dir = crate::run::run_dir(state, &data.matrix);
-    let ledger_path = crate::run::ledger_path(state, &data.matrix);
+    let run_dir = eval_runlog::layout::run_dir(state, &data.matrix);
+    let ledger_path = eval_runlog::layout::ledger_path(state, &data.matrix);
     let writer = LedgerWriter::open(&ledger_path)?;
     // With a key, the signer attaches to this writer and reads the writer's own file (never the
     // path again); the head compared below is the writer's, and the `report` entry is signed in

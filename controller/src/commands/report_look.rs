@@ -9,24 +9,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use eval_evidence::ledger::{Entry, LedgerError, LedgerWriter, NewEntry};
+use eval_evidence::ledger::{LedgerError, LedgerWriter, NewEntry};
 use eval_evidence::report::RunData;
-use eval_evidence::report::looks::{LookTaken, take_look};
+use eval_evidence::report::looks::LookTaken;
+use eval_evidence::report::looks::take_look;
+use eval_runlog::looks::LOOK;
 
 use crate::status::{Failure, Status};
-
-/// The ledger entry kind of a look.
-pub const LOOK: &str = "look";
-
-/// Every look recorded in the ledger, in order (entries that do not parse are left out: replay
-/// and verification judge the ledger, not this).
-pub fn looks_taken(entries: &[Entry]) -> Vec<LookTaken> {
-    entries
-        .iter()
-        .filter(|e| e.kind == LOOK)
-        .filter_map(|e| serde_json::from_slice(&e.payload).ok())
-        .collect()
-}
 
 fn usage(message: String) -> Failure {
     Failure {
@@ -43,7 +32,7 @@ pub fn take(
     look: u32,
     signing_key_file: Option<&Path>,
 ) -> Result<LookTaken, Failure> {
-    let ledger_path = crate::run::ledger_path(state, &data.matrix);
+    let ledger_path = eval_runlog::layout::ledger_path(state, &data.matrix);
     let Some(plan) = data.sequential.clone() else {
         return Err(usage(format!(
             "protocol {} preregisters no interim looks ([sequential]): --look {look} is not a look of it",

@@ -3,12 +3,13 @@
 use crate::cli::RunArgs;
 use crate::run::ProgressSink;
 use crate::run::admission::{self, AdmissionFacts, LedgerCheck, PreconditionState, UpstreamChoice};
-use crate::run::events::{self, AttemptOutcome, RunStarted, SlotRecord, UpstreamRecord};
-use crate::run::replay::{RunState, StatusSummary};
 use crate::status::{CmdResult, Status};
 use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use eval_protocols::{Loaded, Project, Registry};
+use eval_runlog::events::{self, AttemptOutcome, RunStarted, SlotRecord, UpstreamRecord};
+use eval_runlog::layout::{MODEL_FREE, SMOKE_RUN, smoke_run_name};
+use eval_runlog::replay::{RunState, StatusSummary};
 use std::io::IsTerminal as _;
 use std::path::Path;
 
@@ -41,15 +42,6 @@ pub struct SmokeSpec {
     pub limit: Option<usize>,
 }
 
-/// The `smoke_run` ledger kind: this ledger is a smoke run's, never evidence.
-pub const SMOKE_RUN: &str = "smoke_run";
-
-/// The run directory name of a matrix's smoke run: `STATE/<matrix>.smoke/`, beside the real
-/// run's `STATE/<matrix>/`, so it shares nothing with it (ledger, budgets, slots, artifacts).
-pub fn smoke_run_name(matrix: &str) -> String {
-    format!("{matrix}.smoke")
-}
-
 impl Admitted {
     /// The directory name under `STATE/` this run lives in.
     pub fn run_name(&self) -> String {
@@ -58,23 +50,6 @@ impl Admitted {
             None => self.loaded.matrix.name.clone(),
         }
     }
-}
-
-/// Whether the ledger of `run_name` in `state` is a smoke run's (it holds a `smoke_run` entry).
-pub fn is_smoke_run(state: &Path, run_name: &str) -> bool {
-    let path = crate::run::ledger_path(state, run_name);
-    if !path.exists() {
-        return false;
-    }
-    let Ok(r) = LedgerReader::open(&path) else {
-        return false;
-    };
-    let mut found = false;
-    let _ = r.for_each_of_kind(SMOKE_RUN, |_| {
-        found = true;
-        std::ops::ControlFlow::Break(())
-    });
-    found
 }
 
 /// Turns an admitted run into its smoke run: the names checked against the matrix, the ledger
@@ -115,7 +90,7 @@ pub fn smoke(mut a: Admitted, state: &Path, spec: SmokeSpec) -> Result<Admitted,
             refusals: bad,
         });
     }
-    a.facts.ledger = ledger_check(&crate::run::ledger_path(state, &a.run_name()));
+    a.facts.ledger = ledger_check(&eval_runlog::layout::ledger_path(state, &a.run_name()));
     Ok(a)
 }
 
@@ -244,7 +219,7 @@ pub fn gather(
     }
     let running_driver = crate::driver::driver_digest().to_string();
     let reg = Registry::open(state).map_err(AdmissionError::Registry)?;
-    let (preconditions_met, unmet) = crate::run::preconditions::check(&reg, &loaded.protocol);
+    let (preconditions_met, unmet) = eval_runlog::preconditions::check(&reg, &loaded.protocol);
     let mut facts = AdmissionFacts {
         protocol: name.clone(),
         identity: None,
@@ -252,7 +227,7 @@ pub fn gather(
         retired: None,
         frozen_driver: None,
         running_driver,
-        ledger: ledger_check(&crate::run::ledger_path(state, matrix)),
+        ledger: ledger_check(&eval_runlog::layout::ledger_path(state, matrix)),
         preconditions: unmet
             .into_iter()
             .map(|u| PreconditionState {
@@ -395,7 +370,7 @@ pub fn run(args: RunArgs) -> CmdResult {
         // Each session sweeps the identity's containers as stale (it holds the only writer of
         // its ledger); a smoke run beside a live real run of the same identity would sweep the
         // real run's containers.
-        let real = crate::run::ledger_path(&state, &args.matrix);
+        let real = eval_runlog::layout::ledger_path(&state, &args.matrix);
         if real.exists() && eval_evidence::ledger::LedgerWriter::open(&real).is_err() {
             return Err(AdmissionError::Smoke {
                 what: format!("the smoke run of matrix {}", args.matrix),
@@ -410,7 +385,7 @@ pub fn run(args: RunArgs) -> CmdResult {
     if !args.smoke {
         // The other direction: a real run sweeps its identity's containers as stale too, so it
         // must not start beside a live smoke run of the same identity.
-        let smoke = crate::run::ledger_path(&state, &smoke_run_name(&args.matrix));
+        let smoke = eval_runlog::layout::ledger_path(&state, &smoke_run_name(&args.matrix));
         if smoke.exists() && eval_evidence::ledger::LedgerWriter::open(&smoke).is_err() {
             return Err(AdmissionError::Smoke {
                 what: format!("the run of matrix {}", args.matrix),
@@ -504,7 +479,7 @@ fn state_disk(
 pub struct Finished {
     pub end: crate::run::runner::SessionEnd,
     pub summary: StatusSummary,
-    pub fixture: Option<crate::fixture_upstream::FixtureTally>,
+    pub fixture: Option<eval_upstreams::fixture::FixtureTally>,
 }
 
 /// What earlier sessions of this run spent, as the proxy's run budget counted it: each recorded
@@ -647,8 +622,8 @@ struct Held {
     exec: Option<std::sync::Arc<crate::run::attempt::DockerExecutor>>,
     proxy: Option<eval_proxy::ProxyHandle>,
     control: Option<std::sync::Arc<crate::run::attempt::Control>>,
-    fixture: Option<crate::fixture_upstream::FixtureUpstream>,
-    model_free: Option<crate::model_free_upstream::ModelFreeUpstream>,
+    fixture: Option<eval_upstreams::fixture::FixtureUpstream>,
+    model_free: Option<eval_upstreams::model_free::ModelFreeUpstream>,
 }
 
 impl Held {
@@ -723,9 +698,6 @@ pub(crate) fn signing_key(
     Ok(signing)
 }
 
-/// `UpstreamRecord.kind` of the built-in model-free upstream.
-pub const MODEL_FREE: &str = "model-free";
-
 /// The upstream's key and record: a generated key and a started fixture upstream (kept in
 /// `held`), or the user's key from the environment or a file, recorded with whether the protocol
 /// preregisters that URL and the TLS pins the proxy enforces on it.
@@ -736,7 +708,7 @@ async fn upstream_key(
     api_key_env: Option<&str>,
     api_key_file: Option<&Path>,
 ) -> Result<(eval_proxy::SecretKey, UpstreamRecord, Vec<u8>), SessionError> {
-    use crate::fixture_upstream::{FixtureKey, FixtureUpstream};
+    use eval_upstreams::{FixtureKey, fixture::FixtureUpstream};
     match upstream {
         UpstreamChoice::Fixture => {
             let k = FixtureKey::generate().map_err(SessionError::FixtureKey)?;
@@ -757,7 +729,7 @@ async fn upstream_key(
         }
         UpstreamChoice::ModelFree => {
             let k = FixtureKey::generate().map_err(SessionError::FixtureKey)?;
-            let server = crate::model_free_upstream::ModelFreeUpstream::start(k.clone())
+            let server = eval_upstreams::model_free::ModelFreeUpstream::start(k.clone())
                 .await
                 .map_err(SessionError::FixtureUpstream)?;
             let url = server.base_url();
@@ -801,12 +773,12 @@ fn open_recorder(
     signing: Option<eval_evidence::signing::SigningKeyPair>,
 ) -> Result<(crate::run::Recorder, Vec<ledger::Entry>), SessionError> {
     let matrix = &admitted.run_name();
-    let run_dir = crate::run::run_dir(state, matrix);
+    let run_dir = eval_runlog::layout::run_dir(state, matrix);
     std::fs::create_dir_all(&run_dir).map_err(|source| SessionError::RunDir {
         path: run_dir.clone(),
         source,
     })?;
-    let ledger_path = crate::run::ledger_path(state, matrix);
+    let ledger_path = eval_runlog::layout::ledger_path(state, matrix);
     let writer = eval_evidence::ledger::LedgerWriter::open(&ledger_path)?;
     // The signer attaches first and reads the writer's own file: it refuses every evidence entry
     // no checkpoint covers (appended between sessions without the key). The session then replays
@@ -904,11 +876,12 @@ async fn session(
     let (rec, entries) = open_recorder(state, admitted, &upstream_rec.kind, signing)?;
     // Bounded by the protocol's artifact budget, counted from what earlier sessions stored;
     // shared by the wire log and the attempts.
-    let store =
-        eval_evidence::artifacts::ArtifactStore::open(&crate::run::artifacts_dir(state, &matrix))?
-            .with_budget(p.budgets.artifacts.max_bytes)?;
-    let wire_limits = crate::run::wire_log::WireLimits::default();
-    let wire = crate::run::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
+    let store = eval_evidence::artifacts::ArtifactStore::open(
+        &eval_runlog::layout::artifacts_dir(state, &matrix),
+    )?
+    .with_budget(p.budgets.artifacts.max_bytes)?;
+    let wire_limits = eval_runlog::wire_log::WireLimits::default();
+    let wire = eval_runlog::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
     let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
     let control = Control::new(rec.clone());
     held.control = Some(control.clone());
@@ -936,7 +909,7 @@ async fn session(
     let docker = eval_runtimes::DockerRuntime::connect().await?;
     let inputs = crate::run::inputs::stage(
         &project.root,
-        &crate::run::run_dir(state, &matrix),
+        &eval_runlog::layout::run_dir(state, &matrix),
         &loaded.tasks,
         admitted.frozen_manifest.as_ref().ok_or_else(|| {
             crate::run::inputs::InputsError::Mismatch {
@@ -955,7 +928,7 @@ async fn session(
         ExecutorConfig {
             inputs,
             root: project.root.clone(),
-            work: crate::run::run_dir(state, &matrix).join("attempts"),
+            work: eval_runlog::layout::run_dir(state, &matrix).join("attempts"),
             store,
             artifact_quota: loaded.artifact_quota(),
             identity: admitted.identity.clone(),
@@ -1087,7 +1060,7 @@ async fn execute(
     );
     println!(
         "ledger: {}",
-        crate::run::ledger_path(state, &admitted.run_name()).display()
+        eval_runlog::layout::ledger_path(state, &admitted.run_name()).display()
     );
     if admitted.smoke.is_some() {
         println!(
@@ -1268,8 +1241,8 @@ mod tests {
     /// control plane, proxy, the proxy<->control cycle), put into a `Held` the way `session`
     /// does, with nothing else left holding them.
     async fn started_parts(ledger: &Path) -> Held {
-        use crate::fixture_upstream::{FixtureKey, FixtureUpstream};
         use crate::run::attempt::{Bridge, Control};
+        use eval_upstreams::{FixtureKey, fixture::FixtureUpstream};
         let mut held = Held::default();
         let k = FixtureKey::generate().unwrap();
         let server = FixtureUpstream::start(k.clone()).await.unwrap();

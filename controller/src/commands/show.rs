@@ -8,11 +8,11 @@
 
 use super::error::CommandError;
 use crate::cli::ShowArgs;
-use crate::run::events;
-use crate::run::wire_log::{self, Conversations, Reply};
 use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{Entry, LedgerReader};
+use eval_runlog::events;
+use eval_runlog::wire_log::{self, Conversations, Reply};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -399,7 +399,7 @@ fn integrity(message: String) -> Failure {
 /// Reads one attempt of `matrix` in `state`. `attempt` is `<slot>#<n>`, or a slot alone (its
 /// latest attempt).
 pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, Failure> {
-    let path = crate::run::ledger_path(state, matrix);
+    let path = eval_runlog::layout::ledger_path(state, matrix);
     if !path.exists() {
         return Err(CommandError::NoRun {
             matrix: matrix.to_owned(),
@@ -453,7 +453,7 @@ pub fn build(state: &Path, matrix: &str, attempt: &str) -> Result<AttemptView, F
         }
         ControlFlow::Continue(())
     })?;
-    let store = ArtifactStore::open(&crate::run::artifacts_dir(state, matrix))
+    let store = ArtifactStore::open(&eval_runlog::layout::artifacts_dir(state, matrix))
         .map_err(|e| Failure::usage(e.to_string()))?;
     let mut conv = Conversations::new(&store);
     let mut calls = Vec::new();
@@ -1229,9 +1229,10 @@ mod tests {
         use eval_evidence::ledger::{LedgerWriter, NewEntry};
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path();
-        let ledger = crate::run::ledger_path(state, "demo");
+        let ledger = eval_runlog::layout::ledger_path(state, "demo");
         std::fs::create_dir_all(ledger.parent().unwrap()).unwrap();
-        let store = ArtifactStore::open(&crate::run::artifacts_dir(state, "demo")).unwrap();
+        let store =
+            ArtifactStore::open(&eval_runlog::layout::artifacts_dir(state, "demo")).unwrap();
         let snap = store
             .put_bytes(b"round one's workspace")
             .unwrap()

@@ -2,13 +2,13 @@
 
 use super::error::CommandError;
 use crate::cli::StatusArgs;
-use crate::run::replay::{RunState, StatusSummary};
 use crate::status::{CmdResult, Failure, Status};
 use eval_evidence::ledger::{self, LedgerReader};
+use eval_runlog::replay::{RunState, StatusSummary};
 
 /// Reads, verifies and replays a matrix's ledger.
 pub fn load_summary(state: &std::path::Path, matrix: &str) -> Result<StatusSummary, Failure> {
-    let path = crate::run::ledger_path(state, matrix);
+    let path = eval_runlog::layout::ledger_path(state, matrix);
     if !path.exists() {
         return Err(CommandError::NoRun {
             matrix: matrix.to_owned(),
@@ -35,7 +35,7 @@ pub fn load_summary(state: &std::path::Path, matrix: &str) -> Result<StatusSumma
 
 pub fn run(args: StatusArgs) -> CmdResult {
     let sum = load_summary(&args.state.state, &args.matrix)?;
-    if !args.json && super::run::is_smoke_run(&args.state.state, &args.matrix) {
+    if !args.json && eval_runlog::layout::is_smoke_run(&args.state.state, &args.matrix) {
         println!("SMOKE run: never evidence, counted toward no real run");
     }
     if args.json {

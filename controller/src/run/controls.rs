@@ -4,10 +4,10 @@
 //! The exploit payloads are Rust constants, so they are part of the driver digest like every
 //! other line of the controller: a run's exploits are the ones its freeze recorded.
 
-use crate::run::events::SlotRecord;
 use eval_core::controls::{ControlArm, control_slot_id};
 use eval_core::phase::Phase;
 use eval_protocols::Loaded;
+use eval_runlog::events::SlotRecord;
 use payloads::{FORGE_REWARD_GO, READ_ANSWERS_TEST_SH};
 use std::path::{Path, PathBuf};
 

@@ -20,7 +20,7 @@ fn a_planted_symlink_in_the_state_directory_is_refused_and_its_target_untouched(
     std::fs::write(&host, b"host bytes\n").unwrap();
 
     // `report.json` in the run directory.
-    let planted = crate::run::run_dir(&run.state, &run.matrix).join("report.json");
+    let planted = eval_runlog::layout::run_dir(&run.state, &run.matrix).join("report.json");
     std::os::unix::fs::symlink(&host, &planted).unwrap();
     let data = crate::run::report_data::build(&run.root, &run.state, &run.matrix).unwrap();
     let e = crate::commands::report::publish(&data, &run.state, None).unwrap_err();

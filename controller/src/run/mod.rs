@@ -3,25 +3,21 @@
 //!
 //! Architecture invariants:
 //! - The ledger is the only memory of a run. Resume, `eval status` and the report read the run
-//!   through [`replay::RunState`]; nothing is kept in side files.
+//!   through [`eval_runlog::replay::RunState`]; nothing is kept in side files.
 //! - Every attempt gets exactly one `attempt_outcome`. An attempt that started and was lost is
-//!   closed by rule ([`replay::closing_outcome`]) before anything else is started.
-//! - Only [`replay::is_rerunnable`] decides reruns; agent failures are outcomes, never reruns.
+//!   closed by rule ([`eval_runlog::replay::closing_outcome`]) before anything else is started.
+//! - Only [`eval_runlog::replay::is_rerunnable`] decides reruns; agent failures are outcomes, never reruns.
 //! - Every append goes through one [`Recorder`] (one ledger writer), which also keeps the
-//!   in-memory [`replay::RunState`] by applying the very entries it appended.
+//!   in-memory [`eval_runlog::replay::RunState`] by applying the very entries it appended.
 
 pub mod admission;
 pub mod attempt;
 pub mod controls;
-pub mod events;
 pub mod inputs;
 pub mod owner;
-pub mod preconditions;
 pub mod regrade;
-pub mod replay;
 pub mod report_data;
 pub mod runner;
-pub mod wire_log;
 pub mod wire_metrics;
 
 use eval_core::attempt::AttemptId;
@@ -29,8 +25,8 @@ use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{Digest, Entry, LedgerError, LedgerWriter, NewEntry};
-use events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord};
-use replay::{ReplayError, RunState, StatusSummary};
+use eval_runlog::events::{ArtifactDigests, AttemptOutcome, HarnessAccount, SlotRecord};
+use eval_runlog::replay::{ReplayError, RunState, StatusSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -98,8 +94,8 @@ pub struct AttemptReport {
     pub attestation: Option<String>,
     pub model_turns: u64,
     pub tokens: TokenCounts,
-    /// See [`events::IncompleteCalls`]; `None` when there were none.
-    pub incomplete: Option<events::IncompleteCalls>,
+    /// See [`eval_runlog::events::IncompleteCalls`]; `None` when there were none.
+    pub incomplete: Option<eval_runlog::events::IncompleteCalls>,
     pub oracle_calls: u64,
     pub clarification_questions: u64,
     pub harness: Option<HarnessAccount>,
@@ -171,7 +167,7 @@ impl AttemptReport {
             self.clarification_questions as f64,
         );
         AttemptOutcome {
-            schema: events::SCHEMA,
+            schema: eval_runlog::events::SCHEMA,
             attempt: spec.attempt.clone(),
             slot: spec.slot.id.clone(),
             number: spec.number,
@@ -200,7 +196,7 @@ impl AttemptReport {
             before_container: self.before_container
                 && outcome == Outcome::InfraFault
                 && self.model_turns == 0,
-            finished_at: events::now_rfc3339(),
+            finished_at: eval_runlog::events::now_rfc3339(),
         }
     }
 }
@@ -438,7 +434,7 @@ impl Recorder {
         self.fatal.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// See [`replay::AttemptState::may_have_spent`].
+    /// See [`eval_runlog::replay::AttemptState::may_have_spent`].
     pub fn may_have_spent(&self, attempt: &str) -> bool {
         self.lock()
             .state
@@ -525,21 +521,6 @@ impl std::ops::Deref for StateGuard<'_> {
     fn deref(&self) -> &RunState {
         &self.0.state
     }
-}
-
-/// `STATE/<matrix>/`: where one matrix's run lives.
-pub fn run_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
-    state.join(matrix)
-}
-
-/// `STATE/<matrix>/ledger.sqlite`.
-pub fn ledger_path(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
-    run_dir(state, matrix).join("ledger.sqlite")
-}
-
-/// `STATE/<matrix>/artifacts/`.
-pub fn artifacts_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
-    run_dir(state, matrix).join("artifacts")
 }
 
 #[cfg(test)]

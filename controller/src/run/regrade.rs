@@ -21,8 +21,6 @@
 //! `eval report`, which shows them beside the verdict and never lets them change it.
 
 use crate::run::attempt::grade::{ScoreError, read_score, run_grader_container};
-use crate::run::events::{self, AttemptOutcome};
-use crate::run::replay::RunState;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use eval_evidence::artifacts::ArtifactStore;
@@ -30,6 +28,8 @@ use eval_evidence::ledger::{self, Digest, Entry, LedgerReader, LedgerWriter, New
 use eval_evidence::report::LedgerHeadRef;
 use eval_evidence::report::sensitivity::{RegradedAttempt, Sensitivity, compare};
 use eval_protocols::Project;
+use eval_runlog::events::{self, AttemptOutcome};
+use eval_runlog::replay::RunState;
 use eval_runtimes::policy::{AttemptFacts, RoleMounts};
 use eval_runtimes::{ArmFiles, ImageSpec, Runtime, RuntimeDef, WaitOutcome};
 use serde::{Deserialize, Serialize};
@@ -113,7 +113,7 @@ pub enum RegradeError {
     #[error(transparent)]
     Ledger(#[from] eval_evidence::LedgerError),
     #[error("{0}")]
-    Replay(#[from] crate::run::replay::ReplayError),
+    Replay(#[from] eval_runlog::replay::ReplayError),
     #[error(transparent)]
     Admission(#[from] crate::commands::run::AdmissionError),
     #[error(transparent)]
@@ -271,14 +271,14 @@ pub fn regrade(
     state: &Path,
     spec: &RegradeSpec,
 ) -> Result<Regraded, RegradeError> {
-    let path = crate::run::ledger_path(state, &spec.matrix);
+    let path = eval_runlog::layout::ledger_path(state, &spec.matrix);
     if !path.is_file() {
         return Err(RegradeError::NoRun {
             matrix: spec.matrix.clone(),
             path,
         });
     }
-    if crate::commands::run::is_smoke_run(state, &spec.matrix) {
+    if eval_runlog::layout::is_smoke_run(state, &spec.matrix) {
         return Err(RegradeError::Smoke { path });
     }
     // Held to the end: no session can append to the run (so its head stays the one this regrade
@@ -387,7 +387,7 @@ pub fn regrade(
             })?;
         questions.entry(q.attempt.clone()).or_default().push(q);
     }
-    let run_store = ArtifactStore::open(&crate::run::artifacts_dir(state, &spec.matrix))?;
+    let run_store = ArtifactStore::open(&eval_runlog::layout::artifacts_dir(state, &spec.matrix))?;
     for c in &chosen {
         if let Some(w) = &c.outcome.artifacts.workspace {
             verify_workspace(&run_store, &c.outcome.attempt, w)?;

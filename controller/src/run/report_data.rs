@@ -7,14 +7,14 @@
 //! must verify with it and a finished run must be signed to its end; and every artifact the
 //! ledger references must still hash to its digest.
 
-use super::events;
-use super::replay::RunState;
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::{self, Digest, Entry, LedgerReader};
 use eval_evidence::report::{
     self as rd, AttemptData, LedgerHeadRef, RunData, SignedEvidence, SlotData, StatPlan, SuiteData,
 };
 use eval_protocols::{Project, Registry};
+use eval_runlog::events;
+use eval_runlog::replay::RunState;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -103,7 +103,7 @@ pub fn build_with_key(
     matrix: &str,
     named: Option<&eval_evidence::signing::PublicKey>,
 ) -> Result<RunData, ReportDataError> {
-    let path = super::ledger_path(state, matrix);
+    let path = eval_runlog::layout::ledger_path(state, matrix);
     if !path.exists() {
         return Err(ReportDataError::NoRun {
             matrix: matrix.into(),
@@ -132,8 +132,9 @@ pub fn build_with_key(
         .clone()
         .ok_or_else(|| ReportDataError::NoRunStarted { path: path.clone() })?;
     let signed_evidence = verify_signatures(state, &path, &all, &started, named)?;
-    let artifacts_verified = verify_artifacts_at(entries, &super::artifacts_dir(state, matrix))
-        .map_err(|(seq, message)| ReportDataError::Artifact { seq, message })?;
+    let artifacts_verified =
+        verify_artifacts_at(entries, &eval_runlog::layout::artifacts_dir(state, matrix))
+            .map_err(|(seq, message)| ReportDataError::Artifact { seq, message })?;
     let project = Project::open(root);
     let loaded = project
         .load(&started.protocol)
@@ -144,8 +145,12 @@ pub fn build_with_key(
     let slots = slot_data(&st);
     let declared = declared_metrics(root, p)?;
     let attempts = attempt_data(entries, &st, &loaded, &started, &declared)?;
-    let wire_anomalies =
-        transcript_cross_checks(entries, &st, &loaded, &super::artifacts_dir(state, matrix));
+    let wire_anomalies = transcript_cross_checks(
+        entries,
+        &st,
+        &loaded,
+        &eval_runlog::layout::artifacts_dir(state, matrix),
+    );
     Ok(RunData {
         version: rd::RUN_DATA_VERSION,
         matrix: started.matrix.clone(),
@@ -173,7 +178,7 @@ pub fn build_with_key(
         preconditions_unmet: if started.fixture_evidence {
             Vec::new()
         } else {
-            super::preconditions::recheck(state, p)
+            eval_runlog::preconditions::recheck(state, p)
         },
         signed_evidence,
         allow_unsigned: false,
@@ -193,7 +198,7 @@ pub fn build_with_key(
         slots,
         attempts,
         sequential: p.sequential.clone(),
-        looks_taken: crate::commands::report_look::looks_taken(entries),
+        looks_taken: eval_runlog::looks::looks_taken(entries),
     })
 }
 
@@ -214,7 +219,7 @@ fn upstream_evidence(
             .unwrap_or_default(),
         sessions: sessions
             .iter()
-            .filter(|u| u.kind != "fixture" && u.kind != crate::commands::run::MODEL_FREE)
+            .filter(|u| u.kind != "fixture" && u.kind != eval_runlog::layout::MODEL_FREE)
             .map(|u| normalize_url(&u.url).to_owned())
             .collect(),
     }

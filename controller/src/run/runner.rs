@@ -1,16 +1,16 @@
 //! The schedule runner: closes what a crash left open, then runs infrastructure slots, then
 //! statistical slots in schedule order, up to `concurrency` attempts at once, rerunning by rule.
 
-use super::events::{
-    self, AttemptOutcome, AttemptStarted, Rerun, RunFinished, RunStarted, SlotRecord,
-};
-use super::replay::{self, ReplayError, SlotStatus};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, ProgressSink, Recorder, RunError};
 use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use eval_evidence::ledger::{LedgerError, NewEntry};
+use eval_runlog::events::{
+    self, AttemptOutcome, AttemptStarted, Rerun, RunFinished, RunStarted, SlotRecord,
+};
+use eval_runlog::replay::{self, ReplayError, SlotStatus};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

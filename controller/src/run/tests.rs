@@ -1,14 +1,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The runner against a scripted executor and a real ledger file.
 
-use super::events::*;
-use super::replay::{RunState, SlotStatus};
 use super::runner::run_session;
 use super::*;
 use eval_core::attempt::AttemptId;
 use eval_core::phase::Phase;
 use eval_core::tokens::TokenCounts;
 use eval_evidence::ledger::{self, LedgerReader};
+use eval_runlog::events::*;
+use eval_runlog::replay::{self, RunState, SlotStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Clone, Copy, Debug)]

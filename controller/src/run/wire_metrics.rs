@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use eval_core::chain::Entry;
 use eval_proxy::wire::{WireShape, text_digest};
 
-use super::events;
+use eval_runlog::events;
 
 /// The six tools of the contract route.
 pub const CONTRACT_TOOLS: [&str; 6] = [

@@ -2,8 +2,8 @@
 //! parsed with the run's own event types (`run::events`), in ledger order.
 
 use crate::commands::show::{RoundView, RoundsSeen};
-use crate::run::events;
 use eval_evidence::ledger::Entry;
+use eval_runlog::events;
 use std::collections::BTreeMap;
 
 /// One attempt's entries.

@@ -1001,7 +1001,7 @@ impl<'a> Site<'a> {
         let Some(store) = self.store else {
             return Ok(Vec::new());
         };
-        let mut conv = crate::run::wire_log::Conversations::new(store);
+        let mut conv = eval_runlog::wire_log::Conversations::new(store);
         d.calls
             .iter()
             .map(|(seq, c)| {
@@ -1338,7 +1338,7 @@ fn message_text(s: &str) -> String {
     )
 }
 
-fn tool_calls_html(o: &mut String, calls: &[crate::run::wire_log::ToolCall]) {
+fn tool_calls_html(o: &mut String, calls: &[eval_runlog::wire_log::ToolCall]) {
     if calls.is_empty() {
         return;
     }

@@ -84,9 +84,9 @@ pub fn write(
     out: &Path,
 ) -> Result<SiteSummary, SiteError> {
     check_out(out)?;
-    let ledger_path = crate::run::ledger_path(state, &data.matrix);
+    let ledger_path = eval_runlog::layout::ledger_path(state, &data.matrix);
     let entries = verified_prefix(&ledger_path, data)?;
-    let store_dir = crate::run::artifacts_dir(state, &data.matrix);
+    let store_dir = eval_runlog::layout::artifacts_dir(state, &data.matrix);
     let store = if store_dir.is_dir() {
         Some(
             ArtifactStore::open(&store_dir).map_err(|source| SiteError::Artifact {

@@ -6,12 +6,12 @@
 //! log, a grader `score.json` with its checks, a harness transcript, a note — instead of starting
 //! containers. For the site's tests and its benchmark (`scripts/bench-site.sh`).
 
-use crate::run::events::{self, ModelCall};
 use crate::run::{AttemptExecutor, AttemptReport, AttemptSpec, Recorder};
 use eval_core::outcome::Outcome;
 use eval_core::tokens::TokenCounts;
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{Digest, LedgerWriter, NewEntry};
+use eval_runlog::events::{self, ModelCall};
 use futures_util::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,21 +86,21 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
             ..Default::default()
         },
     );
-    let run_dir = crate::run::run_dir(&state, "demo");
+    let run_dir = eval_runlog::layout::run_dir(&state, "demo");
     std::fs::create_dir_all(&run_dir).unwrap();
-    let store = ArtifactStore::open(&crate::run::artifacts_dir(&state, "demo")).unwrap();
+    let store = ArtifactStore::open(&eval_runlog::layout::artifacts_dir(&state, "demo")).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let writer = LedgerWriter::open(&crate::run::ledger_path(&state, "demo")).unwrap();
+        let writer = LedgerWriter::open(&eval_runlog::layout::ledger_path(&state, "demo")).unwrap();
         let rec = Recorder::new(writer.clone(), &[], "fixture").unwrap();
-        let wire = crate::run::wire_log::WireLog::new(
+        let wire = eval_runlog::wire_log::WireLog::new(
             store.clone(),
             eval_proxy::SecretKey::from_memory(KEY).unwrap().redactor(),
-            crate::run::wire_log::WireLimits::default(),
+            eval_runlog::wire_log::WireLimits::default(),
         );
         let exec = Arc::new(Fake {
             store,
@@ -130,7 +130,7 @@ struct Fake {
     store: ArtifactStore,
     shape: Shape,
     /// The real wire log (`run::wire_log`), as the ledger bridge drives it in a run.
-    wire: std::sync::Mutex<crate::run::wire_log::WireLog>,
+    wire: std::sync::Mutex<eval_runlog::wire_log::WireLog>,
 }
 
 /// The synthetic upstream's key: only ever in memory, redacted from the wire log like a real one.

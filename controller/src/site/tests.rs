@@ -177,7 +177,8 @@ fn the_site_escapes_what_agents_wrote_and_every_link_resolves() {
     )));
     assert!(index.contains(&html::esc(&report.verdict_line())));
     let recorded =
-        std::fs::read(crate::run::run_dir(&run.state, &run.matrix).join("report.json")).unwrap();
+        std::fs::read(eval_runlog::layout::run_dir(&run.state, &run.matrix).join("report.json"))
+            .unwrap();
     assert_eq!(std::fs::read(out.join("report.json")).unwrap(), recorded);
     // Every attempt page is reachable from the index (through the attempt list).
     let list = &html[&out.join("attempts.html")];
@@ -229,9 +230,10 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
     );
     assert!(!fresh.exists());
     // An artifact altered since the report re-hashed it is refused too (exit 3), nothing written.
-    let store = ArtifactStore::open(&crate::run::artifacts_dir(&run.state, &run.matrix)).unwrap();
+    let store =
+        ArtifactStore::open(&eval_runlog::layout::artifacts_dir(&run.state, &run.matrix)).unwrap();
     let (_, o) = crate::site::detail::collect(
-        &LedgerReader::open(&crate::run::ledger_path(&run.state, &run.matrix))
+        &LedgerReader::open(&eval_runlog::layout::ledger_path(&run.state, &run.matrix))
             .unwrap()
             .entries()
             .unwrap(),
@@ -518,8 +520,8 @@ fn bench_state() {
 /// each round's exact values escaped, and a single-round attempt has neither.
 #[test]
 fn a_multi_round_attempt_page_has_a_rounds_table_from_the_ledger_order() {
-    use crate::run::events;
     use eval_evidence::ledger::Digest;
+    use eval_runlog::events;
     let mut seq = 0u64;
     let mut entry = |kind: &str, v: serde_json::Value| {
         seq += 1;

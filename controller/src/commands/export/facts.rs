@@ -4,9 +4,9 @@
 //! committed, and where its clarifications sit in ledger order. One pass over the ledger.
 
 use crate::commands::error::CommandError;
-use crate::run::events;
 use crate::status::Failure;
 use eval_evidence::ledger::LedgerReader;
+use eval_runlog::events;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -57,7 +57,7 @@ struct Named {
 
 /// Reads the facts of `matrix`'s run in `state` (exit 2 when there is no run).
 pub fn read(state: &Path, matrix: &str) -> Result<RunFacts, Failure> {
-    let path = crate::run::ledger_path(state, matrix);
+    let path = eval_runlog::layout::ledger_path(state, matrix);
     if !path.exists() {
         return Err(CommandError::NoRun {
             matrix: matrix.to_owned(),

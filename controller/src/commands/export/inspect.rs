@@ -270,7 +270,7 @@ fn sample(
     s
 }
 
-fn tool_calls<'a>(calls: impl Iterator<Item = &'a crate::run::wire_log::ToolCall>) -> Value {
+fn tool_calls<'a>(calls: impl Iterator<Item = &'a eval_runlog::wire_log::ToolCall>) -> Value {
     let v: Vec<Value> = calls
         .enumerate()
         .map(|(i, t)| {

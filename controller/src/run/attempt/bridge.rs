@@ -7,9 +7,9 @@
 //! hole in it must not be reported as whole.
 
 use crate::run::Recorder;
-use crate::run::events::{self, ModelCall, ModelCallStarted};
-use crate::run::wire_log::{WireLog, WireNote};
 use eval_proxy::{CallRecord, CallStarted, RecordError, RecordSink, StartFuture, Usage};
+use eval_runlog::events::{self, ModelCall, ModelCallStarted};
+use eval_runlog::wire_log::{WireLog, WireNote};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::error::TrySendError;

@@ -10,11 +10,11 @@
 
 use super::oracle::{OracleAsk, OracleFailure, Stateful, parse_reply};
 use crate::run::Recorder;
-use crate::run::events::{self, AgentEvent, Attestation, Clarification};
 use eval_core::attest::AttestReport;
 use eval_evidence::ledger::Digest;
 use eval_protocols::task::OracleConstraints;
 use eval_proxy::{ControlFuture, ControlPlane, ProxyHandle};
+use eval_runlog::events::{self, AgentEvent, Attestation, Clarification};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};

@@ -190,8 +190,8 @@ impl DockerExecutor {
                 first_unscored = Some(rs.obs.graded.clone());
             }
             tests.push(super::rounds::round_tests(k as u32, &out));
-            finished.push(crate::run::events::RoundFinished {
-                schema: crate::run::events::SCHEMA,
+            finished.push(eval_runlog::events::RoundFinished {
+                schema: eval_runlog::events::SCHEMA,
                 attempt: spec.attempt.clone(),
                 round: k as u32,
                 status: if scored { "passed" } else { "failed" }.to_owned(),
@@ -207,7 +207,7 @@ impl DockerExecutor {
                 model_turns: 0,
                 tokens: 0,
                 artifacts: Default::default(),
-                finished_at: crate::run::events::now_rfc3339(),
+                finished_at: eval_runlog::events::now_rfc3339(),
             });
         }
         // Scored when some round was, as an agent's multi-round attempt (`fn attempt_graded`).

@@ -1,12 +1,12 @@
 //! Arm images: the frozen ids and expected attestations, checked before every attempt.
 
 use super::{DockerExecutor, SetupError};
-use crate::run::events::{self, Attestation};
 use crate::run::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;
 use eval_protocols::protocol::Protocol;
+use eval_runlog::events::{self, Attestation};
 use eval_runtimes::{ArmFiles, ImageId, ImageSpec, LoadedDef, Runtime, RuntimeDef};
 use std::collections::BTreeMap;
 use std::path::Path;

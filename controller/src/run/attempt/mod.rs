@@ -28,7 +28,6 @@ pub(crate) use oracle::regrade_record;
 use prepare::SocketRoot;
 pub use prepare::copy_tree;
 
-use super::events::{self, AttemptNote, IncompleteCalls};
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
 use classify::{
     Attested, Classification, EngineFault, Observations, Oracle, Provider, Upstream, classify,
@@ -38,6 +37,7 @@ use control::{AttemptControl, AttestState};
 use eval_evidence::artifacts::ArtifactStore;
 use eval_protocols::{Loaded, TaskBundle};
 use eval_proxy::{AttemptMeter, ProxyHandle, Role, RoleSpec};
+use eval_runlog::events::{self, AttemptNote, IncompleteCalls};
 use eval_runtimes::policy::AttemptFacts;
 use eval_runtimes::{DockerRuntime, ImageId, Runtime, RuntimeDef};
 use images::ArmImage;

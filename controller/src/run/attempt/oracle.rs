@@ -195,7 +195,7 @@ pub(super) fn brief_overlap(brief: &str, reply: &str) -> f64 {
 /// (`AttemptControl::oracle_record`, from the entries it appended) and `eval regrade` (from the
 /// run's ledger, `fn regrade_record`), so a regrade's grader reads the bytes the original read.
 pub(crate) fn oracle_record(
-    questions: &[crate::run::events::Clarification],
+    questions: &[eval_runlog::events::Clarification],
     constraints: Option<&(Vec<String>, OracleConstraints)>,
 ) -> Value {
     let mut record = json!({"format": 1, "questions": questions});
@@ -220,7 +220,7 @@ pub(crate) fn oracle_record(
 pub(crate) fn regrade_record(
     task: &TaskBundle,
     task_dir: &Path,
-    questions: &[crate::run::events::Clarification],
+    questions: &[eval_runlog::events::Clarification],
 ) -> Result<Option<Value>, String> {
     let Some(o) = task.spec.oracle.as_ref().filter(|o| o.grader_reads_record) else {
         return Ok(None);

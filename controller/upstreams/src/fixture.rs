@@ -16,7 +16,8 @@
 //! the demo and `--upstream fixture` run it on purpose; no other production module may use it
 //! (a test below reads the sources to keep it so).
 
-use crate::loopback_upstream::{self, ChatFlags, Completion, LoopbackServer};
+use crate::key::FixtureKey;
+use crate::loopback::{self, ChatFlags, Completion, LoopbackServer};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -32,30 +33,6 @@ pub struct FixtureTally {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub rejected_unauthorized: u64,
-}
-
-/// A random API key, held only in memory. `Debug` never shows it.
-#[derive(Clone)]
-pub struct FixtureKey(String);
-
-impl FixtureKey {
-    /// 32 random bytes from the OS, hex encoded.
-    pub fn generate() -> std::io::Result<Self> {
-        use std::io::Read;
-        let mut buf = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-        Ok(Self(format!("fxk-{}", hex::encode(buf))))
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for FixtureKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FixtureKey([REDACTED])")
-    }
 }
 
 struct Shared {
@@ -76,7 +53,7 @@ impl FixtureUpstream {
             key,
             tally: Mutex::new(FixtureTally::default()),
         });
-        let app = loopback_upstream::openai_app(shared.clone(), chat, models);
+        let app = loopback::openai_app(shared.clone(), chat, models);
         Ok(Self {
             server: LoopbackServer::serve(app).await?,
             shared,
@@ -104,10 +81,10 @@ impl FixtureUpstream {
 const MARKER: &str = "x-eval-fixture";
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
-        return loopback_upstream::unauthorized(MARKER);
+    if !loopback::bearer_matches(&shared.key, &headers) {
+        return loopback::unauthorized(MARKER);
     }
-    loopback_upstream::model_list("fixture", "eval-fixture")
+    loopback::model_list("fixture", "eval-fixture")
 }
 
 /// What the fixture model says to one request.
@@ -143,20 +120,20 @@ async fn chat(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
+    if !loopback::bearer_matches(&shared.key, &headers) {
         if let Ok(mut t) = shared.tally.lock() {
             t.rejected_unauthorized += 1;
         }
-        return loopback_upstream::unauthorized(MARKER);
+        return loopback::unauthorized(MARKER);
     }
-    let (request, model) = match loopback_upstream::chat_request(MARKER, &body) {
+    let (request, model) = match loopback::chat_request(MARKER, &body) {
         Ok(parsed) => parsed,
         Err(refusal) => return *refusal,
     };
     let ans = match answer(&request) {
         Ok(a) => a,
         Err(e) => {
-            return loopback_upstream::openai_error(
+            return loopback::openai_error(
                 MARKER,
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
@@ -199,20 +176,23 @@ mod tests {
         fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
             for e in std::fs::read_dir(dir).unwrap() {
                 let p = e.unwrap().path();
-                if p.is_dir() {
+                // Integration tests and build output are not production code.
+                let skipped = p.file_name().is_some_and(|n| n == "tests" || n == "target");
+                if p.is_dir() && !skipped {
                     walk(&p, out);
                 } else if p.extension().is_some_and(|x| x == "rs") {
                     out.push(p);
                 }
             }
         }
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        // Every crate of the controller (this one's parent directory holds them all).
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut files = Vec::new();
         walk(&src, &mut files);
         assert!(files.len() > 10, "the walk found the sources");
         let offenders: Vec<_> = files
             .iter()
-            .filter(|p| !p.ends_with("fixture_upstream.rs"))
+            .filter(|p| !p.ends_with("upstreams/src/fixture.rs"))
             .filter(|p| {
                 let text = std::fs::read_to_string(p).unwrap();
                 // Code before a file's `#[cfg(test)]` is production code; tests may compare.
@@ -222,7 +202,7 @@ mod tests {
             .collect();
         assert!(
             offenders.is_empty(),
-            "production code reaches the fixture model outside fixture_upstream.rs: {offenders:?}"
+            "production code reaches the fixture model outside upstreams/src/fixture.rs: {offenders:?}"
         );
     }
 

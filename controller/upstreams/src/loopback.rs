@@ -5,7 +5,7 @@
 //! keeps only what it answers and what it counts, so both stop, authorize, refuse and frame the
 //! same way.
 
-use crate::fixture_upstream::FixtureKey;
+use crate::key::FixtureKey;
 use axum::Router;
 use axum::body::Body;
 use axum::handler::Handler;

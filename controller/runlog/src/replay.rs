@@ -3,7 +3,7 @@
 //!
 //! Pure functions over [`Entry`] values: no I/O, unit-tested without a ledger file.
 
-use super::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord};
+use crate::events::{self, AttemptOutcome, AttemptStarted, RunStarted, SlotRecord};
 use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
 use eval_core::outcome::Outcome;
@@ -555,7 +555,7 @@ pub struct StatusSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::events::*;
+    use crate::events::*;
     use eval_evidence::ledger::{Digest, entry_hash};
 
     pub(crate) struct Builder {

@@ -174,7 +174,7 @@ pub struct ModelCall {
     pub artifacts: BTreeMap<String, String>,
     /// What the wire log kept of this call (absent when it kept nothing of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wire_log: Option<crate::run::wire_log::WireNote>,
+    pub wire_log: Option<crate::wire_log::WireNote>,
 }
 
 /// `clarification`: one question the agent asked and what it was told.

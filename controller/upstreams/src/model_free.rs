@@ -21,7 +21,7 @@
 //! every report format; only a protocol that declares `model_free = true` (which loading allows
 //! only with wire metrics) may release on it (`eval_evidence::report::build`).
 
-use crate::loopback_upstream::{self, ChatFlags, Completion, LoopbackServer};
+use crate::loopback::{self, ChatFlags, Completion, LoopbackServer};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -36,7 +36,7 @@ pub const FINGERPRINT: &str = "eval-model-free";
 pub const ANSWER: &str = "(eval model-free upstream: no model answers here; the session ends.)";
 
 struct Shared {
-    key: crate::fixture_upstream::FixtureKey,
+    key: crate::key::FixtureKey,
     calls: AtomicU64,
 }
 
@@ -49,12 +49,12 @@ pub struct ModelFreeUpstream {
 impl ModelFreeUpstream {
     /// Binds `127.0.0.1:0` and serves until [`Self::shutdown`]. The key is a random in-memory
     /// key of the same kind as the fixture upstream's (`FixtureKey::generate`).
-    pub async fn start(key: crate::fixture_upstream::FixtureKey) -> std::io::Result<Self> {
+    pub async fn start(key: crate::key::FixtureKey) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             key,
             calls: AtomicU64::new(0),
         });
-        let app = loopback_upstream::openai_app(shared.clone(), chat, models);
+        let app = loopback::openai_app(shared.clone(), chat, models);
         Ok(Self {
             server: LoopbackServer::serve(app).await?,
             shared,
@@ -79,10 +79,10 @@ impl ModelFreeUpstream {
 const MARKER: &str = "x-eval-model-free";
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
-        return loopback_upstream::unauthorized(MARKER);
+    if !loopback::bearer_matches(&shared.key, &headers) {
+        return loopback::unauthorized(MARKER);
     }
-    loopback_upstream::model_list("model-free", FINGERPRINT)
+    loopback::model_list("model-free", FINGERPRINT)
 }
 
 /// The usage of a plain stop to a request of `body_len` bytes, in DeepSeek's shape (the answer's
@@ -104,10 +104,10 @@ async fn chat(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if !loopback_upstream::bearer_matches(&shared.key, &headers) {
-        return loopback_upstream::unauthorized(MARKER);
+    if !loopback::bearer_matches(&shared.key, &headers) {
+        return loopback::unauthorized(MARKER);
     }
-    let (request, model) = match loopback_upstream::chat_request(MARKER, &body) {
+    let (request, model) = match loopback::chat_request(MARKER, &body) {
         Ok(parsed) => parsed,
         Err(refusal) => return *refusal,
     };
@@ -128,7 +128,7 @@ async fn chat(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::fixture_upstream::FixtureKey;
+    use crate::key::FixtureKey;
 
     fn client() -> reqwest::Client {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -1,0 +1,50 @@
+//! Where a run lives on disk and how its kind is named: `STATE/<matrix>/` for the real run,
+//! `STATE/<matrix>.smoke/` for its smoke run, the ledger and artifact store inside. The engine
+//! writes there and the report side reads there, so both take the names from here.
+
+use eval_evidence::ledger::LedgerReader;
+use std::path::Path;
+
+/// `STATE/<matrix>/`: where one matrix's run lives.
+pub fn run_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
+    state.join(matrix)
+}
+
+/// `STATE/<matrix>/ledger.sqlite`.
+pub fn ledger_path(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
+    run_dir(state, matrix).join("ledger.sqlite")
+}
+
+/// `STATE/<matrix>/artifacts/`.
+pub fn artifacts_dir(state: &std::path::Path, matrix: &str) -> std::path::PathBuf {
+    run_dir(state, matrix).join("artifacts")
+}
+
+/// The `smoke_run` ledger kind: this ledger is a smoke run's, never evidence.
+pub const SMOKE_RUN: &str = "smoke_run";
+
+/// The run directory name of a matrix's smoke run: `STATE/<matrix>.smoke/`, beside the real
+/// run's `STATE/<matrix>/`, so it shares nothing with it (ledger, budgets, slots, artifacts).
+pub fn smoke_run_name(matrix: &str) -> String {
+    format!("{matrix}.smoke")
+}
+
+/// Whether the ledger of `run_name` in `state` is a smoke run's (it holds a `smoke_run` entry).
+pub fn is_smoke_run(state: &Path, run_name: &str) -> bool {
+    let path = ledger_path(state, run_name);
+    if !path.exists() {
+        return false;
+    }
+    let Ok(r) = LedgerReader::open(&path) else {
+        return false;
+    };
+    let mut found = false;
+    let _ = r.for_each_of_kind(SMOKE_RUN, |_| {
+        found = true;
+        std::ops::ControlFlow::Break(())
+    });
+    found
+}
+
+/// `UpstreamRecord.kind` of the built-in model-free upstream.
+pub const MODEL_FREE: &str = "model-free";
