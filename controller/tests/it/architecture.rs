@@ -56,7 +56,14 @@ fn allowed(name: &str) -> Option<&'static [&'static str]> {
             "eval-matrix",
             "eval-runtimes",
             "eval-evidence",
+            "eval-upstreams",
+            "eval-runlog",
         ],
+        // The built-in upstreams answer from the runtimes crate's fixture model and know nothing
+        // of runs.
+        "eval-upstreams" => &["eval-runtimes"],
+        // What a run records: pure data over the ledger and the proxy's call records.
+        "eval-runlog" => &["eval-core", "eval-evidence", "eval-protocols", "eval-proxy"],
         // Issue 14: protocols speaks the shared vocabulary (eval-core), not the evidence crate.
         "eval-protocols" => &["eval-core", "eval-matrix"],
         "eval-runtimes" => &["eval-core", "eval-fixture-core"],
@@ -92,7 +99,9 @@ fn every_crate_depends_only_on_what_the_architecture_allows() {
 #[test]
 fn only_the_controller_uses_the_proxy_or_the_runtimes() {
     for (name, deps) in workspace_edges() {
-        if name == "eval-controller" {
+        // The runlog reads the proxy's call records; the upstreams answer from the runtimes'
+        // fixture model. Neither starts a proxy or a container.
+        if name == "eval-controller" || name == "eval-runlog" || name == "eval-upstreams" {
             continue;
         }
         assert!(
