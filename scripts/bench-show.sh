@@ -7,7 +7,7 @@
 # alternating, and the medians are printed.
 #
 # The run is made without Docker by the real runner with a scripted executor
-# (controller/src/site/synthetic.rs, as scripts/bench-site.sh): one repetition of the demo matrix,
+# (controller/src/report_tests/synthetic.rs, as scripts/bench-site.sh): one repetition of the demo matrix,
 # every attempt with that many calls through the real wire log (each request resends the whole
 # conversation, as a harness does).
 set -euo pipefail

@@ -6,7 +6,7 @@
 # three times, alternating, and the medians are printed.
 #
 # The run is made without Docker by the real runner with a scripted executor
-# (controller/src/site/synthetic.rs): 23 repetitions of the demo matrix = 1,035 statistical + 6
+# (controller/src/report_tests/synthetic.rs): 23 repetitions of the demo matrix = 1,035 statistical + 6
 # infrastructure attempts, each with EVAL_BENCH_SITE_CALLS (default 10) model calls, an agent
 # log, a grader score.json with checks, a grader log and a transcript.
 set -euo pipefail

@@ -19,3 +19,11 @@ pub fn driver_digest() -> Digest {
     // then matches no frozen identity.
     Digest::parse(DRIVER_DIGEST).unwrap_or(Digest::ZERO)
 }
+
+/// What the report side needs of the running binary: its digest and its image resolver.
+pub fn running() -> eval_report::data::Running<'static> {
+    eval_report::data::Running {
+        driver: driver_digest(),
+        resolve_image: &crate::commands::freeze::resolve_image_digest,
+    }
+}

@@ -37,6 +37,20 @@ impl From<eval_protocols::ProtocolError> for Failure {
     }
 }
 
+impl From<eval_report::show::ViewError> for Failure {
+    fn from(e: eval_report::show::ViewError) -> Self {
+        use eval_report::show::ViewError as V;
+        match e {
+            V::NoRun { .. } | V::Usage(_) => Self::usage(e.to_string()),
+            V::Integrity(message) => Failure {
+                status: Status::Integrity,
+                message,
+            },
+            V::Ledger(l) => l.into(),
+        }
+    }
+}
+
 impl From<eval_evidence::stats::StatsError> for Failure {
     fn from(e: eval_evidence::stats::StatsError) -> Self {
         Self::usage(e.to_string())
@@ -164,7 +178,7 @@ impl From<crate::commands::run::AdmissionError> for Failure {
 /// not there, an unwritable `--out`), what the ledger or the run recorded is 3.
 pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
     use crate::commands::report::ReportCmdError as E;
-    use crate::run::report_data::ReportDataError as D;
+    use eval_report::data::ReportDataError as D;
     match e {
         E::Data(
             D::Ledger(_)
@@ -193,8 +207,8 @@ pub fn report_status(e: &crate::commands::report::ReportCmdError) -> Status {
 
 /// The site's own failures: its `--out` is input (2); a ledger or artifact that no longer holds
 /// what the report verified is evidence (3).
-pub fn site_status(e: &crate::site::SiteError) -> Status {
-    use crate::site::SiteError as S;
+pub fn site_status(e: &eval_report::site::SiteError) -> Status {
+    use eval_report::site::SiteError as S;
     match e {
         S::NotASite(_) | S::NoOut | S::Write { .. } => Status::Usage,
         S::Ledger(_) | S::LedgerChanged { .. } | S::Artifact { .. } | S::WireLog { .. } => {
@@ -686,7 +700,7 @@ mod tests {
     #[test]
     fn report_errors_map_by_kind() {
         use crate::commands::report::ReportCmdError as E;
-        use crate::run::report_data::ReportDataError as D;
+        use eval_report::data::ReportDataError as D;
         let cases: Vec<(E, Status)> = vec![
             (
                 E::Data(D::Artifact {
@@ -871,7 +885,7 @@ mod tests {
         use crate::commands::proofs::ProofError;
         use crate::commands::proxy::ProxyCmdError;
         use crate::commands::stats::StatsCmdError;
-        use crate::run::report_data::ReportDataError;
+        use eval_report::data::ReportDataError;
         let cases: Vec<(Failure, Status, &str)> = vec![
             (
                 KeyError::Exists("k".into()).into(),

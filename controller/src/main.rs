@@ -43,8 +43,9 @@ mod cli;
 mod commands;
 mod driver;
 mod exit;
+#[cfg(test)]
+mod report_tests;
 mod run;
-mod site;
 mod status;
 
 use clap::Parser;

@@ -27,7 +27,7 @@ pub enum DemoError {
     /// The report of a ledger that just verified cannot be built: whatever fails there is the
     /// evidence's, whatever its kind would be for `eval report`.
     #[error("{0}")]
-    Report(crate::run::report_data::ReportDataError),
+    Report(eval_report::data::ReportDataError),
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, DemoError> {
@@ -114,8 +114,13 @@ pub fn run(args: DemoArgs) -> CmdResult {
     println!("ok: {} entries; head {}", v.entries, v.head);
     println!("== eval report --matrix demo");
     // The demo's own ledger just verified: whatever still fails here is the evidence's (3).
-    let data = crate::run::report_data::build(Path::new("."), &state_rel, "demo")
-        .map_err(DemoError::Report)?;
+    let data = eval_report::data::build(
+        Path::new("."),
+        &state_rel,
+        "demo",
+        &crate::driver::running(),
+    )
+    .map_err(DemoError::Report)?;
     let run_dir = eval_runlog::layout::run_dir(&state_rel, "demo");
     let report = super::report::publish(&data, &state_rel, None)?;
     let mut verdict = Status::Ok;
@@ -125,7 +130,7 @@ pub fn run(args: DemoArgs) -> CmdResult {
     ] {
         verdict = super::report::write_rendered(&report, format, Some(&run_dir.join(name)))?;
     }
-    let container: f64 = crate::run::report_data::container_seconds(&ledger_path);
+    let container: f64 = eval_report::data::container_seconds(&ledger_path);
     let attempts = finished.summary.attempts.max(1);
     println!();
     println!(

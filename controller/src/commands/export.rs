@@ -9,9 +9,9 @@ mod inspect;
 
 use super::error::CommandError;
 use super::proofs::write_atomically;
-use super::show;
 use crate::cli::{ExportAtifArgs, ExportCommand, ExportInspectArgs};
 use crate::status::{CmdResult, Failure, Status};
+use eval_report::show;
 use std::path::Path;
 
 pub fn run(cmd: ExportCommand) -> CmdResult {
@@ -60,8 +60,13 @@ fn inspect_run(args: ExportInspectArgs) -> CmdResult {
     let run = facts::read(&args.state, &args.matrix)?;
     // The report's own input (the project's frozen protocol, the verified ledger): samples,
     // scores and tokens are what `eval report` computes from.
-    let data = crate::run::report_data::build(Path::new("."), &args.state, &args.matrix)
-        .map_err(|e| Failure::from(super::report::ReportCmdError::from(e)))?;
+    let data = eval_report::data::build(
+        Path::new("."),
+        &args.state,
+        &args.matrix,
+        &crate::driver::running(),
+    )
+    .map_err(|e| Failure::from(super::report::ReportCmdError::from(e)))?;
     make_dir(&args.out)?;
     let logs = inspect::logs(&args.state, &data, &run)?;
     for (stem, log) in &logs {

@@ -151,7 +151,7 @@ fn print_calibration(loaded: &eval_protocols::Loaded) -> Result<(), crate::statu
     use eval_evidence::stats::calibrate::{CalibrateConfig, calibrate};
     let plan = &loaded.protocol.statistics;
     {
-        for (gate, rule, n) in interval_rules(loaded) {
+        for (gate, rule, n) in eval_report::power::interval_rules(loaded) {
             let method = rule.method.clone().unwrap_or_else(|| plan.method.clone());
             // v0.4's method draws 20,000 resamples per interval; simulating thousands of suites
             // with it would make every freeze take minutes. Its interval is a sampled percentile
@@ -192,80 +192,11 @@ fn print_calibration(loaded: &eval_protocols::Loaded) -> Result<(), crate::statu
                     }
                 );
             }
-            println!("power: {}", rule_power(loaded, gate, rule, n)?.line());
+            println!(
+                "power: {}",
+                eval_report::power::rule_power(loaded, gate, rule, n)?.line()
+            );
         }
     }
     Ok(())
-}
-
-/// Every interval rule (a bootstrap or contrast lower bound) of a gate on a suite, with the
-/// suite's number of tasks: the rules `eval freeze` prints calibration and power for and the
-/// report shows power for.
-fn interval_rules(
-    loaded: &eval_protocols::Loaded,
-) -> Vec<(&eval_core::gates::Gate, &eval_core::gates::Rule, usize)> {
-    use eval_evidence::gates::Statistic;
-    let mut out = Vec::new();
-    for gate in &loaded.protocol.gates {
-        let Some(suite) = gate.suite.as_deref() else {
-            continue;
-        };
-        let Some(n) = loaded
-            .matrix
-            .suites
-            .iter()
-            .find(|s| s.id == suite)
-            .map(|s| s.tasks.len())
-        else {
-            continue;
-        };
-        for rule in &gate.rules {
-            if matches!(
-                rule.statistic,
-                Statistic::BootstrapLower | Statistic::ContrastLower
-            ) {
-                out.push((gate, rule, n));
-            }
-        }
-    }
-    out
-}
-
-/// The rule's power at the declared effect (`[power.<gate>]`) and its minimum detectable effect
-/// at 80 % power, from one simulation of the gate's own interval at n tasks (see
-/// `eval_evidence::stats::power::rule_power`). Without a declaration the effect is in task-level
-/// sd units. The one computation behind both freeze's `power:` line and the report's table.
-fn rule_power(
-    loaded: &eval_protocols::Loaded,
-    gate: &eval_core::gates::Gate,
-    rule: &eval_core::gates::Rule,
-    n: usize,
-) -> Result<eval_evidence::stats::power::RulePower, eval_evidence::stats::StatsError> {
-    let plan = &loaded.protocol.statistics;
-    let method = rule.method.as_deref().unwrap_or(&plan.method);
-    eval_evidence::stats::power::rule_power(&eval_evidence::stats::power::RulePowerInput {
-        gate: &gate.id,
-        rule: &rule.id,
-        method,
-        n,
-        confidence: plan.confidence,
-        seed: plan.seed,
-        threshold: rule.threshold.unwrap_or(0.0),
-        declared: loaded
-            .protocol
-            .power
-            .get(&gate.id)
-            .map(|s| (s.effect, s.sd)),
-    })
-}
-
-/// Power of every interval rule, for the report. A rule whose simulation cannot run (a suite
-/// with no tasks) has no row — at freeze the same rule made `eval freeze` fail.
-pub(crate) fn power_rows(
-    loaded: &eval_protocols::Loaded,
-) -> Vec<eval_evidence::stats::power::RulePower> {
-    interval_rules(loaded)
-        .into_iter()
-        .filter_map(|(gate, rule, n)| rule_power(loaded, gate, rule, n).ok())
-        .collect()
 }

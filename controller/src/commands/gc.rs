@@ -98,7 +98,7 @@ fn referenced(dir: &Path) -> Option<BTreeSet<String>> {
             continue;
         }
         let entries = LedgerReader::open(&p).and_then(|r| r.entries()).ok()?;
-        for r in crate::run::report_data::referenced_artifacts(&entries) {
+        for r in eval_report::data::referenced_artifacts(&entries) {
             refs.insert(r.digest);
         }
     }

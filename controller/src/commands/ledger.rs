@@ -157,7 +157,7 @@ pub(super) fn check_artifacts(
     } else {
         std::path::PathBuf::from(dir)
     };
-    match crate::run::report_data::verify_artifacts_at(entries, &dir) {
+    match eval_report::data::verify_artifacts_at(entries, &dir) {
         Ok(n) => ArtifactCheck::Verified(n),
         Err((seq, message)) => ArtifactCheck::Failed { seq, message },
     }

@@ -19,7 +19,7 @@ pub fn run(args: &PlanArgs) -> CmdResult {
     let Some(path) = &args.pilot else {
         return Err(pilot_err(std::path::Path::new(""), "--calibrate needs --pilot LEDGER").into());
     };
-    let data = crate::run::report_data::pilot_run_data(std::path::Path::new("."), path, &loaded)
+    let data = eval_report::data::pilot_run_data(std::path::Path::new("."), path, &loaded)
         .map_err(|e| pilot_err(path, &e.to_string()))?;
     let reg = eval_protocols::registry::Registry::open(&args.state)
         .map_err(|e| pilot_err(path, &format!("the identity registry: {e}")))?;

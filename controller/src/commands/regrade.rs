@@ -45,7 +45,7 @@ pub fn run(args: RegradeArgs) -> CmdResult {
             show(&a.regraded),
             a.detail
                 .as_deref()
-                .map(|d| format!(" ({})", crate::commands::show::clean(d)))
+                .map(|d| format!(" ({})", eval_report::show::clean(d)))
                 .unwrap_or_default()
         );
     }

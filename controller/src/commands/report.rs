@@ -20,7 +20,7 @@ use crate::status::{CmdResult, Failure, Status};
 #[derive(Debug, thiserror::Error)]
 pub enum ReportCmdError {
     #[error(transparent)]
-    Data(#[from] crate::run::report_data::ReportDataError),
+    Data(#[from] eval_report::data::ReportDataError),
     #[error("{0}")]
     Build(#[source] eval_evidence::report::ReportError),
     #[error("cannot serialise the report: {0}")]
@@ -32,7 +32,7 @@ pub enum ReportCmdError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Site(#[from] crate::site::SiteError),
+    Site(#[from] eval_report::site::SiteError),
     #[error("the run recorded a malformed driver digest {0:?}")]
     DriverDigest(String),
     #[error(
@@ -48,7 +48,7 @@ pub enum ReportCmdError {
 /// Builds the report input from the state directory's ledger for `args.matrix`: verifies the
 /// ledger, reads the freeze, the registry and every attempt. Filled in by the run issue.
 pub fn load_run_data(args: &ReportArgs) -> Result<RunData, Failure> {
-    use crate::run::report_data::build_with_key;
+    use eval_report::data::build_with_key;
     let named = match args.public_key.as_deref() {
         Some(k) => Some(super::keygen::parse_public_key(k)?),
         None => None,
@@ -58,6 +58,7 @@ pub fn load_run_data(args: &ReportArgs) -> Result<RunData, Failure> {
         &args.state.state,
         &args.matrix,
         named.as_ref(),
+        &crate::driver::running(),
     )
     .map_err(ReportCmdError::Data)?;
     data.allow_unsigned = args.allow_unsigned;
@@ -71,7 +72,7 @@ pub fn run(args: ReportArgs) -> CmdResult {
     let state = &args.state.state;
     // Checked before anything is computed or recorded: a site needs a directory to go to.
     if args.format == ReportFormat::Site && args.out.is_none() {
-        return Err(ReportCmdError::Site(crate::site::SiteError::NoOut).into());
+        return Err(ReportCmdError::Site(eval_report::site::SiteError::NoOut).into());
     }
     if eval_runlog::layout::is_smoke_run(state, &args.matrix) {
         return Err(Failure {
@@ -107,7 +108,7 @@ pub fn run(args: ReportArgs) -> CmdResult {
 /// Writes the site of the report just recorded (see `crate::site`) and returns the verdict's
 /// exit status, as every other format does.
 pub fn write_site(state: &Path, data: &RunData, report: &Report, out: &Path) -> CmdResult {
-    let s = crate::site::write(state, data, report, out).map_err(ReportCmdError::Site)?;
+    let s = eval_report::site::write(state, data, report, out).map_err(ReportCmdError::Site)?;
     println!(
         "{}: {} ({} pages, {} attempts, {} bytes)",
         out.display(),

@@ -16,9 +16,7 @@ pub mod controls;
 pub mod inputs;
 pub mod owner;
 pub mod regrade;
-pub mod report_data;
 pub mod runner;
-pub mod wire_metrics;
 
 use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
@@ -525,6 +523,3 @@ impl std::ops::Deref for StateGuard<'_> {
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod custody_tests;

@@ -58,6 +58,17 @@ fn allowed(name: &str) -> Option<&'static [&'static str]> {
             "eval-evidence",
             "eval-upstreams",
             "eval-runlog",
+            "eval-report",
+        ],
+        // The read side: never the engine. It reads runtime definitions (declared metrics) and
+        // the proxy's wire shapes, and starts neither.
+        "eval-report" => &[
+            "eval-core",
+            "eval-evidence",
+            "eval-protocols",
+            "eval-runlog",
+            "eval-runtimes",
+            "eval-proxy",
         ],
         // The built-in upstreams answer from the runtimes crate's fixture model and know nothing
         // of runs.
@@ -101,7 +112,14 @@ fn only_the_controller_uses_the_proxy_or_the_runtimes() {
     for (name, deps) in workspace_edges() {
         // The runlog reads the proxy's call records; the upstreams answer from the runtimes'
         // fixture model. Neither starts a proxy or a container.
-        if name == "eval-controller" || name == "eval-runlog" || name == "eval-upstreams" {
+        if [
+            "eval-controller",
+            "eval-runlog",
+            "eval-upstreams",
+            "eval-report",
+        ]
+        .contains(&name.as_str())
+        {
             continue;
         }
         assert!(
@@ -430,7 +448,7 @@ fn the_reference_check_refuses_what_does_not_exist() {
         "run/mod.rs",
         "fn container_spec",
         "policy::container_spec",
-        "commands/freeze.rs::power_rows",
+        "report/src/power.rs::power_rows",
         "eval_core::budget::WIRE_METRICS",
         "Recorder::fatal",
         "controller/tests/it/",

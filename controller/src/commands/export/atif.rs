@@ -10,7 +10,7 @@
 //! entries by hash: the trajectory is a derived view of signed evidence, not evidence itself.
 
 use super::facts::{AttemptFacts, RunFacts};
-use crate::commands::show::{AttemptView, CallView};
+use eval_report::show::{AttemptView, CallView};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 

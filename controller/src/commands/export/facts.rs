@@ -161,7 +161,7 @@ impl RunFacts {
 /// A file name for `attempt` (`<slot>#<n>` → `<slot>.<n>`), made safe as the site names its
 /// pages (`site::safe_name`): no name reaches outside the output directory or shares another's.
 pub fn file_stem(attempt: &str) -> String {
-    crate::site::safe_name(&attempt.replace('#', "."))
+    eval_report::site::safe_name(&attempt.replace('#', "."))
 }
 
 #[cfg(test)]

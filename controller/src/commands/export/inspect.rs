@@ -5,12 +5,12 @@
 //! conversation as `eval show` reads it from the wire log.
 
 use super::facts::RunFacts;
-use crate::commands::show::{self, AttemptView};
 use crate::status::Failure;
 use eval_core::phase::Phase;
 use eval_core::tokens::TokenCounts;
 use eval_evidence::gates::pairs;
 use eval_evidence::report::RunData;
+use eval_report::show::{self, AttemptView};
 use serde_json::{Value, json};
 use std::path::Path;
 

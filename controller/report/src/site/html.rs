@@ -997,7 +997,7 @@ impl<'a> Site<'a> {
         &self,
         id: &str,
         d: &AttemptDetail,
-    ) -> Result<Vec<crate::commands::show::CallView>, SiteError> {
+    ) -> Result<Vec<crate::show::CallView>, SiteError> {
         let Some(store) = self.store else {
             return Ok(Vec::new());
         };
@@ -1005,11 +1005,9 @@ impl<'a> Site<'a> {
         d.calls
             .iter()
             .map(|(seq, c)| {
-                crate::commands::show::call_view(&mut conv, *seq, c.clone()).map_err(|f| {
-                    SiteError::WireLog {
-                        attempt: id.to_owned(),
-                        message: f.message,
-                    }
+                crate::show::call_view(&mut conv, *seq, c.clone()).map_err(|f| SiteError::WireLog {
+                    attempt: id.to_owned(),
+                    message: f.to_string(),
                 })
             })
             .collect()
@@ -1056,7 +1054,7 @@ impl<'a> Site<'a> {
 
 /// A multi-round attempt's rounds (docs/rounds.md), one row each, from its `round_started`
 /// and `round_finished` entries; nothing for a single-round attempt.
-pub(super) fn rounds_table(o: &mut String, d: &AttemptDetail, size: impl Fn(&str) -> Option<u64>) {
+pub fn rounds_table(o: &mut String, d: &AttemptDetail, size: impl Fn(&str) -> Option<u64>) {
     if d.rounds.is_empty() {
         return;
     }
@@ -1268,14 +1266,14 @@ fn rules_table(o: &mut String, rules: &[RuleResult]) {
 fn conversation_section(
     o: &mut String,
     d: &AttemptDetail,
-    views: &[crate::commands::show::CallView],
+    views: &[crate::show::CallView],
     transcript: Option<&Text>,
 ) {
     let _ = writeln!(o, "<h2 id=\"conversation\">Conversation</h2>");
     let wire = wire_conversation(o, views);
     if let Some(t) = transcript {
         if let Some(full) = &t.full {
-            harness_tools(o, &crate::commands::show::harness_calls(full.as_bytes()));
+            harness_tools(o, &crate::show::harness_calls(full.as_bytes()));
         }
         let _ = writeln!(
             o,
@@ -1359,7 +1357,7 @@ fn tool_calls_html(o: &mut String, calls: &[eval_runlog::wire_log::ToolCall]) {
 
 /// The conversation from the wire log: per call, the messages it added and the reply, as
 /// `eval show` reads them (`commands::show::call_view`).
-fn wire_conversation(o: &mut String, calls: &[crate::commands::show::CallView]) -> bool {
+fn wire_conversation(o: &mut String, calls: &[crate::show::CallView]) -> bool {
     let mut any = false;
     for c in calls {
         let _ = writeln!(
@@ -1451,7 +1449,7 @@ fn wire_conversation(o: &mut String, calls: &[crate::commands::show::CallView]) 
     any
 }
 
-fn harness_tools(o: &mut String, calls: &[crate::commands::show::HarnessToolCall]) {
+fn harness_tools(o: &mut String, calls: &[crate::show::HarnessToolCall]) {
     if calls.is_empty() {
         return;
     }

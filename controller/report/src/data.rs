@@ -18,6 +18,14 @@ use eval_runlog::replay::RunState;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// What only the running binary knows and the report needs to judge drift since the freeze:
+/// its own driver digest and how it resolves an arm's image (both the controller's, handed in
+/// so this crate never builds images nor knows how the binary was built).
+pub struct Running<'a> {
+    pub driver: Digest,
+    pub resolve_image: eval_protocols::ImageResolver<'a>,
+}
+
 /// Why a run's report input could not be assembled. Each kind's exit status is decided in
 /// `exit::report_status`: the project's files and a run that is not there are input; the
 /// ledger, its signatures, its artifacts and the registry are evidence.
@@ -91,8 +99,13 @@ pub enum ReportDataError {
 
 /// Reads `STATE/<matrix>/ledger.sqlite`, verifies it, and assembles the report input with the
 /// protocol (from the project at `root`), the freeze and the registry.
-pub fn build(root: &Path, state: &Path, matrix: &str) -> Result<RunData, ReportDataError> {
-    build_with_key(root, state, matrix, None)
+pub fn build(
+    root: &Path,
+    state: &Path,
+    matrix: &str,
+    running: &Running<'_>,
+) -> Result<RunData, ReportDataError> {
+    build_with_key(root, state, matrix, None, running)
 }
 
 /// [`build`] verifying the signatures with `named` (`eval report --public-key`) when the freeze
@@ -102,6 +115,7 @@ pub fn build_with_key(
     state: &Path,
     matrix: &str,
     named: Option<&eval_evidence::signing::PublicKey>,
+    running: &Running<'_>,
 ) -> Result<RunData, ReportDataError> {
     let path = eval_runlog::layout::ledger_path(state, matrix);
     if !path.exists() {
@@ -140,7 +154,7 @@ pub fn build_with_key(
         .load(&started.protocol)
         .map_err(ReportDataError::Protocol)?;
     let p = &loaded.protocol;
-    let (drift, retired) = freeze_drift(&project, state, &started)?;
+    let (drift, retired) = freeze_drift(&project, state, &started, running)?;
     let suites = suite_data(&loaded);
     let slots = slot_data(&st);
     let declared = declared_metrics(root, p)?;
@@ -185,7 +199,7 @@ pub fn build_with_key(
         artifacts_verified: Some(artifacts_verified),
         plan: stat_plan(p),
         gates: p.gates.clone(),
-        power: crate::commands::freeze::power_rows(&loaded),
+        power: crate::power::power_rows(&loaded),
         rerunnable_fault_codes: {
             let mut c = p.reruns.codes.clone();
             c.push(FaultCode::InterruptedBeforeModelCall);
@@ -232,6 +246,7 @@ fn freeze_drift(
     project: &Project,
     state: &Path,
     started: &events::RunStarted,
+    running: &Running<'_>,
 ) -> Result<(Vec<String>, bool), ReportDataError> {
     let reg = Registry::open(state).map_err(ReportDataError::Registry)?;
     let frozen = reg.frozen_identity(&started.protocol);
@@ -242,8 +257,8 @@ fn freeze_drift(
                 project,
                 &started.protocol,
                 state,
-                crate::driver::driver_digest(),
-                &crate::commands::freeze::resolve_image_digest,
+                running.driver,
+                running.resolve_image,
             ) {
                 Ok(r) => drift.extend(r.drift.iter().map(|d| format!("{} ({})", d.path, d.change))),
                 Err(e) => drift.push(e.to_string()),
@@ -410,7 +425,7 @@ fn attempt_data(
     let waited = upstream_wait_by_attempt(entries);
     // Metrics from the wire, for the suites that list one: computed here from the recorded
     // requests, never taken from anything the attempt reported.
-    let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
+    let wire = crate::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
     let mut attempts = Vec::new();
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
         // Replay accepted the ledger, so this parses; were it not, the attempt would be missing
@@ -465,7 +480,7 @@ fn transcript_cross_checks(
     loaded: &eval_protocols::Loaded,
     artifacts: &Path,
 ) -> Vec<String> {
-    let wire = super::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
+    let wire = crate::wire_metrics::Wire::new(entries, &loaded.protocol, &loaded.tasks);
     let mut out = Vec::new();
     let mut store = None;
     for e in entries.iter().filter(|e| e.kind == events::ATTEMPT_STARTED) {
@@ -494,7 +509,7 @@ fn transcript_cross_checks(
             _ => Err(format!("transcript {digest} cannot be read")),
         };
         match bytes {
-            Ok(b) => out.extend(super::wire_metrics::cross_check(&a.attempt, route, &b)),
+            Ok(b) => out.extend(crate::wire_metrics::cross_check(&a.attempt, route, &b)),
             Err(why) => out.push(format!(
                 "attempt {}: the transcript cannot be cross-checked with the wire ({why})",
                 a.attempt

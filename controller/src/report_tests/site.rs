@@ -3,7 +3,10 @@
 //! verdict is the report's, and — in headless Chromium — every page loads, nothing runs.
 
 use super::synthetic::{HOSTILE, Shape, Synthetic, build};
-use super::*;
+use eval_evidence::artifacts::ArtifactStore;
+use eval_evidence::ledger::{Digest, LedgerReader};
+use eval_evidence::report::{Report, RunData};
+use eval_report::site::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -21,7 +24,13 @@ fn hostile_run(dir: &Path) -> Synthetic {
 }
 
 fn report_and_site(run: &Synthetic, out: &Path) -> (RunData, Report, SiteSummary) {
-    let data = crate::run::report_data::build(&run.root, &run.state, &run.matrix).unwrap();
+    let data = eval_report::data::build(
+        &run.root,
+        &run.state,
+        &run.matrix,
+        &crate::driver::running(),
+    )
+    .unwrap();
     let report = crate::commands::report::publish(&data, &run.state, None).unwrap();
     let summary = write(&run.state, &data, &report, out).unwrap();
     (data, report, summary)
@@ -159,7 +168,7 @@ fn the_site_escapes_what_agents_wrote_and_every_link_resolves() {
         }
     }
     // The escaped hostile text reaches the pages (so the test would see it unescaped).
-    let escaped = html::esc(HOSTILE);
+    let escaped = eval_evidence::report::render::esc(HOSTILE);
     let attempt_page = html
         .iter()
         .find(|(p, _)| p.starts_with(out.join("attempts")))
@@ -175,7 +184,7 @@ fn the_site_escapes_what_agents_wrote_and_every_link_resolves() {
         "data-release-allowed=\"{}\"",
         report.release_allowed
     )));
-    assert!(index.contains(&html::esc(&report.verdict_line())));
+    assert!(index.contains(&eval_evidence::report::render::esc(&report.verdict_line())));
     let recorded =
         std::fs::read(eval_runlog::layout::run_dir(&run.state, &run.matrix).join("report.json"))
             .unwrap();
@@ -183,7 +192,11 @@ fn the_site_escapes_what_agents_wrote_and_every_link_resolves() {
     // Every attempt page is reachable from the index (through the attempt list).
     let list = &html[&out.join("attempts.html")];
     for a in &data.attempts {
-        assert!(list.contains(&format!("{}#{}", html::esc(&a.slot), a.attempt)));
+        assert!(list.contains(&format!(
+            "{}#{}",
+            eval_evidence::report::render::esc(&a.slot),
+            a.attempt
+        )));
     }
 }
 
@@ -198,7 +211,13 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
             hostile: false,
         },
     );
-    let data = crate::run::report_data::build(&run.root, &run.state, &run.matrix).unwrap();
+    let data = eval_report::data::build(
+        &run.root,
+        &run.state,
+        &run.matrix,
+        &crate::driver::running(),
+    )
+    .unwrap();
     let report = crate::commands::report::publish(&data, &run.state, None).unwrap();
     // A directory with someone else's files is refused, and left alone.
     let other = tmp.path().join("other");
@@ -220,7 +239,7 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
     assert!(out.join(MARKER).is_file());
     // Run data whose head the ledger does not hold (another ledger's, say) writes no site.
     let mut forged = data.clone();
-    forged.ledger_head.hash = Digest::of(b"another ledger").to_string();
+    forged.ledger_head.hash = eval_evidence::ledger::Digest::of(b"another ledger").to_string();
     let fresh = tmp.path().join("fresh");
     let e = write(&run.state, &forged, &report, &fresh).unwrap_err();
     assert!(matches!(e, SiteError::LedgerChanged { .. }), "{e}");
@@ -232,7 +251,7 @@ fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_rep
     // An artifact altered since the report re-hashed it is refused too (exit 3), nothing written.
     let store =
         ArtifactStore::open(&eval_runlog::layout::artifacts_dir(&run.state, &run.matrix)).unwrap();
-    let (_, o) = crate::site::detail::collect(
+    let (_, o) = eval_report::site::detail::collect(
         &LedgerReader::open(&eval_runlog::layout::ledger_path(&run.state, &run.matrix))
             .unwrap()
             .entries()

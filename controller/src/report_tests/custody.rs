@@ -3,7 +3,7 @@
 //! as root): the attack is a symbolic link at the name of a file eval is about to write, pointing
 //! at a host file.
 
-use crate::site::synthetic::{Shape, build};
+use crate::report_tests::synthetic::{Shape, build};
 
 #[test]
 fn a_planted_symlink_in_the_state_directory_is_refused_and_its_target_untouched() {
@@ -22,7 +22,13 @@ fn a_planted_symlink_in_the_state_directory_is_refused_and_its_target_untouched(
     // `report.json` in the run directory.
     let planted = eval_runlog::layout::run_dir(&run.state, &run.matrix).join("report.json");
     std::os::unix::fs::symlink(&host, &planted).unwrap();
-    let data = crate::run::report_data::build(&run.root, &run.state, &run.matrix).unwrap();
+    let data = eval_report::data::build(
+        &run.root,
+        &run.state,
+        &run.matrix,
+        &crate::driver::running(),
+    )
+    .unwrap();
     let e = crate::commands::report::publish(&data, &run.state, None).unwrap_err();
     assert!(e.message.contains("symbolic link"), "{}", e.message);
     assert_eq!(std::fs::read(&host).unwrap(), b"host bytes\n");

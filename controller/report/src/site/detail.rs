@@ -1,7 +1,7 @@
 //! What the ledger says about each attempt, for its page: every entry that names the attempt,
 //! parsed with the run's own event types (`run::events`), in ledger order.
 
-use crate::commands::show::{RoundView, RoundsSeen};
+use crate::show::{RoundView, RoundsSeen};
 use eval_evidence::ledger::Entry;
 use eval_runlog::events;
 use std::collections::BTreeMap;

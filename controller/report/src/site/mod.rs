@@ -10,13 +10,10 @@
 //! (each artifact re-hashed as it is read). Everything an agent, a model or a grader produced is
 //! HTML-escaped: the agent is the adversary, and the site has no script for it to reach.
 
-mod detail;
+pub mod detail;
 mod forest;
-mod html;
-#[cfg(test)]
-pub mod synthetic;
-#[cfg(test)]
-mod tests;
+#[doc(hidden)] // public for the controller's site tests (src/report_tests/site.rs), not an API
+pub mod html;
 
 use eval_evidence::artifacts::{ArtifactError, ArtifactStore};
 use eval_evidence::ledger::{self, Digest, LedgerReader};
