@@ -24,6 +24,6 @@ pub fn driver_digest() -> Digest {
 pub fn running() -> eval_report::data::Running<'static> {
     eval_report::data::Running {
         driver: driver_digest(),
-        resolve_image: &crate::commands::freeze::resolve_image_digest,
+        resolve_image: &eval_engine::image_record::resolve_image_digest,
     }
 }

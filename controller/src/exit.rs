@@ -81,8 +81,8 @@ impl From<eval_runtimes::RuntimeError> for Failure {
 /// run's evidence (an append, its replay, a checkpoint signature, a record the proxy or an
 /// attempt could not make) is 3: what the ledger holds is not the whole run. The container
 /// engine outside an attempt is the environment (see [`runtime_status`]).
-pub fn run_status(e: &crate::run::RunError) -> Status {
-    use crate::run::RunError;
+pub fn run_status(e: &eval_engine::RunError) -> Status {
+    use eval_engine::RunError;
     match e {
         RunError::Ledger(_) | RunError::Replay(_) | RunError::Signing(_) | RunError::Record(_) => {
             Status::Integrity
@@ -91,8 +91,8 @@ pub fn run_status(e: &crate::run::RunError) -> Status {
     }
 }
 
-impl From<crate::run::RunError> for Failure {
-    fn from(e: crate::run::RunError) -> Self {
+impl From<eval_engine::RunError> for Failure {
+    fn from(e: eval_engine::RunError) -> Self {
         Self {
             status: run_status(&e),
             message: e.to_string(),
@@ -104,8 +104,8 @@ impl From<crate::run::RunError> for Failure {
 /// demo`). A key that is not there or not usable, an engine that is down, a proxy that cannot
 /// bind: the user fixes the setup and reruns (2). Checkpoints that do not accept the key, and
 /// anything the run itself could not record, are the evidence's (3).
-pub fn session_status(e: &crate::commands::run::SessionError) -> Status {
-    use crate::commands::run::SessionError as E;
+pub fn session_status(e: &eval_engine::session::SessionError) -> Status {
+    use eval_engine::session::SessionError as E;
     match e {
         E::SigningKeyMissing { .. }
         | E::NoAgentModel(_)
@@ -137,8 +137,8 @@ fn integrity_if(integrity: bool) -> Status {
     }
 }
 
-impl From<crate::commands::run::SessionError> for Failure {
-    fn from(e: crate::commands::run::SessionError) -> Self {
+impl From<eval_engine::session::SessionError> for Failure {
+    fn from(e: eval_engine::session::SessionError) -> Self {
         Self {
             status: session_status(&e),
             message: e.to_string(),
@@ -149,8 +149,8 @@ impl From<crate::commands::run::SessionError> for Failure {
 /// Admission: the project's files and the command line are input (2); a registry, freeze or
 /// ledger that does not allow the run is integrity (3); a session that stopped early (Ctrl-C,
 /// infrastructure out of attempts) is 2, rerun the same command.
-pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
-    use crate::commands::run::AdmissionError as E;
+pub fn admission_status(e: &eval_engine::session::AdmissionError) -> Status {
+    use eval_engine::session::AdmissionError as E;
     match e {
         E::NoUpstream
         | E::Load(_)
@@ -165,8 +165,8 @@ pub fn admission_status(e: &crate::commands::run::AdmissionError) -> Status {
     }
 }
 
-impl From<crate::commands::run::AdmissionError> for Failure {
-    fn from(e: crate::commands::run::AdmissionError) -> Self {
+impl From<eval_engine::session::AdmissionError> for Failure {
+    fn from(e: eval_engine::session::AdmissionError) -> Self {
         Self {
             status: admission_status(&e),
             message: e.to_string(),
@@ -261,8 +261,8 @@ impl From<crate::commands::error::CommandError> for Failure {
 /// project's or the machine's (2); an arm whose files now build another image than the freeze
 /// recorded is bytes that differ from what was frozen (3), and a build or attestation failure
 /// is as [`runtime_status`] says.
-pub fn setup_status(e: &crate::run::attempt::SetupError) -> Status {
-    use crate::run::attempt::SetupError as E;
+pub fn setup_status(e: &eval_engine::attempt::SetupError) -> Status {
+    use eval_engine::attempt::SetupError as E;
     match e {
         E::Definition { .. }
         | E::NotAdmitted(_)
@@ -408,8 +408,8 @@ failure_from!(crate::commands::import::ImportError, import_status);
 /// the command line names badly, the engine or the host are 2; a run ledger or regrade ledger
 /// that does not verify, drift from the run's freeze, an archived workspace that does not hash to
 /// its digest, a regrade frozen with other bytes are 3.
-pub fn regrade_status(e: &crate::run::regrade::RegradeError) -> Status {
-    use crate::run::regrade::RegradeError as E;
+pub fn regrade_status(e: &eval_engine::regrade::RegradeError) -> Status {
+    use eval_engine::regrade::RegradeError as E;
     use eval_evidence::artifacts::ArtifactError as A;
     match e {
         E::NoRun { .. }
@@ -440,8 +440,8 @@ pub fn regrade_status(e: &crate::run::regrade::RegradeError) -> Status {
     }
 }
 
-impl From<crate::run::regrade::RegradeError> for Failure {
-    fn from(e: crate::run::regrade::RegradeError) -> Self {
+impl From<eval_engine::regrade::RegradeError> for Failure {
+    fn from(e: eval_engine::regrade::RegradeError) -> Self {
         Self {
             status: regrade_status(&e),
             message: e.to_string(),
@@ -452,7 +452,7 @@ impl From<crate::run::regrade::RegradeError> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::RunError;
+    use eval_engine::RunError;
     use eval_evidence::LedgerError;
     use eval_evidence::signing::SigningError;
     use eval_runlog::replay::ReplayError;
@@ -465,7 +465,7 @@ mod tests {
     /// `eval regrade`: what the user fixes and reruns is 2, evidence that does not hold is 3.
     #[test]
     fn every_regrade_refusal_has_its_status() {
-        use crate::run::regrade::RegradeError as E;
+        use eval_engine::regrade::RegradeError as E;
         let cases: Vec<(E, Status)> = vec![
             (
                 E::NoRun {
@@ -605,7 +605,7 @@ mod tests {
     /// registry's (a registry that cannot be read cannot be trusted to say "not retired").
     #[test]
     fn every_admission_error_kind_has_its_status() {
-        use crate::commands::run::AdmissionError as E;
+        use eval_engine::session::AdmissionError as E;
         let cases: Vec<(E, Status)> = vec![
             (E::NoUpstream, Status::Usage),
             (E::Load(input_error()), Status::Usage),
@@ -768,7 +768,7 @@ mod tests {
     /// the checkpoints refusing the key are 3 even when the signing error alone would be 2.
     #[test]
     fn session_errors_map_by_kind() {
-        use crate::commands::run::SessionError as E;
+        use eval_engine::session::SessionError as E;
         let cases: Vec<(E, Status)> = vec![
             (E::NoAgentModel("p".into()), Status::Usage),
             (E::NoApiKey("https://u".into()), Status::Usage),
@@ -810,8 +810,8 @@ mod tests {
 
     #[test]
     fn setup_errors_map_by_kind() {
-        use crate::commands::run::SessionError;
-        use crate::run::attempt::SetupError as E;
+        use eval_engine::attempt::SetupError as E;
+        use eval_engine::session::SessionError;
         let cases: Vec<(E, Status, &str)> = vec![
             (
                 E::NoAgentModel,

@@ -45,7 +45,6 @@ mod driver;
 mod exit;
 #[cfg(test)]
 mod report_tests;
-mod run;
 mod status;
 
 use clap::Parser;

@@ -2,10 +2,10 @@
 //! init → freeze → run the 96-attempt demo matrix → verify the ledger → write the report — then
 //! print where everything is.
 
-use super::run::AdmissionError;
 use crate::cli::{DemoArgs, FreezeArgs, InitArgs, ReportFormat, StateArg};
-use crate::run::admission::{self, UpstreamChoice};
 use crate::status::{CmdResult, Status};
+use eval_engine::admission::{self, UpstreamChoice};
+use eval_engine::session::AdmissionError;
 use eval_protocols::Project;
 use std::path::{Path, PathBuf};
 
@@ -72,7 +72,14 @@ pub fn run(args: DemoArgs) -> CmdResult {
     let project = Project::open(".");
     let state_rel = PathBuf::from("runs");
     let upstream = UpstreamChoice::Fixture;
-    let admitted = super::run::gather(&project, &state_rel, "demo", None, &upstream)?;
+    let admitted = eval_engine::session::gather(
+        &project,
+        &state_rel,
+        "demo",
+        None,
+        &upstream,
+        crate::driver::driver_digest(),
+    )?;
     let refusals = admission::admit(&admitted.facts);
     if !refusals.is_empty() {
         return Err(AdmissionError::Refused {
@@ -86,12 +93,12 @@ pub fn run(args: DemoArgs) -> CmdResult {
         .build()
         .map_err(AdmissionError::AsyncRuntime)?;
     let t0 = std::time::Instant::now();
-    let finished = runtime.block_on(super::run::run_admitted(
+    let finished = runtime.block_on(eval_engine::session::run_admitted(
         &project,
         &state_rel,
         &admitted,
         upstream,
-        super::run::SessionOptions::default(),
+        eval_engine::session::SessionOptions::new(super::run::progress()),
     ))?;
     let wall = t0.elapsed().as_secs_f64();
     // Ending the runtime ends every task of the run, and with them the last ledger writer handle,

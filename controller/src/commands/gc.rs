@@ -124,7 +124,7 @@ fn gc_files(run: &RunDir, dry: bool, freed: &mut Freed) -> Result<(), Failure> {
     if !dry {
         // A killed session's attempt filesystems and their loop devices, even where its
         // resume was refused and no session will run this again.
-        crate::run::attempt::disk::unmount_stale(&attempts);
+        eval_engine::attempt::disk::unmount_stale(&attempts);
     }
     if let Ok(rd) = std::fs::read_dir(&attempts) {
         let root = eval_evidence::leftovers::Beneath::open(&attempts).ok();
@@ -134,7 +134,7 @@ fn gc_files(run: &RunDir, dry: bool, freed: &mut Freed) -> Result<(), Failure> {
             if !dry {
                 // A session killed mid-attempt left that attempt's own filesystem mounted: it
                 // goes first, so its files go with it and its mount point can be removed.
-                crate::run::attempt::disk::unmount(&p).map_err(|err| io_fail(&p, err))?;
+                eval_engine::attempt::disk::unmount(&p).map_err(|err| io_fail(&p, err))?;
                 // The agent's tree is hostile: removed without following a link, at any depth.
                 let name = e.file_name().to_string_lossy().into_owned();
                 match &root {
@@ -310,7 +310,7 @@ async fn gc_engine(
     let owners: Vec<String> = match state_id {
         Some(sid) => idle
             .iter()
-            .map(|identity| crate::run::owner::owner_label(sid, identity))
+            .map(|identity| eval_engine::owner::owner_label(sid, identity))
             .collect(),
         None => Vec::new(),
     };
@@ -372,7 +372,7 @@ pub fn run(args: GcArgs) -> CmdResult {
     gc_sockets(args.dry_run, &mut freed);
     if !args.no_engine {
         let (_, retired) = frozen_images(state)?;
-        let state_id = crate::run::owner::state_id(state, false)
+        let state_id = eval_engine::owner::state_id(state, false)
             .map_err(|e| Failure::usage(format!("{}: {e}", state.display())))?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

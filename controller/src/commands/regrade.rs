@@ -1,9 +1,9 @@
 //! `eval regrade --matrix M --grader RUNTIME [--tasks …]`: a finished run's archived workspaces
-//! graded again by another grader (see `crate::run::regrade`), and a summary of both scores.
+//! graded again by another grader (see `eval_engine::regrade`), and a summary of both scores.
 
 use crate::cli::RegradeArgs;
-use crate::run::regrade::{RegradeSpec, regrade};
 use crate::status::{CmdResult, Status};
+use eval_engine::regrade::{RegradeSpec, regrade};
 use eval_protocols::Project;
 
 pub fn run(args: RegradeArgs) -> CmdResult {
@@ -13,6 +13,7 @@ pub fn run(args: RegradeArgs) -> CmdResult {
         grader: args.grader.clone(),
         tasks: args.tasks.clone(),
         signing_key: args.signing_key_file.clone(),
+        driver: crate::driver::driver_digest(),
     };
     let done = regrade(&project, &args.state.state, &spec)?;
     println!(

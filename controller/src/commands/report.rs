@@ -174,9 +174,9 @@ pub fn publish(
     // `eval regrade`'s sensitivity analyses, attached after the verdict was decided: shown in
     // every format, never a reason or an exit status.
     // (The ledger is read again only when a regrade exists, to check each one's base.)
-    if crate::run::regrade::regrades_dir(state, &data.matrix).is_dir() {
+    if eval_engine::regrade::regrades_dir(state, &data.matrix).is_dir() {
         report.sensitivity =
-            crate::run::regrade::sensitivity(state, &data.matrix, &writer.entries_blocking()?);
+            eval_engine::regrade::sensitivity(state, &data.matrix, &writer.entries_blocking()?);
     }
     let json = eval_evidence::canonical::to_vec(&report).map_err(ReportCmdError::Serialise)?;
     let payload = report_entry_payload(&report).map_err(ReportCmdError::Build)?;

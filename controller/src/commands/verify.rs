@@ -14,7 +14,7 @@ pub fn run(args: VerifyArgs) -> CmdResult {
         &args.protocol,
         &args.state.state,
         driver_digest(),
-        &super::freeze::resolve_image_digest,
+        &eval_engine::image_record::resolve_image_digest,
     )?;
     if args.json {
         let v = json!({

@@ -6,9 +6,9 @@
 //! log, a grader `score.json` with its checks, a harness transcript, a note — instead of starting
 //! containers. For the site's tests and its benchmark (`scripts/bench-site.sh`).
 
-use crate::run::{AttemptExecutor, AttemptReport, AttemptSpec, Recorder};
 use eval_core::outcome::Outcome;
 use eval_core::tokens::TokenCounts;
+use eval_engine::{AttemptExecutor, AttemptReport, AttemptSpec, Recorder};
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{Digest, LedgerWriter, NewEntry};
 use eval_runlog::events::{self, ModelCall};
@@ -64,20 +64,21 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
         "demo",
         &state,
         crate::driver::driver_digest(),
-        &crate::commands::freeze::resolve_image_digest,
+        &eval_engine::image_record::resolve_image_digest,
     )
     .unwrap();
-    let admitted = crate::commands::run::gather(
+    let admitted = eval_engine::session::gather(
         &project,
         &state,
         "demo",
         None,
-        &crate::run::admission::UpstreamChoice::Fixture,
+        &eval_engine::admission::UpstreamChoice::Fixture,
+        crate::driver::driver_digest(),
     )
     .unwrap();
-    let refusals = crate::run::admission::admit(&admitted.facts);
+    let refusals = eval_engine::admission::admit(&admitted.facts);
     assert!(refusals.is_empty(), "{refusals:?}");
-    let started = crate::commands::run::run_started(
+    let started = eval_engine::session::run_started(
         &admitted,
         4,
         events::UpstreamRecord {
@@ -107,11 +108,11 @@ pub fn build(dir: &Path, shape: Shape) -> Synthetic {
             shape,
             wire: std::sync::Mutex::new(wire),
         });
-        let end = crate::run::runner::run_session(
+        let end = eval_engine::runner::run_session(
             rec,
             started,
             exec,
-            Arc::new(crate::run::QuietProgress),
+            Arc::new(eval_engine::QuietProgress),
             CancellationToken::new(),
         )
         .await

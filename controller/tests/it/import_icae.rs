@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The library exploits' payloads, the bytes `eval` lays (`run/controls/payloads.rs`).
 #[allow(dead_code)]
-#[path = "../../src/run/controls/payloads.rs"]
+#[path = "../../engine/src/controls/payloads.rs"]
 mod payloads;
 
 const PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";

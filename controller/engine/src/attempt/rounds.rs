@@ -17,7 +17,7 @@ use super::classify::{EngineFault, Graded, RoundSeen};
 use super::grade::GradeTarget;
 use super::prepare::Prepared;
 use super::{DockerExecutor, Seen};
-use crate::run::{AttemptReport, AttemptSpec};
+use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;

@@ -299,7 +299,7 @@ mod tests {
         );
 
         // Removing the attempt unmounts it first, then removes the image and the mount point.
-        crate::run::attempt::remove_attempt_tree(&dir).unwrap();
+        crate::attempt::remove_attempt_tree(&dir).unwrap();
         assert!(!dir.exists());
     }
 }

@@ -157,7 +157,7 @@ pub fn stage(
             if tmp.exists() {
                 std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
             }
-            crate::run::attempt::copy_tree(&root.join(&task.dir), &tmp).map_err(io(&tmp))?;
+            crate::attempt::copy_tree(&root.join(&task.dir), &tmp).map_err(io(&tmp))?;
             // The project may have changed since admission's drift check: verify the copy itself.
             if let Err(e) = check(&task.dir, &want, &tmp) {
                 let _ = std::fs::remove_dir_all(&tmp);

@@ -20,7 +20,7 @@
 //! The run's own ledger and artifacts are only read. [`sensitivity`] reads the regrades back for
 //! `eval report`, which shows them beside the verdict and never lets them change it.
 
-use crate::run::attempt::grade::{ScoreError, read_score, run_grader_container};
+use crate::attempt::grade::{ScoreError, read_score, run_grader_container};
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use eval_evidence::artifacts::ArtifactStore;
@@ -59,6 +59,8 @@ pub struct RegradeSpec {
     /// Tasks to regrade (empty: every task of the run).
     pub tasks: Vec<String>,
     pub signing_key: Option<PathBuf>,
+    /// The running controller's driver digest (part of the regrade's identity).
+    pub driver: eval_evidence::ledger::Digest,
 }
 
 /// Why a regrade was refused or failed; each kind's status is in `exit::regrade_status`.
@@ -115,13 +117,13 @@ pub enum RegradeError {
     #[error("{0}")]
     Replay(#[from] eval_runlog::replay::ReplayError),
     #[error(transparent)]
-    Admission(#[from] crate::commands::run::AdmissionError),
+    Admission(#[from] crate::session::AdmissionError),
     #[error(transparent)]
-    Session(#[from] crate::commands::run::SessionError),
+    Session(#[from] crate::session::SessionError),
     #[error(transparent)]
     Signing(#[from] eval_evidence::signing::SigningError),
     #[error(transparent)]
-    Inputs(#[from] crate::run::inputs::InputsError),
+    Inputs(#[from] crate::inputs::InputsError),
     #[error(transparent)]
     Artifacts(#[from] eval_evidence::artifacts::ArtifactError),
     #[error(transparent)]
@@ -202,6 +204,7 @@ pub fn identity_text(
     based_on: &LedgerHeadRef,
     grader: &GraderRecord,
     tasks: &[String],
+    driver: &eval_evidence::ledger::Digest,
 ) -> String {
     let mut t = format!(
         "eval-regrade v1\nmatrix {matrix}\nrun {run_identity}\nbased_on {}:{}\ngrader {} {}\nimage {}\ndriver {}\n",
@@ -210,7 +213,7 @@ pub fn identity_text(
         grader.runtime,
         grader.tree,
         grader.image.as_deref().unwrap_or("none"),
-        crate::driver::driver_digest()
+        driver
     );
     for task in tasks {
         t.push_str(&format!("task {task}\n"));
@@ -329,12 +332,13 @@ pub fn regrade(
     };
 
     // The frozen project: the same admission facts a run gathers, drift refused.
-    let admitted = crate::commands::run::gather(
+    let admitted = crate::session::gather(
         project,
         state,
         &spec.matrix,
         Some(&started.protocol),
-        &crate::run::admission::UpstreamChoice::Fixture,
+        &crate::admission::UpstreamChoice::Fixture,
+        spec.driver,
     )?;
     if admitted.facts.identity.as_deref() != Some(started.identity.as_str())
         || !admitted.facts.drift.is_empty()
@@ -368,7 +372,14 @@ pub fn regrade(
     };
     tasks.sort();
     tasks.dedup();
-    let text = identity_text(&spec.matrix, &started.identity, &based_on, &grader, &tasks);
+    let text = identity_text(
+        &spec.matrix,
+        &started.identity,
+        &based_on,
+        &grader,
+        &tasks,
+        &spec.driver,
+    );
     let identity = Digest::of(text.as_bytes()).to_string();
     let dir = regrades_dir(state, &spec.matrix).join(hex_of(&identity));
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
@@ -397,14 +408,14 @@ pub fn regrade(
     let ledger_path = dir.join("ledger.sqlite");
     let writer = LedgerWriter::open(&ledger_path)?;
     let signing =
-        crate::commands::run::signing_key(state, &started.protocol, spec.signing_key.as_deref())?;
+        crate::session::signing_key(state, &started.protocol, spec.signing_key.as_deref())?;
     let _checkpointer = match signing {
         Some(key) => {
             use eval_evidence::signing::{Checkpointer, origin_for_identity};
             let origin = origin_for_identity(&identity)?;
             Some(
                 Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
-                    .map_err(crate::commands::run::SessionError::Checkpointer)?,
+                    .map_err(crate::session::SessionError::Checkpointer)?,
             )
         }
         None => None,
@@ -461,12 +472,12 @@ pub fn regrade(
     }
     let already = finished;
     if !finished {
-        let inputs = crate::run::inputs::stage(
+        let inputs = crate::inputs::stage(
             &project.root,
             &dir,
             &admitted.loaded.tasks,
             admitted.frozen_manifest.as_ref().ok_or_else(|| {
-                crate::run::inputs::InputsError::Mismatch {
+                crate::inputs::InputsError::Mismatch {
                     task: spec.matrix.clone(),
                     detail: "the freeze holds no readable manifest".into(),
                 }
@@ -730,7 +741,7 @@ struct GradeOne<'a> {
     image: &'a mut Option<eval_runtimes::ImageId>,
     run_store: &'a ArtifactStore,
     store: &'a ArtifactStore,
-    inputs: &'a crate::run::inputs::TaskInputs,
+    inputs: &'a crate::inputs::TaskInputs,
     loaded: &'a eval_protocols::Loaded,
     chosen: &'a Chosen,
     /// The attempt's `clarification` entries in the run's ledger, in order (its oracle record).
@@ -764,7 +775,7 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
         out.detail = Some("the run archived no workspace for this attempt".into());
         return Ok(out);
     };
-    let not_staged = || crate::run::inputs::InputsError::Mismatch {
+    let not_staged = || crate::inputs::InputsError::Mismatch {
         task: c.task.clone(),
         detail: "not staged".into(),
     };
@@ -804,10 +815,10 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
     out.image = Some(image.to_string());
     // A grader that reads the attempt's oracle record gets it as the original grading did:
     // rebuilt from the run's ledger by the run's own function, beside (never in) the workspace.
-    let oracle = match crate::run::attempt::regrade_record(bundle, &task_dir, g.questions) {
+    let oracle = match crate::attempt::regrade_record(bundle, &task_dir, g.questions) {
         Ok(None) => None,
         Ok(Some(record)) => {
-            Some(crate::run::attempt::write_oracle_record(&work, &record).map_err(io(&work))?)
+            Some(crate::attempt::write_oracle_record(&work, &record).map_err(io(&work))?)
         }
         Err(why) => {
             return Err(RegradeError::Io {

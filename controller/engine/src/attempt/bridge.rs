@@ -6,7 +6,7 @@
 //! into the attempt's report and the run stops with an integrity error, because evidence with a
 //! hole in it must not be reported as whole.
 
-use crate::run::Recorder;
+use crate::Recorder;
 use eval_proxy::{CallRecord, CallStarted, RecordError, RecordSink, StartFuture, Usage};
 use eval_runlog::events::{self, ModelCall, ModelCallStarted};
 use eval_runlog::wire_log::{WireLog, WireNote};

@@ -9,7 +9,7 @@
 //! the agent can send it too, all it can do is end its own round early.
 
 use super::oracle::{OracleAsk, OracleFailure, Stateful, parse_reply};
-use crate::run::Recorder;
+use crate::Recorder;
 use eval_core::attest::AttestReport;
 use eval_evidence::ledger::Digest;
 use eval_protocols::task::OracleConstraints;

@@ -1,7 +1,7 @@
 //! Arm images: the frozen ids and expected attestations, checked before every attempt.
 
 use super::{DockerExecutor, SetupError};
-use crate::run::{AttemptReport, AttemptSpec};
+use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;

@@ -203,7 +203,7 @@ impl StateDisk {
                 self.workspace_bytes
                     .saturating_mul(1 + ARCHIVE_HEADROOM_PER_WORKSPACE),
             )
-            .saturating_add(crate::run::attempt::prepare::FREE_BYTES_RESERVE)
+            .saturating_add(crate::attempt::prepare::FREE_BYTES_RESERVE)
     }
 
     /// Why a run must not start on this disk, if it must not. Before, a disk too small made
@@ -218,7 +218,7 @@ impl StateDisk {
                 self.concurrency,
                 self.concurrency,
                 self.workspace_bytes,
-                crate::run::attempt::prepare::FREE_BYTES_RESERVE
+                crate::attempt::prepare::FREE_BYTES_RESERVE
             )
         })
     }
@@ -237,7 +237,7 @@ mod tests {
         };
         assert_eq!(
             d.needed(),
-            2 * (2 << 30) + crate::run::attempt::prepare::FREE_BYTES_RESERVE
+            2 * (2 << 30) + crate::attempt::prepare::FREE_BYTES_RESERVE
         );
         let why = d.refusal().unwrap();
         assert!(why.contains("--concurrency"), "{why}");

@@ -6,7 +6,7 @@
 use super::classify::{HostIo, classify};
 use super::container::engine_fault;
 use super::{DockerExecutor, Seen};
-use crate::run::{AttemptReport, AttemptSpec};
+use crate::{AttemptReport, AttemptSpec};
 use eval_core::controls::ControlArm;
 use eval_core::fault::FaultCode;
 use eval_runtimes::Runtime;

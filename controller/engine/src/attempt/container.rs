@@ -3,7 +3,7 @@
 use super::DockerExecutor;
 use super::classify::{End, EngineFault};
 use super::prepare::Prepared;
-use crate::run::AttemptSpec;
+use crate::AttemptSpec;
 use eval_core::fault::FaultCode;
 use eval_protocols::TaskBundle;
 use eval_runtimes::policy::RoleMounts;

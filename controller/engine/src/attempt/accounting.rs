@@ -13,7 +13,7 @@
 use super::Seen;
 use super::archive::store_bytes;
 use super::classify::Accounting;
-use crate::run::AttemptReport;
+use crate::AttemptReport;
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::leftovers::{Beneath, LeftoverError};
 use eval_runlog::events::HarnessAccount;

@@ -9,7 +9,7 @@ use super::classify::{EngineFault, Graded};
 use super::container::engine_fault;
 use super::prepare::Prepared;
 use super::{DockerExecutor, Seen};
-use crate::run::{AttemptReport, AttemptSpec};
+use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::leftovers::Beneath;
 use eval_protocols::TaskBundle;
@@ -101,11 +101,12 @@ impl DockerExecutor {
         target: &GradeTarget,
     ) -> Result<RunEnd, EngineFault> {
         // The staged bundle is re-hashed right before grading: a swap mid-run is refused.
-        crate::run::inputs::recheck_for_grading(&self.inputs, &task.dir, &p.bundle_digest)
-            .map_err(|detail| EngineFault {
+        crate::inputs::recheck_for_grading(&self.inputs, &task.dir, &p.bundle_digest).map_err(
+            |detail| EngineFault {
                 code: FaultCode::ControllerError,
                 detail,
-            })?;
+            },
+        )?;
         let g = self
             .graders
             .get(&task.spec.grader.runtime)

@@ -3,7 +3,7 @@
 use super::DockerExecutor;
 use super::control::{AttemptControl, Control};
 use super::images::ArmImage;
-use crate::run::{AttemptReport, AttemptSpec};
+use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_protocols::TaskBundle;
 use eval_protocols::protocol::ModelContract;

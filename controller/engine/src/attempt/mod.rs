@@ -12,7 +12,7 @@ mod container;
 mod contract;
 mod control;
 mod control_arm;
-pub(crate) mod disk;
+pub mod disk;
 pub(crate) mod grade;
 mod images;
 mod oracle;
@@ -124,7 +124,7 @@ pub struct DockerExecutor {
     root: PathBuf,
     /// The verified copies of the task bundles (`run::inputs`): the only place attempts read
     /// task files from.
-    inputs: crate::run::inputs::TaskInputs,
+    inputs: crate::inputs::TaskInputs,
     work: PathBuf,
     protocol: String,
     identity: String,
@@ -170,7 +170,7 @@ pub struct ExecutorConfig {
     /// Each arm's frozen image id and expected attestation, fixed at admission.
     pub frozen: BTreeMap<String, FrozenArm>,
     /// The task bundles' verified copies, staged at admission.
-    pub inputs: crate::run::inputs::TaskInputs,
+    pub inputs: crate::inputs::TaskInputs,
 }
 
 fn abs(p: &Path) -> PathBuf {
@@ -275,8 +275,8 @@ impl DockerExecutor {
             extra_labels: {
                 let mut labels = cfg.extra_labels;
                 labels.insert(
-                    crate::run::owner::LABEL_OWNER.to_owned(),
-                    crate::run::owner::owner_value(&cfg.state_id, &cfg.identity),
+                    crate::owner::LABEL_OWNER.to_owned(),
+                    crate::owner::owner_value(&cfg.state_id, &cfg.identity),
                 );
                 labels
             },
@@ -302,7 +302,7 @@ impl DockerExecutor {
     /// carries (the resume sweep removes by it): never another state directory's containers,
     /// whose liveness this session cannot judge.
     pub fn sweep_label(&self) -> String {
-        crate::run::owner::owner_label(&self.state_id, &self.identity)
+        crate::owner::owner_label(&self.state_id, &self.identity)
     }
 
     fn facts(&self, spec: &AttemptSpec) -> AttemptFacts {

@@ -5,7 +5,7 @@ use super::classify::{HostIo, Observations, classify};
 use super::container::engine_fault;
 use super::control::AttemptControl;
 use super::disk::{self, DiskLimits};
-use crate::run::{AttemptReport, AttemptSpec};
+use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;

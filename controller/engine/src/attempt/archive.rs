@@ -4,7 +4,7 @@
 
 use super::classify::HostIo;
 use super::{DockerExecutor, Seen};
-use crate::run::AttemptReport;
+use crate::AttemptReport;
 use eval_evidence::artifacts::{ArtifactError, ArtifactStore};
 use std::path::Path;
 
@@ -144,7 +144,7 @@ fn store_failed(what: &str, e: &ArtifactError, seen: &mut Seen) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::attempt::classify::classify;
+    use crate::attempt::classify::classify;
     use eval_core::fault::FaultCode;
     use eval_core::outcome::Outcome;
 
@@ -155,7 +155,7 @@ mod tests {
         }
     }
 
-    fn classified(e: &ArtifactError) -> (Seen, crate::run::attempt::classify::Classification) {
+    fn classified(e: &ArtifactError) -> (Seen, crate::attempt::classify::Classification) {
         let mut seen = Seen::default();
         store_failed("the agent log", e, &mut seen);
         let c = classify(&seen.obs);
@@ -192,7 +192,7 @@ mod tests {
             let ws = tmp.path().join(format!("ws{fill}"));
             std::fs::create_dir_all(&ws).unwrap();
             std::fs::write(ws.join("f"), [fill; 64]).unwrap();
-            let (seen, left) = crate::run::attempt::off_runtime(move || {
+            let (seen, left) = crate::attempt::off_runtime(move || {
                 let mut seen = seen;
                 let mut report = AttemptReport::default();
                 archive(&s, &ws, &mut seen, &mut report);

@@ -1,7 +1,10 @@
-//! The orchestrated, resumable matrix run (`eval run`): admission, the schedule runner, the
-//! attempt lifecycle, the ledger event schema, replay and resume.
+//! The engine: the orchestrated, resumable matrix run (`eval run`, `eval demo`, `eval regrade`):
+//! admission, the session (upstream, proxy, recorder, control plane), the schedule runner and
+//! the attempt lifecycle in containers.
 //!
 //! Architecture invariants:
+//! - This is the only crate that starts containers or the proxy (checked by
+//!   controller/tests/it/architecture.rs). Progress and the driver digest are handed in.
 //! - The ledger is the only memory of a run. Resume, `eval status` and the report read the run
 //!   through [`eval_runlog::replay::RunState`]; nothing is kept in side files.
 //! - Every attempt gets exactly one `attempt_outcome`. An attempt that started and was lost is
@@ -13,10 +16,12 @@
 pub mod admission;
 pub mod attempt;
 pub mod controls;
+pub mod image_record;
 pub mod inputs;
 pub mod owner;
 pub mod regrade;
 pub mod runner;
+pub mod session;
 
 use eval_core::attempt::AttemptId;
 use eval_core::fault::FaultCode;
@@ -225,10 +230,9 @@ pub trait ProgressSink: Send + Sync {
 }
 
 /// A progress sink that says nothing.
-#[cfg(test)]
+/// A sink that draws nothing (tests, and sessions run inside another command).
 pub struct QuietProgress;
 
-#[cfg(test)]
 impl ProgressSink for QuietProgress {
     fn session_started(&self, _: &StatusSummary) {}
     fn attempt_started(&self, _: &str) {}
