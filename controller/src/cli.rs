@@ -105,6 +105,10 @@ pub struct PlanArgs {
     /// No-effect replicates for --calibrate
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub replicates: u32,
+    /// Instead of the schedule: what the run may cost at worst under the protocol's budgets, and
+    /// (with --pilot) what it is expected to cost at the pilot's use per attempt
+    #[arg(long, conflicts_with_all = ["power", "calibrate"])]
+    pub cost: bool,
     /// A pilot run's ledger (never the evaluated run's own: its identity is refused)
     #[arg(long, value_name = "LEDGER")]
     pub pilot: Option<PathBuf>,

@@ -7,6 +7,7 @@
 //! never how it was recorded) nor the runtimes; what it needs of the running binary (the driver
 //! digest, the image resolver for drift) is handed in ([`data::Running`]).
 
+pub mod cost;
 pub mod data;
 pub mod power;
 pub mod show;

@@ -15,6 +15,7 @@ pub mod keygen;
 mod ledger;
 mod plan;
 mod plan_calibrate;
+mod plan_cost;
 mod plan_power;
 mod preconditions;
 pub(crate) mod preflight;

@@ -1,4 +1,5 @@
-//! `eval plan --matrix NAME [--json]`: the expanded schedule, without running anything.
+//! `eval plan --matrix NAME [--json]`: the expanded schedule, without running anything
+//! (`--power`, `--calibrate` and `--cost` are their own modules).
 
 use crate::cli::PlanArgs;
 use crate::status::{CmdResult, Status};
@@ -11,6 +12,9 @@ pub fn run(args: PlanArgs) -> CmdResult {
     }
     if args.calibrate {
         return super::plan_calibrate::run(&args);
+    }
+    if args.cost {
+        return super::plan_cost::run(&args);
     }
     let project = Project::open(".");
     let matrix = project.load_matrix(&args.matrix)?;

@@ -36,6 +36,7 @@ mod ledger_cli;
 mod model_free;
 mod oracle_stateful;
 mod output_cli;
+mod plan_cost;
 mod preflight;
 mod preregistered_upstream;
 mod real_harness;
