@@ -120,7 +120,7 @@ fn every_crate_depends_only_on_what_the_architecture_allows() {
 }
 
 #[test]
-fn only_the_controller_uses_the_proxy_or_the_runtimes() {
+fn only_the_controller_crates_use_the_proxy_or_the_runtimes() {
     for (name, deps) in workspace_edges() {
         // The runlog reads the proxy's call records; the upstreams answer from the runtimes'
         // fixture model. Neither starts a proxy or a container.
@@ -140,6 +140,43 @@ fn only_the_controller_uses_the_proxy_or_the_runtimes() {
             "{name} uses {deps:?}"
         );
     }
+}
+
+/// Only the engine starts containers or the proxy for a run: no other crate's sources name the
+/// calls that do (`DockerRuntime::connect`, `Proxy::start`), except two commands that say why.
+#[test]
+fn only_the_engine_starts_containers_or_the_proxy() {
+    let root = workspace_root().join("controller");
+    // `eval proxy` runs the proxy alone for a manual check (no container, no run); `eval gc`
+    // connects to remove what eval labelled, never to start anything.
+    let allowed = ["src/commands/proxy.rs", "src/commands/gc.rs"];
+    let mut checked = 0;
+    for krate in ["src", "runlog/src", "upstreams/src", "report/src"] {
+        for f in rust_files(&root.join(krate)) {
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(&f).unwrap();
+            checked += 1;
+            if allowed.contains(&rel.as_str()) || rel.starts_with("src/report_tests/") {
+                continue;
+            }
+            for call in ["DockerRuntime::connect", "Proxy::start"] {
+                assert!(
+                    !text.contains(call),
+                    "controller/{rel} calls {call}: that is the engine's"
+                );
+            }
+        }
+    }
+    assert!(checked > 40, "the sources are found");
+    let engine = rust_files(&root.join("engine/src"))
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<String>();
+    assert!(engine.contains("DockerRuntime::connect") && engine.contains("Proxy::start"));
 }
 
 /// Every `.rs` file under `dir`, recursively.
