@@ -13,6 +13,7 @@ pub(crate) mod import;
 pub(crate) mod init;
 pub mod keygen;
 mod ledger;
+mod ledger_checks;
 mod plan;
 mod plan_calibrate;
 mod plan_cost;

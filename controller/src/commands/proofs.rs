@@ -113,7 +113,7 @@ pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head
     // With `--artifacts`, one read of the ledger for both checks (see `ledger::verify`).
     let (report, snapshot) = match args.artifacts.is_some() {
         true => {
-            let entries = super::ledger::read_entries(&args.path)?;
+            let entries = super::ledger_checks::read_entries(&args.path)?;
             let report = signing::verify_entry_signatures(&entries, &key, expect);
             (report, Some(entries))
         }
@@ -123,9 +123,9 @@ pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head
         ),
     };
     let artifacts = if report.ok {
-        super::ledger::check_artifacts(args, snapshot.as_deref())
+        super::ledger_checks::check_artifacts(args, snapshot.as_deref())
     } else {
-        super::ledger::ArtifactCheck::NotAsked
+        super::ledger_checks::ArtifactCheck::NotAsked
     };
     if args.json {
         let mut v = serde_json::to_value(&report).map_err(ProofError::encode("the report"))?;
@@ -133,7 +133,7 @@ pub fn verify_signed(args: &LedgerVerifyArgs, key_arg: &str, expect: Option<Head
         if let Some(obj) = v.as_object_mut() {
             obj.insert("signatures".into(), true.into());
             obj.insert("artifacts_verified".into(), artifacts.verified().into());
-            if let super::ledger::ArtifactCheck::Failed { seq, message } = &artifacts {
+            if let super::ledger_checks::ArtifactCheck::Failed { seq, message } = &artifacts {
                 ok = false;
                 obj.insert("ok".into(), false.into());
                 obj.insert(
