@@ -19,7 +19,7 @@ logs=$(mktemp -d "${TMPDIR:-/tmp}/eval-test.XXXXXX")
 images_out="$logs/harness-images.env"
 images_log="$logs/harness-images.log"
 
-# The third-party harness images the end-to-end tests run (controller/tests/it/real_harness.rs,
+# The third-party harness images the end-to-end tests run (controller/tests/e2e/real_harness.rs,
 # dsh_*.rs, import_v04.rs): built on the first run (root, Debian mirror, PyPI), reused from the
 # engine afterwards.
 echo "== harness images (in the background; log: $images_log)"
@@ -63,8 +63,8 @@ echo "== cargo test"
 status=0
 cargo test --workspace --locked --no-fail-fast 2>&1 || status=$?
 # The hostile-arm suite once more with every agent container under gVisor (`isolation = "gvisor"`,
-# runsc registered by scripts/ensure-docker.sh; controller/tests/it/support/gvisor.rs).
+# runsc registered by scripts/ensure-docker.sh; controller/tests/support/gvisor.rs).
 echo "== cargo test: the hostile-arm suite under gVisor (runsc)"
-EVAL_TEST_ISOLATION=gvisor cargo test -p eval-controller --test it --locked --no-fail-fast hostile:: 2>&1 ||
+EVAL_TEST_ISOLATION=gvisor cargo test -p eval-controller --test e2e --locked --no-fail-fast hostile:: 2>&1 ||
   status=$?
 exit "$status"

@@ -10,7 +10,7 @@
     clippy::print_stderr
 )]
 
-#[path = "../tests/it/support/mod.rs"]
+#[path = "../tests/e2e/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

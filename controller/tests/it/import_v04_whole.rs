@@ -6,135 +6,10 @@
 //! included), H1–H3, the seven arms, the oracle role and the Harness's contract; images come from
 //! build records or `--image`, and a missing one exits 2 naming its build script.
 
-use crate::import_evocode::{DOCKERFILE, write_task};
-use crate::import_icae::{SUFFIX, cases, copy_tree};
+use crate::import_icae::copy_tree;
+pub(crate) use crate::support::import_v04_whole::*;
 use crate::support::{eval, repo_root, text};
-use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const NAME: &str = "v0.4-real";
-const EVOCODE: [&str; 3] = [
-    "theme_d1_w1_code_build_greenfield_implementation",
-    "theme_d1_w5_code_build_integration_e2e_wiring",
-    "theme_d6_w1_database_storage_greenfield_implementation",
-];
-/// v0.4's ICAE tasks' repository keys (benchmark-lock.json), as ICAE's data names them.
-const ICAE_KEYS: [&str; 6] = [
-    "google-gemini__deprecated-generative-ai-js",
-    "atom__etch",
-    "ahawker__ulid",
-    "john-kurkowski__tldextract",
-    "containrrr__watchtower",
-    "microsoft__typescript-go",
-];
-
-fn fake(c: char) -> String {
-    format!("sha256:{}", c.to_string().repeat(64))
-}
-
-/// EvoCode-Bench task directories under v0.4's three ids (the synthetic 3-round Go task).
-fn evocode_dir(root: &Path) -> PathBuf {
-    let dir = root.join("evocode");
-    let scratch = root.join("evocode-src");
-    let task = write_task(&scratch, DOCKERFILE);
-    for id in EVOCODE {
-        copy_tree(&task, &dir.join(id));
-    }
-    dir
-}
-
-/// An ICAE-EVAL root with v0.4's six tasks, each the synthetic `shout` task.
-fn icae_dir(root: &Path) -> PathBuf {
-    let dir = root.join("icae");
-    let fixture = |rel: &str| {
-        std::fs::read(
-            repo_root()
-                .join("controller/tests/fixtures/icae-synthetic")
-                .join(rel),
-        )
-        .unwrap()
-    };
-    let w = |rel: &str, body: &[u8]| {
-        let p = dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, body).unwrap();
-    };
-    let mut aliases = serde_json::Map::new();
-    let brief = String::from_utf8(fixture("oracle/oracle_data.json")).unwrap();
-    for (n, key) in ICAE_KEYS.iter().enumerate() {
-        let alias = format!("realcode@{:03}", n + 1);
-        aliases.insert(alias.clone(), json!({ "key": key }));
-        w(
-            &format!("fuzzy_prds/{alias}/start.md"),
-            &fixture("start.md"),
-        );
-        w(
-            &format!("user_agent/prd_json/{alias}.json"),
-            format!("{{\"task_id\": \"{alias}\", \"oracle_data\": {brief}}}").as_bytes(),
-        );
-        for (tier, file, body) in cases() {
-            w(
-                &format!("rcb_tests_repos/{key}/rcb_tests/{tier}/{file}"),
-                body.to_string().as_bytes(),
-            );
-        }
-    }
-    w(
-        "repo_alias.json",
-        serde_json::Value::Object(aliases).to_string().as_bytes(),
-    );
-    w("user_agent/init.md", &fixture("oracle/init.md"));
-    w("user_agent/fuzzy_suffix.md", SUFFIX.as_bytes());
-    dir
-}
-
-struct Inputs {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    project: PathBuf,
-    evocode: PathBuf,
-    icae: PathBuf,
-}
-
-fn inputs() -> Inputs {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().to_path_buf();
-    let project = root.join("proj");
-    std::fs::create_dir(&project).unwrap();
-    Inputs {
-        evocode: evocode_dir(&root),
-        icae: icae_dir(&root),
-        project,
-        root,
-        _tmp: tmp,
-    }
-}
-
-/// `eval import v04` with the inputs, `--allow-unpinned` (the synthetic data has no pin), the
-/// image records of `records` (an empty directory unless a test writes some) and `extra`.
-fn import_v04(i: &Inputs, records: &Path, extra: &[&str]) -> std::process::Output {
-    let simple = crate::support::v04_upstream();
-    let mut args = vec![
-        "import".to_owned(),
-        "v04".into(),
-        "--simple".into(),
-        simple.to_str().unwrap().into(),
-        "--evocode".into(),
-        i.evocode.to_str().unwrap().into(),
-        "--icae".into(),
-        i.icae.to_str().unwrap().into(),
-        "--allow-unpinned".into(),
-    ];
-    args.extend(extra.iter().map(|s| (*s).to_owned()));
-    Command::new(crate::support::eval_bin())
-        .args(&args)
-        .current_dir(&i.project)
-        .env("EVAL_IMAGES_WORK", records)
-        .env_remove("EVAL_SIGNING_KEY_FILE")
-        .output()
-        .unwrap()
-}
+use std::path::Path;
 
 fn fake_images() -> Vec<String> {
     vec![
@@ -365,38 +240,6 @@ fn bad_v04_inputs_exit_2_naming_the_input_and_write_nothing() {
     assert!(text(&o).contains("--protocol \"../x\""), "{}", text(&o));
 }
 
-/// With the engine and the three base images: `eval freeze` of the composed protocol exits 0.
-#[test]
-fn freeze_of_the_whole_v04_exits_0() {
-    assert!(
-        crate::support::docker_available(),
-        "this test needs the Docker engine"
-    );
-    let mut images = Vec::new();
-    for (name, var) in [
-        ("dsh", "EVAL_TEST_DSH_IMAGE"),
-        ("v04-grader", "EVAL_TEST_V04_GRADER_IMAGE"),
-        ("evocode-go", "EVAL_TEST_EVOCODE_GO_IMAGE"),
-    ] {
-        let id = std::env::var(var).unwrap_or_else(|_| {
-            panic!("{var} is not set: `set -a; . /tmp/warm/images.env` or scripts/ensure-harness-images.sh")
-        });
-        images.push("--image".to_owned());
-        images.push(format!("{name}={}", id.trim()));
-    }
-    let i = inputs();
-    let extra: Vec<&str> = images.iter().map(String::as_str).collect();
-    let o = import_v04(&i, &i.root.join("r"), &extra);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = eval(&i.project, &["freeze", "--protocol", NAME]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains("preconditions: none pinned"),
-        "{}",
-        text(&o)
-    );
-}
-
 /// A pinned router identity without a passed report in the registry is said by `eval plan`
 /// before anything is built, naming the identity.
 #[test]
@@ -417,10 +260,6 @@ fn plan_says_up_front_that_the_pinned_router_has_not_passed() {
             && out.contains("refuse to start"),
         "{out}"
     );
-}
-
-fn import_simple(project: &Path, grader: &str, extra: &[&str]) -> std::process::Output {
-    crate::grader_controls::import(project, &fake('d'), grader, extra)
 }
 
 /// Without `--solutions`, `eval import v04-simple` writes eval's own reference solutions and the
@@ -489,37 +328,4 @@ fn grader_validity_is_on_by_default_with_evals_own_solutions() {
             .unwrap();
     assert!(p["suites"]["simple"].get("controls").is_some());
     assert!(p["suites"]["evocode"].get("controls").is_some());
-}
-
-/// The finding of issue 34 through `eval run`: imported with no flag about grading, v0.4's
-/// `simple-js-clamp` is checked by its control arms, the one-line cheat (`exploit:print-result`:
-/// a module printing a passing result at import) scores 100 under v0.4's grader, and `eval report`
-/// refuses the release naming it. (The fixture agent stands in for the Harness; the control slots
-/// run no agent.)
-#[test]
-fn the_one_line_cheat_is_refused_by_default() {
-    assert!(
-        crate::support::docker_available(),
-        "this test needs the Docker engine"
-    );
-    let grader = std::env::var("EVAL_TEST_V04_GRADER_IMAGE")
-        .expect("EVAL_TEST_V04_GRADER_IMAGE: `set -a; . /tmp/warm/images.env`");
-    crate::support::static_binaries();
-    let (_t, proj) = crate::support::demo_project();
-    let o = import_simple(&proj, grader.trim(), &["--tasks", "simple-js-clamp"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    crate::grader_controls::swap_in_fixture_arms(&proj);
-    let report = crate::grader_controls::freeze_run_report(&proj);
-    let reasons = report["reasons"].to_string();
-    assert!(
-        reasons.contains("exploit:print-result scored 100 on simple/simple-js-clamp"),
-        "{reasons}"
-    );
-    let cells = report["grader_validity"].as_array().unwrap();
-    assert!(
-        cells
-            .iter()
-            .any(|c| c["arm"] == "oracle" && c["task"] == "simple-js-clamp" && c["ok"] == true),
-        "{cells:?}"
-    );
 }

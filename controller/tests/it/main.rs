@@ -1,5 +1,6 @@
-//! The integration tests of `controller`, linked as one binary (see "Test layout" in
-//! ARCHITECTURE.md): one module per behaviour, shared set-up in `support`.
+//! The integration tests of `controller` that need no Docker engine, linked as one binary (see
+//! "Tests and CI" in ARCHITECTURE.md): one module per behaviour, shared set-up in `../support`
+//! (shared with the Docker-bound tests of `../e2e`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -8,46 +9,23 @@
     clippy::print_stderr
 )]
 
+#[path = "../support/mod.rs"]
 mod support;
 
 mod architecture;
-mod custody;
-mod dsh_clarify;
-mod dsh_faults;
-mod dsh_harness;
-mod dsh_icae;
-mod dsh_rounds;
-mod dsh_simple;
 mod exit_status;
-mod export;
 mod freeze_cli;
-mod gc;
 mod grader_controls;
-mod grader_controls_evocode;
-mod gvisor;
-mod host;
-mod hostile;
 mod import_evocode;
 mod import_icae;
 mod import_router;
 mod import_v04;
 mod import_v04_whole;
 mod ledger_cli;
-mod model_free;
-mod oracle_stateful;
 mod output_cli;
 mod plan_cost;
 mod preflight;
-mod preregistered_upstream;
-mod real_harness;
-mod regrade;
-mod rounds;
 mod run_admission;
-mod run_e2e;
-mod run_integrity;
-mod run_resume;
-mod show;
 mod signing_cli;
-mod smoke;
 mod stats_cli;
 mod thin_arms;

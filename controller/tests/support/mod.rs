@@ -4,9 +4,18 @@
 
 pub mod account;
 pub mod dsh;
+pub mod freeze_cli;
+pub mod grader_controls;
 pub mod gvisor;
 pub mod hostile;
+pub mod import_evocode;
+pub mod import_icae;
+pub mod import_router;
+pub mod import_v04;
+pub mod import_v04_whole;
+pub mod plan_cost;
 pub mod real_harness;
+pub mod thin_arms;
 
 use eval_evidence::ledger::{Entry, LedgerReader};
 use std::path::{Path, PathBuf};
@@ -40,7 +49,7 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-#[path = "../../../../runtimes/tests/it/support/docker_policy.rs"]
+#[path = "../../../runtimes/tests/e2e/support/docker_policy.rs"]
 pub mod docker_policy;
 
 /// True when a Docker engine answers. Without one the test fails, unless `EVAL_SKIP_DOCKER=1`
