@@ -23,6 +23,7 @@ const REPS: u64 = 1_000;
 /// The largest suite the tasks-needed search tries.
 const MAX_TASKS: usize = 400;
 
+/// `eval plan --power`: reads the pilot, computes each interval rule's power, prints the plan.
 pub fn run(args: &PlanArgs) -> CmdResult {
     let project = Project::open(".");
     let matrix = project.load_matrix(&args.matrix)?;
@@ -48,40 +49,9 @@ pub fn run(args: &PlanArgs) -> CmdResult {
     if let Some(own) = reg.frozen_identity(&loaded.protocol.name)
         && own.to_string() == pilot_identity
     {
-        return Err(pilot_err(
-            path,
-            &format!(
-                "this is a run of {} itself ({pilot_identity}); the variance must come from a pilot, never from the evaluated run",
-                loaded.protocol.name
-            ),
-        )
-        .into());
+        return Err(own_run(path, &loaded.protocol.name, &pilot_identity).into());
     }
-    // slot → (suite, task, arm), and each slot's last non-infra statistical outcome's metrics.
-    let mut slots: BTreeMap<String, (String, String, String)> = BTreeMap::new();
-    let mut finals: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
-    for e in &entries {
-        let Some(v) = payload(e) else { continue };
-        match e.kind.as_str() {
-            "attempt_started" if v["phase"] == "statistical" => {
-                let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
-                slots.insert(s("slot"), (s("suite"), s("task"), s("arm")));
-            }
-            "attempt_outcome" if v["outcome"] != "infra_fault" => {
-                let slot = v["slot"].as_str().unwrap_or_default().to_owned();
-                let m = v["metrics"]
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .filter_map(|(k, x)| x.as_f64().map(|f| (k.clone(), f)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                finals.insert(slot, m);
-            }
-            _ => {}
-        }
-    }
+    let (slots, finals) = pilot_outcomes(&entries);
     let plan = &loaded.protocol.statistics;
     let mut out = Vec::new();
     for gate in &loaded.protocol.gates {
@@ -100,32 +70,14 @@ pub fn run(args: &PlanArgs) -> CmdResult {
             let metric = rule.metric.clone().unwrap_or_default();
             let factor = rule.factor.unwrap_or(1.0);
             let missing = loaded.protocol.missing_data.values.get(&metric).copied();
-            // task → arm → values over repetitions
-            let mut cells: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
-            for (slot, (s, task, arm)) in &slots {
-                if s != suite_id || (*arm != suite.baseline && *arm != suite.candidate) {
-                    continue;
-                }
-                let Some(m) = finals.get(slot) else { continue };
-                if let Some(v) = m.get(&metric).copied().or(missing) {
-                    cells
-                        .entry(task)
-                        .or_default()
-                        .entry(arm)
-                        .or_default()
-                        .push(v);
-                }
-            }
-            let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
-            let diffs: Vec<f64> = cells
-                .values()
-                .filter_map(|a| {
-                    Some(
-                        mean(a.get(suite.candidate.as_str())?)
-                            - factor * mean(a.get(suite.baseline.as_str())?),
-                    )
-                })
-                .collect();
+            let diffs = task_diffs(
+                (&slots, &finals),
+                suite_id,
+                (&suite.baseline, &suite.candidate),
+                &metric,
+                missing,
+                factor,
+            );
             if diffs.len() < 2 {
                 // A pilot of other suites says nothing about this one: said, not guessed.
                 out.push(serde_json::json!({
@@ -167,23 +119,7 @@ pub fn run(args: &PlanArgs) -> CmdResult {
             let needed = match effect {
                 None => None,
                 Some(e) => {
-                    let ok = |n: usize| -> Result<bool, eval_evidence::stats::StatsError> {
-                        Ok(power_at(&bounds(n)?, e, sd, threshold) >= 0.8)
-                    };
-                    let mut hi = 2usize;
-                    while hi <= MAX_TASKS && !ok(hi)? {
-                        hi *= 2;
-                    }
-                    if hi > MAX_TASKS {
-                        None
-                    } else {
-                        let mut lo = hi / 2;
-                        while hi - lo > 1 {
-                            let mid = (lo + hi) / 2;
-                            if ok(mid)? { hi = mid } else { lo = mid }
-                        }
-                        Some(hi)
-                    }
+                    tasks_for_80(&|n: usize| Ok(power_at(&bounds(n)?, e, sd, threshold) >= 0.8))?
                 }
             };
             out.push(serde_json::json!({
@@ -217,7 +153,111 @@ pub fn run(args: &PlanArgs) -> CmdResult {
         println!("{text}");
         return Ok(Status::Ok);
     }
-    for r in &out {
+    print_rows(&out);
+    Ok(Status::Ok)
+}
+
+/// Slot → (suite, task, arm) of the pilot's statistical attempts, and each slot's last non-infra
+/// outcome's metrics.
+#[allow(clippy::type_complexity)]
+fn pilot_outcomes(
+    entries: &[eval_evidence::ledger::Entry],
+) -> (
+    BTreeMap<String, (String, String, String)>,
+    BTreeMap<String, BTreeMap<String, f64>>,
+) {
+    let payload =
+        |e: &eval_evidence::ledger::Entry| serde_json::from_slice::<Value>(&e.payload).ok();
+    // slot → (suite, task, arm), and each slot's last non-infra statistical outcome's metrics.
+    let mut slots: BTreeMap<String, (String, String, String)> = BTreeMap::new();
+    let mut finals: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for e in entries {
+        let Some(v) = payload(e) else { continue };
+        match e.kind.as_str() {
+            "attempt_started" if v["phase"] == "statistical" => {
+                let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+                slots.insert(s("slot"), (s("suite"), s("task"), s("arm")));
+            }
+            "attempt_outcome" if v["outcome"] != "infra_fault" => {
+                let slot = v["slot"].as_str().unwrap_or_default().to_owned();
+                let m = v["metrics"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, x)| x.as_f64().map(|f| (k.clone(), f)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                finals.insert(slot, m);
+            }
+            _ => {}
+        }
+    }
+    (slots, finals)
+}
+
+/// Per task of suite `suite_id`, the candidate's mean over repetitions of `metric` minus
+/// `factor` times the baseline's (the missing-data value where an attempt has none); tasks
+/// without both arms are left out.
+#[allow(clippy::type_complexity)]
+fn task_diffs(
+    (slots, finals): (
+        &BTreeMap<String, (String, String, String)>,
+        &BTreeMap<String, BTreeMap<String, f64>>,
+    ),
+    suite_id: &str,
+    (baseline, candidate): (&str, &str),
+    metric: &str,
+    missing: Option<f64>,
+    factor: f64,
+) -> Vec<f64> {
+    // task → arm → values over repetitions
+    let mut cells: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    for (slot, (s, task, arm)) in slots {
+        if s != suite_id || (arm != baseline && arm != candidate) {
+            continue;
+        }
+        let Some(m) = finals.get(slot) else { continue };
+        if let Some(v) = m.get(metric).copied().or(missing) {
+            cells
+                .entry(task)
+                .or_default()
+                .entry(arm)
+                .or_default()
+                .push(v);
+        }
+    }
+    let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    cells
+        .values()
+        .filter_map(|a| Some(mean(a.get(candidate)?) - factor * mean(a.get(baseline)?)))
+        .collect()
+}
+
+/// The tasks needed for 80 % power, `ok(n)` saying whether `n` tasks reach it: power grows with
+/// n, so double until it does, then bisect; `None` when not reached with up to [`MAX_TASKS`].
+fn tasks_for_80(
+    ok: &dyn Fn(usize) -> Result<bool, eval_evidence::stats::StatsError>,
+) -> Result<Option<usize>, eval_evidence::stats::StatsError> {
+    let mut hi = 2usize;
+    while hi <= MAX_TASKS && !ok(hi)? {
+        hi *= 2;
+    }
+    if hi > MAX_TASKS {
+        Ok(None)
+    } else {
+        let mut lo = hi / 2;
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if ok(mid)? { hi = mid } else { lo = mid }
+        }
+        Ok(Some(hi))
+    }
+}
+
+/// The power plan as text: a line per rule, its error or its figures.
+fn print_rows(out: &[Value]) {
+    for r in out {
         if let Some(e) = r["error"].as_str() {
             println!(
                 "power: gate {} rule {}: {e}",
@@ -247,7 +287,16 @@ pub fn run(args: &PlanArgs) -> CmdResult {
             }
         );
     }
-    Ok(Status::Ok)
+}
+
+/// The refusal of a pilot that is a run of the evaluated protocol itself.
+fn own_run(path: &std::path::Path, protocol: &str, pilot_identity: &str) -> CommandError {
+    pilot_err(
+        path,
+        &format!(
+            "this is a run of {protocol} itself ({pilot_identity}); the variance must come from a pilot, never from the evaluated run"
+        ),
+    )
 }
 
 fn pilot_err(path: &std::path::Path, why: &str) -> CommandError {
