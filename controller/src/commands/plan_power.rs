@@ -89,61 +89,19 @@ pub fn run(args: &PlanArgs) -> CmdResult {
                 }));
                 continue;
             }
-            let k = diffs.len() as f64;
-            let m = diffs.iter().sum::<f64>() / k;
-            let sd = (diffs.iter().map(|d| (d - m).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
-            if sd.is_nan() || sd <= 0.0 {
-                return Err(pilot_err(
-                    path,
-                    &format!(
-                        "gate {} rule {}: the pilot's task-level differences do not vary (sd 0)",
-                        gate.id, rule.id
-                    ),
-                )
-                .into());
-            }
-            let method = rule.method.clone().unwrap_or_else(|| plan.method.clone());
-            let simulated = if method == "v04-percentile" {
-                "percentile".to_owned()
-            } else {
-                method.clone()
-            };
-            let n = suite.tasks.len();
-            let threshold = rule.threshold.unwrap_or(0.0);
+            let sd = pilot_sd(&diffs, path, (&gate.id, &rule.id))?;
             let effect = loaded.protocol.power.get(&gate.id).map(|p| p.effect);
-            let bounds = |n: usize| {
-                null_lower_bounds(n, &simulated, plan.confidence, REPS, plan.seed, 1_000)
-            };
-            let at_n = power(&bounds(n)?, n, effect, sd, threshold);
-            // Tasks needed: power grows with n; double until it reaches 80 %, then bisect.
-            let needed = match effect {
-                None => None,
-                Some(e) => {
-                    tasks_for_80(&|n: usize| Ok(power_at(&bounds(n)?, e, sd, threshold) >= 0.8))?
-                }
-            };
-            out.push(serde_json::json!({
-                "gate": gate.id, "rule": rule.id, "metric": metric, "method": method,
-                "simulated_as": simulated, "n_tasks": n, "threshold": threshold,
-                "pilot_tasks": diffs.len(), "pilot_sd": sd, "effect": effect,
-                "power": at_n.power, "power_se": at_n.power_se, "mde80": at_n.mde80,
-                "tasks_for_80": needed, "reps": REPS,
-            }));
+            let row = power_row(
+                (&gate.id, rule),
+                plan,
+                (suite.tasks.len(), effect),
+                (&metric, diffs.len(), sd),
+            )?;
+            out.push(row);
         }
     }
     if !out.iter().any(|r| r.get("error").is_none()) {
-        return Err(pilot_err(
-            path,
-            &format!(
-                "no interval gate of {} has pilot data: {}",
-                loaded.protocol.name,
-                out.iter()
-                    .filter_map(|r| r["error"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        )
-        .into());
+        return Err(no_pilot_data(path, &loaded.protocol.name, &out).into());
     }
     if args.json {
         let text = serde_json::to_string_pretty(&serde_json::json!({
@@ -155,6 +113,73 @@ pub fn run(args: &PlanArgs) -> CmdResult {
     }
     print_rows(&out);
     Ok(Status::Ok)
+}
+
+/// One interval rule's power row: its method (as simulated), the power at the design's `n`
+/// tasks and the pilot's `sd`, the minimum detectable effect and the tasks needed for 80 %.
+fn power_row(
+    (gate_id, rule): (&str, &eval_core::gates::Rule),
+    plan: &eval_protocols::protocol::StatisticalPlan,
+    (n, effect): (usize, Option<f64>),
+    (metric, pilot_tasks, sd): (&str, usize, f64),
+) -> Result<Value, eval_evidence::stats::StatsError> {
+    let method = rule.method.clone().unwrap_or_else(|| plan.method.clone());
+    let simulated = if method == "v04-percentile" {
+        "percentile".to_owned()
+    } else {
+        method.clone()
+    };
+    let threshold = rule.threshold.unwrap_or(0.0);
+    let bounds =
+        |n: usize| null_lower_bounds(n, &simulated, plan.confidence, REPS, plan.seed, 1_000);
+    let at_n = power(&bounds(n)?, n, effect, sd, threshold);
+    // Tasks needed: power grows with n; double until it reaches 80 %, then bisect.
+    let needed = match effect {
+        None => None,
+        Some(e) => tasks_for_80(&|n: usize| Ok(power_at(&bounds(n)?, e, sd, threshold) >= 0.8))?,
+    };
+    Ok(serde_json::json!({
+        "gate": gate_id, "rule": rule.id, "metric": metric, "method": method,
+        "simulated_as": simulated, "n_tasks": n, "threshold": threshold,
+        "pilot_tasks": pilot_tasks, "pilot_sd": sd, "effect": effect,
+        "power": at_n.power, "power_se": at_n.power_se, "mde80": at_n.mde80,
+        "tasks_for_80": needed, "reps": REPS,
+    }))
+}
+
+/// The sample sd (n − 1) of the pilot's task-level differences; one that does not vary is
+/// refused, naming the gate and rule.
+fn pilot_sd(
+    diffs: &[f64],
+    path: &std::path::Path,
+    (gate, rule): (&str, &str),
+) -> Result<f64, CommandError> {
+    let k = diffs.len() as f64;
+    let m = diffs.iter().sum::<f64>() / k;
+    let sd = (diffs.iter().map(|d| (d - m).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+    if sd.is_nan() || sd <= 0.0 {
+        return Err(pilot_err(
+            path,
+            &format!(
+                "gate {gate} rule {rule}: the pilot's task-level differences do not vary (sd 0)"
+            ),
+        ));
+    }
+    Ok(sd)
+}
+
+/// The refusal when no interval gate has pilot data: every rule's reason, joined.
+fn no_pilot_data(path: &std::path::Path, protocol: &str, out: &[Value]) -> CommandError {
+    pilot_err(
+        path,
+        &format!(
+            "no interval gate of {protocol} has pilot data: {}",
+            out.iter()
+                .filter_map(|r| r["error"].as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    )
 }
 
 /// Slot → (suite, task, arm) of the pilot's statistical attempts, and each slot's last non-infra
