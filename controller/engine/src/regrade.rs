@@ -274,6 +274,172 @@ pub fn regrade(
     state: &Path,
     spec: &RegradeSpec,
 ) -> Result<Regraded, RegradeError> {
+    let FinishedRun {
+        path,
+        writer: run_writer,
+        entries,
+        st,
+        started,
+        based_on,
+    } = open_finished_run(state, spec)?;
+    let admitted = admit_frozen(project, state, spec, &started)?;
+
+    let (grader_def, grader) = grader_record(&project.root, &spec.grader)?;
+    let tasks = regrade_tasks(spec, &st);
+    let text = identity_text(
+        &spec.matrix,
+        &started.identity,
+        &based_on,
+        &grader,
+        &tasks,
+        &spec.driver,
+    );
+    let identity = Digest::of(text.as_bytes()).to_string();
+    let dir = regrades_dir(state, &spec.matrix).join(hex_of(&identity));
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    write_freeze(&dir, &identity, &text, &grader_def)?;
+
+    // Every workspace to be used is re-hashed before anything is recorded.
+    let chosen = choose(&st, &tasks);
+    let questions = run_questions(&entries, &path)?;
+    let run_store = ArtifactStore::open(&eval_runlog::layout::artifacts_dir(state, &spec.matrix))?;
+    verify_workspaces(&run_store, &chosen)?;
+
+    let ledger_path = dir.join("ledger.sqlite");
+    let writer = LedgerWriter::open(&ledger_path)?;
+    let _checkpointer = checkpointer(state, spec, &started, &identity, &writer)?;
+    let signed = _checkpointer.is_some();
+    let append = |kind: &str, payload: &dyn erased::Payload| -> Result<(), RegradeError> {
+        let e = NewEntry::new(kind, &payload.value()?).map_err(ledger::LedgerError::from)?;
+        if signed {
+            writer.append_signed_blocking(vec![e])?;
+        } else {
+            writer.append_blocking(e)?;
+        }
+        Ok(())
+    };
+    let mine = writer.entries_blocking()?;
+    let (mut done, finished) = match mine.first() {
+        None => {
+            let payload = regrade_started(
+                (&identity, &text),
+                spec,
+                &started,
+                (&based_on, &grader),
+                &tasks,
+                &chosen,
+            );
+            append(REGRADE_STARTED, &payload)?;
+            (BTreeMap::new(), false)
+        }
+        Some(first) => resumed(first, &mine, &ledger_path, &identity)?,
+    };
+    let already = finished;
+    if !finished {
+        let remaining = Remaining {
+            project,
+            spec,
+            admitted: &admitted,
+            started: &started,
+            identity: &identity,
+            dir: &dir,
+            grader_def: &grader_def,
+            chosen: &chosen,
+            questions: &questions,
+            run_store: &run_store,
+        };
+        grade_remaining(&remaining, &mut done, &append)?;
+    }
+    writer.close();
+    drop(run_writer);
+    let attempts = chosen
+        .iter()
+        .filter_map(|c| done.get(&c.outcome.attempt))
+        .map(regraded_attempt)
+        .collect();
+    Ok(Regraded {
+        identity,
+        dir,
+        ledger: ledger_path,
+        based_on,
+        attempts,
+        already,
+    })
+}
+
+/// The regrade ledger's checkpointer when the protocol signs (a regrade is signed as its run
+/// is); kept alive by the caller for as long as it appends.
+fn checkpointer(
+    state: &Path,
+    spec: &RegradeSpec,
+    started: &events::RunStarted,
+    identity: &str,
+    writer: &LedgerWriter,
+) -> Result<Option<eval_evidence::signing::Checkpointer>, RegradeError> {
+    let signing =
+        crate::session::signing_key(state, &started.protocol, spec.signing_key.as_deref())?;
+    Ok(match signing {
+        Some(key) => {
+            use eval_evidence::signing::{Checkpointer, origin_for_identity};
+            let origin = origin_for_identity(identity)?;
+            Some(
+                Checkpointer::open(std::sync::Arc::new(key), &origin, writer)
+                    .map_err(crate::session::SessionError::Checkpointer)?,
+            )
+        }
+        None => None,
+    })
+}
+
+/// Step 4: every archived workspace the regrade will use re-hashed, before anything is recorded.
+fn verify_workspaces(run_store: &ArtifactStore, chosen: &[Chosen]) -> Result<(), RegradeError> {
+    for c in chosen {
+        if let Some(w) = &c.outcome.artifacts.workspace {
+            verify_workspace(run_store, &c.outcome.attempt, w)?;
+        }
+    }
+    Ok(())
+}
+
+/// The first entry of a new regrade ledger, stamped now.
+fn regrade_started(
+    (identity, text): (&str, &str),
+    spec: &RegradeSpec,
+    started: &events::RunStarted,
+    (based_on, grader): (&LedgerHeadRef, &GraderRecord),
+    tasks: &[String],
+    chosen: &[Chosen],
+) -> RegradeStarted {
+    RegradeStarted {
+        schema: events::SCHEMA,
+        identity: identity.to_owned(),
+        identity_text: text.to_owned(),
+        matrix: spec.matrix.clone(),
+        protocol: started.protocol.clone(),
+        run_identity: started.identity.clone(),
+        based_on: based_on.clone(),
+        grader: grader.clone(),
+        tasks: tasks.to_vec(),
+        attempts: chosen.iter().map(|c| c.outcome.attempt.clone()).collect(),
+        started_at: events::now_rfc3339(),
+    }
+}
+
+/// The finished run a regrade is based on, with its ledger's writer held.
+struct FinishedRun {
+    path: PathBuf,
+    /// Held to the end: no session can append to the run (so its head stays the one this
+    /// regrade is based on), and a live run is refused here.
+    writer: LedgerWriter,
+    entries: Vec<Entry>,
+    st: RunState,
+    started: events::RunStarted,
+    based_on: LedgerHeadRef,
+}
+
+/// Step 1: the run's ledger taken (a live run refused) and read through its writer; its chain
+/// verified, the run complete, every `--tasks` name one of its statistical slots'.
+fn open_finished_run(state: &Path, spec: &RegradeSpec) -> Result<FinishedRun, RegradeError> {
     let path = eval_runlog::layout::ledger_path(state, &spec.matrix);
     if !path.is_file() {
         return Err(RegradeError::NoRun {
@@ -284,8 +450,6 @@ pub fn regrade(
     if eval_runlog::layout::is_smoke_run(state, &spec.matrix) {
         return Err(RegradeError::Smoke { path });
     }
-    // Held to the end: no session can append to the run (so its head stays the one this regrade
-    // is based on), and a live run is refused here.
     let run_writer = LedgerWriter::open(&path).map_err(|e| match e {
         e if e.is_integrity() => RegradeError::Ledger(e),
         _ => RegradeError::InUse { path: path.clone() },
@@ -330,8 +494,23 @@ pub fn regrade(
         seq: verified.head.seq,
         hash: verified.head.hash.to_string(),
     };
+    Ok(FinishedRun {
+        path,
+        writer: run_writer,
+        entries,
+        st,
+        started,
+        based_on,
+    })
+}
 
-    // The frozen project: the same admission facts a run gathers, drift refused.
+/// Step 2: the frozen project: the same admission facts a run gathers, drift refused.
+fn admit_frozen(
+    project: &Project,
+    state: &Path,
+    spec: &RegradeSpec,
+    started: &events::RunStarted,
+) -> Result<crate::session::Admitted, RegradeError> {
     let admitted = crate::session::gather(
         project,
         state,
@@ -355,8 +534,11 @@ pub fn regrade(
             },
         });
     }
+    Ok(admitted)
+}
 
-    let (grader_def, grader) = grader_record(&project.root, &spec.grader)?;
+/// The tasks the regrade covers, sorted and unique: `--tasks`, or every statistical slot's.
+fn regrade_tasks(spec: &RegradeSpec, st: &RunState) -> Vec<String> {
     let mut tasks: Vec<String> = if spec.tasks.is_empty() {
         let mut t: Vec<String> = st
             .slots
@@ -372,186 +554,145 @@ pub fn regrade(
     };
     tasks.sort();
     tasks.dedup();
-    let text = identity_text(
-        &spec.matrix,
-        &started.identity,
-        &based_on,
-        &grader,
-        &tasks,
-        &spec.driver,
-    );
-    let identity = Digest::of(text.as_bytes()).to_string();
-    let dir = regrades_dir(state, &spec.matrix).join(hex_of(&identity));
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    write_freeze(&dir, &identity, &text, &grader_def)?;
+    tasks
+}
 
-    // Every workspace to be used is re-hashed before anything is recorded.
-    let chosen = choose(&st, &tasks);
-    // Each attempt's questions as the run recorded them (its oracle record, for a grader that
-    // reads one), in ledger order.
+/// Each attempt's questions as the run recorded them (its oracle record, for a grader that
+/// reads one), in ledger order; an entry that does not parse is a broken ledger at `path`.
+fn run_questions(
+    entries: &[Entry],
+    path: &Path,
+) -> Result<BTreeMap<String, Vec<events::Clarification>>, RegradeError> {
     let mut questions: BTreeMap<String, Vec<events::Clarification>> = BTreeMap::new();
     for e in entries.iter().filter(|e| e.kind == events::CLARIFICATION) {
         let q: events::Clarification =
             serde_json::from_slice(&e.payload).map_err(|e| RegradeError::Broken {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 why: format!("a clarification entry does not parse: {e}"),
             })?;
         questions.entry(q.attempt.clone()).or_default().push(q);
     }
-    let run_store = ArtifactStore::open(&eval_runlog::layout::artifacts_dir(state, &spec.matrix))?;
-    for c in &chosen {
-        if let Some(w) = &c.outcome.artifacts.workspace {
-            verify_workspace(&run_store, &c.outcome.attempt, w)?;
-        }
-    }
+    Ok(questions)
+}
 
-    let ledger_path = dir.join("ledger.sqlite");
-    let writer = LedgerWriter::open(&ledger_path)?;
-    let signing =
-        crate::session::signing_key(state, &started.protocol, spec.signing_key.as_deref())?;
-    let _checkpointer = match signing {
-        Some(key) => {
-            use eval_evidence::signing::{Checkpointer, origin_for_identity};
-            let origin = origin_for_identity(&identity)?;
-            Some(
-                Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
-                    .map_err(crate::session::SessionError::Checkpointer)?,
-            )
-        }
-        None => None,
-    };
-    let signed = _checkpointer.is_some();
-    let append = |kind: &str, payload: &dyn erased::Payload| -> Result<(), RegradeError> {
-        let e = NewEntry::new(kind, &payload.value()?).map_err(ledger::LedgerError::from)?;
-        if signed {
-            writer.append_signed_blocking(vec![e])?;
-        } else {
-            writer.append_blocking(e)?;
-        }
-        Ok(())
-    };
-    let mine = writer.entries_blocking()?;
-    let mut done: BTreeMap<String, RegradeOutcome> = BTreeMap::new();
-    let mut finished = false;
-    match mine.first() {
-        None => {
-            let payload = RegradeStarted {
-                schema: events::SCHEMA,
-                identity: identity.clone(),
-                identity_text: text.clone(),
-                matrix: spec.matrix.clone(),
-                protocol: started.protocol.clone(),
-                run_identity: started.identity.clone(),
-                based_on: based_on.clone(),
-                grader: grader.clone(),
-                tasks: tasks.clone(),
-                attempts: chosen.iter().map(|c| c.outcome.attempt.clone()).collect(),
-                started_at: events::now_rfc3339(),
-            };
-            append(REGRADE_STARTED, &payload)?;
-        }
-        Some(first) => {
-            let ok = first.kind == REGRADE_STARTED
-                && serde_json::from_slice::<RegradeStarted>(&first.payload)
-                    .is_ok_and(|s| s.identity == identity);
-            if !ok {
-                return Err(RegradeError::OtherLedger {
-                    path: ledger_path,
-                    identity,
-                });
-            }
-            for e in &mine {
-                if e.kind == REGRADE_OUTCOME
-                    && let Ok(o) = serde_json::from_slice::<RegradeOutcome>(&e.payload)
-                {
-                    done.insert(o.attempt.clone(), o);
-                }
-                finished |= e.kind == REGRADE_FINISHED;
-            }
-        }
+/// A resumed regrade's ledger (`mine`, whose first entry is `first`): it must be this
+/// identity's; returns the attempts already regraded and whether it finished.
+fn resumed(
+    first: &Entry,
+    mine: &[Entry],
+    ledger_path: &Path,
+    identity: &str,
+) -> Result<(BTreeMap<String, RegradeOutcome>, bool), RegradeError> {
+    let ok = first.kind == REGRADE_STARTED
+        && serde_json::from_slice::<RegradeStarted>(&first.payload)
+            .is_ok_and(|s| s.identity == identity);
+    if !ok {
+        return Err(RegradeError::OtherLedger {
+            path: ledger_path.to_path_buf(),
+            identity: identity.to_owned(),
+        });
     }
-    let already = finished;
-    if !finished {
-        let inputs = crate::inputs::stage(
-            &project.root,
-            &dir,
-            &admitted.loaded.tasks,
-            admitted.frozen_manifest.as_ref().ok_or_else(|| {
-                crate::inputs::InputsError::Mismatch {
-                    task: spec.matrix.clone(),
-                    detail: "the freeze holds no readable manifest".into(),
-                }
-            })?,
-        )?;
-        let store = ArtifactStore::open(&dir.join("artifacts"))?;
-        let engine = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(io(&dir))?;
-        let docker = engine.block_on(eval_runtimes::DockerRuntime::connect())?;
-        let image_spec = ImageSpec {
-            def: grader_def.clone(),
-            arm: ArmFiles::default(),
-            labels: BTreeMap::new(),
-        };
-        let mut image = None;
-        let work = dir.join("work");
-        for c in &chosen {
-            if done.contains_key(&c.outcome.attempt) {
-                continue;
-            }
-            let o = engine.block_on(grade_one(GradeOne {
-                rt: &docker,
-                def: &grader_def.def,
-                image_spec: &image_spec,
-                image: &mut image,
-                run_store: &run_store,
-                store: &store,
-                inputs: &inputs,
-                loaded: &admitted.loaded,
-                chosen: c,
-                questions: questions
-                    .get(&c.outcome.attempt)
-                    .map_or(&[][..], Vec::as_slice),
-                work: &work,
-                facts: AttemptFacts {
-                    protocol: started.protocol.clone(),
-                    identity: started.identity.clone(),
-                    arm: c.outcome.arm.clone(),
-                    attempt: format!("{}/regrade", c.outcome.attempt),
-                    extra_labels: [("eval.regrade".to_owned(), identity.clone())].into(),
-                },
-            }))?;
-            append(REGRADE_OUTCOME, &o)?;
+    let mut done = BTreeMap::new();
+    let mut finished = false;
+    for e in mine {
+        if e.kind == REGRADE_OUTCOME
+            && let Ok(o) = serde_json::from_slice::<RegradeOutcome>(&e.payload)
+        {
             done.insert(o.attempt.clone(), o);
         }
-        let scored = done.values().filter(|o| o.graded == "scored").count();
-        append(
-            REGRADE_FINISHED,
-            &serde_json::json!({
-                "schema": events::SCHEMA,
-                "regraded": done.len(),
-                "scored": scored,
-                "finished_at": events::now_rfc3339(),
-            }),
-        )?;
-        let _ = std::fs::remove_dir_all(&work);
+        finished |= e.kind == REGRADE_FINISHED;
     }
-    writer.close();
-    drop(run_writer);
-    let attempts = chosen
-        .iter()
-        .filter_map(|c| done.get(&c.outcome.attempt))
-        .map(regraded_attempt)
-        .collect();
-    Ok(Regraded {
-        identity,
+    Ok((done, finished))
+}
+
+/// What grading the remaining attempts reads: kept together so [`grade_remaining`] takes one.
+struct Remaining<'a> {
+    project: &'a Project,
+    spec: &'a RegradeSpec,
+    admitted: &'a crate::session::Admitted,
+    started: &'a events::RunStarted,
+    identity: &'a str,
+    dir: &'a Path,
+    grader_def: &'a eval_runtimes::LoadedDef,
+    chosen: &'a [Chosen],
+    questions: &'a BTreeMap<String, Vec<events::Clarification>>,
+    run_store: &'a ArtifactStore,
+}
+
+/// Step 5 for an unfinished regrade: the task inputs staged, the engine connected, every chosen
+/// attempt not yet in `done` graded and appended, then `regrade_finished`.
+fn grade_remaining(
+    r: &Remaining<'_>,
+    done: &mut BTreeMap<String, RegradeOutcome>,
+    append: &dyn Fn(&str, &dyn erased::Payload) -> Result<(), RegradeError>,
+) -> Result<(), RegradeError> {
+    let (spec, dir, grader_def) = (r.spec, r.dir, r.grader_def);
+    let inputs = crate::inputs::stage(
+        &r.project.root,
         dir,
-        ledger: ledger_path,
-        based_on,
-        attempts,
-        already,
-    })
+        &r.admitted.loaded.tasks,
+        r.admitted.frozen_manifest.as_ref().ok_or_else(|| {
+            crate::inputs::InputsError::Mismatch {
+                task: spec.matrix.clone(),
+                detail: "the freeze holds no readable manifest".into(),
+            }
+        })?,
+    )?;
+    let store = ArtifactStore::open(&dir.join("artifacts"))?;
+    let engine = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(io(dir))?;
+    let docker = engine.block_on(eval_runtimes::DockerRuntime::connect())?;
+    let image_spec = ImageSpec {
+        def: grader_def.clone(),
+        arm: ArmFiles::default(),
+        labels: BTreeMap::new(),
+    };
+    let mut image = None;
+    let work = dir.join("work");
+    for c in r.chosen {
+        if done.contains_key(&c.outcome.attempt) {
+            continue;
+        }
+        let o = engine.block_on(grade_one(GradeOne {
+            rt: &docker,
+            def: &grader_def.def,
+            image_spec: &image_spec,
+            image: &mut image,
+            run_store: r.run_store,
+            store: &store,
+            inputs: &inputs,
+            loaded: &r.admitted.loaded,
+            chosen: c,
+            questions: r
+                .questions
+                .get(&c.outcome.attempt)
+                .map_or(&[][..], Vec::as_slice),
+            work: &work,
+            facts: AttemptFacts {
+                protocol: r.started.protocol.clone(),
+                identity: r.started.identity.clone(),
+                arm: c.outcome.arm.clone(),
+                attempt: format!("{}/regrade", c.outcome.attempt),
+                extra_labels: [("eval.regrade".to_owned(), r.identity.to_owned())].into(),
+            },
+        }))?;
+        append(REGRADE_OUTCOME, &o)?;
+        done.insert(o.attempt.clone(), o);
+    }
+    let scored = done.values().filter(|o| o.graded == "scored").count();
+    append(
+        REGRADE_FINISHED,
+        &serde_json::json!({
+            "schema": events::SCHEMA,
+            "regraded": done.len(),
+            "scored": scored,
+            "finished_at": events::now_rfc3339(),
+        }),
+    )?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
 }
 
 /// Payloads of different types through one closure.
@@ -833,29 +974,40 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
         out: scratch.clone(),
         oracle,
     };
-    match run_grader_container(g.rt, g.def, &image, &g.facts, mounts).await {
+    let ran = run_grader_container(g.rt, g.def, &image, &g.facts, mounts).await;
+    record_grader_end(&mut out, ran, &scratch, g.store)?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(out)
+}
+
+/// What the grader container's end makes of the regraded attempt: `not_run` when the engine
+/// could not run it, `unscorable` when it failed or its score does not read, else `scored`;
+/// its log and score are put in the regrade's store. Only a store failure is an error.
+fn record_grader_end(
+    out: &mut RegradeOutcome,
+    ran: Result<eval_runtimes::RunEnd, crate::attempt::classify::EngineFault>,
+    scratch: &Path,
+    store: &ArtifactStore,
+) -> Result<(), RegradeError> {
+    match ran {
         Err(f) => {
             out.graded = "not_run".into();
             out.detail = Some(format!("{}: {}", f.code.as_str(), f.detail));
         }
         Ok(end) => {
             out.container_seconds = end.elapsed.as_secs_f64();
-            out.artifacts.insert(
-                "grader_log".into(),
-                g.store.put_bytes(&end.logs)?.to_string(),
-            );
+            out.artifacts
+                .insert("grader_log".into(), store.put_bytes(&end.logs)?.to_string());
             if end.outcome != (WaitOutcome::Exited { code: 0 }) {
                 let log = String::from_utf8_lossy(&end.logs);
                 let tail: String = log.chars().take(400).collect();
                 out.graded = "unscorable".into();
                 out.detail = Some(format!("it ended with {:?}: {tail}", end.outcome));
             } else {
-                match read_score(&scratch) {
+                match read_score(scratch) {
                     Ok((score, metrics)) => {
-                        out.artifacts.insert(
-                            "grader_output".into(),
-                            g.store.put_bytes(&score)?.to_string(),
-                        );
+                        out.artifacts
+                            .insert("grader_output".into(), store.put_bytes(&score)?.to_string());
                         out.graded = "scored".into();
                         out.metrics = metrics;
                     }
@@ -864,10 +1016,8 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
                         out.detail = Some(format!("score.json: {e}"));
                     }
                     Err(ScoreError::Malformed { score, why }) => {
-                        out.artifacts.insert(
-                            "grader_output".into(),
-                            g.store.put_bytes(&score)?.to_string(),
-                        );
+                        out.artifacts
+                            .insert("grader_output".into(), store.put_bytes(&score)?.to_string());
                         out.graded = "unscorable".into();
                         out.detail = Some(format!("score.json: {why}"));
                     }
@@ -875,8 +1025,7 @@ async fn grade_one(g: GradeOne<'_>) -> Result<RegradeOutcome, RegradeError> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&work);
-    Ok(out)
+    Ok(())
 }
 
 /// Every regrade of `matrix` in `state`, read back for the report of the run whose verified

@@ -100,90 +100,15 @@ pub async fn run_session(
     let mut stopped: Option<String> = None;
 
     for phase in Phase::ALL {
-        let todo: Vec<SlotRecord> = {
-            let st = rec.state();
-            st.statuses()
-                .into_iter()
-                .filter(|(s, status)| {
-                    s.phase == phase
-                        && matches!(status, SlotStatus::Pending | SlotStatus::NeedsRerun { .. })
-                })
-                .map(|(s, _)| s.clone())
-                .collect()
-        };
-        for slot in todo {
-            // Permits are taken here, in schedule order, so attempts start in that order.
-            let permit = tokio::select! {
-                p = sem.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                _ = cancel.cancelled() => break,
-            };
-            // The host ran out of capacity: nothing more starts (see `host_stop` below).
-            if rec.host_stop().is_some() {
-                break;
-            }
-            let (rec, exec, progress, cancel) =
-                (rec.clone(), exec.clone(), progress.clone(), cancel.clone());
-            tracker.spawn(async move {
-                let result = run_slot(&rec, &slot, exec.as_ref(), progress.as_ref(), &cancel).await;
-                drop(permit);
-                if let Err(e) = result {
-                    progress.error(&format!("{}: {e}", slot.id));
-                    // Any failure of the runner itself is a recording failure: the whole run
-                    // stops, and the session ends as an integrity error.
-                    rec.record_failed(&format!("{}: {e}", slot.id));
-                    cancel.cancel();
-                }
-            });
-        }
+        let todo = slots_to_run(&rec, phase);
+        start_slots(todo, &rec, &exec, &progress, &cancel, &sem, &tracker).await;
         // Barrier: no statistical slot starts before every infrastructure attempt has ended.
         tracker.close();
         tracker.wait().await;
         tracker.reopen();
-        if let Some(why) = rec.host_stop()
-            && !cancel.is_cancelled()
-        {
-            stopped = Some(format!(
-                "paused: the host ran out of capacity ({why}); no further attempt was started and \
-                 the attempts in flight finished; free space on the state directory's file \
-                 system (`eval gc` frees what no run needs), then run the same command again to \
-                 continue"
-            ));
+        if let Some(why) = phase_stop(&rec, &cancel, phase) {
+            stopped = Some(why);
             break;
-        }
-        if cancel.is_cancelled() {
-            stopped = Some(match rec.account_stop() {
-                Some(why) => format!(
-                    "{why}; no further attempt was started and the attempts in flight were \
-                     closed as upstream_account_refused; fix the account, then run the same \
-                     command again to continue"
-                ),
-                None => {
-                    "interrupted (Ctrl-C or a fatal error); run the same command again to continue"
-                        .into()
-                }
-            });
-            break;
-        }
-        if phase != Phase::Statistical {
-            let st = rec.state();
-            let failed: Vec<String> = st
-                .statuses()
-                .into_iter()
-                .filter(|(s, status)| {
-                    s.phase == phase && !matches!(status, SlotStatus::Final { .. })
-                })
-                .map(|(s, _)| s.id.clone())
-                .collect();
-            if !failed.is_empty() {
-                stopped = Some(format!(
-                    "infrastructure slot(s) {} did not complete within the rerun limit; statistical slots are refused until they do",
-                    failed.join(", ")
-                ));
-                break;
-            }
         }
     }
     // A recording failure ends the session as an integrity error, without a `run_finished` that
@@ -211,6 +136,102 @@ pub async fn run_session(
         closed_on_resume: closed,
         swept_containers: swept,
     })
+}
+
+/// The slots of `phase` that still need an attempt (never run, or owed a rerun), in schedule
+/// order.
+fn slots_to_run(rec: &Recorder, phase: Phase) -> Vec<SlotRecord> {
+    let st = rec.state();
+    st.statuses()
+        .into_iter()
+        .filter(|(s, status)| {
+            s.phase == phase
+                && matches!(status, SlotStatus::Pending | SlotStatus::NeedsRerun { .. })
+        })
+        .map(|(s, _)| s.clone())
+        .collect()
+}
+
+/// Spawns `todo`'s slots on `tracker`, each once a permit of `sem` is free; stops starting on
+/// cancellation or when the host ran out of capacity. The caller waits for the tracker.
+async fn start_slots(
+    todo: Vec<SlotRecord>,
+    rec: &Recorder,
+    exec: &Arc<dyn AttemptExecutor>,
+    progress: &Arc<dyn ProgressSink>,
+    cancel: &CancellationToken,
+    sem: &Arc<Semaphore>,
+    tracker: &TaskTracker,
+) {
+    for slot in todo {
+        // Permits are taken here, in schedule order, so attempts start in that order.
+        let permit = tokio::select! {
+            p = sem.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = cancel.cancelled() => break,
+        };
+        // The host ran out of capacity: nothing more starts (see `host_stop` below).
+        if rec.host_stop().is_some() {
+            break;
+        }
+        let (rec, exec, progress, cancel) =
+            (rec.clone(), exec.clone(), progress.clone(), cancel.clone());
+        tracker.spawn(async move {
+            let result = run_slot(&rec, &slot, exec.as_ref(), progress.as_ref(), &cancel).await;
+            drop(permit);
+            if let Err(e) = result {
+                progress.error(&format!("{}: {e}", slot.id));
+                // Any failure of the runner itself is a recording failure: the whole run
+                // stops, and the session ends as an integrity error.
+                rec.record_failed(&format!("{}: {e}", slot.id));
+                cancel.cancel();
+            }
+        });
+    }
+}
+
+/// Why the session stops after `phase` has ended, if it does: the host ran out of capacity,
+/// the run was cancelled (by the account or Ctrl-C), or an infrastructure slot never completed.
+fn phase_stop(rec: &Recorder, cancel: &CancellationToken, phase: Phase) -> Option<String> {
+    if let Some(why) = rec.host_stop()
+        && !cancel.is_cancelled()
+    {
+        return Some(format!(
+            "paused: the host ran out of capacity ({why}); no further attempt was started and \
+             the attempts in flight finished; free space on the state directory's file \
+             system (`eval gc` frees what no run needs), then run the same command again to \
+             continue"
+        ));
+    }
+    if cancel.is_cancelled() {
+        return Some(match rec.account_stop() {
+            Some(why) => format!(
+                "{why}; no further attempt was started and the attempts in flight were \
+                 closed as upstream_account_refused; fix the account, then run the same \
+                 command again to continue"
+            ),
+            None => "interrupted (Ctrl-C or a fatal error); run the same command again to continue"
+                .into(),
+        });
+    }
+    if phase != Phase::Statistical {
+        let st = rec.state();
+        let failed: Vec<String> = st
+            .statuses()
+            .into_iter()
+            .filter(|(s, status)| s.phase == phase && !matches!(status, SlotStatus::Final { .. }))
+            .map(|(s, _)| s.id.clone())
+            .collect();
+        if !failed.is_empty() {
+            return Some(format!(
+                "infrastructure slot(s) {} did not complete within the rerun limit; statistical slots are refused until they do",
+                failed.join(", ")
+            ));
+        }
+    }
+    None
 }
 
 /// Runs a slot's attempts until it is final (or needs nothing), rerunning by rule.
@@ -243,67 +264,7 @@ async fn run_slot(
             attempt: AttemptId::new(&slot.id, number).to_string(),
             rerun_of: rerun_of.as_ref().map(|(n, _)| *n),
         };
-        let session = rec.state().sessions;
-        let attempt_started = NewEntry::new(
-            events::ATTEMPT_STARTED,
-            &AttemptStarted {
-                schema: events::SCHEMA,
-                attempt: spec.attempt.clone(),
-                slot: slot.id.clone(),
-                number,
-                phase: slot.phase,
-                suite: slot.suite.clone(),
-                task: slot.task.clone(),
-                arm: slot.arm.clone(),
-                rep: slot.rep,
-                rerun_of: spec.rerun_of,
-                session,
-                started_at: events::now_rfc3339(),
-            },
-        )
-        .map_err(LedgerError::from)?;
-        // A rerun and the attempt it starts are one batch: a crash can leave neither or both,
-        // never a `rerun` whose attempt resume would announce a second time.
-        let mut batch = Vec::with_capacity(2);
-        if let Some((of, code)) = &rerun_of {
-            let unprepared = rec
-                .state()
-                .attempts
-                .get(&slot.id)
-                .and_then(|v| v.last())
-                .and_then(|a| a.outcome.as_ref())
-                .is_some_and(|o| o.before_container);
-            let reason = if unprepared {
-                format!(
-                    "infra fault {code} happened before any container existed (the agent never ran); a preparation retry, not one of the slot's reruns"
-                )
-            } else if slot.phase == Phase::Infrastructure {
-                "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
-            } else if slot.phase == Phase::Control {
-                "control slots may be rerun after an infrastructure fault, up to the limit"
-                    .to_owned()
-            } else {
-                format!("infra fault {code} is rerunnable")
-            };
-            batch.push(
-                NewEntry::new(
-                    events::RERUN,
-                    &Rerun {
-                        schema: events::SCHEMA,
-                        attempt: spec.attempt.clone(),
-                        slot: slot.id.clone(),
-                        number,
-                        reruns: AttemptId::new(&slot.id, *of).to_string(),
-                        rerun_of: *of,
-                        code: code.clone(),
-                        reason,
-                    },
-                )
-                .map_err(LedgerError::from)?,
-            );
-        }
-        batch.push(attempt_started);
-        rec.append_batch(batch).await?;
+        announce_attempt(rec, slot, &spec, &rerun_of).await?;
         if let Some((_, code)) = &rerun_of {
             progress.rerun(&spec.attempt, code);
         }
@@ -320,27 +281,7 @@ async fn run_slot(
             return Err(RunError::Record(why));
         }
         let mut report = report;
-        let account_stop = rec.account_stop();
-        if report.cancelled
-            && let Some(why) = &account_stop
-        {
-            // Stopped because another attempt found the account refused: the same cause.
-            report.outcome = Some(Outcome::InfraFault);
-            report.infra_fault = Some(FaultCode::UpstreamAccountRefused);
-            report.detail = Some(format!("the run stopped: {why}"));
-        } else if report.cancelled {
-            let (o, code) = if !rec.may_have_spent(&spec.attempt) {
-                (
-                    Outcome::InfraFault,
-                    Some(FaultCode::InterruptedBeforeModelCall),
-                )
-            } else {
-                (Outcome::Interrupted, None)
-            };
-            report.outcome = Some(o);
-            report.infra_fault = code;
-            report.detail = Some("stopped by Ctrl-C".into());
-        }
+        settle_cancelled(rec, &spec, &mut report);
         let mut p: AttemptOutcome =
             report
                 .clone()
@@ -349,30 +290,149 @@ async fn run_slot(
         p.model_calls = rec.model_call_seqs_of(&spec.attempt);
         rec.append(events::ATTEMPT_OUTCOME, &p).await?;
         progress.attempt_finished(&spec.attempt, &p, &rec.state().summary());
-        if p.infra_fault == Some(FaultCode::UpstreamAccountRefused) && !report.cancelled {
-            // The account is the run's, not the attempt's: every further call would be refused
-            // too. Stop starting attempts and close the ones in flight.
-            rec.stop_for_account(
-                p.detail
-                    .as_deref()
-                    .unwrap_or("the upstream refused the account"),
-            );
-            cancel.cancel();
-            return Ok(());
-        }
-        if report.cancelled {
-            return Ok(());
-        }
-        if p.infra_fault == Some(FaultCode::FilesystemCapacity) {
-            // The host's, never the agent's (its writes go to its own filesystem): every
-            // further attempt would fail the same way, or be rerun until its slot is out of
-            // attempts. The run pauses, named, until the host has room again.
-            rec.stop_for_host(&format!(
-                "{}: {}",
-                spec.attempt,
-                p.detail.as_deref().unwrap_or("filesystem_capacity")
-            ));
+        if slot_stops_after(rec, &spec, &p, report.cancelled, cancel) {
             return Ok(());
         }
     }
+}
+
+/// Records the start of an attempt, with the `rerun` that explains it when it is one.
+/// Kept apart from [`run_slot`] because the two entries must be written as one batch; the
+/// `attempt_started` entry is built first, so its `started_at` precedes the rerun's reasoning.
+async fn announce_attempt(
+    rec: &Recorder,
+    slot: &SlotRecord,
+    spec: &AttemptSpec,
+    rerun_of: &Option<(u32, String)>,
+) -> Result<(), RunError> {
+    let number = spec.number;
+    let session = rec.state().sessions;
+    let attempt_started = NewEntry::new(
+        events::ATTEMPT_STARTED,
+        &AttemptStarted {
+            schema: events::SCHEMA,
+            attempt: spec.attempt.clone(),
+            slot: slot.id.clone(),
+            number,
+            phase: slot.phase,
+            suite: slot.suite.clone(),
+            task: slot.task.clone(),
+            arm: slot.arm.clone(),
+            rep: slot.rep,
+            rerun_of: spec.rerun_of,
+            session,
+            started_at: events::now_rfc3339(),
+        },
+    )
+    .map_err(LedgerError::from)?;
+    // A rerun and the attempt it starts are one batch: a crash can leave neither or both,
+    // never a `rerun` whose attempt resume would announce a second time.
+    let mut batch = Vec::with_capacity(2);
+    if let Some((of, code)) = rerun_of {
+        batch.push(
+            NewEntry::new(
+                events::RERUN,
+                &Rerun {
+                    schema: events::SCHEMA,
+                    attempt: spec.attempt.clone(),
+                    slot: slot.id.clone(),
+                    number,
+                    reruns: AttemptId::new(&slot.id, *of).to_string(),
+                    rerun_of: *of,
+                    code: code.clone(),
+                    reason: rerun_reason(rec, slot, code),
+                },
+            )
+            .map_err(LedgerError::from)?,
+        );
+    }
+    batch.push(attempt_started);
+    rec.append_batch(batch).await?;
+    Ok(())
+}
+
+/// Why the slot's previous attempt may be rerun, in the words the `rerun` entry records.
+fn rerun_reason(rec: &Recorder, slot: &SlotRecord, code: &str) -> String {
+    let unprepared = rec
+        .state()
+        .attempts
+        .get(&slot.id)
+        .and_then(|v| v.last())
+        .and_then(|a| a.outcome.as_ref())
+        .is_some_and(|o| o.before_container);
+    if unprepared {
+        format!(
+            "infra fault {code} happened before any container existed (the agent never ran); a preparation retry, not one of the slot's reruns"
+        )
+    } else if slot.phase == Phase::Infrastructure {
+        "infrastructure slots may be rerun after any failure, up to the limit".to_owned()
+    } else if slot.phase == Phase::Control {
+        "control slots may be rerun after an infrastructure fault, up to the limit".to_owned()
+    } else {
+        format!("infra fault {code} is rerunnable")
+    }
+}
+
+/// Gives a cancelled attempt the outcome its cause earns: the account's refusal when the run
+/// stopped for it, else Ctrl-C's (an infra fault when no model call can have been spent).
+fn settle_cancelled(rec: &Recorder, spec: &AttemptSpec, report: &mut AttemptReport) {
+    let account_stop = rec.account_stop();
+    if report.cancelled
+        && let Some(why) = &account_stop
+    {
+        // Stopped because another attempt found the account refused: the same cause.
+        report.outcome = Some(Outcome::InfraFault);
+        report.infra_fault = Some(FaultCode::UpstreamAccountRefused);
+        report.detail = Some(format!("the run stopped: {why}"));
+    } else if report.cancelled {
+        let (o, code) = if !rec.may_have_spent(&spec.attempt) {
+            (
+                Outcome::InfraFault,
+                Some(FaultCode::InterruptedBeforeModelCall),
+            )
+        } else {
+            (Outcome::Interrupted, None)
+        };
+        report.outcome = Some(o);
+        report.infra_fault = code;
+        report.detail = Some("stopped by Ctrl-C".into());
+    }
+}
+
+/// Whether the slot starts no further attempt after the outcome `p` was recorded: the attempt
+/// was cancelled, or its fault is the run's (the account) or the host's (capacity), which stop
+/// the run or pause it as a side effect here.
+fn slot_stops_after(
+    rec: &Recorder,
+    spec: &AttemptSpec,
+    p: &AttemptOutcome,
+    cancelled: bool,
+    cancel: &CancellationToken,
+) -> bool {
+    if p.infra_fault == Some(FaultCode::UpstreamAccountRefused) && !cancelled {
+        // The account is the run's, not the attempt's: every further call would be refused
+        // too. Stop starting attempts and close the ones in flight.
+        rec.stop_for_account(
+            p.detail
+                .as_deref()
+                .unwrap_or("the upstream refused the account"),
+        );
+        cancel.cancel();
+        return true;
+    }
+    if cancelled {
+        return true;
+    }
+    if p.infra_fault == Some(FaultCode::FilesystemCapacity) {
+        // The host's, never the agent's (its writes go to its own filesystem): every
+        // further attempt would fail the same way, or be rerun until its slot is out of
+        // attempts. The run pauses, named, until the host has room again.
+        rec.stop_for_host(&format!(
+            "{}: {}",
+            spec.attempt,
+            p.detail.as_deref().unwrap_or("filesystem_capacity")
+        ));
+        return true;
+    }
+    false
 }

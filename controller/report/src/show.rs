@@ -895,6 +895,33 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
             .unwrap_or_default(),
         v.session
     );
+    render_outcome(&mut o, &p, v);
+    let _ = writeln!(
+        o,
+        "  turns {}  tokens in {} (cached {}) out {} (reasoning {})  spend ${:.4}",
+        v.model_turns,
+        v.tokens.input,
+        v.tokens.cached,
+        v.tokens.output,
+        v.tokens.reasoning,
+        v.spend_usd
+    );
+    if !v.rounds.is_empty() {
+        render_rounds(&mut o, &p, &v.rounds);
+    }
+    let _ = writeln!(o, "\n{} ({})", p.bold("model calls"), v.calls.len());
+    for c in &v.calls {
+        render_call(&mut o, &p, c);
+    }
+    render_clarifications(&mut o, &p, &v.clarifications);
+    render_tail(&mut o, &p, v);
+    o
+}
+
+/// The attempt's outcome lines: its outcome and fault, the rule that gave it, its detail and
+/// accounting, and its times; or that it has none yet.
+fn render_outcome(o: &mut String, p: &Paint, v: &AttemptView) {
+    use std::fmt::Write as _;
     match &v.outcome {
         Some(out) => {
             let _ = writeln!(
@@ -939,125 +966,134 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
             );
         }
     }
+}
+
+/// One model call: its heading line, its detail, the new messages of its request, the wire
+/// log's omissions and its reply.
+fn render_call(o: &mut String, p: &Paint, c: &CallView) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         o,
-        "  turns {}  tokens in {} (cached {}) out {} (reasoning {})  spend ${:.4}",
-        v.model_turns,
-        v.tokens.input,
-        v.tokens.cached,
-        v.tokens.output,
-        v.tokens.reasoning,
-        v.spend_usd
+        "{}",
+        p.bold(&format!(
+            "── call {}{} ({}{}) {} {}  in {} cached {} out {}  {} ms{}",
+            c.call,
+            c.round.map(|k| format!(" [round {k}]")).unwrap_or_default(),
+            c.role,
+            if c.stream { ", stream" } else { "" },
+            c.status,
+            c.result,
+            c.tokens.input,
+            c.tokens.cached,
+            c.tokens.output,
+            c.latency_ms,
+            if c.incomplete { "  INCOMPLETE" } else { "" }
+        ))
     );
-    if !v.rounds.is_empty() {
-        render_rounds(&mut o, &p, &v.rounds);
+    if let Some(d) = &c.detail {
+        let _ = writeln!(o, "   {}", clean(d));
     }
-    let _ = writeln!(o, "\n{} ({})", p.bold("model calls"), v.calls.len());
-    for c in &v.calls {
-        let _ = writeln!(
-            o,
-            "{}",
-            p.bold(&format!(
-                "── call {}{} ({}{}) {} {}  in {} cached {} out {}  {} ms{}",
-                c.call,
-                c.round.map(|k| format!(" [round {k}]")).unwrap_or_default(),
-                c.role,
-                if c.stream { ", stream" } else { "" },
-                c.status,
-                c.result,
-                c.tokens.input,
-                c.tokens.cached,
-                c.tokens.output,
-                c.latency_ms,
-                if c.incomplete { "  INCOMPLETE" } else { "" }
-            ))
-        );
-        if let Some(d) = &c.detail {
-            let _ = writeln!(o, "   {}", clean(d));
-        }
-        match &c.request {
-            Some(r) => {
-                let _ = writeln!(
-                    o,
-                    "   {}",
-                    p.dim(&format!(
-                        "{} messages, {} new",
-                        r.messages,
-                        r.messages - r.kept
-                    ))
-                );
-                for m in &r.new_messages {
-                    let _ = writeln!(
-                        o,
-                        "   > {}{}{}",
-                        m.role.as_deref().unwrap_or("?"),
-                        m.tool_call_id
-                            .as_ref()
-                            .map(|i| format!(" (result of {i})"))
-                            .unwrap_or_default(),
-                        m.reasoning_chars
-                            .map(|n| format!(" [reasoning {n} chars]"))
-                            .unwrap_or_default()
-                    );
-                    if !m.text.is_empty() {
-                        o.push_str(&indent(&clip(&m.text), "     "));
-                    }
-                    for t in &m.tool_calls {
-                        let _ = writeln!(
-                            o,
-                            "     tool call {}({})",
-                            t.name.as_deref().unwrap_or("?"),
-                            clip(&t.arguments)
-                        );
-                    }
-                }
-            }
-            None => {
-                let _ = writeln!(o, "   {}", p.dim("(no request in the wire log)"));
-            }
-        }
-        if let Some(w) = c.wire_log.as_ref().and_then(|w| w.omitted.as_ref()) {
-            let _ = writeln!(o, "   {}", p.dim(&format!("wire log: {w}")));
-        }
-        if let Some(r) = &c.reply {
+    render_request(o, p, c.request.as_ref());
+    if let Some(w) = c.wire_log.as_ref().and_then(|w| w.omitted.as_ref()) {
+        let _ = writeln!(o, "   {}", p.dim(&format!("wire log: {w}")));
+    }
+    if let Some(r) = &c.reply {
+        render_reply(o, r);
+    }
+}
+
+/// A call's request as the wire log holds it: how many messages and which are new, each new
+/// message's text and tool calls.
+fn render_request(o: &mut String, p: &Paint, request: Option<&RequestView>) {
+    use std::fmt::Write as _;
+    match request {
+        Some(r) => {
             let _ = writeln!(
                 o,
-                "   < reply{}{}{}",
-                r.finish_reason
-                    .as_ref()
-                    .map(|f| format!(" ({f})"))
-                    .unwrap_or_default(),
-                if r.reasoning_chars > 0 {
-                    format!(" [reasoning {} chars]", r.reasoning_chars)
-                } else {
-                    String::new()
-                },
-                if r.truncated { " TRUNCATED" } else { "" }
+                "   {}",
+                p.dim(&format!(
+                    "{} messages, {} new",
+                    r.messages,
+                    r.messages - r.kept
+                ))
             );
-            if !r.text.is_empty() {
-                o.push_str(&indent(&clip(&r.text), "     "));
-            }
-            for t in &r.tool_calls {
+            for m in &r.new_messages {
                 let _ = writeln!(
                     o,
-                    "     tool call {}({})",
-                    t.name.as_deref().unwrap_or("?"),
-                    clip(&t.arguments)
+                    "   > {}{}{}",
+                    m.role.as_deref().unwrap_or("?"),
+                    m.tool_call_id
+                        .as_ref()
+                        .map(|i| format!(" (result of {i})"))
+                        .unwrap_or_default(),
+                    m.reasoning_chars
+                        .map(|n| format!(" [reasoning {n} chars]"))
+                        .unwrap_or_default()
                 );
-            }
-            if let Some(e) = &r.error {
-                let _ = writeln!(o, "     error: {}", clip(&e.to_string()));
+                if !m.text.is_empty() {
+                    o.push_str(&indent(&clip(&m.text), "     "));
+                }
+                for t in &m.tool_calls {
+                    let _ = writeln!(
+                        o,
+                        "     tool call {}({})",
+                        t.name.as_deref().unwrap_or("?"),
+                        clip(&t.arguments)
+                    );
+                }
             }
         }
+        None => {
+            let _ = writeln!(o, "   {}", p.dim("(no request in the wire log)"));
+        }
     }
-    if !v.clarifications.is_empty() {
+}
+
+/// A call's reply: finish reason, reasoning and truncation, its text, tool calls and error.
+fn render_reply(o: &mut String, r: &ReplyView) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        o,
+        "   < reply{}{}{}",
+        r.finish_reason
+            .as_ref()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default(),
+        if r.reasoning_chars > 0 {
+            format!(" [reasoning {} chars]", r.reasoning_chars)
+        } else {
+            String::new()
+        },
+        if r.truncated { " TRUNCATED" } else { "" }
+    );
+    if !r.text.is_empty() {
+        o.push_str(&indent(&clip(&r.text), "     "));
+    }
+    for t in &r.tool_calls {
+        let _ = writeln!(
+            o,
+            "     tool call {}({})",
+            t.name.as_deref().unwrap_or("?"),
+            clip(&t.arguments)
+        );
+    }
+    if let Some(e) = &r.error {
+        let _ = writeln!(o, "     error: {}", clip(&e.to_string()));
+    }
+}
+
+/// The clarifying questions section (nothing when the attempt asked none), with a stateful
+/// oracle's record of each question.
+fn render_clarifications(o: &mut String, p: &Paint, clarifications: &[Value]) {
+    use std::fmt::Write as _;
+    if !clarifications.is_empty() {
         let _ = writeln!(
             o,
             "\n{} ({})",
             p.bold("clarifying questions"),
-            v.clarifications.len()
+            clarifications.len()
         );
-        for c in &v.clarifications {
+        for c in clarifications {
             let q = c.get("question").and_then(Value::as_str).unwrap_or("");
             let a = c
                 .get("answer")
@@ -1079,6 +1115,11 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
             }
         }
     }
+}
+
+/// The closing sections: the harness's tool calls, the grader's result and the artifacts.
+fn render_tail(o: &mut String, p: &Paint, v: &AttemptView) {
+    use std::fmt::Write as _;
     if let Some(calls) = &v.harness_tool_calls {
         let _ = writeln!(o, "\n{} ({})", p.bold("harness tool calls"), calls.len());
         for t in calls {
@@ -1116,7 +1157,6 @@ pub fn render_text(v: &AttemptView, colour: bool) -> String {
         v.wire_log_artifacts,
         v.calls.len()
     );
-    o
 }
 
 /// The rounds section of the text view: a line per round (status, why it failed, how its

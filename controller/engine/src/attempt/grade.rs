@@ -189,28 +189,7 @@ pub(crate) async fn run_grader_container(
     let run_dir = sibling(&out, "run");
     let copy_dir = sibling(&out, "capture");
     prepare_capture(&run_dir, &g.capture_files, ids).map_err(|e| host("capture", e))?;
-    let inputs = match &g.run_inputs {
-        None => None,
-        Some(rel) => {
-            let p = if rel == "." {
-                hidden.clone()
-            } else {
-                hidden.join(rel)
-            };
-            match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.is_dir() => Some(p),
-                _ => {
-                    return Err(EngineFault {
-                        code: FaultCode::ControllerError,
-                        detail: format!(
-                            "the grader's run_inputs {rel:?}: {} is not a directory",
-                            p.display()
-                        ),
-                    });
-                }
-            }
-        }
-    };
+    let inputs = run_inputs_dir(&g.run_inputs, &hidden)?;
     let mut run_facts = facts.clone();
     run_facts.attempt = format!("{}-run", facts.attempt);
     let run_mounts = RoleMounts::GraderRun {
@@ -242,6 +221,34 @@ pub(crate) async fn run_grader_container(
     end.logs = logs;
     end.elapsed += run_end.elapsed;
     Ok(end)
+}
+
+/// The run stage's public inputs: `run_inputs` (relative to the hidden files, `.` for all of
+/// them) when it names a directory; anything else is the controller's fault, named.
+fn run_inputs_dir(
+    run_inputs: &Option<String>,
+    hidden: &std::path::Path,
+) -> Result<Option<std::path::PathBuf>, EngineFault> {
+    match run_inputs {
+        None => Ok(None),
+        Some(rel) => {
+            let p = if rel == "." {
+                hidden.to_path_buf()
+            } else {
+                hidden.join(rel)
+            };
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => Ok(Some(p)),
+                _ => Err(EngineFault {
+                    code: FaultCode::ControllerError,
+                    detail: format!(
+                        "the grader's run_inputs {rel:?}: {} is not a directory",
+                        p.display()
+                    ),
+                }),
+            }
+        }
+    }
 }
 
 /// The most bytes, entries and directory levels eval reads back from a run stage's capture.

@@ -177,6 +177,38 @@ fn abs(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
+/// A multi-round task needs every arm it runs on to say how its harness continues: checked at
+/// setup, so no attempt of such an arm starts without it.
+fn arms_continue_rounds(
+    loaded: &Loaded,
+    arms: &BTreeMap<String, Arc<ArmImage>>,
+) -> Result<(), SetupError> {
+    for suite in &loaded.matrix.suites {
+        let multi = loaded
+            .tasks
+            .iter()
+            .find(|t| t.suite == suite.id && t.spec.is_multi_round());
+        for arm in suite.arms.iter().filter_map(|a| arms.get(a)) {
+            if let Some(t) = multi
+                && arm.def.def.harness.continue_command.is_none()
+            {
+                return Err(SetupError::Definition {
+                    path: arm.def.path.display().to_string(),
+                    source: Box::new(eval_runtimes::definition::DefinitionError::Invalid {
+                        path: arm.def.path.display().to_string(),
+                        field: "harness.continue_command".into(),
+                        detail: format!(
+                            "absent, but task {}/{} has rounds: the runtime must say how its harness continues the session",
+                            t.suite, t.id
+                        ),
+                    }),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 impl DockerExecutor {
     pub fn new(
         loaded: &Loaded,
@@ -195,30 +227,7 @@ impl DockerExecutor {
             .iter()
             .map(|t| ((t.suite.clone(), t.id.clone()), t.clone()))
             .collect();
-        // A multi-round task needs every arm it runs on to say how its harness continues.
-        for suite in &loaded.matrix.suites {
-            let multi = loaded
-                .tasks
-                .iter()
-                .find(|t| t.suite == suite.id && t.spec.is_multi_round());
-            for arm in suite.arms.iter().filter_map(|a| arms.get(a)) {
-                if let Some(t) = multi
-                    && arm.def.def.harness.continue_command.is_none()
-                {
-                    return Err(SetupError::Definition {
-                        path: arm.def.path.display().to_string(),
-                        source: Box::new(eval_runtimes::definition::DefinitionError::Invalid {
-                            path: arm.def.path.display().to_string(),
-                            field: "harness.continue_command".into(),
-                            detail: format!(
-                                "absent, but task {}/{} has rounds: the runtime must say how its harness continues the session",
-                                t.suite, t.id
-                            ),
-                        }),
-                    });
-                }
-            }
-        }
+        arms_continue_rounds(loaded, &arms)?;
         let agent_contract = p.models.get("agent").ok_or(SetupError::NoAgentModel)?;
         let shim = eval_runtimes::static_bins::locate(eval_runtimes::static_bins::SHIM)
             .map_err(SetupError::from)?;
@@ -391,6 +400,8 @@ impl DockerExecutor {
         report
     }
 
+    /// The attempt once its image is checked: preparation, control plane, the agent's container
+    /// (beside its rounds), the ledger closed, then the observations, grading and verdict.
     async fn run_in(
         &self,
         spec: &AttemptSpec,
@@ -401,18 +412,9 @@ impl DockerExecutor {
         t0: std::time::Instant,
     ) -> AttemptReport {
         let def = &arm.def.def;
-        // The image's own configuration decides the user (hence who owns the workspace), the
-        // environment, the working directory and, unless the definition names one, the command.
-        let image_config = match self.rt.inspect_image(image).await {
-            Ok(c) => c,
-            Err(e) => {
-                let f = container::engine_fault(&e);
-                return AttemptReport::infra(f.code, f.detail);
-            }
-        };
-        let ids = match eval_runtimes::policy::effective_user(def, &image_config) {
-            Ok(ids) => ids,
-            Err(e) => return AttemptReport::infra(FaultCode::ControllerError, e.to_string()),
+        let (image_config, ids) = match self.image_user(def, image).await {
+            Ok(found) => found,
+            Err(report) => return report,
         };
         let with_state = def.metrics_root == eval_runtimes::definition::MetricsRoot::State;
         let limits = Some(disk::DiskLimits::of(&def.limits));
@@ -432,44 +434,24 @@ impl DockerExecutor {
             return *report;
         }
         let mut rounds = rounds::Rounds::default();
-        let round_ends = if task.spec.is_multi_round() {
-            match self
-                .begin_rounds(spec, task, dir, &mut p, &ctl, &mut rounds)
-                .await
-            {
-                Ok(rx) => Some(rx),
-                Err(report) => {
-                    self.control.remove(&spec.attempt);
-                    return *report;
-                }
-            }
-        } else {
-            None
+        let round_ends = match self
+            .start_rounds(spec, task, dir, &mut p, &ctl, &mut rounds)
+            .await
+        {
+            Ok(rx) => rx,
+            Err(report) => return *report,
         };
         let before_agent = std::time::Instant::now();
-        let (ran, agent_seconds) = match round_ends {
-            None => {
-                self.run_agent(spec, cancel, (def, &image_config), task, image, &p)
-                    .await
-            }
-            Some(rx) => {
-                // The container and its rounds side by side: the loop serves each round's end
-                // until the container has ended.
-                let done = CancellationToken::new();
-                let agent = async {
-                    let r = self
-                        .run_agent(spec, cancel, (def, &image_config), task, image, &p)
-                        .await;
-                    done.cancel();
-                    r
-                };
-                let (r, ()) = tokio::join!(
-                    agent,
-                    self.round_loop(spec, task, &p, rx, done.clone(), &mut rounds)
-                );
-                r
-            }
-        };
+        let (ran, agent_seconds) = self
+            .run_agent_beside_rounds(
+                spec,
+                cancel,
+                (def, &image_config),
+                (task, image, &p),
+                round_ends,
+                &mut rounds,
+            )
+            .await;
         let started = match &ran {
             Ok(Some(end)) => end.started,
             // Cancelled, or failed around create or start: `run_agent` timed all of it.
@@ -510,28 +492,137 @@ impl DockerExecutor {
                 .await;
         }
         if classify(&seen.obs).outcome != eval_core::outcome::Outcome::InfraFault {
-            if task
-                .spec
-                .oracle
-                .as_ref()
-                .is_some_and(|o| o.grader_reads_record)
-            {
-                // Written after the agent's container is gone, beside (never in) its
-                // workspace: the agent cannot see or shape it beyond its questions.
-                match write_oracle_record(dir, &ctl.oracle_record()) {
-                    Ok(d) => p.oracle_record = Some(d),
-                    Err(e) => {
-                        seen.obs.host_io = Some(classify::HostIo::of("the oracle record", &e))
-                    }
-                }
-            }
-            self.after_agent(spec, task, def, &p, &mut seen, &mut report)
-                .await;
-            // The oracle metrics are the controller's own observation of the questions, whatever
-            // the grader made of the workspace; they win over a grader's metric of the name.
-            report.metrics.extend(ctl.oracle_metrics());
+            self.grade_attempt(
+                spec,
+                (task, def),
+                (dir, &ctl),
+                &mut p,
+                &mut seen,
+                &mut report,
+            )
+            .await;
         }
         self.conclude(spec, seen, report).await
+    }
+
+    /// The image's own configuration, which decides the user (hence who owns the workspace), the
+    /// environment, the working directory and, unless the definition names one, the command;
+    /// and the user the agent runs as. An error is the attempt's infra fault.
+    async fn image_user(
+        &self,
+        def: &RuntimeDef,
+        image: &ImageId,
+    ) -> Result<(eval_runtimes::ImageConfig, (u32, u32)), AttemptReport> {
+        let image_config = match self.rt.inspect_image(image).await {
+            Ok(c) => c,
+            Err(e) => {
+                let f = container::engine_fault(&e);
+                return Err(AttemptReport::infra(f.code, f.detail));
+            }
+        };
+        let ids = match eval_runtimes::policy::effective_user(def, &image_config) {
+            Ok(ids) => ids,
+            Err(e) => {
+                return Err(AttemptReport::infra(
+                    FaultCode::ControllerError,
+                    e.to_string(),
+                ));
+            }
+        };
+        Ok((image_config, ids))
+    }
+
+    /// A multi-round task's first round set up: the receiver of its rounds' ends (`None` for a
+    /// single-round task). On failure the attempt's control plane is removed, as a failed
+    /// registration removes it.
+    async fn start_rounds(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        dir: &Path,
+        p: &mut Prepared,
+        ctl: &AttemptControl,
+        rounds: &mut rounds::Rounds,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<rounds::RoundEnd>>, Box<AttemptReport>> {
+        if !task.spec.is_multi_round() {
+            return Ok(None);
+        }
+        match self.begin_rounds(spec, task, dir, p, ctl, rounds).await {
+            Ok(rx) => Ok(Some(rx)),
+            Err(report) => {
+                self.control.remove(&spec.attempt);
+                Err(report)
+            }
+        }
+    }
+
+    /// The agent's container, and for a multi-round task the loop that serves each round's end
+    /// beside it until the container has ended. Returns what `run_agent` returns.
+    async fn run_agent_beside_rounds(
+        &self,
+        spec: &AttemptSpec,
+        cancel: &CancellationToken,
+        (def, image_config): (&RuntimeDef, &eval_runtimes::ImageConfig),
+        (task, image, p): (&TaskBundle, &ImageId, &Prepared),
+        round_ends: Option<tokio::sync::mpsc::Receiver<rounds::RoundEnd>>,
+        rounds: &mut rounds::Rounds,
+    ) -> (
+        Result<Option<eval_runtimes::RunEnd>, eval_runtimes::RuntimeError>,
+        f64,
+    ) {
+        match round_ends {
+            None => {
+                self.run_agent(spec, cancel, (def, image_config), task, image, p)
+                    .await
+            }
+            Some(rx) => {
+                // The container and its rounds side by side: the loop serves each round's end
+                // until the container has ended.
+                let done = CancellationToken::new();
+                let agent = async {
+                    let r = self
+                        .run_agent(spec, cancel, (def, image_config), task, image, p)
+                        .await;
+                    done.cancel();
+                    r
+                };
+                let (r, ()) = tokio::join!(
+                    agent,
+                    self.round_loop(spec, task, p, rx, done.clone(), rounds)
+                );
+                r
+            }
+        }
+    }
+
+    /// An attempt whose agent ended without an infra fault: the oracle record written when the
+    /// grader reads it, the grader run, and the oracle's metrics added.
+    async fn grade_attempt(
+        &self,
+        spec: &AttemptSpec,
+        (task, def): (&TaskBundle, &RuntimeDef),
+        (dir, ctl): (&Path, &AttemptControl),
+        p: &mut Prepared,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        if task
+            .spec
+            .oracle
+            .as_ref()
+            .is_some_and(|o| o.grader_reads_record)
+        {
+            // Written after the agent's container is gone, beside (never in) its
+            // workspace: the agent cannot see or shape it beyond its questions.
+            match write_oracle_record(dir, &ctl.oracle_record()) {
+                Ok(d) => p.oracle_record = Some(d),
+                Err(e) => seen.obs.host_io = Some(classify::HostIo::of("the oracle record", &e)),
+            }
+        }
+        self.after_agent(spec, task, def, p, seen, report).await;
+        // The oracle metrics are the controller's own observation of the questions, whatever
+        // the grader made of the workspace; they win over a grader's metric of the name.
+        report.metrics.extend(ctl.oracle_metrics());
     }
 
     /// A multi-round attempt after its container: the open round finished, the unreached ones

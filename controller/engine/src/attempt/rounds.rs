@@ -340,46 +340,12 @@ impl DockerExecutor {
         let (turns0, tokens0) = rounds.meter_mark;
         rounds.meter_mark = (turns, tokens);
         let round_tokens = tokens.saturating_sub(tokens0);
-        // The snapshot: the workspace as the round left it.
-        let (store, ws) = (self.store.clone(), p.workspace.clone());
-        let snap = super::off_runtime(move || {
-            let mut seen = Seen::default();
-            let mut report = AttemptReport::default();
-            super::archive::archive(&store, &ws, &mut seen, &mut report);
-            (seen, report.artifacts.workspace)
-        })
-        .await;
-        let snapshot = match snap {
-            Ok((s, d)) => {
-                merge_seen(&mut rounds.seen, s, k);
-                d
-            }
-            Err(why) => {
-                rounds.recording_failure.get_or_insert(why);
-                None
-            }
-        };
+        let snapshot = self.snapshot_round(p, k, rounds).await;
         let out = p.out.with_file_name(format!("out-round-{k}"));
         let mut seen = Seen::default();
         let mut report = AttemptReport::default();
-        match std::fs::create_dir(&out) {
-            Ok(()) => {
-                let target = GradeTarget {
-                    hidden: p.task_dir.join(eval_protocols::task::round_hidden(k)),
-                    out: out.clone(),
-                    label: format!("grade-round-{k}"),
-                };
-                self.grade_with(spec, task, p, &target, &mut seen, &mut report)
-                    .await;
-            }
-            Err(e) => {
-                seen.obs.host_io = Some(super::classify::HostIo::of(
-                    format!("round {k}'s grader output directory"),
-                    &e,
-                ));
-                seen.obs.graded = Graded::NotRun;
-            }
-        }
+        self.grade_round(spec, task, p, k, &out, &mut seen, &mut report)
+            .await;
         rounds.container_seconds += report.container_seconds;
         let tests = round_tests(k as u32, &out);
         let test_output = tests
@@ -396,22 +362,7 @@ impl DockerExecutor {
             Graded::Unscorable(w) => ("unscorable", Some(w.clone())),
             Graded::NotRun => ("not_run", None),
         };
-        let mut failures = Vec::new();
-        if harness.timed_out {
-            failures.push("timed_out".to_owned());
-        } else if harness.exit != Some(0) {
-            failures.push("exit".to_owned());
-        }
-        if let Some(max) = task.spec.rounds.get(k - 1).and_then(|r| r.max_tokens)
-            && round_tokens > max
-        {
-            failures.push("over_budget".to_owned());
-        }
-        match graded {
-            "unscorable" => failures.push("unscorable".to_owned()),
-            "not_run" => failures.push("grader_not_run".to_owned()),
-            _ => {}
-        }
+        let failures = round_failures(&harness, task, k, round_tokens, graded);
         let grader_engine = seen.obs.grader_engine.take();
         let detail = detail.or_else(|| grader_engine.as_ref().map(|e| e.detail.clone()));
         if let Some(e) = grader_engine {
@@ -451,6 +402,62 @@ impl DockerExecutor {
             .await;
         rounds.finished.push(payload);
         failed
+    }
+
+    /// Round `k`'s snapshot: the workspace as the round left it, archived off the runtime. Its
+    /// observations join the rounds'; a failure to archive is the attempt's recording failure.
+    async fn snapshot_round(&self, p: &Prepared, k: usize, rounds: &mut Rounds) -> Option<String> {
+        // The snapshot: the workspace as the round left it.
+        let (store, ws) = (self.store.clone(), p.workspace.clone());
+        let snap = super::off_runtime(move || {
+            let mut seen = Seen::default();
+            let mut report = AttemptReport::default();
+            super::archive::archive(&store, &ws, &mut seen, &mut report);
+            (seen, report.artifacts.workspace)
+        })
+        .await;
+        match snap {
+            Ok((s, d)) => {
+                merge_seen(&mut rounds.seen, s, k);
+                d
+            }
+            Err(why) => {
+                rounds.recording_failure.get_or_insert(why);
+                None
+            }
+        }
+    }
+
+    /// Round `k` graded with its own hidden files into `out` (created here); a directory that
+    /// cannot be created leaves the round ungraded, named.
+    #[allow(clippy::too_many_arguments)]
+    async fn grade_round(
+        &self,
+        spec: &AttemptSpec,
+        task: &TaskBundle,
+        p: &Prepared,
+        k: usize,
+        out: &Path,
+        seen: &mut Seen,
+        report: &mut AttemptReport,
+    ) {
+        match std::fs::create_dir(out) {
+            Ok(()) => {
+                let target = GradeTarget {
+                    hidden: p.task_dir.join(eval_protocols::task::round_hidden(k)),
+                    out: out.to_path_buf(),
+                    label: format!("grade-round-{k}"),
+                };
+                self.grade_with(spec, task, p, &target, seen, report).await;
+            }
+            Err(e) => {
+                seen.obs.host_io = Some(super::classify::HostIo::of(
+                    format!("round {k}'s grader output directory"),
+                    &e,
+                ));
+                seen.obs.graded = Graded::NotRun;
+            }
+        }
     }
 
     /// After the container: the round still open is finished from how the container ended (the
@@ -524,6 +531,34 @@ fn merge_seen(into: &mut Seen, from: Seen, k: usize) {
     if into.obs.over_budget.is_none() {
         into.obs.over_budget = o.over_budget;
     }
+}
+
+/// Why round `k` failed, in the order `round_finished` lists them: the harness (timed out, or a
+/// non-zero exit), the round's token budget, then the grading (`graded` as recorded).
+fn round_failures(
+    harness: &RoundHarness,
+    task: &TaskBundle,
+    k: usize,
+    round_tokens: u64,
+    graded: &str,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if harness.timed_out {
+        failures.push("timed_out".to_owned());
+    } else if harness.exit != Some(0) {
+        failures.push("exit".to_owned());
+    }
+    if let Some(max) = task.spec.rounds.get(k - 1).and_then(|r| r.max_tokens)
+        && round_tokens > max
+    {
+        failures.push("over_budget".to_owned());
+    }
+    match graded {
+        "unscorable" => failures.push("unscorable".to_owned()),
+        "not_run" => failures.push("grader_not_run".to_owned()),
+        _ => {}
+    }
+    failures
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use eval_evidence::gates::{RuleResult, Verdict};
 use eval_evidence::ledger::Digest;
 use eval_evidence::report::build::{SuiteReport, verdict_text};
 use eval_evidence::report::{AttemptData, Report, RunData};
+use eval_runlog::events;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -663,6 +664,8 @@ impl<'a> Site<'a> {
 
     // ----- one attempt -----
 
+    /// One attempt's page and its card: the facts table, metrics, rounds, calls, conversation,
+    /// questions, grader, artifacts, notes and attestation, in that order.
     fn attempt_page(&self, a: &AttemptData, id: &str) -> Result<(String, Card), SiteError> {
         let root = "../";
         let empty = AttemptDetail::default();
@@ -680,7 +683,59 @@ impl<'a> Site<'a> {
             esc(id),
             outcome_span(a.outcome)
         );
-        let mut facts: Vec<(&str, String)> = vec![
+        let facts = self.attempt_facts(a, d, outcome, root);
+        let _ = writeln!(o, "<table id=\"facts\">");
+        for (k, v) in &facts {
+            let _ = writeln!(o, "<tr><th>{}</th><td>{v}</td></tr>", esc(k));
+        }
+        let _ = writeln!(o, "</table>");
+        if !a.metrics.is_empty() {
+            let _ = writeln!(o, "<h2 id=\"metrics\">Metrics</h2><table>");
+            for (k, v) in &a.metrics {
+                let _ = writeln!(o, "<tr><th>{}</th><td>{}</td></tr>", esc(k), num(*v));
+            }
+            let _ = writeln!(o, "</table>");
+        }
+        rounds_table(&mut o, d, |digest| self.artifact_size(digest));
+        self.calls_section(&mut o, d);
+        let artifacts = outcome.map(|o| &o.artifacts);
+        let transcript = self.read_text(
+            id,
+            "transcript",
+            artifacts.and_then(|x| x.transcript.as_deref()),
+        )?;
+        let views = self.call_views(id, d)?;
+        conversation_section(&mut o, d, &views, transcript.as_ref());
+        clarifications_section(&mut o, d);
+        let grader = self.read_text(
+            id,
+            "grader_output",
+            artifacts.and_then(|x| x.grader_output.as_deref()),
+        )?;
+        card.checks = grader_section(&mut o, grader.as_ref());
+        self.artifacts_section(&mut o, id, artifacts)?;
+        notes_section(&mut o, d);
+        attestation_section(&mut o, d);
+        let crumbs = [
+            (
+                format!("index.html#suite-{}", safe_name(&a.suite)),
+                format!("suite {}", a.suite),
+            ),
+            (task_href(&a.suite, &a.task), format!("task {}", a.task)),
+        ];
+        Ok((page(&format!("eval: {id}"), root, &crumbs, &o), card))
+    }
+
+    /// The attempt's facts table, row by row: where it sits, its outcome and the ledger's
+    /// account of its times, model use and oracle calls.
+    fn attempt_facts(
+        &self,
+        a: &AttemptData,
+        d: &AttemptDetail,
+        outcome: Option<&events::AttemptOutcome>,
+        root: &str,
+    ) -> Vec<(&'static str, String)> {
+        let mut facts: Vec<(&'static str, String)> = vec![
             ("phase", esc(phase_text(a.phase))),
             (
                 "suite / task / arm",
@@ -723,37 +778,7 @@ impl<'a> Site<'a> {
             ));
         }
         if let Some(o) = outcome {
-            if let Some(x) = &o.detail {
-                facts.push(("detail", esc(x)));
-            }
-            if o.closed_by_controller {
-                facts.push((
-                    "closed by",
-                    "the controller (the attempt did not end by itself)".into(),
-                ));
-            }
-            if let Some(i) = &o.image {
-                facts.push(("image", format!("<code>{}</code>", esc(i))));
-            }
-            facts.push((
-                "timings",
-                format!(
-                    "agent {} s, preparation {} s, inside containers {} s",
-                    num(o.duration_seconds),
-                    num(o.prepare_seconds),
-                    num(o.container_seconds)
-                ),
-            ));
-            if let Some(acc) = &o.accounting {
-                facts.push(("accounting", esc(acc)));
-            }
-            if let Some(h) = &o.harness {
-                facts.push((
-                    "harness's own account",
-                    format!("{} turns, {} tokens", h.model_turns, h.total_tokens),
-                ));
-            }
-            facts.push(("finished at", esc(&o.finished_at)));
+            outcome_facts(&mut facts, o);
         }
         if let Some((seq, s)) = &d.started {
             facts.push((
@@ -784,47 +809,17 @@ impl<'a> Site<'a> {
         if a.oracle_calls > 0 {
             facts.push(("oracle calls", a.oracle_calls.to_string()));
         }
-        let _ = writeln!(o, "<table id=\"facts\">");
-        for (k, v) in &facts {
-            let _ = writeln!(o, "<tr><th>{}</th><td>{v}</td></tr>", esc(k));
-        }
-        let _ = writeln!(o, "</table>");
-        if !a.metrics.is_empty() {
-            let _ = writeln!(o, "<h2 id=\"metrics\">Metrics</h2><table>");
-            for (k, v) in &a.metrics {
-                let _ = writeln!(o, "<tr><th>{}</th><td>{}</td></tr>", esc(k), num(*v));
-            }
-            let _ = writeln!(o, "</table>");
-        }
-        rounds_table(&mut o, d, |digest| self.artifact_size(digest));
-        self.calls_section(&mut o, d);
-        let artifacts = outcome.map(|o| &o.artifacts);
-        let transcript = self.read_text(
-            id,
-            "transcript",
-            artifacts.and_then(|x| x.transcript.as_deref()),
-        )?;
-        let views = self.call_views(id, d)?;
-        conversation_section(&mut o, d, &views, transcript.as_ref());
-        if !d.clarifications.is_empty() {
-            let _ = writeln!(o, "<h2 id=\"clarifications\">Clarifying questions</h2>");
-            for c in &d.clarifications {
-                let _ = writeln!(
-                    o,
-                    "<div class=\"msg user\"><strong>Question {}</strong><pre>{}</pre></div><div class=\"msg assistant\"><strong>Answer ({})</strong><pre>{}</pre></div>",
-                    c.index,
-                    esc(&c.question),
-                    esc(&c.source),
-                    esc(c.answer.as_deref().unwrap_or("(refused)"))
-                );
-            }
-        }
-        let grader = self.read_text(
-            id,
-            "grader_output",
-            artifacts.and_then(|x| x.grader_output.as_deref()),
-        )?;
-        card.checks = grader_section(&mut o, grader.as_ref());
+        facts
+    }
+
+    /// The artifacts section: the outcome's artifacts with their digests and sizes, then the
+    /// logs' and agent metrics' text, each clipped as `read_text` reads it.
+    fn artifacts_section(
+        &self,
+        o: &mut String,
+        id: &str,
+        artifacts: Option<&events::ArtifactDigests>,
+    ) -> Result<(), SiteError> {
         let _ = writeln!(o, "<h2 id=\"artifacts\">Artifacts</h2>");
         match artifacts {
             None => {
@@ -875,51 +870,7 @@ impl<'a> Site<'a> {
                 }
             }
         }
-        if !d.notes.is_empty() || !d.agent_events.is_empty() {
-            let _ = writeln!(o, "<h2 id=\"notes\">Notes and refused requests</h2><ul>");
-            for n in &d.notes {
-                let _ = writeln!(o, "<li>{}</li>", esc(n));
-            }
-            for e in &d.agent_events {
-                let _ = writeln!(
-                    o,
-                    "<li>refused <code>{}</code>{}: {} bytes, <code>{}</code></li>",
-                    esc(&e.event),
-                    e.reason
-                        .as_ref()
-                        .map(|r| format!(" ({})", esc(r)))
-                        .unwrap_or_default(),
-                    e.len,
-                    esc(&e.body_sha256)
-                );
-            }
-            let _ = writeln!(o, "</ul>");
-        }
-        if let Some(at) = &d.attestation {
-            let _ = writeln!(
-                o,
-                "<h2 id=\"attestation\">Attestation</h2><p>{} image <code>{}</code>{}</p>",
-                if at.ok {
-                    "verified:"
-                } else {
-                    "<strong class=\"fail\">not verified</strong>:"
-                },
-                esc(&at.image),
-                if at.problems.is_empty() {
-                    String::new()
-                } else {
-                    format!(" — {}", esc(&at.problems.join("; ")))
-                }
-            );
-        }
-        let crumbs = [
-            (
-                format!("index.html#suite-{}", safe_name(&a.suite)),
-                format!("suite {}", a.suite),
-            ),
-            (task_href(&a.suite, &a.task), format!("task {}", a.task)),
-        ];
-        Ok((page(&format!("eval: {id}"), root, &crumbs, &o), card))
+        Ok(())
     }
 
     fn calls_section(&self, o: &mut String, d: &AttemptDetail) {
@@ -1579,4 +1530,102 @@ fn put(dir: &Path, rel: &str, bytes: &[u8], sum: &mut SiteSummary) -> Result<(),
         .map_err(|source| SiteError::Write { path, source })?;
     sum.bytes += bytes.len() as u64;
     Ok(())
+}
+
+/// The facts rows of an attempt's recorded outcome: its detail, whether the controller closed
+/// it, its image, timings, accounting, the harness's own account and when it finished.
+fn outcome_facts(facts: &mut Vec<(&'static str, String)>, o: &events::AttemptOutcome) {
+    if let Some(x) = &o.detail {
+        facts.push(("detail", esc(x)));
+    }
+    if o.closed_by_controller {
+        facts.push((
+            "closed by",
+            "the controller (the attempt did not end by itself)".into(),
+        ));
+    }
+    if let Some(i) = &o.image {
+        facts.push(("image", format!("<code>{}</code>", esc(i))));
+    }
+    facts.push((
+        "timings",
+        format!(
+            "agent {} s, preparation {} s, inside containers {} s",
+            num(o.duration_seconds),
+            num(o.prepare_seconds),
+            num(o.container_seconds)
+        ),
+    ));
+    if let Some(acc) = &o.accounting {
+        facts.push(("accounting", esc(acc)));
+    }
+    if let Some(h) = &o.harness {
+        facts.push((
+            "harness's own account",
+            format!("{} turns, {} tokens", h.model_turns, h.total_tokens),
+        ));
+    }
+    facts.push(("finished at", esc(&o.finished_at)));
+}
+
+/// The clarifying questions and their answers, when the attempt asked any.
+fn clarifications_section(o: &mut String, d: &AttemptDetail) {
+    if !d.clarifications.is_empty() {
+        let _ = writeln!(o, "<h2 id=\"clarifications\">Clarifying questions</h2>");
+        for c in &d.clarifications {
+            let _ = writeln!(
+                o,
+                "<div class=\"msg user\"><strong>Question {}</strong><pre>{}</pre></div><div class=\"msg assistant\"><strong>Answer ({})</strong><pre>{}</pre></div>",
+                c.index,
+                esc(&c.question),
+                esc(&c.source),
+                esc(c.answer.as_deref().unwrap_or("(refused)"))
+            );
+        }
+    }
+}
+
+/// The notes and refused requests of an attempt, when it has any.
+fn notes_section(o: &mut String, d: &AttemptDetail) {
+    if !d.notes.is_empty() || !d.agent_events.is_empty() {
+        let _ = writeln!(o, "<h2 id=\"notes\">Notes and refused requests</h2><ul>");
+        for n in &d.notes {
+            let _ = writeln!(o, "<li>{}</li>", esc(n));
+        }
+        for e in &d.agent_events {
+            let _ = writeln!(
+                o,
+                "<li>refused <code>{}</code>{}: {} bytes, <code>{}</code></li>",
+                esc(&e.event),
+                e.reason
+                    .as_ref()
+                    .map(|r| format!(" ({})", esc(r)))
+                    .unwrap_or_default(),
+                e.len,
+                esc(&e.body_sha256)
+            );
+        }
+        let _ = writeln!(o, "</ul>");
+    }
+}
+
+/// Whether the attempt's image was attested, when the ledger has an attestation.
+fn attestation_section(o: &mut String, d: &AttemptDetail) {
+    if let Some(at) = &d.attestation {
+        let _ = writeln!(
+            o,
+            "<h2 id=\"attestation\">Attestation</h2><p>{} image <code>{}</code>{}</p>",
+            if at.ok {
+                "verified:"
+            } else {
+                "<strong class=\"fail\">not verified</strong>:"
+            },
+            esc(&at.image),
+            if at.problems.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", esc(&at.problems.join("; ")))
+            }
+        );
+    }
 }
