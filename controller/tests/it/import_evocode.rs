@@ -239,7 +239,10 @@ fn a_harbor_multi_step_task_becomes_a_multi_round_protocol_that_plans() {
     );
     assert!(!arms.join(format!("native/{PACKAGE}")).exists());
     // eval's support plugin beside the dsh runtime (its `[[arm.file]]`).
-    assert!(proj.join("runtimes/dsh/eval-support/index.js").is_file());
+    assert!(
+        proj.join("runtimes/dsh-poly/eval-support/index.js")
+            .is_file()
+    );
     let grader =
         std::fs::read_to_string(proj.join("runtimes/v04-evocode-grader/runtime.toml")).unwrap();
     assert!(grader.contains("\"/usr/local/bin\""), "{grader}");
@@ -335,7 +338,7 @@ fn freeze_of_the_imported_evocode_protocol_exits_0() {
         })
     };
     let (dsh, grader) = (
-        var("EVAL_TEST_DSH_IMAGE"),
+        var("EVAL_TEST_DSH_POLY_IMAGE"),
         var("EVAL_TEST_V04_GRADER_IMAGE"),
     );
     let tmp = tempfile::tempdir().unwrap();

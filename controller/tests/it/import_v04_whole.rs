@@ -139,7 +139,7 @@ fn import_v04(i: &Inputs, records: &Path, extra: &[&str]) -> std::process::Outpu
 fn fake_images() -> Vec<String> {
     vec![
         "--image".into(),
-        format!("dsh={}", fake('d')),
+        format!("dsh-poly={}", fake('d')),
         "--image".into(),
         format!("v04-grader={}", fake('e')),
         "--image".into(),
@@ -284,7 +284,7 @@ fn images_come_from_build_records_and_a_missing_one_names_its_build_script() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let msg = text(&o);
     assert!(
-        msg.contains("image \"dsh\"") && msg.contains("runtimes/images/dsh/build.sh"),
+        msg.contains("image \"dsh-poly\"") && msg.contains("runtimes/images/dsh-poly/build.sh"),
         "{msg}"
     );
     assert!(!i.project.join("protocols").exists(), "nothing is written");
@@ -304,10 +304,10 @@ fn images_come_from_build_records_and_a_missing_one_names_its_build_script() {
             .unwrap();
     };
     // Written last but older: the record's time decides, not the listing's order.
-    record("dsh", "new", &fake('d'));
-    record("dsh", "old", &fake('1'));
-    age("dsh", "new", 2_000_000_000);
-    age("dsh", "old", 1_000_000_000);
+    record("dsh-poly", "new", &fake('d'));
+    record("dsh-poly", "old", &fake('1'));
+    age("dsh-poly", "new", 2_000_000_000);
+    age("dsh-poly", "old", 1_000_000_000);
     record("v04-grader", "x", &fake('e'));
     let o = import_v04(&i, &records, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -335,7 +335,7 @@ fn images_come_from_build_records_and_a_missing_one_names_its_build_script() {
 
     let o = import_v04(&i, &records, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let rt = std::fs::read_to_string(i.project.join("runtimes/dsh/runtime.toml")).unwrap();
+    let rt = std::fs::read_to_string(i.project.join("runtimes/dsh-poly/runtime.toml")).unwrap();
     assert!(rt.contains(&fake('d')) && !rt.contains(&fake('1')), "{rt}");
 }
 
@@ -374,7 +374,7 @@ fn freeze_of_the_whole_v04_exits_0() {
     );
     let mut images = Vec::new();
     for (name, var) in [
-        ("dsh", "EVAL_TEST_DSH_IMAGE"),
+        ("dsh-poly", "EVAL_TEST_DSH_POLY_IMAGE"),
         ("v04-grader", "EVAL_TEST_V04_GRADER_IMAGE"),
         ("evocode-go", "EVAL_TEST_EVOCODE_GO_IMAGE"),
     ] {
@@ -521,5 +521,41 @@ fn the_one_line_cheat_is_refused_by_default() {
             .iter()
             .any(|c| c["arm"] == "oracle" && c["task"] == "simple-js-clamp" && c["ok"] == true),
         "{cells:?}"
+    );
+}
+
+/// Every arm of the composed protocol runs on the agent runtime with every toolchain
+/// (`runtimes/dsh/poly.toml`, written as `runtimes/dsh-poly/runtime.toml` on the `dsh-poly`
+/// image), whatever its suite's languages, and ICAE is graded on that same image.
+#[test]
+fn every_v04_arm_runs_on_the_toolchain_runtime_and_icae_is_graded_on_its_image() {
+    let i = inputs();
+    let images = fake_images();
+    let extra: Vec<&str> = images.iter().map(String::as_str).collect();
+    let o = import_v04(&i, &i.root.join("no-records"), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p: toml::Table =
+        std::fs::read_to_string(i.project.join("protocols/v0.4-real/protocol.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    let arms = p["arms"].as_array().unwrap();
+    assert_eq!(arms.len(), 7);
+    for arm in arms {
+        assert_eq!(
+            arm["runtime"].as_str(),
+            Some("runtimes/dsh-poly/runtime.toml"),
+            "{arm:?}"
+        );
+    }
+    let rt = std::fs::read_to_string(i.project.join("runtimes/dsh-poly/runtime.toml")).unwrap();
+    assert!(rt.contains("name = \"dsh-poly\""), "{rt}");
+    assert!(rt.contains(&format!("id = \"{}\"", fake('d'))), "{rt}");
+    assert!(!i.project.join("runtimes/dsh/runtime.toml").exists());
+    let grader =
+        std::fs::read_to_string(i.project.join("runtimes/v04-icae-grader/runtime.toml")).unwrap();
+    assert!(
+        grader.contains(&format!("id = \"{}\"", fake('d'))),
+        "{grader}"
     );
 }
