@@ -9,6 +9,7 @@
 #   EVAL_TEST_DSH_GO_IMAGE=sha256:…          (the Harness + Go 1.22; the next two likewise)
 #   EVAL_TEST_DSH_NODE_IMAGE=sha256:…
 #   EVAL_TEST_DSH_PYTHON_IMAGE=sha256:…
+#   EVAL_TEST_DSH_POLY_IMAGE=sha256:…        (the Harness + Go, Python, TypeScript: v0.4's agents)
 #   EVAL_TEST_GRADER_NODE_IMAGE=sha256:…     (grader bases: runtimes/tests/e2e/lang_images.rs)
 #   EVAL_TEST_GRADER_PYTHON_IMAGE=sha256:…
 #
@@ -35,22 +36,25 @@ var_of() {
     dsh-go) echo EVAL_TEST_DSH_GO_IMAGE ;;
     dsh-node) echo EVAL_TEST_DSH_NODE_IMAGE ;;
     dsh-python) echo EVAL_TEST_DSH_PYTHON_IMAGE ;;
+    dsh-poly) echo EVAL_TEST_DSH_POLY_IMAGE ;;
     grader-node) echo EVAL_TEST_GRADER_NODE_IMAGE ;;
     grader-python) echo EVAL_TEST_GRADER_PYTHON_IMAGE ;;
     *) return 1 ;;
   esac
 }
 
-# image name -> its build command (the per-language bases share runtimes/images/lang/build.sh)
+# image name -> its build command (the per-language bases share runtimes/images/lang/build.sh;
+# dsh-poly, every toolchain in one, has its own)
 build_of() {
   case $1 in
+    dsh-poly) echo "$root/runtimes/images/dsh-poly/build.sh" ;;
     dsh-*) echo "$root/runtimes/images/lang/build.sh agent ${1#dsh-}" ;;
     grader-*) echo "$root/runtimes/images/lang/build.sh grader ${1#grader-}" ;;
     *) echo "$root/runtimes/images/$1/build.sh" ;;
   esac
 }
 
-all="mini-swe-agent dsh v04-grader evocode-go dsh-go dsh-node dsh-python grader-node grader-python"
+all="mini-swe-agent dsh v04-grader evocode-go dsh-go dsh-node dsh-python dsh-poly grader-node grader-python"
 
 # shellcheck disable=SC2086 # a list of plain names
 [ $# -gt 0 ] || set -- $all

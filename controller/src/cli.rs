@@ -621,7 +621,8 @@ pub struct ImportV04IcaeArgs {
     /// Import only these tasks (comma-separated v0.4 ids, e.g. icae-python-01; default: all six)
     #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
     pub tasks: Vec<String>,
-    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    /// Image id of the DeepSeek Harness with the tasks' toolchains (the last line
+    /// runtimes/images/dsh-poly/build.sh prints)
     #[arg(long, value_name = "sha256:…")]
     pub dsh_image: String,
     /// Image id of the grader base: bash, python3 and the tasks' toolchains (the last line
@@ -652,7 +653,8 @@ pub struct ImportV04EvocodeArgs {
     /// the archive v0.4's three)
     #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
     pub tasks: Vec<String>,
-    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    /// Image id of the DeepSeek Harness with the tasks' toolchains (the last line
+    /// runtimes/images/dsh-poly/build.sh prints)
     #[arg(long, value_name = "sha256:…")]
     pub dsh_image: String,
     /// Image id of the Go grader base (the last line runtimes/images/evocode-go/build.sh prints)
@@ -698,7 +700,8 @@ pub struct ImportV04SimpleArgs {
     /// Import only these tasks (comma-separated ids; default: all)
     #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
     pub tasks: Vec<String>,
-    /// Image id of the DeepSeek Harness base (the last line runtimes/images/dsh/build.sh prints)
+    /// Image id of the DeepSeek Harness with the tasks' toolchains (the last line
+    /// runtimes/images/dsh-poly/build.sh prints)
     #[arg(long, value_name = "sha256:…")]
     pub dsh_image: String,
     /// Image id of the grader base (the last line runtimes/images/v04-grader/build.sh prints)

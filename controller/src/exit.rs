@@ -1089,7 +1089,7 @@ mod tests {
             (E::TaskTwice("a".into()), "--tasks: \"a\" listed twice"),
             (
                 E::BuiltinRuntime,
-                "runtimes/dsh/runtime.toml (built into eval) lacks @DSH_IMAGE_ID@",
+                "a runtime definition built into eval (runtimes/dsh/poly.toml or runtime.toml) lacks its image placeholder (@DSH_POLY_IMAGE_ID@ or @DSH_IMAGE_ID@)",
             ),
             (
                 E::Exists("matrix/m.toml".into()),

@@ -61,10 +61,34 @@ fn size_cap(file: &str) -> u64 {
     }
 }
 
-/// The dsh runtime and its shared profile rows (owned by `runtimes/dsh/`; the importer fills in the
-/// base image id and appends each arm's plugin rows).
+/// The agent runtime every importer puts its arms on (`runtimes/dsh/poly.toml`: the Harness on
+/// the image with every toolchain v0.4's tasks build with, `runtimes/images/dsh-poly/build.sh`), so
+/// an arm keeps one runtime whatever its tasks' languages; the importer fills in the image id
+/// (`--dsh-image`). The shared profile rows are `runtimes/dsh/`'s (each arm's plugin rows appended).
+const AGENT_RUNTIME: &str = include_str!("../../../runtimes/dsh/poly.toml");
+const AGENT_IMAGE_PLACEHOLDER: &str = "@DSH_POLY_IMAGE_ID@";
+/// The plain dsh runtime (Node only), for `eval import router`'s arms.
 const DSH_RUNTIME: &str = include_str!("../../../runtimes/dsh/runtime.toml");
 const DSH_IMAGE_PLACEHOLDER: &str = "@DSH_IMAGE_ID@";
+/// Where an import writes [`AGENT_RUNTIME`] in the project (its support plugin beside it).
+const AGENT_RUNTIME_PATH: &str = "runtimes/dsh-poly/runtime.toml";
+/// The toolchains of [`AGENT_RUNTIME`]'s image (name, version, command), each as
+/// `runtimes/images/dsh-poly/build.sh` installs it: what a prompt may say is installed.
+const AGENT_TOOLCHAINS: [(&str, &str, &str); 4] = [
+    ("Go", "1.22", "go"),
+    ("Python", "3.11", "python3"),
+    ("Node.js", "22.23.3", "node"),
+    ("TypeScript", "5.9.3", "tsc"),
+];
+
+/// The toolchains of the agent runtime, as a prompt states them: "Go 1.22 (`go`), …".
+fn agent_toolchains() -> String {
+    AGENT_TOOLCHAINS
+        .iter()
+        .map(|(name, version, command)| format!("{name} {version} (`{command}`)"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
 /// eval's support plugin for the Harness (`runtimes/dsh/eval-support/`), written beside every dsh
 /// runtime an import writes: the runtime's `[[arm.file]]` puts these same bytes into every arm's
@@ -122,7 +146,6 @@ const HIDDEN_WRAPPER: &str = "grade.mjs";
 const HIDDEN_HARDENED: &str = "hardened.mjs";
 const HIDDEN_TASK: &str = "task.json";
 
-const DSH_RUNTIME_PATH: &str = "runtimes/dsh/runtime.toml";
 const GRADER_RUNTIME_PATH: &str = "runtimes/v04-grader/runtime.toml";
 /// The grader's writable, executable scratch (Go's cache and test binaries); the grader base image
 /// (runtimes/images/v04-grader/build.sh) has the directory, `grade.mjs` points Go at it.
@@ -244,7 +267,9 @@ pub enum ImportError {
     #[error("--tasks: {0:?} listed twice")]
     TaskTwice(String),
     /// eval was built with a dsh runtime definition that has no place for the image id.
-    #[error("{DSH_RUNTIME_PATH} (built into eval) lacks {DSH_IMAGE_PLACEHOLDER}")]
+    #[error(
+        "a runtime definition built into eval (runtimes/dsh/poly.toml or runtime.toml) lacks its image placeholder ({AGENT_IMAGE_PLACEHOLDER} or {DSH_IMAGE_PLACEHOLDER})"
+    )]
     BuiltinRuntime,
     #[error("task {id}: {source}")]
     EncodeTask {
@@ -424,9 +449,9 @@ fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
 /// grader runtime at `grader_runtime` — are left alone when they already hold exactly these bytes.
 /// Returns how many files were written.
 fn write_all(files: &Files, grader_runtime: &str) -> Result<usize, ImportError> {
-    let support = dsh_support_files(DSH_RUNTIME_PATH);
+    let support = dsh_support_files(AGENT_RUNTIME_PATH);
     write_files(files, &|rel: &Path| {
-        rel == Path::new(DSH_RUNTIME_PATH)
+        rel == Path::new(AGENT_RUNTIME_PATH)
             || rel == Path::new(grader_runtime)
             || support.iter().any(|(p, _)| rel == Path::new(p))
     })
@@ -558,16 +583,16 @@ fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError>
             put(format!("{adir}/{pkg}"), bytes.clone());
         }
     }
-    if !DSH_RUNTIME.contains(DSH_IMAGE_PLACEHOLDER) {
+    if !AGENT_RUNTIME.contains(AGENT_IMAGE_PLACEHOLDER) {
         return Err(ImportError::BuiltinRuntime);
     }
     put(
-        DSH_RUNTIME_PATH.to_owned(),
-        DSH_RUNTIME
-            .replace(DSH_IMAGE_PLACEHOLDER, &args.dsh_image)
+        AGENT_RUNTIME_PATH.to_owned(),
+        AGENT_RUNTIME
+            .replace(AGENT_IMAGE_PLACEHOLDER, &args.dsh_image)
             .into_bytes(),
     );
-    for (rel, bytes) in dsh_support_files(DSH_RUNTIME_PATH) {
+    for (rel, bytes) in dsh_support_files(AGENT_RUNTIME_PATH) {
         put(rel, bytes);
     }
     put(
@@ -1155,7 +1180,7 @@ fn protocol_toml(
             "\n[[arms]]\nid = {}\ndescription = {}\nruntime = {}\nprofile = {}\n",
             q(a.id),
             q(a.description),
-            q(DSH_RUNTIME_PATH),
+            q(AGENT_RUNTIME_PATH),
             q(&format!("protocols/{name}/arms/{}/cordis.patch.yml", a.id)),
         ));
         if let Some(pkg) = a.package {

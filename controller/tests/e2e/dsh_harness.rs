@@ -81,24 +81,29 @@ fn skip_docker() -> bool {
 
 /// The image id from the environment; `None` (skip) only when `EVAL_SKIP_DOCKER=1` asks for it.
 pub(crate) fn image_id() -> Option<String> {
-    match std::env::var(IMAGE_ENV) {
+    image_from(IMAGE_ENV)
+}
+
+/// [`image_id`] from the variable `var` (`scripts/ensure-harness-images.sh` prints each).
+pub(crate) fn image_from(var: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(id) if !id.trim().is_empty() => {
             let id = id.trim().to_owned();
             let hex = id.strip_prefix("sha256:").unwrap_or_default();
             assert!(
                 hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
-                "{IMAGE_ENV}={id:?} is not an image id (sha256:<64 hex>); \
+                "{var}={id:?} is not an image id (sha256:<64 hex>); \
                  take it from scripts/ensure-harness-images.sh"
             );
             Some(id)
         }
         _ if skip_docker() => {
-            eprintln!("skipping: {IMAGE_ENV} is not set and EVAL_SKIP_DOCKER=1");
+            eprintln!("skipping: {var} is not set and EVAL_SKIP_DOCKER=1");
             None
         }
         _ => panic!(
-            "{IMAGE_ENV} is not set: run `export $(scripts/ensure-harness-images.sh)` first (it \
-             builds or reuses the dsh base image and prints its id), or set EVAL_SKIP_DOCKER=1 \
+            "{var} is not set: run `export $(scripts/ensure-harness-images.sh)` first (it \
+             builds or reuses the image and prints its id), or set EVAL_SKIP_DOCKER=1 \
              to skip this Docker test"
         ),
     }

@@ -2,7 +2,7 @@
 //! (docs/rounds.md, `runtimes/dsh/eval-support/runner.js`): the synthetic 3-round Go task of
 //! `import_evocode.rs` (`write_task`, the Harbor multi-step layout; round 3 changes round 1's
 //! behaviour) goes through `eval import v04-evocode` → `eval freeze` → `eval run` with the real
-//! Harness image (`EVAL_TEST_DSH_IMAGE`) against the scripted DeepSeek-faithful upstream of
+//! Harness image with its toolchains (`EVAL_TEST_DSH_POLY_IMAGE`) against the scripted DeepSeek-faithful upstream of
 //! `support/dsh.rs`, in all three of v0.4's EvoCode arms (`native`, `v0.4-contract`,
 //! `v0.4-lattice`, the last two with the real Plan Lattice 0.4.0-rc.3 package), one repetition
 //! each, then `eval report`. The grader is `EVAL_TEST_V04_GRADER_IMAGE` (Go 1.23), standing in for
@@ -26,7 +26,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
+const DSH_ENV: &str = "EVAL_TEST_DSH_POLY_IMAGE";
 const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";
 const KEY_ENV: &str = "EVAL_DSH_ROUNDS_TEST_KEY";
 const PACKAGE: &str = "dsh-plan-lattice-0.4.0-rc.3.tgz";
@@ -158,7 +158,7 @@ fn dsh_continues_one_session_across_three_rounds_in_every_evocode_arm() {
     assert_eq!(o.status.code(), Some(0), "eval import: {}", text(&o));
     // The imported runtime says how the Harness continues, so the multi-round task is not
     // refused at set-up.
-    let def = eval_runtimes::RuntimeDef::load(&dir.join("runtimes/dsh/runtime.toml")).unwrap();
+    let def = eval_runtimes::RuntimeDef::load(&dir.join("runtimes/dsh-poly/runtime.toml")).unwrap();
     assert!(def.def.harness.continue_command.is_some());
     // Few attempts: one repetition per arm, no infrastructure slots (this test is about the
     // rounds, not v0.4's schedule).

@@ -12,7 +12,7 @@
 //! upstream's tally; `eval show --json` lists each attempt's ledger calls in order, the site has
 //! the verdict and a page per attempt; `eval regrade` with v0.4's grader grades every archived
 //! workspace as the run did, beside an unchanged verdict; the key nowhere. Prints one wire summary line per arm. Needs
-//! `EVAL_TEST_DSH_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE` (`scripts/ensure-harness-images.sh`).
+//! `EVAL_TEST_DSH_POLY_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE` (`scripts/ensure-harness-images.sh`).
 
 use crate::support::dsh::*;
 use crate::support::*;
@@ -22,7 +22,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::Command;
 
-const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
+const DSH_ENV: &str = "EVAL_TEST_DSH_POLY_IMAGE";
 const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";
 const UPSTREAM_ENV: &str = "EVAL_V04_UPSTREAM";
 const KEY_ENV: &str = "EVAL_DSH_SIMPLE_TEST_KEY";

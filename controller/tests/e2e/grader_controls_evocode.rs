@@ -115,7 +115,7 @@ fn run_controls(
     let mut p = std::fs::read_to_string(&protocol).unwrap();
     assert!(p.contains("[suites.evocode.controls]"), "{p}");
     p = p.replace(
-        "runtime = \"runtimes/dsh/runtime.toml\"",
+        "runtime = \"runtimes/dsh-poly/runtime.toml\"",
         "runtime = \"runtimes/fixture/runtime.toml\"",
     );
     for arm in ["native", "v0.4-contract", "v0.4-lattice"] {

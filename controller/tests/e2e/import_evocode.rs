@@ -24,7 +24,7 @@ fn freeze_of_the_imported_evocode_protocol_exits_0() {
         })
     };
     let (dsh, grader) = (
-        var("EVAL_TEST_DSH_IMAGE"),
+        var("EVAL_TEST_DSH_POLY_IMAGE"),
         var("EVAL_TEST_V04_GRADER_IMAGE"),
     );
     let tmp = tempfile::tempdir().unwrap();

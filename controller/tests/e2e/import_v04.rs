@@ -162,7 +162,7 @@ fn the_imported_grader_grades_through_eval_run() {
     let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
     let text_of = std::fs::read_to_string(&protocol).unwrap();
     let mut swapped = text_of.replace(
-        "runtime = \"runtimes/dsh/runtime.toml\"",
+        "runtime = \"runtimes/dsh-poly/runtime.toml\"",
         "runtime = \"runtimes/fixture/runtime.toml\"",
     );
     for arm in ["native", "v0.3-always", "v0.4-auto"] {

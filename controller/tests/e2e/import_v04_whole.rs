@@ -20,7 +20,7 @@ fn freeze_of_the_whole_v04_exits_0() {
     );
     let mut images = Vec::new();
     for (name, var) in [
-        ("dsh", "EVAL_TEST_DSH_IMAGE"),
+        ("dsh-poly", "EVAL_TEST_DSH_POLY_IMAGE"),
         ("v04-grader", "EVAL_TEST_V04_GRADER_IMAGE"),
         ("evocode-go", "EVAL_TEST_EVOCODE_GO_IMAGE"),
     ] {

@@ -20,6 +20,7 @@ mod dsh_harness;
 mod dsh_icae;
 mod dsh_rounds;
 mod dsh_simple;
+mod dsh_toolchains;
 mod exit_status;
 mod export;
 mod freeze_cli;

@@ -73,7 +73,10 @@ fn a_harbor_multi_step_task_becomes_a_multi_round_protocol_that_plans() {
     );
     assert!(!arms.join(format!("native/{PACKAGE}")).exists());
     // eval's support plugin beside the dsh runtime (its `[[arm.file]]`).
-    assert!(proj.join("runtimes/dsh/eval-support/index.js").is_file());
+    assert!(
+        proj.join("runtimes/dsh-poly/eval-support/index.js")
+            .is_file()
+    );
     let grader =
         std::fs::read_to_string(proj.join("runtimes/v04-evocode-grader/runtime.toml")).unwrap();
     assert!(grader.contains("\"/usr/local/bin\""), "{grader}");

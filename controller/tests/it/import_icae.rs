@@ -129,7 +129,10 @@ fn an_icae_root_becomes_a_protocol_with_a_stateful_oracle_that_plans() {
     assert!(!patch("native").contains("plan-lattice"));
     assert!(!arms.join(format!("native/{PACKAGE}")).exists());
     assert!(arms.join(format!("v0.4-never/{PACKAGE}")).is_file());
-    assert!(proj.join("runtimes/dsh/eval-support/index.js").is_file());
+    assert!(
+        proj.join("runtimes/dsh-poly/eval-support/index.js")
+            .is_file()
+    );
     let protocol = std::fs::read_to_string(proj.join("protocols/icae/protocol.toml")).unwrap();
     assert!(
         protocol.contains("Deviation from ICAE: graded without network"),

@@ -3,7 +3,7 @@
 //! Without an engine: what is written, byte for byte against the inputs; that the protocol loads;
 //! refusals (existing files, tampered packages, hostile task paths, unknown tasks) exit 2 and
 //! write nothing. With the engine and the two base images (`scripts/ensure-harness-images.sh`
-//! exports `EVAL_TEST_DSH_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE`): `eval freeze` of the imported
+//! exports `EVAL_TEST_DSH_POLY_IMAGE` and `EVAL_TEST_V04_GRADER_IMAGE`): `eval freeze` of the imported
 //! protocol, and v0.4's grader under eval's grader container policy scoring correct solutions
 //! 100 and the untouched workspaces lower, in JavaScript, Python and Go.
 
@@ -78,9 +78,9 @@ fn the_import_writes_the_suite_from_the_inputs_and_the_protocol_loads() {
     }
 
     // The dsh runtime carries the base id given; the grader runtime its own.
-    let dsh = std::fs::read_to_string(proj.join("runtimes/dsh/runtime.toml")).unwrap();
+    let dsh = std::fs::read_to_string(proj.join("runtimes/dsh-poly/runtime.toml")).unwrap();
     assert!(
-        dsh.contains(&fake_id('d')) && !dsh.contains("@DSH_IMAGE_ID@"),
+        dsh.contains(&fake_id('d')) && !dsh.contains("@DSH_POLY_IMAGE_ID@"),
         "{dsh}"
     );
     let grader =
@@ -158,8 +158,9 @@ fn every_imported_arm_carries_the_same_attested_support_plugin() {
         ours.keys().cloned().collect::<Vec<_>>(),
         ["cordis.patch.yml", "index.js", "package.json", "runner.js"].map(PathBuf::from)
     );
-    assert_eq!(tree(&proj.join("runtimes/dsh/eval-support")), ours);
-    let def = eval_runtimes::RuntimeDef::load(&proj.join("runtimes/dsh/runtime.toml")).unwrap();
+    assert_eq!(tree(&proj.join("runtimes/dsh-poly/eval-support")), ours);
+    let def =
+        eval_runtimes::RuntimeDef::load(&proj.join("runtimes/dsh-poly/runtime.toml")).unwrap();
     assert_eq!(def.def.arm.files.len(), 1);
     assert_eq!(def.def.arm.files[0].dest, "/opt/eval/support");
     assert!(
@@ -420,7 +421,7 @@ fn a_second_protocol_shares_identical_runtimes_and_refuses_different_ones() {
     let o = other(&fake_id('f'));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
-        text(&o).contains("runtimes/dsh/runtime.toml"),
+        text(&o).contains("runtimes/dsh-poly/runtime.toml"),
         "{}",
         text(&o)
     );

@@ -14,7 +14,7 @@ use std::path::Path;
 fn fake_images() -> Vec<String> {
     vec![
         "--image".into(),
-        format!("dsh={}", fake('d')),
+        format!("dsh-poly={}", fake('d')),
         "--image".into(),
         format!("v04-grader={}", fake('e')),
         "--image".into(),
@@ -159,7 +159,7 @@ fn images_come_from_build_records_and_a_missing_one_names_its_build_script() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let msg = text(&o);
     assert!(
-        msg.contains("image \"dsh\"") && msg.contains("runtimes/images/dsh/build.sh"),
+        msg.contains("image \"dsh-poly\"") && msg.contains("runtimes/images/dsh-poly/build.sh"),
         "{msg}"
     );
     assert!(!i.project.join("protocols").exists(), "nothing is written");
@@ -179,10 +179,10 @@ fn images_come_from_build_records_and_a_missing_one_names_its_build_script() {
             .unwrap();
     };
     // Written last but older: the record's time decides, not the listing's order.
-    record("dsh", "new", &fake('d'));
-    record("dsh", "old", &fake('1'));
-    age("dsh", "new", 2_000_000_000);
-    age("dsh", "old", 1_000_000_000);
+    record("dsh-poly", "new", &fake('d'));
+    record("dsh-poly", "old", &fake('1'));
+    age("dsh-poly", "new", 2_000_000_000);
+    age("dsh-poly", "old", 1_000_000_000);
     record("v04-grader", "x", &fake('e'));
     let o = import_v04(&i, &records, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -210,7 +210,7 @@ fn images_come_from_build_records_and_a_missing_one_names_its_build_script() {
 
     let o = import_v04(&i, &records, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let rt = std::fs::read_to_string(i.project.join("runtimes/dsh/runtime.toml")).unwrap();
+    let rt = std::fs::read_to_string(i.project.join("runtimes/dsh-poly/runtime.toml")).unwrap();
     assert!(rt.contains(&fake('d')) && !rt.contains(&fake('1')), "{rt}");
 }
 
@@ -328,4 +328,40 @@ fn grader_validity_is_on_by_default_with_evals_own_solutions() {
             .unwrap();
     assert!(p["suites"]["simple"].get("controls").is_some());
     assert!(p["suites"]["evocode"].get("controls").is_some());
+}
+
+/// Every arm of the composed protocol runs on the agent runtime with every toolchain
+/// (`runtimes/dsh/poly.toml`, written as `runtimes/dsh-poly/runtime.toml` on the `dsh-poly`
+/// image), whatever its suite's languages, and ICAE is graded on that same image.
+#[test]
+fn every_v04_arm_runs_on_the_toolchain_runtime_and_icae_is_graded_on_its_image() {
+    let i = inputs();
+    let images = fake_images();
+    let extra: Vec<&str> = images.iter().map(String::as_str).collect();
+    let o = import_v04(&i, &i.root.join("no-records"), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p: toml::Table =
+        std::fs::read_to_string(i.project.join("protocols/v0.4-real/protocol.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    let arms = p["arms"].as_array().unwrap();
+    assert_eq!(arms.len(), 7);
+    for arm in arms {
+        assert_eq!(
+            arm["runtime"].as_str(),
+            Some("runtimes/dsh-poly/runtime.toml"),
+            "{arm:?}"
+        );
+    }
+    let rt = std::fs::read_to_string(i.project.join("runtimes/dsh-poly/runtime.toml")).unwrap();
+    assert!(rt.contains("name = \"dsh-poly\""), "{rt}");
+    assert!(rt.contains(&format!("id = \"{}\"", fake('d'))), "{rt}");
+    assert!(!i.project.join("runtimes/dsh/runtime.toml").exists());
+    let grader =
+        std::fs::read_to_string(i.project.join("runtimes/v04-icae-grader/runtime.toml")).unwrap();
+    assert!(
+        grader.contains(&format!("id = \"{}\"", fake('d'))),
+        "{grader}"
+    );
 }

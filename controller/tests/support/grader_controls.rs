@@ -76,7 +76,7 @@ pub fn swap_in_fixture_arms(proj: &Path) {
     let protocol = proj.join(format!("protocols/{NAME}/protocol.toml"));
     let original = std::fs::read_to_string(&protocol).unwrap();
     let mut swapped = original.replace(
-        "runtime = \"runtimes/dsh/runtime.toml\"",
+        "runtime = \"runtimes/dsh-poly/runtime.toml\"",
         "runtime = \"runtimes/fixture/runtime.toml\"",
     );
     for arm in ["native", "v0.3-always", "v0.4-auto"] {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const DSH_ENV: &str = "EVAL_TEST_DSH_IMAGE";
+pub const DSH_ENV: &str = "EVAL_TEST_DSH_POLY_IMAGE";
 pub const GRADER_ENV: &str = "EVAL_TEST_V04_GRADER_IMAGE";
 pub const NAME: &str = "simple-real";
 pub const PACKAGES: [&str; 2] = [

@@ -172,7 +172,7 @@ fn every_base_build_script_reuses_only_its_recorded_build() {
         );
     }
     assert_eq!(
-        scripts, 5,
-        "dsh, evocode-go, lang, mini-swe-agent and v04-grader"
+        scripts, 6,
+        "dsh, dsh-poly, evocode-go, lang, mini-swe-agent and v04-grader"
     );
 }

@@ -43,7 +43,7 @@ fn definition(rel: &str, placeholder: &str, id: &str) -> RuntimeDef {
 
 const FAKE_ID: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
-/// `runtimes/dsh/{go,node,python}.toml` are `runtimes/dsh/runtime.toml` (the harness wrapper,
+/// `runtimes/dsh/{go,node,python,poly}.toml` are `runtimes/dsh/runtime.toml` (the harness wrapper,
 /// attestation, arm files, transcript, env) with only their name, image, toolchain variables,
 /// scratch and limits changed: a change to the dsh runtime that is not carried over fails here.
 #[test]
@@ -64,6 +64,20 @@ fn every_language_runtime_is_the_dsh_runtime_but_its_toolchain() {
         ),
         ("node", &[][..], &[][..]),
         ("python", &["PYTHONDONTWRITEBYTECODE"][..], &[][..]),
+        // Every toolchain in one image: Go's variables and scratch, and Python's.
+        (
+            "poly",
+            &[
+                "GOCACHE",
+                "GOTMPDIR",
+                "GOPATH",
+                "GOTOOLCHAIN",
+                "GOPROXY",
+                "GOTELEMETRY",
+                "PYTHONDONTWRITEBYTECODE",
+            ][..],
+            &["/var/cache/agent"][..],
+        ),
     ] {
         let rel = format!("runtimes/dsh/{lang}.toml");
         let placeholder = format!("@DSH_{}_IMAGE_ID@", lang.to_uppercase());

@@ -20,8 +20,8 @@
 //! into this repository.
 
 use super::{
-    DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
-    dsh_support_files, q, read_input, safe_relative, write_all,
+    AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
+    PACKAGE_V04, PINNED, dsh_support_files, q, read_input, safe_relative, write_all,
 };
 use crate::cli::ImportV04EvocodeArgs;
 
@@ -33,7 +33,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const SUITE: &str = "evocode";
-const DSH_RUNTIME_PATH: &str = "runtimes/dsh/runtime.toml";
 const GRADER_RUNTIME_PATH: &str = "runtimes/v04-evocode-grader/runtime.toml";
 /// eval's wrapper around one round's `tests/test.sh`, in every round's hidden directory.
 const GRADE_SH: &str = include_str!("evocode-grade.sh");
@@ -236,7 +235,7 @@ pub(super) fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), 
     }
     let from = source.tasks_root();
     let tasks = read_tasks(from, &source.wanted)?;
-    if !DSH_RUNTIME.contains(DSH_IMAGE_PLACEHOLDER) {
+    if !AGENT_RUNTIME.contains(AGENT_IMAGE_PLACEHOLDER) {
         return Err(ImportError::BuiltinRuntime);
     }
 
@@ -270,12 +269,12 @@ pub(super) fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), 
         }
     }
     put(
-        DSH_RUNTIME_PATH.to_owned(),
-        DSH_RUNTIME
-            .replace(DSH_IMAGE_PLACEHOLDER, &args.dsh_image)
+        AGENT_RUNTIME_PATH.to_owned(),
+        AGENT_RUNTIME
+            .replace(AGENT_IMAGE_PLACEHOLDER, &args.dsh_image)
             .into_bytes(),
     );
-    for (rel, bytes) in dsh_support_files(DSH_RUNTIME_PATH) {
+    for (rel, bytes) in dsh_support_files(AGENT_RUNTIME_PATH) {
         put(rel, bytes);
     }
     put(
@@ -1041,7 +1040,7 @@ fn protocol_toml(
             "\n[[arms]]\nid = {}\ndescription = {}\nruntime = {}\nprofile = {}\n",
             q(id),
             q(description),
-            q(DSH_RUNTIME_PATH),
+            q(AGENT_RUNTIME_PATH),
             q(&format!("protocols/{name}/arms/{id}/cordis.patch.yml")),
         ));
         if !config.is_empty() {

@@ -21,8 +21,8 @@
 //! written unless every input checks out and no target exists.
 
 use super::{
-    DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
-    dsh_support_files, q, read_input, safe_relative, write_all, write_new,
+    AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
+    PACKAGE_V04, PINNED, dsh_support_files, q, read_input, safe_relative, write_all, write_new,
 };
 use crate::cli::ImportV04IcaeArgs;
 
@@ -33,7 +33,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const SUITE: &str = "icae";
-const DSH_RUNTIME_PATH: &str = "runtimes/dsh/runtime.toml";
 const GRADER_RUNTIME_PATH: &str = "runtimes/v04-icae-grader/runtime.toml";
 const GRADE_PY: &str = include_str!("icae-grade.py");
 const PROMPT_TEMPLATE: &str = include_str!("icae-prompt.md.in");
@@ -214,7 +213,7 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
         .iter()
         .map(|t| read_task(from, *t, &aliases, &suffix))
         .collect::<Result<Vec<_>, _>>()?;
-    if !DSH_RUNTIME.contains(DSH_IMAGE_PLACEHOLDER) {
+    if !AGENT_RUNTIME.contains(AGENT_IMAGE_PLACEHOLDER) {
         return Err(ImportError::BuiltinRuntime);
     }
     let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
@@ -254,12 +253,12 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
         }
     }
     put(
-        DSH_RUNTIME_PATH.to_owned(),
-        DSH_RUNTIME
-            .replace(DSH_IMAGE_PLACEHOLDER, &args.dsh_image)
+        AGENT_RUNTIME_PATH.to_owned(),
+        AGENT_RUNTIME
+            .replace(AGENT_IMAGE_PLACEHOLDER, &args.dsh_image)
             .into_bytes(),
     );
-    for (rel, bytes) in dsh_support_files(DSH_RUNTIME_PATH) {
+    for (rel, bytes) in dsh_support_files(AGENT_RUNTIME_PATH) {
         put(rel, bytes);
     }
     put(
@@ -273,6 +272,7 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
             format!("{tdir}/prompt.md"),
             PROMPT_TEMPLATE
                 .replace("@LANGUAGE@", t.language)
+                .replace("@TOOLCHAINS@", &super::agent_toolchains())
                 .replace("@MAX_QUESTIONS@", &MAX_QUESTIONS.to_string())
                 .into_bytes(),
         );
@@ -1053,7 +1053,7 @@ fn protocol_toml(name: &str, tasks: &[IcaeTask], inputs: &[String]) -> String {
             "\n[[arms]]\nid = {}\ndescription = {}\nruntime = {}\nprofile = {}\n",
             q(id),
             q(description),
-            q(DSH_RUNTIME_PATH),
+            q(AGENT_RUNTIME_PATH),
             q(&format!("protocols/{name}/arms/{id}/cordis.patch.yml")),
         ));
         if !config.is_empty() {

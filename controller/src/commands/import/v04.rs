@@ -24,8 +24,10 @@ const V04_PROTOCOL: &str = include_str!("../../../../protocols/v0.4/protocol.tom
 const SUITES: [&str; 3] = ["simple", "icae", "evocode"];
 
 /// The base images v0.4 needs, by build name (`BUILD_NAME` of the script that builds them).
+/// `dsh-poly` is every arm's agent image (the Harness with Go, Python, Node and TypeScript) and
+/// ICAE's grader base, so an ICAE task is graded with the toolchains it was built with.
 pub const IMAGES: [(&str, &str); 3] = [
-    ("dsh", "runtimes/images/dsh/build.sh"),
+    ("dsh-poly", "runtimes/images/dsh-poly/build.sh"),
     ("v04-grader", "runtimes/images/v04-grader/build.sh"),
     ("evocode-go", "runtimes/images/evocode-go/build.sh"),
 ];
@@ -162,7 +164,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         from: args.simple.clone(),
         protocol: name.clone(),
         tasks: Vec::new(),
-        dsh_image: image("dsh"),
+        dsh_image: image("dsh-poly"),
         grader_image: image("v04-grader"),
         router_identity: args.router_identity.clone(),
         public_key: args.public_key.clone(),
@@ -178,8 +180,8 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         package: package.clone(),
         protocol: name.clone(),
         tasks: Vec::new(),
-        dsh_image: image("dsh"),
-        grader_image: image("v04-grader"),
+        dsh_image: image("dsh-poly"),
+        grader_image: image("dsh-poly"),
         allow_unpinned: args.allow_unpinned,
     };
     let evocode_args = ImportV04EvocodeArgs {
@@ -187,7 +189,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         package,
         protocol: name.clone(),
         tasks: super::evocode::V04_TASKS.map(str::to_owned).to_vec(),
-        dsh_image: image("dsh"),
+        dsh_image: image("dsh-poly"),
         grader_image: image("evocode-go"),
         allow_unpinned: args.allow_unpinned,
     };
