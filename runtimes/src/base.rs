@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::fault::RuntimeError;
-use crate::image::ImageId;
+use crate::image_id::ImageId;
 use eval_core::fault::FaultCode;
 
 /// The config fields a thin arm image inherits from its base. Timestamps, history, builder
