@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::{HeaderMap, StatusCode};
 
@@ -93,27 +93,7 @@ pub(super) async fn whole_back(
         .and_then(|h| h.usage.as_ref())
         .and_then(|u| Usage::from_usage(shared.api, u));
     if !status.is_success() {
-        // An upstream error passes through with its status when it is a JSON error body; any
-        // other body is replaced by an error in the API's shape.
-        let spend = settle(&call, reservation, usage.as_ref(), price.as_ref(), false);
-        call.record.spend_usd = spend;
-        call.record.usage = usage;
-        if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
-            let d = format!(
-                "the upstream answered status {} with a body that is not JSON",
-                status.as_u16()
-            );
-            return call.upstream_failed(UpstreamFault::of_status(status), status, &d);
-        }
-        call.record.outcome = CallOutcome::UpstreamError;
-        call.record.detail = Some(format!("upstream status {}", status.as_u16()));
-        call.record.status = status.as_u16();
-        call.count_upstream(UpstreamFault::of_status(status));
-        let mut r = Response::new(Body::from(body));
-        *r.status_mut() = status;
-        copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
-        call.finish();
-        return r;
+        return pass_upstream_error(call, body, status, &up_headers, usage, reservation, price);
     }
     let Some(head) = head else {
         settle(&call, reservation, None, price.as_ref(), true);
@@ -130,6 +110,39 @@ pub(super) async fn whole_back(
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
     copy_response_headers(&up_headers, r.headers_mut(), &shared.redactor);
+    call.finish();
+    r
+}
+
+/// An upstream error answer: passed through with its status when it is a JSON error body; any
+/// other body is replaced by an error in the API's shape.
+fn pass_upstream_error(
+    mut call: Call,
+    body: Bytes,
+    status: StatusCode,
+    up_headers: &HeaderMap,
+    usage: Option<Usage>,
+    reservation: Reservation,
+    price: Option<Price>,
+) -> Response {
+    let shared = call.shared.clone();
+    let spend = settle(&call, reservation, usage.as_ref(), price.as_ref(), false);
+    call.record.spend_usd = spend;
+    call.record.usage = usage;
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+        let d = format!(
+            "the upstream answered status {} with a body that is not JSON",
+            status.as_u16()
+        );
+        return call.upstream_failed(UpstreamFault::of_status(status), status, &d);
+    }
+    call.record.outcome = CallOutcome::UpstreamError;
+    call.record.detail = Some(format!("upstream status {}", status.as_u16()));
+    call.record.status = status.as_u16();
+    call.count_upstream(UpstreamFault::of_status(status));
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    copy_response_headers(up_headers, r.headers_mut(), &shared.redactor);
     call.finish();
     r
 }
