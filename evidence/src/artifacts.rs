@@ -790,29 +790,7 @@ fn walk(
         // which ones are kept still does not depend on directory order.
         let room = usize::try_from(limits.max_entries.saturating_sub(out.len() as u64))
             .unwrap_or(usize::MAX);
-        let mut names = std::collections::BinaryHeap::new();
-        loop {
-            let name = match d.read() {
-                None => break,
-                Some(Ok(entry)) => entry.file_name().to_bytes().to_vec(),
-                Some(Err(e)) if is_host_errno(e.raw_os_error()) => {
-                    return Err(leftover_to_artifact(dir, host_or_refused(&rel, e)));
-                }
-                Some(Err(e)) => {
-                    notes.add(&rel, format!("{}: listing stopped: {e}", shown(&rel)));
-                    break;
-                }
-            };
-            if name == b"." || name == b".." {
-                continue;
-            }
-            names.push(name);
-            if names.len() > room {
-                names.pop();
-                skipped += 1;
-            }
-        }
-        let names = names.into_sorted_vec();
+        let names = smallest_names(&mut d, &rel, room, dir, notes, &mut skipped)?;
         let mut subdirs = Vec::new();
         for name in names {
             let child = join_rel(&rel, &name);
@@ -825,20 +803,8 @@ fn walk(
             let dfd = d
                 .fd()
                 .map_err(|e| leftover_to_artifact(dir, host_or_refused(&rel, e)))?;
-            let st = match rustix::fs::statat(
-                dfd,
-                name.as_slice(),
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            ) {
-                Ok(st) => st,
-                Err(rustix::io::Errno::NOENT) => continue,
-                Err(e) if is_host_errno(e.raw_os_error()) => {
-                    return Err(leftover_to_artifact(dir, host_or_refused(&child, e)));
-                }
-                Err(e) => {
-                    notes.add(&child, format!("{}: not archived: {e}", shown(&child)));
-                    continue;
-                }
+            let Some(st) = stat_child(dfd, &name, &child, dir, notes)? else {
+                continue;
             };
             path_bytes += child.len() as u64;
             let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
@@ -877,34 +843,9 @@ fn walk(
                         notes.add(&child, format!("{}: link not archived: {e}", shown(&child)))
                     }
                 },
-                T::Fifo | T::CharacterDevice | T::BlockDevice => {
-                    let (typeflag, what) = match ft {
-                        T::Fifo => (b'6', "a FIFO"),
-                        T::CharacterDevice => (b'3', "a character device"),
-                        _ => (b'4', "a block device"),
-                    };
-                    notes.add(
-                        &child,
-                        format!(
-                            "{}: {what}, recorded as a ustar type {} entry without content",
-                            shown(&child),
-                            typeflag as char
-                        ),
-                    );
-                    out.push(TreeEntry::Special {
-                        rel: child,
-                        typeflag,
-                        dev: if typeflag == b'6' { (0, 0) } else { dev },
-                    });
+                T::Fifo | T::CharacterDevice | T::BlockDevice | T::Socket | T::Unknown => {
+                    out.extend(odd_entry(ft, child, dev, notes));
                 }
-                T::Socket | T::Unknown => notes.add(
-                    &child,
-                    format!(
-                        "{}: a {} has no tar type; recorded only in this note",
-                        shown(&child),
-                        kind_name(ft).replace('_', " ")
-                    ),
-                ),
             }
         }
         // Reverse so that the smallest name is visited first.
@@ -920,6 +861,107 @@ fn walk(
         );
     }
     Ok(out)
+}
+
+/// The smallest `room` names of directory `d` (sorted), counting those left out in `skipped`.
+/// A listing that stops partway keeps the names read so far, with a note.
+fn smallest_names(
+    d: &mut rustix::fs::Dir,
+    rel: &[u8],
+    room: usize,
+    dir: &Path,
+    notes: &mut Notes,
+    skipped: &mut u64,
+) -> Result<Vec<Vec<u8>>, ArtifactError> {
+    let mut names = std::collections::BinaryHeap::new();
+    loop {
+        let name = match d.read() {
+            None => break,
+            Some(Ok(entry)) => entry.file_name().to_bytes().to_vec(),
+            Some(Err(e)) if is_host_errno(e.raw_os_error()) => {
+                return Err(leftover_to_artifact(dir, host_or_refused(rel, e)));
+            }
+            Some(Err(e)) => {
+                notes.add(rel, format!("{}: listing stopped: {e}", shown(rel)));
+                break;
+            }
+        };
+        if name == b"." || name == b".." {
+            continue;
+        }
+        names.push(name);
+        if names.len() > room {
+            names.pop();
+            *skipped += 1;
+        }
+    }
+    Ok(names.into_sorted_vec())
+}
+
+/// A FIFO or device is a ustar entry without content, with a note; a socket or an unknown kind
+/// only a note.
+fn odd_entry(
+    ft: rustix::fs::FileType,
+    child: Vec<u8>,
+    dev: (u32, u32),
+    notes: &mut Notes,
+) -> Option<TreeEntry> {
+    use rustix::fs::FileType as T;
+    match ft {
+        T::Fifo | T::CharacterDevice | T::BlockDevice => {
+            let (typeflag, what) = match ft {
+                T::Fifo => (b'6', "a FIFO"),
+                T::CharacterDevice => (b'3', "a character device"),
+                _ => (b'4', "a block device"),
+            };
+            notes.add(
+                &child,
+                format!(
+                    "{}: {what}, recorded as a ustar type {} entry without content",
+                    shown(&child),
+                    typeflag as char
+                ),
+            );
+            Some(TreeEntry::Special {
+                rel: child,
+                typeflag,
+                dev: if typeflag == b'6' { (0, 0) } else { dev },
+            })
+        }
+        _ => {
+            notes.add(
+                &child,
+                format!(
+                    "{}: a {} has no tar type; recorded only in this note",
+                    shown(&child),
+                    kind_name(ft).replace('_', " ")
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The status of `name` in `dfd` (its path `child`), not following a link; `None` when it is gone
+/// or cannot be read (with a note).
+fn stat_child(
+    dfd: std::os::fd::BorrowedFd<'_>,
+    name: &[u8],
+    child: &[u8],
+    dir: &Path,
+    notes: &mut Notes,
+) -> Result<Option<rustix::fs::Stat>, ArtifactError> {
+    match rustix::fs::statat(dfd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) if is_host_errno(e.raw_os_error()) => {
+            Err(leftover_to_artifact(dir, host_or_refused(child, e)))
+        }
+        Err(e) => {
+            notes.add(child, format!("{}: not archived: {e}", shown(child)));
+            Ok(None)
+        }
+    }
 }
 
 fn host_or_refused(rel: &[u8], e: rustix::io::Errno) -> LeftoverError {

@@ -108,3 +108,15 @@ fn anthropic_type(status: StatusCode) -> &'static str {
         _ => "api_error",
     }
 }
+
+/// An error and its sources, joined with `: `.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

@@ -7,23 +7,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Role;
+use crate::role::Role;
 use crate::usage::Usage;
-
-/// `sha256:` and the lower-case hex of a SHA-256 sum: the text of every digest the proxy records.
-/// Written from a table (`hex::encode` collects the characters one by one, a cost every call paid
-/// several times).
-pub(crate) fn digest_text(sum: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(7 + 2 * sum.len());
-    out.extend_from_slice(b"sha256:");
-    for &b in sum {
-        out.push(HEX[usize::from(b >> 4)]);
-        out.push(HEX[usize::from(b & 15)]);
-    }
-    // Only ASCII was written.
-    String::from_utf8(out).unwrap_or_default()
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -301,21 +286,5 @@ pub struct NullSink;
 impl RecordSink for NullSink {
     fn record(&self, _record: &CallRecord) -> Result<(), RecordError> {
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod digest_tests {
-    use sha2::{Digest, Sha256};
-
-    #[test]
-    fn digest_text_is_the_hex_of_the_sum() {
-        for input in [&b""[..], b"abc", &[0u8, 255, 16, 1, 0xab][..]] {
-            let sum = Sha256::digest(input);
-            assert_eq!(
-                super::digest_text(&sum),
-                format!("sha256:{}", hex::encode(sum))
-            );
-        }
     }
 }

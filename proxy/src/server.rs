@@ -20,44 +20,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::budget::{RoleMeter, RoleState, RunLedger};
-use crate::config::{ApiKind, AttemptSpec, Contract, Listen, Price, ProxyConfig, Role};
-use crate::control::ControlPlane;
+use crate::config::{ApiKind, AttemptSpec, Listen, ProxyConfig, Role};
 use crate::errors::ProxyError;
 use crate::metrics::Metrics;
-use crate::record::RecordSink;
-use crate::secret::{Redactor, SecretKey};
-
-pub(crate) struct RoleEntry {
-    pub contract: Contract,
-    pub state: Mutex<RoleState>,
-}
-
-pub(crate) struct Attempt {
-    pub id: String,
-    pub arm: String,
-    pub session_id: String,
-    pub started: Instant,
-    pub roles: BTreeMap<Role, RoleEntry>,
-    pub seq: AtomicU64,
-    pub closed: AtomicBool,
-    /// Cancelled when a closing attempt's grace runs out: running calls abort their upstream
-    /// request and record themselves as cut, and the socket's connections are dropped.
-    pub cut: CancellationToken,
-    /// Every call of the attempt (its task, and a stream's pump wherever it lives) holds a
-    /// token of this tracker until its record is delivered.
-    pub calls: TaskTracker,
-    conns: ConnCounters,
-    stop: CancellationToken,
-    socket: Option<PathBuf>,
-    token_digest: Option<[u8; 32]>,
-}
-
-#[derive(Default)]
-struct ConnCounters {
-    accepted: AtomicU64,
-    refused: AtomicU64,
-    header_timeouts: AtomicU64,
-}
+use crate::state::{Attempt, ConnCounters, RoleEntry, Shared};
 
 /// What happened on an attempt socket's connections.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -68,50 +34,6 @@ pub struct ConnectionMeter {
     pub refused_over_limit: u64,
     /// Closed because the request head did not arrive within the header-read timeout.
     pub header_timeouts: u64,
-}
-
-pub(crate) struct Shared {
-    pub upstream: String,
-    pub api: ApiKind,
-    pub key: SecretKey,
-    pub redactor: Redactor,
-    pub timeouts: crate::config::Timeouts,
-    pub prices: BTreeMap<String, Price>,
-    pub max_body: usize,
-    pub listener: crate::config::ListenerLimits,
-    pub transcript_dir: Option<PathBuf>,
-    pub keep_bodies: Option<usize>,
-    pub client: reqwest::Client,
-    /// The streamed calls' client (`crate::upstream`), unless an outbound proxy is configured
-    /// (then reqwest carries every call).
-    pub stream_client: Option<Arc<crate::upstream::StreamClient>>,
-    pub sink: Arc<dyn RecordSink>,
-    pub control: Option<Arc<dyn ControlPlane>>,
-    pub run: RunLedger,
-    pub metrics: Metrics,
-    pub tracker: TaskTracker,
-    pub cancel: CancellationToken,
-    attempts: RwLock<HashMap<String, Arc<Attempt>>>,
-    tokens: RwLock<HashMap<[u8; 32], String>>,
-    /// The shared token listener's connections (not any one attempt's: the token is only read
-    /// from a request, after the connection was accepted).
-    token_conns: ConnCounters,
-}
-
-impl Shared {
-    pub fn attempt(&self, id: &str) -> Option<Arc<Attempt>> {
-        let map = self.attempts.read().unwrap_or_else(|p| p.into_inner());
-        map.get(id).cloned()
-    }
-
-    fn attempt_by_token(&self, token: &str) -> Option<Arc<Attempt>> {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let id = {
-            let tokens = self.tokens.read().unwrap_or_else(|p| p.into_inner());
-            tokens.get(&digest).cloned()
-        }?;
-        self.attempt(&id)
-    }
 }
 
 /// Starts proxies.

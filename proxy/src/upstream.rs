@@ -32,7 +32,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use crate::call::error_chain;
+use crate::errors::error_chain;
 
 /// A byte stream to the upstream: plain TCP or TLS over it.
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}

@@ -71,7 +71,7 @@ fn is_false(b: &bool) -> bool {
 
 /// `sha256:<hex>` of `s`: the form every digest of the wire shape takes.
 pub fn text_digest(s: &str) -> String {
-    crate::record::digest_text(&Sha256::digest(s.as_bytes()))
+    crate::digest::digest_text(&Sha256::digest(s.as_bytes()))
 }
 
 fn cut(s: &str, max: usize) -> (&str, bool) {

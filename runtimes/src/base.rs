@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::fault::RuntimeError;
-use crate::image::ImageId;
+use crate::image_id::ImageId;
 use eval_core::fault::FaultCode;
 
 /// The config fields a thin arm image inherits from its base. Timestamps, history, builder
@@ -345,31 +345,44 @@ impl<R: Read> UntaggedArchive<R> {
                 return Ok(Some(out));
             }
             held.extend_from_slice(&h);
-            if kind.is_gnu_sparse() && header.as_gnu().is_some_and(|g| g.is_extended()) {
-                // An old GNU sparse file's map continues in extension blocks before its body.
-                let mut ext = tar::GnuExtSparseHeader::new();
-                ext.set_is_extended(true);
-                while ext.is_extended() {
-                    self.r.read_exact(ext.as_mut_bytes())?;
-                    held.extend_from_slice(ext.as_bytes());
-                }
-            }
-            // As Go's archive/tar (what `docker load` reads with): links, devices, directories
-            // and FIFOs carry no body whatever their size field says; every other entry (a global
-            // PAX header `g` or a sparse file `S` included) carries `size` bytes.
-            let header_only = kind.is_hard_link()
-                || kind.is_symlink()
-                || kind.is_character_special()
-                || kind.is_block_special()
-                || kind.is_dir()
-                || kind.is_fifo();
-            self.remaining = if header_only {
-                0
-            } else {
-                size.div_ceil(512) * 512
-            };
+            self.pass_entry(header, size, &mut held)?;
             return Ok(Some(held));
         }
+    }
+
+    /// Passes an entry's header on (in `held`, after its extended headers): reads an old GNU
+    /// sparse file's extension blocks into it and sets how much body follows.
+    fn pass_entry(
+        &mut self,
+        header: &tar::Header,
+        size: u64,
+        held: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let kind = header.entry_type();
+        if kind.is_gnu_sparse() && header.as_gnu().is_some_and(|g| g.is_extended()) {
+            // An old GNU sparse file's map continues in extension blocks before its body.
+            let mut ext = tar::GnuExtSparseHeader::new();
+            ext.set_is_extended(true);
+            while ext.is_extended() {
+                self.r.read_exact(ext.as_mut_bytes())?;
+                held.extend_from_slice(ext.as_bytes());
+            }
+        }
+        // As Go's archive/tar (what `docker load` reads with): links, devices, directories
+        // and FIFOs carry no body whatever their size field says; every other entry (a global
+        // PAX header `g` or a sparse file `S` included) carries `size` bytes.
+        let header_only = kind.is_hard_link()
+            || kind.is_symlink()
+            || kind.is_character_special()
+            || kind.is_block_special()
+            || kind.is_dir()
+            || kind.is_fifo();
+        self.remaining = if header_only {
+            0
+        } else {
+            size.div_ceil(512) * 512
+        };
+        Ok(())
     }
 
     fn body_skip(&mut self, size: u64) -> std::io::Result<()> {

@@ -574,6 +574,25 @@ impl RuntimeDef {
             field: field.to_owned(),
             detail,
         };
+        self.validate_commands()
+            .map_err(|(field, detail)| bad(&field, detail))?;
+        self.validate_image()
+            .map_err(|(field, detail)| bad(&field, detail))?;
+        self.validate_env()
+            .map_err(|(field, detail)| bad(&field, detail))?;
+        self.validate_limits()
+            .map_err(|(field, detail)| bad(&field, detail))?;
+        self.validate_paths()
+            .map_err(|(field, detail)| bad(&field, detail))?;
+        if self.relay_port == 0 {
+            return Err(bad("relay_port", "must not be 0".into()));
+        }
+        Ok(())
+    }
+
+    /// The user and the harness's and grader's commands.
+    fn validate_commands(&self) -> Result<(), (String, String)> {
+        let bad = |field: &str, detail: String| (field.to_owned(), detail);
         if let Some(u) = &self.user {
             parse_user(u).map_err(|d| bad("user", d))?;
         }
@@ -615,6 +634,12 @@ impl RuntimeDef {
         if let Some(g) = &self.grader {
             g.check().map_err(|(field, detail)| bad(field, detail))?;
         }
+        Ok(())
+    }
+
+    /// Where the base image comes from: its id, archive or reference, or a [build].
+    fn validate_image(&self) -> Result<(), (String, String)> {
+        let bad = |field: &str, detail: String| (field.to_owned(), detail);
         if let Some(d) = &self.image.id
             && !is_digest(d)
         {
@@ -645,6 +670,12 @@ impl RuntimeDef {
                 format!("{:?} is not an image name", self.image.reference),
             ));
         }
+        Ok(())
+    }
+
+    /// The environment: variable names and values.
+    fn validate_env(&self) -> Result<(), (String, String)> {
+        let bad = |field: &str, detail: String| (field.to_owned(), detail);
         for (name, value) in self.env.iter() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(bad("env", format!("{name:?} is not a variable name")));
@@ -659,6 +690,12 @@ impl RuntimeDef {
                 return Err(bad(&format!("env.{name}"), "contains a NUL byte".into()));
             }
         }
+        Ok(())
+    }
+
+    /// The resource limits and the workspace's size.
+    fn validate_limits(&self) -> Result<(), (String, String)> {
+        let bad = |field: &str, detail: String| (field.to_owned(), detail);
         let l = &self.limits;
         if l.memory_mb == 0 || l.pids == 0 || l.tmpfs_mb == 0 || !(l.cpus > 0.0 && l.cpus <= 64.0) {
             return Err(bad("limits", "every limit must be positive".into()));
@@ -684,17 +721,25 @@ impl RuntimeDef {
                 ),
             ));
         }
-        self.validate_paths()
-            .map_err(|(field, detail)| bad(&field, detail))?;
-        if self.relay_port == 0 {
-            return Err(bad("relay_port", "must not be 0".into()));
-        }
         Ok(())
     }
 
     /// Every path field, for what it is (see "Runtime definitions" in ARCHITECTURE.md).
     /// Returns the field and why it was refused.
     fn validate_paths(&self) -> Result<(), (String, String)> {
+        self.validate_arm_paths()?;
+        self.validate_tmpfs_paths()?;
+        self.validate_tmpfs_hides_no_program()?;
+        self.validate_workspace_paths()?;
+        self.validate_metrics_paths()?;
+        self.validate_attest_paths()?;
+        self.validate_build_paths()?;
+        Ok(())
+    }
+
+    /// The arm's profile, candidate and files: absolute, clear of the fixed mounts, the tmpfs
+    /// mounts and each other.
+    fn validate_arm_paths(&self) -> Result<(), (String, String)> {
         let arm = [
             ("arm.profile", &self.arm.profile),
             ("arm.candidate", &self.arm.candidate),
@@ -752,6 +797,15 @@ impl RuntimeDef {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Each tmpfs and tmpfs_exec mount: a valid mount point, listed once, not overlapping.
+    fn validate_tmpfs_paths(&self) -> Result<(), (String, String)> {
+        let arm = [
+            ("arm.profile", &self.arm.profile),
+            ("arm.candidate", &self.arm.candidate),
+        ];
         for (i, t) in self.tmpfs.iter().enumerate() {
             let field = format!("tmpfs[{i}]");
             let refuse = |why: String| (field.clone(), format!("{t:?} {why}"));
@@ -773,6 +827,10 @@ impl RuntimeDef {
                 return Err(refuse(format!("overlaps tmpfs_exec {o:?}")));
             }
         }
+        Ok(())
+    }
+
+    fn validate_tmpfs_hides_no_program(&self) -> Result<(), (String, String)> {
         // A tmpfs starts empty and hides what the image has beneath it: never the programs the
         // containers run or the files the shim attests (`/usr/local/bin` for build outputs is
         // fine in an image whose harness lives elsewhere, and refused in one whose lives there).
@@ -801,6 +859,11 @@ impl RuntimeDef {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The workspace and the working directory.
+    fn validate_workspace_paths(&self) -> Result<(), (String, String)> {
         if let Some(w) = &self.workspace {
             workspace_path(w, self)
                 .map_err(|why| ("workspace".to_owned(), format!("{w:?} {why}")))?;
@@ -808,6 +871,11 @@ impl RuntimeDef {
         if let Some(w) = &self.workdir {
             absolute(w).map_err(|why| ("workdir".to_owned(), format!("{w:?} {why}")))?;
         }
+        Ok(())
+    }
+
+    /// The metrics file, its root, format and sessions.
+    fn validate_metrics_paths(&self) -> Result<(), (String, String)> {
         if let Some(m) = &self.metrics_path {
             let base = match self.metrics_root {
                 MetricsRoot::Workspace => "the workspace",
@@ -873,6 +941,11 @@ impl RuntimeDef {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The attested paths: absolute once rendered, and the arm's own unless the image is built.
+    fn validate_attest_paths(&self) -> Result<(), (String, String)> {
         for (i, p) in self.attest.paths.iter().enumerate() {
             if p.contains(PROMPT_TEXT) {
                 return Err((
@@ -903,6 +976,11 @@ impl RuntimeDef {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The build's files and static binaries.
+    fn validate_build_paths(&self) -> Result<(), (String, String)> {
         if let Some(b) = &self.build {
             for (i, f) in b.files.iter().enumerate() {
                 relative(&f.src).map_err(|why| {

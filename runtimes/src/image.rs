@@ -7,7 +7,6 @@
 //! the engine lacks that id.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -22,25 +21,7 @@ use crate::fault::RuntimeError;
 use crate::static_bins;
 use crate::tar;
 
-/// An image id, `sha256:<hex>` of the image's config JSON.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct ImageId(pub String);
-
-impl ImageId {
-    /// The id's hex digits, without the `sha256:` prefix.
-    pub fn hex(&self) -> &str {
-        self.0.strip_prefix("sha256:").unwrap_or(&self.0)
-    }
-}
-
-impl fmt::Display for ImageId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use crate::image_id::ImageId;
 
 /// An arm's own files, placed at the definition's `arm.profile` and `arm.candidate` paths.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -20,6 +20,7 @@ pub mod fault;
 pub mod host;
 pub mod image;
 pub mod image_config;
+mod image_id;
 pub mod policy;
 pub mod runtime;
 pub mod static_bins;

@@ -4,6 +4,7 @@
 
 pub mod build;
 pub mod false_fail;
+pub mod look_taken;
 pub mod looks;
 pub mod render;
 pub mod run_data;

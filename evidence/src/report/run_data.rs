@@ -130,7 +130,7 @@ pub struct RunData {
     pub sequential: Option<super::looks::SequentialPlan>,
     /// Every look taken, from the ledger's `look` entries, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub looks_taken: Vec<super::looks::LookTaken>,
+    pub looks_taken: Vec<super::look_taken::LookTaken>,
 }
 
 /// One met precondition: the other protocol's pinned identity and the registry `report` entry

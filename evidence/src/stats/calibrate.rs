@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::StatsError;
+use super::error::StatsError;
 use super::interval::{intervals, ndtri};
 use super::resample::{ExactMode, ResampleConfig, multiset_count, resample, thread_count};
 use super::rng::{ChaChaStream, PURPOSE_CALIBRATE_DATA};

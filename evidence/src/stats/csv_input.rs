@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use super::StatsError;
 use super::data::Observation;
+use super::error::StatsError;
 
 /// Reads the observations of `metric` from a CSV file (see the module docs for the format).
 pub fn read_observations(path: &Path, metric: &str) -> Result<Vec<Observation>, StatsError> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::StatsError;
+use super::error::StatsError;
 
 /// One observation: a score of one repetition of one arm on one task.
 #[derive(Clone, Debug, PartialEq)]

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use super::StatsError;
+use super::error::StatsError;
 use super::quantile::{type7_select, type7_weighted};
 use super::resample::Distribution;
 

@@ -39,6 +39,7 @@
 pub mod calibrate;
 pub mod csv_input;
 pub mod data;
+mod error;
 pub mod interval;
 pub mod paired;
 pub mod power;
@@ -55,14 +56,4 @@ pub use interval::Intervals;
 pub use paired::{PairedConfig, PairedSummary, paired_summary};
 pub use resample::{Distribution, ExactMode, ResampleConfig, ResampleKind};
 
-/// A statistics failure: bad input (exit 2) or an undefined quantity (explained).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum StatsError {
-    /// Bad input (empty data, a non-finite value, an out-of-range parameter): exit 2.
-    #[error("{0}")]
-    Input(String),
-    /// The statistic is not finite on this data (on the full sample or on some resamples); the
-    /// message says which.
-    #[error("undefined: {0}")]
-    Undefined(String),
-}
+pub use error::StatsError;

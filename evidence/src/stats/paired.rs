@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::StatsError;
 use super::data::{PairedTasks, mean};
+use super::error::StatsError;
 use super::interval::{Intervals, intervals};
 use super::resample::{ResampleConfig, ResampleKind, multiset_count, resample};
 use super::signflip::{SignFlip, sign_flip};

@@ -11,7 +11,7 @@
 //! effect (the fraction of r with L_r > (t − e)/σ) and the minimum detectable effect at a target
 //! power (t − σ·L at the (1 − target) quantile of L), with no search.
 
-use super::StatsError;
+use super::error::StatsError;
 use super::interval::{intervals, ndtri};
 use super::resample::{ExactMode, ResampleConfig, multiset_count, resample};
 use super::rng::{ChaChaStream, PURPOSE_CALIBRATE_DATA};

@@ -10,7 +10,7 @@
 //!   weight n! / ∏ kᵢ!, i.e. the exact bootstrap distribution over all nⁿ equally likely ordered
 //!   resamples.
 
-use super::StatsError;
+use super::error::StatsError;
 use super::rng::{BoundedDraw, ChaChaStream, PURPOSE_BOOTSTRAP};
 
 /// Resamples per chunk (one ChaCha stream each).

@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::StatsError;
+use super::error::StatsError;
 use super::interval::ndtr;
 use super::rng::{ChaChaStream, PURPOSE_SEQUENTIAL};
 

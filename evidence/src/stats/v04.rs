@@ -93,7 +93,7 @@ pub fn pair_differences(
     obs: &[super::data::Observation],
     baseline: &str,
     candidate: &str,
-) -> Result<(Vec<f64>, Vec<String>), super::StatsError> {
+) -> Result<(Vec<f64>, Vec<String>), super::error::StatsError> {
     type Slot<'a> = (Option<f64>, Option<f64>, &'a str);
     let mut keys: Vec<(&str, &str)> = Vec::new();
     let mut vals: Vec<Slot> = Vec::new();
@@ -125,7 +125,7 @@ pub fn pair_differences(
                 tasks.push(task.to_string());
             }
             _ => {
-                return Err(super::StatsError::Input(format!(
+                return Err(super::error::StatsError::Input(format!(
                     "{origin}: task {task:?} rep {rep:?} has no row for arm {:?} (v04-percentile pairs repetitions)",
                     if b.is_none() { baseline } else { candidate }
                 )));

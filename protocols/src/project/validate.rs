@@ -2,7 +2,7 @@
 //! section, called in the order the sections appear in `protocol.toml`, so the first error a
 //! user sees is the first one in their file.
 
-use super::{Loaded, Project};
+use super::loaded::{Loaded, Project};
 use crate::error::ProtocolError;
 use crate::protocol::{ModelContract, PROTOCOL_SCHEMA, Protocol};
 use eval_core::budget::BUILTIN_METRICS;

@@ -19,16 +19,18 @@ use futures_util::FutureExt;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
-use super::stream::stream_back;
-use super::{
-    Call, UpstreamFault, digest, error_chain, list_models, read_body, route_allowed, settle,
-    upstream_headers, upstream_url, whole_back, write_transcript,
+use super::exchange::{
+    Call, UpstreamFault, digest, read_body, route_allowed, settle, upstream_headers, upstream_url,
+    write_transcript,
 };
+use super::stream::stream_back;
+use super::whole::{list_models, whole_back};
 use crate::budget::Reservation;
 use crate::config::{ApiKind, Price};
+use crate::errors::error_chain;
 use crate::record::{CallOutcome, CallStarted, Change};
 use crate::request::ParsedRequest;
-use crate::server::{Attempt, RoleEntry};
+use crate::state::{Attempt, RoleEntry};
 
 /// A stage's result: the call handed on with what the stage produced, or the response of a call
 /// the stage ended.

@@ -15,12 +15,12 @@ use http::HeaderMap;
 use sha2::{Digest, Sha256};
 
 use super::coalesce::{Chunks, coalesce};
-use super::{
-    Call, UpstreamFault, copy_response_headers, error_chain, meter_success, settle,
-    write_transcript,
+use super::exchange::{
+    Call, UpstreamFault, copy_response_headers, meter_success, settle, write_transcript,
 };
 use crate::budget::Reservation;
 use crate::config::Price;
+use crate::errors::error_chain;
 use crate::record::{CallOutcome, Change};
 use crate::secret::StreamRedactor;
 use crate::sse::{SseParser, SseScanner};
@@ -210,7 +210,7 @@ impl Pump {
         let shared = self.call.shared.clone();
         let mut call = self.call;
         call.record.client_disconnected = client_gone;
-        call.record.response_digest = Some(crate::record::digest_text(&self.hasher.finalize()));
+        call.record.response_digest = Some(crate::digest::digest_text(&self.hasher.finalize()));
         let kept = self.transcript.take().map(Bytes::from);
         if let Some(cap) = self.keep_cap
             && let Some(t) = &kept
