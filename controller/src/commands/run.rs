@@ -27,6 +27,8 @@ pub struct Admitted {
     pub frozen_manifest: Option<eval_protocols::Manifest>,
     /// A smoke run: a subset of the schedule, in its own run directory (see [`smoke`]).
     pub smoke: Option<SmokeSpec>,
+    /// An A/A calibration run: which arm each suite's candidate copies (see [`aa`]).
+    pub aa: Option<Vec<eval_protocols::aa::AaCopy>>,
 }
 
 /// `eval run --smoke`: which part of the schedule a smoke run runs. Recorded in the smoke run's
@@ -50,14 +52,101 @@ pub fn smoke_run_name(matrix: &str) -> String {
     format!("{matrix}.smoke")
 }
 
+/// The `aa_run` ledger kind: this ledger is an A/A calibration run's (`eval run --aa`), never
+/// evidence for a release. Written before each session's `run_started`; its payload
+/// ([`AaRun`]) names the arm each candidate copies.
+pub const AA_RUN: &str = "aa_run";
+
+/// The payload of an `aa_run` entry.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AaRun {
+    pub schema: u32,
+    pub matrix: String,
+    pub protocol: String,
+    pub identity: String,
+    /// Each suite's candidate arm and the baseline arm whose definition it ran.
+    pub copies: Vec<eval_protocols::aa::AaCopy>,
+    /// Always false: an A/A run is never evidence for a release.
+    pub evidence: bool,
+}
+
+/// The run directory name of a matrix's A/A calibration run: `STATE/<matrix>.aa/`, beside the
+/// real run's and the smoke run's.
+pub fn aa_run_name(matrix: &str) -> String {
+    format!("{matrix}.aa")
+}
+
 impl Admitted {
     /// The directory name under `STATE/` this run lives in.
     pub fn run_name(&self) -> String {
-        match &self.smoke {
-            Some(_) => smoke_run_name(&self.loaded.matrix.name),
-            None => self.loaded.matrix.name.clone(),
+        match (&self.smoke, &self.aa) {
+            (Some(_), _) => smoke_run_name(&self.loaded.matrix.name),
+            (None, Some(_)) => aa_run_name(&self.loaded.matrix.name),
+            (None, None) => self.loaded.matrix.name.clone(),
         }
     }
+}
+
+/// The `aa_run` entry of `entries` (the first that parses), if the ledger is an A/A run's. The
+/// caller passes the verified entries only: the marker is part of the hash chain (and covered
+/// by the run's signed checkpoints), so a ledger is an A/A run's by its content, never its path.
+pub fn aa_run_entry(entries: &[ledger::Entry]) -> Option<AaRun> {
+    entries
+        .iter()
+        .filter(|e| e.kind == AA_RUN)
+        .find_map(|e| serde_json::from_slice(&e.payload).ok())
+}
+
+/// Whether the ledger of `run_name` in `state` is an A/A calibration run's (it holds an
+/// `aa_run` entry).
+pub fn is_aa_run(state: &Path, run_name: &str) -> bool {
+    let path = crate::run::ledger_path(state, run_name);
+    if !path.exists() {
+        return false;
+    }
+    let Ok(r) = LedgerReader::open(&path) else {
+        return false;
+    };
+    let mut found = false;
+    let _ = r.for_each_of_kind(AA_RUN, |_| {
+        found = true;
+        std::ops::ControlFlow::Break(())
+    });
+    found
+}
+
+/// Turns an admitted run into its A/A calibration run: every suite's candidate arm runs its
+/// baseline's definition under its own id (`eval_protocols::aa`), with the baseline's frozen
+/// image and attestation; the ledger check is redone on the A/A run's own ledger.
+pub fn aa(mut a: Admitted, state: &Path) -> Result<Admitted, AdmissionError> {
+    let copies =
+        eval_protocols::aa::aa_copies(&a.loaded).map_err(|refusals| AdmissionError::Smoke {
+            what: format!("the A/A run of matrix {}", a.loaded.matrix.name),
+            refusals,
+        })?;
+    eval_protocols::aa::apply_aa(&mut a.loaded.protocol, &copies);
+    for c in &copies {
+        // Empty when verify found drift: admission refuses the run then.
+        if let Some(base) = a.arms.get(&c.copies).cloned() {
+            a.arms.insert(c.arm.clone(), base);
+        }
+    }
+    a.aa = Some(copies);
+    a.facts.ledger = ledger_check(&crate::run::ledger_path(state, &a.run_name()));
+    Ok(a)
+}
+
+/// The look a run's ledger says it stopped at (efficacy or futility), if any: such a run stays
+/// stopped. An unreadable ledger stops nothing here (admission judges it).
+pub fn stopped_at_look(path: &Path) -> Option<eval_evidence::report::looks::LookTaken> {
+    if !path.exists() {
+        return None;
+    }
+    let entries = LedgerReader::open(path).and_then(|r| r.entries()).ok()?;
+    let verified = ledger::verify_entries(&entries, None);
+    let entries = &entries[..entries.len().min(verified.entries as usize)];
+    let looks = crate::commands::report_look::looks_taken(entries);
+    eval_evidence::report::looks::stopped_at(&looks).cloned()
 }
 
 /// Whether the ledger of `run_name` in `state` is a smoke run's (it holds a `smoke_run` entry).
@@ -212,6 +301,15 @@ pub enum AdmissionError {
     /// a live real run (the command line or the moment is wrong, not the evidence).
     #[error("refusing {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
     Smoke { what: String, refusals: Vec<String> },
+    /// The run stopped at an interim look (`eval report --look`): it stays stopped.
+    #[error(
+        "refusing to run {}: the run stopped at an interim look and stays stopped ({line}); nothing was recorded",
+        path.display()
+    )]
+    StoppedAtLook {
+        path: std::path::PathBuf,
+        line: String,
+    },
     /// The state directory's file system has not the room the run's attempts need at once
     /// (`admission::StateDisk`): refused before anything is recorded.
     #[error("refusing to run on the state directory {}: {why}", path.display())]
@@ -306,6 +404,7 @@ pub fn gather(
         arms,
         frozen_manifest,
         smoke: None,
+        aa: None,
     })
 }
 
@@ -392,32 +491,40 @@ pub fn run(args: RunArgs) -> CmdResult {
                 limit: args.limit,
             },
         )?;
-        // Each session sweeps the identity's containers as stale (it holds the only writer of
-        // its ledger); a smoke run beside a live real run of the same identity would sweep the
-        // real run's containers.
-        let real = crate::run::ledger_path(&state, &args.matrix);
-        if real.exists() && eval_evidence::ledger::LedgerWriter::open(&real).is_err() {
+    }
+    if args.aa {
+        admitted = aa(admitted, &state)?;
+    }
+    // Each session sweeps the identity's containers as stale (it holds the only writer of its
+    // ledger): the real run, its smoke run and its A/A run must never run beside one another.
+    let own = admitted.run_name();
+    for (other, what) in [
+        (args.matrix.clone(), "a run"),
+        (smoke_run_name(&args.matrix), "a smoke run"),
+        (aa_run_name(&args.matrix), "an A/A calibration run"),
+    ] {
+        if other == own {
+            continue;
+        }
+        let path = crate::run::ledger_path(&state, &other);
+        if path.exists() && eval_evidence::ledger::LedgerWriter::open(&path).is_err() {
             return Err(AdmissionError::Smoke {
-                what: format!("the smoke run of matrix {}", args.matrix),
+                what: format!("the run {own}"),
                 refusals: vec![format!(
-                    "the real run's ledger {} is in use (a run is going): a smoke run of the same identity must not run beside it",
-                    real.display()
+                    "the ledger {} is in use ({what} is going): runs of the same identity must not run beside one another; wait for it to end",
+                    path.display()
                 )],
             }
             .into());
         }
     }
-    if !args.smoke {
-        // The other direction: a real run sweeps its identity's containers as stale too, so it
-        // must not start beside a live smoke run of the same identity.
-        let smoke = crate::run::ledger_path(&state, &smoke_run_name(&args.matrix));
-        if smoke.exists() && eval_evidence::ledger::LedgerWriter::open(&smoke).is_err() {
-            return Err(AdmissionError::Smoke {
-                what: format!("the run of matrix {}", args.matrix),
-                refusals: vec![format!(
-                    "the smoke run's ledger {} is in use (a smoke run is going): the real run of the same identity must not run beside it; wait for it to end",
-                    smoke.display()
-                )],
+    // A run stopped at an interim look stays stopped: nothing more is recorded in it.
+    if admitted.smoke.is_none() && admitted.aa.is_none() {
+        let path = crate::run::ledger_path(&state, &args.matrix);
+        if let Some(t) = stopped_at_look(&path) {
+            return Err(AdmissionError::StoppedAtLook {
+                path,
+                line: eval_evidence::report::looks::look_line(&t),
             }
             .into());
         }
@@ -814,12 +921,15 @@ fn open_recorder(
     let checkpointer = match signing {
         Some(key) => {
             use eval_evidence::signing::{
-                Checkpointer, origin_for_identity, smoke_origin_for_identity,
+                Checkpointer, aa_origin_for_identity, origin_for_identity,
+                smoke_origin_for_identity,
             };
             // A smoke run signs as itself: its log can never pass for the real run's.
-            let origin = match admitted.smoke {
-                Some(_) => smoke_origin_for_identity(&admitted.identity)?,
-                None => origin_for_identity(&admitted.identity)?,
+            // An A/A run too: its log is never the release's evidence.
+            let origin = match (&admitted.smoke, &admitted.aa) {
+                (Some(_), _) => smoke_origin_for_identity(&admitted.identity)?,
+                (None, Some(_)) => aa_origin_for_identity(&admitted.identity)?,
+                (None, None) => origin_for_identity(&admitted.identity)?,
             };
             Some(
                 Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
@@ -1003,6 +1113,19 @@ async fn session(
         });
         rec.append(SMOKE_RUN, &payload).await?;
     }
+    if let Some(copies) = &admitted.aa {
+        // Likewise: the A/A run says what it is, and which arm each candidate copies, before
+        // anything it runs.
+        let payload = AaRun {
+            schema: events::SCHEMA,
+            matrix: loaded.matrix.name.clone(),
+            protocol: p.name.clone(),
+            identity: admitted.identity.clone(),
+            copies: copies.clone(),
+            evidence: false,
+        };
+        rec.append(AA_RUN, &payload).await?;
+    }
     let progress = Arc::new(Progress::with_budget(total, Some(p.budgets.run)));
     let end = crate::run::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
     if let Some(m) = &held.model_free {
@@ -1074,9 +1197,10 @@ async fn execute(
             api_key_file: args.key.api_key_file.clone(),
             concurrency: args.concurrency,
             signing_key: args.signing_key_file.clone(),
-            extra_labels: match admitted.smoke {
-                Some(_) => [("eval.smoke".to_owned(), "1".to_owned())].into(),
-                None => std::collections::BTreeMap::new(),
+            extra_labels: match (&admitted.smoke, &admitted.aa) {
+                (Some(_), _) => [("eval.smoke".to_owned(), "1".to_owned())].into(),
+                (None, Some(_)) => [("eval.aa".to_owned(), "1".to_owned())].into(),
+                (None, None) => std::collections::BTreeMap::new(),
             },
         },
     )
@@ -1093,6 +1217,20 @@ async fn execute(
         println!(
             "smoke run: never evidence (eval report --matrix {} exits 1)",
             admitted.run_name()
+        );
+    }
+    if let Some(copies) = &admitted.aa {
+        for c in copies {
+            println!(
+                "A/A: suite {}: candidate arm {} ran a copy of baseline arm {}",
+                c.suite, c.arm, c.copies
+            );
+        }
+        println!(
+            "A/A calibration run: never evidence for a release (eval report --matrix {} exits 1); calibrate with: eval plan --matrix {} --calibrate --pilot {}",
+            admitted.run_name(),
+            admitted.loaded.matrix.name,
+            crate::run::ledger_path(state, &admitted.run_name()).display()
         );
     }
     match &finished.end.stopped {

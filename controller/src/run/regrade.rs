@@ -66,7 +66,7 @@ pub struct RegradeSpec {
 pub enum RegradeError {
     #[error("{path}: no run of matrix {matrix} to regrade")]
     NoRun { matrix: String, path: PathBuf },
-    #[error("{path}: a smoke run is never evidence and is not regraded")]
+    #[error("{path}: a smoke run or an A/A calibration run is never evidence and is not regraded")]
     Smoke { path: PathBuf },
     #[error("{path}: the run's ledger is in use (a run is going): regrade a finished run")]
     InUse { path: PathBuf },
@@ -278,7 +278,9 @@ pub fn regrade(
             path,
         });
     }
-    if crate::commands::run::is_smoke_run(state, &spec.matrix) {
+    if crate::commands::run::is_smoke_run(state, &spec.matrix)
+        || crate::commands::run::is_aa_run(state, &spec.matrix)
+    {
         return Err(RegradeError::Smoke { path });
     }
     // Held to the end: no session can append to the run (so its head stays the one this regrade
