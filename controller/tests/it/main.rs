@@ -10,6 +10,7 @@
 
 mod support;
 
+mod aa;
 mod architecture;
 mod custody;
 mod dsh_clarify;
