@@ -206,6 +206,12 @@ pub struct RunArgs {
     /// recorded as a smoke run; never evidence, never counted toward the real run
     #[arg(long)]
     pub smoke: bool,
+    /// An A/A calibration run: the schedule with every suite's candidate arm replaced by an
+    /// identical copy of its baseline (arm ids kept), into its own run directory
+    /// (STATE/NAME.aa) and ledger; the pilot of `eval plan --calibrate`, never evidence for a
+    /// release, never counted toward the real run
+    #[arg(long, conflicts_with = "smoke")]
+    pub aa: bool,
     /// With --smoke: only these tasks (comma-separated)
     #[arg(long, value_delimiter = ',', requires = "smoke")]
     pub tasks: Vec<String>,

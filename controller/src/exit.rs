@@ -159,6 +159,7 @@ pub fn admission_status(e: &eval_engine::session::AdmissionError) -> Status {
         | E::AsyncRuntime(_)
         | E::Smoke { .. }
         | E::StateDisk { .. }
+        | E::StoppedAtLook { .. }
         | E::Stopped { .. } => Status::Usage,
         E::Registry(_) | E::NotFrozen(_) | E::Refused { .. } => Status::Integrity,
         E::Protocol(e) => integrity_if(e.is_integrity()),

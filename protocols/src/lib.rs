@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::disallowed_methods))] // clippy.toml: production code only
 
+pub mod aa;
 pub mod error;
 pub mod freeze;
 pub mod project;

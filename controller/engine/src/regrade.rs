@@ -447,7 +447,9 @@ fn open_finished_run(state: &Path, spec: &RegradeSpec) -> Result<FinishedRun, Re
             path,
         });
     }
-    if eval_runlog::layout::is_smoke_run(state, &spec.matrix) {
+    if eval_runlog::layout::is_smoke_run(state, &spec.matrix)
+        || eval_runlog::layout::is_aa_run(state, &spec.matrix)
+    {
         return Err(RegradeError::Smoke { path });
     }
     let run_writer = LedgerWriter::open(&path).map_err(|e| match e {

@@ -5,7 +5,7 @@ use eval_core::phase::Phase;
 use eval_evidence::ledger::{self, LedgerReader};
 use eval_protocols::{Loaded, Project, Registry};
 use eval_runlog::events::{self, RunStarted, SlotRecord, UpstreamRecord};
-use eval_runlog::layout::{MODEL_FREE, SMOKE_RUN, smoke_run_name};
+use eval_runlog::layout::{MODEL_FREE, SMOKE_RUN, aa_run_name, smoke_run_name};
 use eval_runlog::replay::{RunState, StatusSummary};
 use std::path::Path;
 
@@ -24,6 +24,8 @@ pub struct Admitted {
     pub frozen_manifest: Option<eval_protocols::Manifest>,
     /// A smoke run: a subset of the schedule, in its own run directory (see [`smoke`]).
     pub smoke: Option<SmokeSpec>,
+    /// An A/A calibration run: which arm each suite's candidate copies (see [`aa`]).
+    pub aa: Option<Vec<eval_protocols::aa::AaCopy>>,
     /// The running controller's driver digest (handed in: only the binary knows its sources).
     pub driver: eval_evidence::ledger::Digest,
 }
@@ -43,11 +45,33 @@ pub struct SmokeSpec {
 impl Admitted {
     /// The directory name under `STATE/` this run lives in.
     pub fn run_name(&self) -> String {
-        match &self.smoke {
-            Some(_) => smoke_run_name(&self.loaded.matrix.name),
-            None => self.loaded.matrix.name.clone(),
+        match (&self.smoke, &self.aa) {
+            (Some(_), _) => smoke_run_name(&self.loaded.matrix.name),
+            (None, Some(_)) => aa_run_name(&self.loaded.matrix.name),
+            (None, None) => self.loaded.matrix.name.clone(),
         }
     }
+}
+
+/// Turns an admitted run into its A/A calibration run: every suite's candidate arm runs its
+/// baseline's definition under its own id (`eval_protocols::aa`), with the baseline's frozen
+/// image and attestation; the ledger check is redone on the A/A run's own ledger.
+pub fn aa(mut a: Admitted, state: &Path) -> Result<Admitted, AdmissionError> {
+    let copies =
+        eval_protocols::aa::aa_copies(&a.loaded).map_err(|refusals| AdmissionError::Smoke {
+            what: format!("the A/A run of matrix {}", a.loaded.matrix.name),
+            refusals,
+        })?;
+    eval_protocols::aa::apply_aa(&mut a.loaded.protocol, &copies);
+    for c in &copies {
+        // Empty when verify found drift: admission refuses the run then.
+        if let Some(base) = a.arms.get(&c.copies).cloned() {
+            a.arms.insert(c.arm.clone(), base);
+        }
+    }
+    a.aa = Some(copies);
+    a.facts.ledger = ledger_check(&eval_runlog::layout::ledger_path(state, &a.run_name()));
+    Ok(a)
 }
 
 /// Turns an admitted run into its smoke run: the names checked against the matrix, the ledger
@@ -185,6 +209,15 @@ pub enum AdmissionError {
     /// a live real run (the command line or the moment is wrong, not the evidence).
     #[error("refusing {what}:\n{}", refusals.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
     Smoke { what: String, refusals: Vec<String> },
+    /// The run stopped at an interim look (`eval report --look`): it stays stopped.
+    #[error(
+        "refusing to run {}: the run stopped at an interim look and stays stopped ({line}); nothing was recorded",
+        path.display()
+    )]
+    StoppedAtLook {
+        path: std::path::PathBuf,
+        line: String,
+    },
     /// The state directory's file system has not the room the run's attempts need at once
     /// (`admission::StateDisk`): refused before anything is recorded.
     #[error("refusing to run on the state directory {}: {why}", path.display())]
@@ -280,6 +313,7 @@ pub fn gather(
         arms,
         frozen_manifest,
         smoke: None,
+        aa: None,
         driver,
     })
 }
@@ -700,12 +734,15 @@ fn open_recorder(
     let checkpointer = match signing {
         Some(key) => {
             use eval_evidence::signing::{
-                Checkpointer, origin_for_identity, smoke_origin_for_identity,
+                Checkpointer, aa_origin_for_identity, origin_for_identity,
+                smoke_origin_for_identity,
             };
             // A smoke run signs as itself: its log can never pass for the real run's.
-            let origin = match admitted.smoke {
-                Some(_) => smoke_origin_for_identity(&admitted.identity)?,
-                None => origin_for_identity(&admitted.identity)?,
+            // An A/A run too: its log is never the release's evidence.
+            let origin = match (&admitted.smoke, &admitted.aa) {
+                (Some(_), _) => smoke_origin_for_identity(&admitted.identity)?,
+                (None, Some(_)) => aa_origin_for_identity(&admitted.identity)?,
+                (None, None) => origin_for_identity(&admitted.identity)?,
             };
             Some(
                 Checkpointer::open(std::sync::Arc::new(key), &origin, &writer)
@@ -890,6 +927,19 @@ async fn session(
             "evidence": false,
         });
         rec.append(SMOKE_RUN, &payload).await?;
+    }
+    if let Some(copies) = &admitted.aa {
+        // Likewise: the A/A run says what it is, and which arm each candidate copies, before
+        // anything it runs.
+        let payload = eval_runlog::layout::AaRun {
+            schema: events::SCHEMA,
+            matrix: loaded.matrix.name.clone(),
+            protocol: p.name.clone(),
+            identity: admitted.identity.clone(),
+            copies: copies.clone(),
+            evidence: false,
+        };
+        rec.append(eval_runlog::layout::AA_RUN, &payload).await?;
     }
     let progress = (opts.progress)(total, Some(p.budgets.run));
     let end = crate::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;

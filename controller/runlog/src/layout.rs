@@ -48,3 +48,55 @@ pub fn is_smoke_run(state: &Path, run_name: &str) -> bool {
 
 /// `UpstreamRecord.kind` of the built-in model-free upstream.
 pub const MODEL_FREE: &str = "model-free";
+
+/// The `aa_run` ledger kind: this ledger is an A/A calibration run's (`eval run --aa`), never
+/// evidence for a release. Written before each session's `run_started`; its payload
+/// ([`AaRun`]) names the arm each candidate copies.
+pub const AA_RUN: &str = "aa_run";
+
+/// The payload of an `aa_run` entry.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AaRun {
+    pub schema: u32,
+    pub matrix: String,
+    pub protocol: String,
+    pub identity: String,
+    /// Each suite's candidate arm and the baseline arm whose definition it ran.
+    pub copies: Vec<eval_protocols::aa::AaCopy>,
+    /// Always false: an A/A run is never evidence for a release.
+    pub evidence: bool,
+}
+
+/// The run directory name of a matrix's A/A calibration run: `STATE/<matrix>.aa/`, beside the
+/// real run's and the smoke run's.
+pub fn aa_run_name(matrix: &str) -> String {
+    format!("{matrix}.aa")
+}
+
+/// The `aa_run` entry of `entries` (the first that parses), if the ledger is an A/A run's. The
+/// caller passes the verified entries only: the marker is part of the hash chain (and covered
+/// by the run's signed checkpoints), so a ledger is an A/A run's by its content, never its path.
+pub fn aa_run_entry(entries: &[eval_evidence::ledger::Entry]) -> Option<AaRun> {
+    entries
+        .iter()
+        .filter(|e| e.kind == AA_RUN)
+        .find_map(|e| serde_json::from_slice(&e.payload).ok())
+}
+
+/// Whether the ledger of `run_name` in `state` is an A/A calibration run's (it holds an
+/// `aa_run` entry).
+pub fn is_aa_run(state: &Path, run_name: &str) -> bool {
+    let path = ledger_path(state, run_name);
+    if !path.exists() {
+        return false;
+    }
+    let Ok(r) = LedgerReader::open(&path) else {
+        return false;
+    };
+    let mut found = false;
+    let _ = r.for_each_of_kind(AA_RUN, |_| {
+        found = true;
+        std::ops::ControlFlow::Break(())
+    });
+    found
+}

@@ -23,14 +23,21 @@ pub fn run(args: &PlanArgs) -> CmdResult {
         .map_err(|e| pilot_err(path, &e.to_string()))?;
     let reg = eval_protocols::registry::Registry::open(&args.state)
         .map_err(|e| pilot_err(path, &format!("the identity registry: {e}")))?;
-    if reg
-        .frozen_identity(&loaded.protocol.name)
-        .is_some_and(|own| own.to_string() == data.identity)
+    // An A/A run of the protocol itself is the one run of its identity that is a pilot: it says
+    // so in its verified ledger (an `aa_run` entry naming this identity), not by its path.
+    let aa = aa_marker(path, &data.identity);
+    if let Some(copies) = &aa {
+        println!("pilot is an A/A calibration run ({copies})");
+    }
+    if aa.is_none()
+        && reg
+            .frozen_identity(&loaded.protocol.name)
+            .is_some_and(|own| own.to_string() == data.identity)
     {
         return Err(pilot_err(
             path,
             &format!(
-                "this is a run of {} itself ({}); the noise must come from a pilot, never from the evaluated run",
+                "this is a run of {} itself ({}); the noise must come from a pilot (an A/A run: eval run --aa), never from the evaluated run",
                 loaded.protocol.name, data.identity
             ),
         )
@@ -55,6 +62,7 @@ pub fn run(args: &PlanArgs) -> CmdResult {
             "schema": "eval.plan.calibrate/1",
             "pilot": path,
             "pilot_identity": data.identity,
+            "pilot_aa": aa,
             "replicates": args.replicates,
             "seed": data.plan.seed,
             "rules": rates,
@@ -82,4 +90,24 @@ fn pilot_err(path: &std::path::Path, why: &str) -> CommandError {
         path: path.to_path_buf(),
         why: why.to_owned(),
     }
+}
+
+/// The pilot's A/A marker, if its verified ledger holds an `aa_run` entry of its own identity:
+/// which arm each candidate copied, as one line.
+fn aa_marker(path: &std::path::Path, identity: &str) -> Option<String> {
+    let all = eval_evidence::ledger::LedgerReader::open(path)
+        .and_then(|r| r.entries())
+        .ok()?;
+    let verified = eval_evidence::ledger::verify_entries(&all, None);
+    if !verified.ok {
+        return None;
+    }
+    let aa = eval_runlog::layout::aa_run_entry(&all)?;
+    (aa.identity == identity && !aa.evidence).then(|| {
+        aa.copies
+            .iter()
+            .map(|c| format!("suite {}: {} copies {}", c.suite, c.arm, c.copies))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
 }

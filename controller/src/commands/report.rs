@@ -83,6 +83,16 @@ pub fn run(args: ReportArgs) -> CmdResult {
             ),
         });
     }
+    if eval_runlog::layout::is_aa_run(state, &args.matrix) {
+        return Err(Failure {
+            status: Status::GateNotPassed,
+            message: format!(
+                "{}: A/A calibration run: never evidence for a release (its candidate arms ran copies of their baselines); nothing was reported or recorded; calibrate with eval plan --calibrate --pilot {}",
+                eval_runlog::layout::ledger_path(state, &args.matrix).display(),
+                eval_runlog::layout::ledger_path(state, &args.matrix).display()
+            ),
+        });
+    }
     let mut data = load_run_data(&args)?;
     if let Some(n) = args.look {
         super::report_look::take(state, &mut data, n, args.signing_key_file.as_deref())?;

@@ -6,11 +6,12 @@ use crate::status::{CmdResult, Status};
 use eval_engine::ProgressSink;
 use eval_engine::admission::{self, UpstreamChoice};
 use eval_engine::session::{
-    AdmissionError, Admitted, SessionOptions, SmokeSpec, gather, run_admitted, smoke, state_disk,
+    AdmissionError, Admitted, SessionOptions, SmokeSpec, aa, gather, run_admitted, smoke,
+    state_disk,
 };
 use eval_protocols::Project;
 use eval_runlog::events::AttemptOutcome;
-use eval_runlog::layout::smoke_run_name;
+use eval_runlog::layout::{aa_run_name, smoke_run_name};
 use eval_runlog::replay::StatusSummary;
 use std::io::IsTerminal as _;
 use std::path::Path;
@@ -56,32 +57,40 @@ pub fn run(args: RunArgs) -> CmdResult {
                 limit: args.limit,
             },
         )?;
-        // Each session sweeps the identity's containers as stale (it holds the only writer of
-        // its ledger); a smoke run beside a live real run of the same identity would sweep the
-        // real run's containers.
-        let real = eval_runlog::layout::ledger_path(&state, &args.matrix);
-        if real.exists() && eval_evidence::ledger::LedgerWriter::open(&real).is_err() {
+    }
+    if args.aa {
+        admitted = aa(admitted, &state)?;
+    }
+    // Each session sweeps the identity's containers as stale (it holds the only writer of its
+    // ledger): the real run, its smoke run and its A/A run must never run beside one another.
+    let own = admitted.run_name();
+    for (other, what) in [
+        (args.matrix.clone(), "a run"),
+        (smoke_run_name(&args.matrix), "a smoke run"),
+        (aa_run_name(&args.matrix), "an A/A calibration run"),
+    ] {
+        if other == own {
+            continue;
+        }
+        let path = eval_runlog::layout::ledger_path(&state, &other);
+        if path.exists() && eval_evidence::ledger::LedgerWriter::open(&path).is_err() {
             return Err(AdmissionError::Smoke {
-                what: format!("the smoke run of matrix {}", args.matrix),
+                what: format!("the run {own}"),
                 refusals: vec![format!(
-                    "the real run's ledger {} is in use (a run is going): a smoke run of the same identity must not run beside it",
-                    real.display()
+                    "the ledger {} is in use ({what} is going): runs of the same identity must not run beside one another; wait for it to end",
+                    path.display()
                 )],
             }
             .into());
         }
     }
-    if !args.smoke {
-        // The other direction: a real run sweeps its identity's containers as stale too, so it
-        // must not start beside a live smoke run of the same identity.
-        let smoke = eval_runlog::layout::ledger_path(&state, &smoke_run_name(&args.matrix));
-        if smoke.exists() && eval_evidence::ledger::LedgerWriter::open(&smoke).is_err() {
-            return Err(AdmissionError::Smoke {
-                what: format!("the run of matrix {}", args.matrix),
-                refusals: vec![format!(
-                    "the smoke run's ledger {} is in use (a smoke run is going): the real run of the same identity must not run beside it; wait for it to end",
-                    smoke.display()
-                )],
+    // A run stopped at an interim look stays stopped: nothing more is recorded in it.
+    if admitted.smoke.is_none() && admitted.aa.is_none() {
+        let path = eval_runlog::layout::ledger_path(&state, &args.matrix);
+        if let Some(t) = eval_runlog::looks::stopped_at_look(&path) {
+            return Err(AdmissionError::StoppedAtLook {
+                path,
+                line: eval_evidence::report::looks::look_line(&t),
             }
             .into());
         }
@@ -150,9 +159,10 @@ async fn execute(
             api_key_file: args.key.api_key_file.clone(),
             concurrency: args.concurrency,
             signing_key: args.signing_key_file.clone(),
-            extra_labels: match admitted.smoke {
-                Some(_) => [("eval.smoke".to_owned(), "1".to_owned())].into(),
-                None => std::collections::BTreeMap::new(),
+            extra_labels: match (&admitted.smoke, &admitted.aa) {
+                (Some(_), _) => [("eval.smoke".to_owned(), "1".to_owned())].into(),
+                (None, Some(_)) => [("eval.aa".to_owned(), "1".to_owned())].into(),
+                (None, None) => std::collections::BTreeMap::new(),
             },
         },
     )
@@ -169,6 +179,20 @@ async fn execute(
         println!(
             "smoke run: never evidence (eval report --matrix {} exits 1)",
             admitted.run_name()
+        );
+    }
+    if let Some(copies) = &admitted.aa {
+        for c in copies {
+            println!(
+                "A/A: suite {}: candidate arm {} ran a copy of baseline arm {}",
+                c.suite, c.arm, c.copies
+            );
+        }
+        println!(
+            "A/A calibration run: never evidence for a release (eval report --matrix {} exits 1); calibrate with: eval plan --matrix {} --calibrate --pilot {}",
+            admitted.run_name(),
+            admitted.loaded.matrix.name,
+            eval_runlog::layout::ledger_path(state, &admitted.run_name()).display()
         );
     }
     match &finished.end.stopped {

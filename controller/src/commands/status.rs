@@ -38,13 +38,31 @@ pub fn run(args: StatusArgs) -> CmdResult {
     if !args.json && eval_runlog::layout::is_smoke_run(&args.state.state, &args.matrix) {
         println!("SMOKE run: never evidence, counted toward no real run");
     }
+    if !args.json && eval_runlog::layout::is_aa_run(&args.state.state, &args.matrix) {
+        println!("A/A calibration run: never evidence for a release, counted toward no real run");
+    }
+    let ledger = eval_runlog::layout::ledger_path(&args.state.state, &args.matrix);
+    let stopped = eval_runlog::looks::stopped_at_look(&ledger);
     if args.json {
+        let mut v = serde_json::to_value(&sum).map_err(CommandError::encode("print status"))?;
+        if let (Some(t), Some(obj)) = (&stopped, v.as_object_mut()) {
+            obj.insert(
+                "stopped_at_look".into(),
+                serde_json::to_value(t).map_err(CommandError::encode("print status"))?,
+            );
+        }
         let text =
-            serde_json::to_string_pretty(&sum).map_err(CommandError::encode("print status"))?;
+            serde_json::to_string_pretty(&v).map_err(CommandError::encode("print status"))?;
         println!("{text}");
         return Ok(Status::Ok);
     }
     print!("{}", render_text(&sum));
+    if let Some(t) = &stopped {
+        println!(
+            "STOPPED at an interim look: {} (eval run refuses to continue it)",
+            eval_evidence::report::looks::look_line(t)
+        );
+    }
     Ok(Status::Ok)
 }
 

@@ -13,6 +13,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod aa;
 mod custody;
 mod dsh_clarify;
 mod dsh_faults;

@@ -303,3 +303,9 @@ pub fn stopped_for_efficacy(run: &RunData) -> Option<&LookTaken> {
         .iter()
         .find(|t| t.decision == LookDecision::StopEfficacy)
 }
+
+/// The look `looks` stopped the run at (efficacy or futility), if one did: such a run stays
+/// stopped (`eval run` refuses to continue it).
+pub fn stopped_at(looks: &[LookTaken]) -> Option<&LookTaken> {
+    looks.iter().find(|t| stops(t.decision))
+}

@@ -47,12 +47,34 @@ pub fn is_smoke_origin(origin: &str) -> bool {
     origin.starts_with(SMOKE_ORIGIN_PREFIX)
 }
 
+/// The origin prefix of an A/A calibration run's log (`eval run --aa`): `eval-aa/<identity>`.
+/// Like a smoke run's, none of its checkpoints, receipts or attestations can pass for the real
+/// run's: an A/A run is never evidence for a release.
+pub const AA_ORIGIN_PREFIX: &str = "eval-aa/";
+
+/// The origin line of an identity's A/A calibration runs: `eval-aa/<identity>`.
+pub fn aa_origin_for_identity(identity: &str) -> Result<String, SigningError> {
+    let origin = format!("{AA_ORIGIN_PREFIX}{identity}");
+    check_origin(&origin)?;
+    Ok(origin)
+}
+
+/// True for an A/A calibration run's log.
+pub fn is_aa_origin(origin: &str) -> bool {
+    origin.starts_with(AA_ORIGIN_PREFIX)
+}
+
 /// Evidence of `identity` is signed under `eval/<identity>` and nothing else: a smoke run's log
 /// (or another identity's) is refused, whatever its signatures.
 pub fn check_evidence_origin(origin: &str, identity: &str) -> Result<(), SigningError> {
     if is_smoke_origin(origin) {
         return Err(SigningError::Integrity(format!(
             "the checkpoints are of log {origin:?}: a smoke run's, never evidence"
+        )));
+    }
+    if is_aa_origin(origin) {
+        return Err(SigningError::Integrity(format!(
+            "the checkpoints are of log {origin:?}: an A/A calibration run's, never evidence for a release"
         )));
     }
     let want = origin_for_identity(identity)?;

@@ -17,9 +17,9 @@ mod scan;
 pub(crate) mod signer;
 
 pub use checkpoint::{
-    CHECKPOINT_KIND, CHECKPOINT_PAYLOAD_VERSION, CheckpointPayload, SMOKE_ORIGIN_PREFIX,
-    SignedCheckpoint, TreeHead, check_evidence_origin, is_smoke_origin, origin_for_identity,
-    smoke_origin_for_identity,
+    AA_ORIGIN_PREFIX, CHECKPOINT_KIND, CHECKPOINT_PAYLOAD_VERSION, CheckpointPayload,
+    SMOKE_ORIGIN_PREFIX, SignedCheckpoint, TreeHead, aa_origin_for_identity, check_evidence_origin,
+    is_aa_origin, is_smoke_origin, origin_for_identity, smoke_origin_for_identity,
 };
 pub use checkpointer::Checkpointer;
 pub use dsse::{

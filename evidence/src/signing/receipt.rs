@@ -226,6 +226,12 @@ pub fn verify_receipt(r: &Receipt, key: &PublicKey) -> Result<VerifiedReceipt, S
             cp.head.origin
         )));
     }
+    if super::is_aa_origin(&cp.head.origin) {
+        return Err(proof_err(format!(
+            "the receipt is of log {:?}: an A/A calibration run's entry, never evidence for a release",
+            cp.head.origin
+        )));
+    }
     if cp.head.tree_size != r.tree_size {
         return Err(proof_err(format!(
             "tree size {} is not the checkpoint's {}",
