@@ -50,3 +50,4 @@ mod signing_cli;
 mod smoke;
 mod stats_cli;
 mod thin_arms;
+mod v04_reduced;
