@@ -546,10 +546,8 @@ fn task_subsets_import_a_reduced_v04_sized_to_them() {
     let plan = plan_json(&i.project, NAME);
     let slots = plan.as_array().unwrap();
     assert_eq!(slots.len(), 24, "{plan}");
-    let tasks: std::collections::BTreeSet<&str> = slots
-        .iter()
-        .filter_map(|s| s["task"].as_str())
-        .collect();
+    let tasks: std::collections::BTreeSet<&str> =
+        slots.iter().filter_map(|s| s["task"].as_str()).collect();
     assert_eq!(
         tasks,
         ["icae-python-01", "simple-js-clamp", EVOCODE[1]]
