@@ -604,6 +604,18 @@ pub struct ImportV04Args {
     /// otherwise): its grader goes unchecked, which the protocol states
     #[arg(long)]
     pub no_controls: bool,
+    /// Import only these `simple` tasks (comma-separated ids, as `v04-simple --tasks`; default:
+    /// all of simple-tasks.json). A subset is a reduced v0.4 (its gates sized to it), not v0.4
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub simple_tasks: Vec<String>,
+    /// Import only these ICAE tasks (comma-separated v0.4 ids, as `v04-icae --tasks`; default:
+    /// v0.4's six)
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub icae_tasks: Vec<String>,
+    /// Import only these EvoCode tasks (comma-separated ids, as `v04-evocode --tasks`; default:
+    /// v0.4's three)
+    #[arg(long, value_name = "ID,ID", value_delimiter = ',')]
+    pub evocode_tasks: Vec<String>,
     /// A base image by its build name (dsh, v04-grader, evocode-go), instead of its build
     /// record; repeatable
     #[arg(long = "image", value_name = "NAME=sha256:…")]

@@ -49,3 +49,4 @@ mod run_resume;
 mod show;
 mod smoke;
 mod thin_arms;
+mod v04_reduced;

@@ -365,3 +365,62 @@ fn every_v04_arm_runs_on_the_toolchain_runtime_and_icae_is_graded_on_its_image()
         "{grader}"
     );
 }
+
+/// `--simple-tasks`, `--icae-tasks`, `--evocode-tasks` import a reduced v0.4: v0.4's schedule
+/// on one task per suite (3 suites × 3 arms × 2 repetitions + the 6 infrastructure slots), its
+/// gates sized to it, and the import says it is not v0.4; an unknown id exits 2 naming it.
+#[test]
+fn task_subsets_import_a_reduced_v04_sized_to_them() {
+    let i = inputs();
+    let images = fake_images();
+    let mut extra: Vec<&str> = images.iter().map(String::as_str).collect();
+    extra.extend([
+        "--simple-tasks",
+        "simple-js-clamp",
+        "--icae-tasks",
+        "icae-python-01",
+        "--evocode-tasks",
+        EVOCODE[1],
+    ]);
+    let o = import_v04(&i, &i.root.join("r"), &extra);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("reduced v0.4"), "{}", text(&o));
+    let plan = plan_json(&i.project, NAME);
+    let slots = plan.as_array().unwrap();
+    assert_eq!(slots.len(), 24, "{plan}");
+    let tasks: std::collections::BTreeSet<&str> =
+        slots.iter().filter_map(|s| s["task"].as_str()).collect();
+    assert_eq!(
+        tasks,
+        ["icae-python-01", "simple-js-clamp", EVOCODE[1]]
+            .into_iter()
+            .collect(),
+        "{plan}"
+    );
+    let p: toml::Table =
+        std::fs::read_to_string(i.project.join("protocols/v0.4-real/protocol.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    let evocode = p["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["id"].as_str() == Some("evocode"))
+        .unwrap();
+    let task_count = evocode["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["statistic"].as_str() == Some("task_count"))
+        .unwrap();
+    assert_eq!(task_count["threshold"].as_integer(), Some(1));
+
+    let j = inputs();
+    let mut extra: Vec<&str> = images.iter().map(String::as_str).collect();
+    extra.extend(["--icae-tasks", "icae-nope-01"]);
+    let o = import_v04(&j, &j.root.join("r"), &extra);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("icae-nope-01"), "{}", text(&o));
+    assert!(!j.project.join("protocols").exists());
+}

@@ -132,9 +132,15 @@ pub fn run(args: &ImportV04Args) -> CmdResult {
     // alone when it already holds exactly these bytes.
     let written = super::write_files(&files, &|rel: &Path| rel.starts_with("runtimes"))?;
     let name = &args.protocol;
-    println!(
-        "imported v0.4 (simple, icae, evocode) as protocol {name} ({written} files written): 90 statistical slots, 6 infrastructure slots"
-    );
+    if args.simple_tasks.is_empty() && args.icae_tasks.is_empty() && args.evocode_tasks.is_empty() {
+        println!(
+            "imported v0.4 (simple, icae, evocode) as protocol {name} ({written} files written): 90 statistical slots, 6 infrastructure slots"
+        );
+    } else {
+        println!(
+            "imported a reduced v0.4 (a subset of the tasks of simple, icae, evocode; its gates sized to it) as protocol {name} ({written} files written)"
+        );
+    }
     match &args.router_identity {
         Some(id) => println!(
             "precondition: paid runs wait for a passed, signed report of the router evaluation {id}"
@@ -163,7 +169,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
     let simple = ImportV04SimpleArgs {
         from: args.simple.clone(),
         protocol: name.clone(),
-        tasks: Vec::new(),
+        tasks: args.simple_tasks.clone(),
         dsh_image: image("dsh-poly"),
         grader_image: image("v04-grader"),
         router_identity: args.router_identity.clone(),
@@ -179,7 +185,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         from: args.icae.clone(),
         package: package.clone(),
         protocol: name.clone(),
-        tasks: Vec::new(),
+        tasks: args.icae_tasks.clone(),
         dsh_image: image("dsh-poly"),
         grader_image: image("dsh-poly"),
         allow_unpinned: args.allow_unpinned,
@@ -188,7 +194,11 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         from: args.evocode.clone(),
         package,
         protocol: name.clone(),
-        tasks: super::evocode::V04_TASKS.map(str::to_owned).to_vec(),
+        tasks: if args.evocode_tasks.is_empty() {
+            super::evocode::V04_TASKS.map(str::to_owned).to_vec()
+        } else {
+            args.evocode_tasks.clone()
+        },
         dsh_image: image("dsh-poly"),
         grader_image: image("evocode-go"),
         allow_unpinned: args.allow_unpinned,
