@@ -124,6 +124,13 @@ pub struct FreezeArgs {
     pub protocol: String,
     #[command(flatten)]
     pub state: StateArg,
+    /// A pilot run's ledger (never a run of this protocol): print each suite gate's false-fail
+    /// rate under no effect beside the calibration lines, as `eval plan --calibrate` computes it
+    #[arg(long, value_name = "LEDGER")]
+    pub pilot: Option<PathBuf>,
+    /// No-effect replicates for --pilot
+    #[arg(long, value_name = "N", default_value_t = 200, requires = "pilot")]
+    pub replicates: u32,
 }
 
 #[derive(Debug, Args)]

@@ -454,6 +454,19 @@ pub struct OracleGuard {
     pub max_brief_overlap: f64,
 }
 
+impl SuiteSpec {
+    /// The suite's control arms, when it declares some (`None` without the table or with
+    /// `off`): what runs, counts slots and feeds `grader_valid`.
+    pub fn control_arms(&self) -> Option<&Controls> {
+        self.controls.as_ref().filter(|c| c.off.is_none())
+    }
+
+    /// The protocol's stated reason for running the suite without control arms (`off`).
+    pub fn controls_off(&self) -> Option<&str> {
+        self.controls.as_ref().and_then(|c| c.off.as_deref())
+    }
+}
+
 impl OracleGuard {
     /// A question names a requirement or two; three leaves room without letting one injected
     /// question mark a whole brief triggered.
@@ -485,7 +498,8 @@ impl Default for OracleGuard {
 }
 
 /// `[suites.<id>.controls]`: the control arms every task of the suite is graded under, and what
-/// counts as passing. See `eval_core::controls`.
+/// counts as passing — or `off = "<why>"`, the protocol's explicit statement that the suite runs
+/// without them. See `eval_core::controls`.
 ///
 /// ```toml
 /// [suites.simple.controls]
@@ -495,16 +509,34 @@ impl Default for OracleGuard {
 /// [suites.simple.controls.exploits]
 /// mine = "protocols/NAME/exploits/mine"   # a directory of files laid over the workspace
 /// ```
+///
+/// or, knowingly without controls (disclosed as a warning in every report):
+///
+/// ```toml
+/// [suites.simple.controls]
+/// off = "the tasks have no reference solutions yet"
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Controls {
     /// `oracle`, `nop`, `exploit:<name>`; each at most once. An oracle needs every task of the
     /// suite to have a `solution/` directory; any exploit needs a `nop` to be compared with.
+    /// Required (non-empty) unless `off` is given, and then it must be absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arms: Vec<String>,
-    /// The grader metric a control's result is judged by.
+    /// The grader metric a control's result is judged by (required with `arms`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub metric: String,
-    /// A control passes when its `metric` is at least this.
-    pub pass_at_least: f64,
+    /// A control passes when its `metric` is at least this (required with `arms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_at_least: Option<f64>,
+    /// `off = "<why>"`: the protocol knowingly runs this suite without control arms, so its
+    /// grader's validity is not checked; the reason (non-empty) is disclosed as a warning in
+    /// every report. Exclusive with every other field. A suite with neither control arms nor
+    /// `off` makes the report name "grader validity unchecked" as a reason release is not
+    /// allowed. Optional and serialised only when present, so existing identities stand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<String>,
     /// Other metrics of the same grader shown beside `metric` in the grader-validity table
     /// (e.g. a hardened grading of the same assertions); they never gate.
     #[serde(default)]

@@ -22,7 +22,7 @@ pub fn control_slots(loaded: &Loaded) -> Vec<SlotRecord> {
             .protocol
             .suites
             .get(&suite.id)
-            .and_then(|s| s.controls.as_ref())
+            .and_then(|s| s.control_arms())
         else {
             continue;
         };

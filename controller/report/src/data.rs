@@ -300,16 +300,20 @@ fn suite_data(loaded: &eval_protocols::Loaded) -> Vec<SuiteData> {
                 .unwrap_or_default(),
             max_oracle_calls: p.suites.get(&s.id).map_or(0, |x| x.max_oracle_calls),
             pass_mark: p.suites.get(&s.id).and_then(|x| x.pass_mark),
-            controls: p
-                .suites
-                .get(&s.id)
-                .and_then(|x| x.controls.as_ref())
-                .map(|c| eval_evidence::report::ControlsData {
+            controls: p.suites.get(&s.id).and_then(|x| x.control_arms()).map(|c| {
+                eval_evidence::report::ControlsData {
                     arms: c.arms.clone(),
                     metric: c.metric.clone(),
-                    pass_at_least: c.pass_at_least,
+                    // Required with arms (validated on load).
+                    pass_at_least: c.pass_at_least.unwrap_or(f64::INFINITY),
                     also_report: c.also_report.clone(),
-                }),
+                }
+            }),
+            controls_off: p
+                .suites
+                .get(&s.id)
+                .and_then(|x| x.controls_off())
+                .map(str::to_owned),
         })
         .collect()
 }

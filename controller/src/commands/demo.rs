@@ -67,6 +67,8 @@ pub fn run(args: DemoArgs) -> CmdResult {
         state: StateArg {
             state: PathBuf::from("runs"),
         },
+        pilot: None,
+        replicates: 200,
     })?;
     println!("== eval run --matrix demo --upstream fixture");
     let project = Project::open(".");

@@ -5,10 +5,17 @@ use crate::cli::FreezeArgs;
 use crate::driver::{DRIVER_FILES, driver_digest};
 use crate::status::{CmdResult, Status};
 use eval_protocols::{FreezeOutcome, Project};
+use std::path::Path;
 
 pub fn run(args: FreezeArgs) -> CmdResult {
     let project = Project::open(".");
     let state = &args.state.state;
+    // The pilot's figures are computed before anything is frozen: a pilot that is missing, not a
+    // ledger, or a run of this very protocol is refused (exit 2) with nothing recorded.
+    let pilot = match &args.pilot {
+        Some(path) => Some((path, pilot_figures(&project, &args, path)?)),
+        None => None,
+    };
     let outcome = eval_protocols::freeze(
         &project,
         &args.protocol,
@@ -43,7 +50,45 @@ pub fn run(args: FreezeArgs) -> CmdResult {
         println!("{line}");
     }
     print_calibration(&project.load(&args.protocol)?)?;
+    if let Some((path, f)) = pilot {
+        println!(
+            "false-fail under no effect, from pilot {} ({}, a run of {}), {} replicates, seed {}:",
+            path.display(),
+            f.identity,
+            f.protocol,
+            args.replicates,
+            f.seed
+        );
+        for r in &f.rates {
+            println!("{}", r.line());
+        }
+    }
     Ok(Status::Ok)
+}
+
+/// `--pilot`: each suite gate's false-fail rate on the pilot's noise (the computation `eval plan
+/// --calibrate` prints, `plan_calibrate::pilot_false_fail`), refusing a pilot that is a run of
+/// the protocol being frozen (by name: a frozen name has one identity, and freezing other bytes
+/// under it is refused anyway).
+fn pilot_figures(
+    project: &Project,
+    args: &FreezeArgs,
+    path: &Path,
+) -> Result<super::plan_calibrate::PilotFalseFail, crate::status::Failure> {
+    let loaded = project.load(&args.protocol)?;
+    let f =
+        super::plan_calibrate::pilot_false_fail(&loaded, path, &args.state.state, args.replicates)?;
+    if f.protocol == args.protocol {
+        return Err(super::plan_calibrate::pilot_err(
+            path,
+            &format!(
+                "this is a run of {} ({}), the protocol being frozen; the noise must come from a pilot, never from the evaluated protocol's own run",
+                f.protocol, f.identity
+            ),
+        )
+        .into());
+    }
+    Ok(f)
 }
 
 /// Replicates of the null simulation behind each interval gate's calibration line: a standard

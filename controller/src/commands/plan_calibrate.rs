@@ -4,31 +4,53 @@
 //! candidate's results swapped within each pair at random, the protocol's gates evaluated on
 //! every replicate by their own procedure. An A/A pilot (the baseline against an identical copy
 //! of itself) is the natural input. The pilot is never the evaluated run (its identity: exit 2).
+//! `eval freeze --pilot` prints the same figures through [`pilot_false_fail`].
 
-use eval_evidence::report::false_fail::false_fail_rates;
+use eval_evidence::report::false_fail::{FalseFail, false_fail_rates};
 use eval_protocols::Project;
+use std::path::Path;
 
 use crate::cli::PlanArgs;
 use crate::commands::error::CommandError;
 use crate::status::{CmdResult, Status};
 
-pub fn run(args: &PlanArgs) -> CmdResult {
-    let project = Project::open(".");
-    let matrix = project.load_matrix(&args.matrix)?;
-    let loaded = project.load(&matrix.protocol)?;
-    let Some(path) = &args.pilot else {
-        return Err(pilot_err(std::path::Path::new(""), "--calibrate needs --pilot LEDGER").into());
-    };
-    let data = eval_report::data::pilot_run_data(std::path::Path::new("."), path, &loaded)
+/// A pilot's false-fail figures for one protocol.
+pub(crate) struct PilotFalseFail {
+    /// The pilot run's frozen identity.
+    pub identity: String,
+    /// The protocol the pilot ran.
+    pub protocol: String,
+    /// The seed of the replicates (the evaluated protocol's statistical seed).
+    pub seed: u64,
+    /// Every suite rule's rate.
+    pub rates: Vec<FalseFail>,
+    /// The pilot is an A/A run of the protocol itself: which arm each candidate copied.
+    pub aa: Option<String>,
+}
+
+/// Every suite gate rule of `loaded` with its false-fail rate under no effect on the pilot
+/// ledger's noise: the one computation behind `eval plan --calibrate` and `eval freeze --pilot`.
+/// A missing or unreadable pilot, a pilot that is a run of `loaded`'s frozen identity (looked up
+/// in the registry under `state`), no replicates or no suite gate is a `--pilot` error (exit 2).
+pub(crate) fn pilot_false_fail(
+    loaded: &eval_protocols::Loaded,
+    path: &Path,
+    state: &Path,
+    replicates: u32,
+) -> Result<PilotFalseFail, CommandError> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Err(pilot_err(path, "no such file"));
+    }
+    if replicates == 0 {
+        return Err(pilot_err(path, "--replicates must be at least 1"));
+    }
+    let data = eval_report::data::pilot_run_data(Path::new("."), path, loaded)
         .map_err(|e| pilot_err(path, &e.to_string()))?;
-    let reg = eval_protocols::registry::Registry::open(&args.state)
+    let reg = eval_protocols::registry::Registry::open(state)
         .map_err(|e| pilot_err(path, &format!("the identity registry: {e}")))?;
     // An A/A run of the protocol itself is the one run of its identity that is a pilot: it says
     // so in its verified ledger (an `aa_run` entry naming this identity), not by its path.
     let aa = aa_marker(path, &data.identity);
-    if let Some(copies) = &aa {
-        println!("pilot is an A/A calibration run ({copies})");
-    }
     if aa.is_none()
         && reg
             .frozen_identity(&loaded.protocol.name)
@@ -40,13 +62,9 @@ pub fn run(args: &PlanArgs) -> CmdResult {
                 "this is a run of {} itself ({}); the noise must come from a pilot (an A/A run: eval run --aa), never from the evaluated run",
                 loaded.protocol.name, data.identity
             ),
-        )
-        .into());
+        ));
     }
-    if args.replicates == 0 {
-        return Err(pilot_err(path, "--replicates must be at least 1").into());
-    }
-    let rates = false_fail_rates(&data, args.replicates, data.plan.seed);
+    let rates = false_fail_rates(&data, replicates, data.plan.seed);
     if rates.is_empty() {
         return Err(pilot_err(
             path,
@@ -54,18 +72,37 @@ pub fn run(args: &PlanArgs) -> CmdResult {
                 "protocol {} has no suite gate to calibrate",
                 loaded.protocol.name
             ),
-        )
-        .into());
+        ));
+    }
+    Ok(PilotFalseFail {
+        identity: data.identity,
+        protocol: data.protocol,
+        seed: data.plan.seed,
+        rates,
+        aa,
+    })
+}
+
+pub fn run(args: &PlanArgs) -> CmdResult {
+    let project = Project::open(".");
+    let matrix = project.load_matrix(&args.matrix)?;
+    let loaded = project.load(&matrix.protocol)?;
+    let Some(path) = &args.pilot else {
+        return Err(pilot_err(Path::new(""), "--calibrate needs --pilot LEDGER").into());
+    };
+    let f = pilot_false_fail(&loaded, path, &args.state, args.replicates)?;
+    if let Some(copies) = &f.aa {
+        println!("pilot is an A/A calibration run ({copies})");
     }
     if args.json {
         let v = serde_json::json!({
             "schema": "eval.plan.calibrate/1",
             "pilot": path,
-            "pilot_identity": data.identity,
-            "pilot_aa": aa,
+            "pilot_identity": f.identity,
+            "pilot_aa": f.aa,
             "replicates": args.replicates,
-            "seed": data.plan.seed,
-            "rules": rates,
+            "seed": f.seed,
+            "rules": f.rates,
         });
         let text = serde_json::to_string_pretty(&v)
             .map_err(CommandError::encode("encode the calibration"))?;
@@ -74,18 +111,18 @@ pub fn run(args: &PlanArgs) -> CmdResult {
         println!(
             "pilot {} ({}), {} no-effect replicates, seed {}:",
             path.display(),
-            data.identity,
+            f.identity,
             args.replicates,
-            data.plan.seed
+            f.seed
         );
-        for r in &rates {
+        for r in &f.rates {
             println!("  {}", r.line());
         }
     }
     Ok(Status::Ok)
 }
 
-fn pilot_err(path: &std::path::Path, why: &str) -> CommandError {
+pub(crate) fn pilot_err(path: &Path, why: &str) -> CommandError {
     CommandError::Pilot {
         path: path.to_path_buf(),
         why: why.to_owned(),

@@ -635,3 +635,189 @@ fn plan_calibrate_refuses_a_pilot_that_is_not_a_run() {
     let o = eval(&proj, &["plan", "--matrix", "demo", "--calibrate"]);
     assert_eq!(code(&o), 2, "{}", text(&o));
 }
+
+/// A well-formed pilot run of protocol `protocol` (a copy of the demo's `simple` suite, native vs
+/// v0.4-auto, six tasks, two repetitions): equal scores, turns and tokens in both arms, and
+/// durations of 1 s and 3 s in every pair (the slow one in either arm), so the duration rules fail
+/// some no-effect replicates and the score rule none.
+fn simple_pilot_ledger(path: &Path, protocol: &str, identity: &str) {
+    use eval_evidence::ledger::{LedgerWriter, NewEntry};
+    let w = LedgerWriter::open(path).unwrap();
+    let put = |kind: &str, v: serde_json::Value| {
+        w.append_blocking(NewEntry::new(kind, &v).unwrap()).unwrap();
+    };
+    let mut slots = Vec::new();
+    for t in 1..=6 {
+        for arm in ["native", "v0.4-auto"] {
+            for rep in 1..=2 {
+                slots.push(serde_json::json!({"arm": arm, "id": format!("stat-simple-demo-simple-{t}-{arm}-r{rep}"), "phase": "statistical", "rep": rep, "suite": "simple", "task": format!("demo-simple-{t}")}));
+            }
+        }
+    }
+    put(
+        "run_started",
+        serde_json::json!({"concurrency": 1, "driver": "sha256:0000000000000000000000000000000000000000000000000000000000000000", "fixture_evidence": true, "identity": identity, "matrix": protocol, "max_infra_attempts": 3, "max_reruns": 3, "protocol": protocol, "rerunnable_codes": [], "schema": 1, "session": 1, "slots": slots.clone(), "started_at": "2026-01-01T00:00:00.000Z", "upstream": {"kind": "fixture", "url": "http://127.0.0.1:1/v1"}}),
+    );
+    for s in &slots {
+        let slot = s["id"].as_str().unwrap();
+        let t: u32 = s["task"].as_str().unwrap()[12..].parse().unwrap();
+        // Noise, not an effect: each (task, repetition) pair has one 1 s and one 3 s attempt,
+        // the slow one in either arm.
+        let arm = u32::from(s["arm"] == "native");
+        let duration = if (t + s["rep"].as_u64().unwrap() as u32 + arm).is_multiple_of(2) {
+            1.0
+        } else {
+            3.0
+        };
+        put(
+            "attempt_started",
+            serde_json::json!({"arm": s["arm"], "attempt": format!("{slot}#1"), "number": 1, "phase": "statistical", "rep": s["rep"], "rerun_of": null, "schema": 1, "session": 1, "slot": slot, "started_at": "2026-01-01T00:00:01.000Z", "suite": "simple", "task": s["task"]}),
+        );
+        put(
+            "attempt_outcome",
+            serde_json::json!({"accounting": "matched", "arm": s["arm"], "artifacts": {}, "attempt": format!("{slot}#1"), "attestation": null, "clarification_questions": 0, "closed_by_controller": false, "container_seconds": duration, "detail": null, "duration_seconds": duration, "finished_at": "2026-01-01T00:00:02.000Z", "harness": null, "image": null, "infra_fault": null, "metrics": {"score": 60.0}, "model_calls": [], "model_turns": 3, "number": 1, "oracle_calls": 0, "outcome": "completed", "schema": 1, "slot": slot, "tokens": {"cached": 0, "input": 900, "output": 100, "reasoning": 0}, "upstream": "fixture"}),
+        );
+    }
+    w.close();
+}
+
+/// `protocols/demo` copied as protocol and matrix `name` (the pilot's own protocol).
+fn copy_demo_as(proj: &Path, name: &str) {
+    let from = proj.join("protocols/demo");
+    let to = proj.join("protocols").join(name);
+    for e in walkdir(&from) {
+        let rel = e.strip_prefix(&from).unwrap();
+        let dst = to.join(rel);
+        fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        fs::copy(&e, &dst).unwrap();
+    }
+    let p = to.join("protocol.toml");
+    let text = fs::read_to_string(&p)
+        .unwrap()
+        .replacen("name = \"demo\"", &format!("name = \"{name}\""), 1)
+        .replacen("matrix = \"demo\"", &format!("matrix = \"{name}\""), 1);
+    fs::write(&p, text).unwrap();
+    let m = fs::read_to_string(proj.join("matrix/demo.toml"))
+        .unwrap()
+        .replacen("name = \"demo\"", &format!("name = \"{name}\""), 1)
+        .replacen("protocol = \"demo\"", &format!("protocol = \"{name}\""), 1);
+    fs::write(proj.join("matrix").join(format!("{name}.toml")), m).unwrap();
+}
+
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walkdir(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `eval freeze --pilot LEDGER`: beside the calibration lines, each suite gate's false-fail rate
+/// on the pilot's noise — exactly the lines `eval plan --calibrate` prints for the same pilot and
+/// replicates (one computation) — and a missing pilot or a run of the protocol being frozen is
+/// refused (exit 2, the file named) with nothing frozen.
+#[test]
+fn freeze_prints_a_pilots_false_fail_rates_and_refuses_its_own_runs() {
+    let (_tmp, proj) = init();
+    let frozen = proj.join("runs/freezes/demo.json");
+    // A missing pilot: named, exit 2, nothing frozen.
+    let o = eval(
+        &proj,
+        &["freeze", "--protocol", "demo", "--pilot", "nope.sqlite"],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("nope.sqlite"), "{}", text(&o));
+    assert!(!frozen.exists());
+    // A run of the protocol being frozen: refused, nothing frozen.
+    let own = proj.join("own.sqlite");
+    simple_pilot_ledger(&own, "demo", "sha256:own");
+    let o = eval(
+        &proj,
+        &[
+            "freeze",
+            "--protocol",
+            "demo",
+            "--pilot",
+            own.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("own.sqlite") && text(&o).contains("the protocol being frozen"),
+        "{}",
+        text(&o)
+    );
+    assert!(!frozen.exists());
+    // A pilot of another protocol: frozen, with the false-fail lines after the calibration ones.
+    copy_demo_as(&proj, "pilot");
+    let pilot = proj.join("pilot.sqlite");
+    simple_pilot_ledger(&pilot, "pilot", "sha256:pilot");
+    let p = pilot.to_str().unwrap();
+    let o = eval(
+        &proj,
+        &[
+            "freeze",
+            "--protocol",
+            "demo",
+            "--pilot",
+            p,
+            "--replicates",
+            "40",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(frozen.exists());
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("false-fail: "))
+        .collect();
+    let last_calibration = out.rfind("calibration: ").unwrap();
+    assert!(
+        out.find("false-fail: ").unwrap() > last_calibration,
+        "{out}"
+    );
+    let rule = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(id))
+            .unwrap_or_else(|| panic!("{id}: {out}"))
+            .to_string()
+    };
+    assert!(
+        rule("rule score_noninferiority ").contains("(0 of 40 replicates)"),
+        "{out}"
+    );
+    // Durations of 1 s and 3 s paired at random: the P95 overhead fails some replicates.
+    assert!(
+        !rule("rule duration_overhead_p95 ").contains("(0 of 40 replicates)"),
+        "{out}"
+    );
+    // The same computation as `eval plan --calibrate`.
+    let o = eval(
+        &proj,
+        &[
+            "plan",
+            "--matrix",
+            "demo",
+            "--calibrate",
+            "--pilot",
+            p,
+            "--replicates",
+            "40",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let plan = String::from_utf8(o.stdout).unwrap();
+    let plan_lines: Vec<&str> = plan
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("false-fail: "))
+        .collect();
+    assert_eq!(lines, plan_lines);
+}

@@ -69,6 +69,11 @@ pub struct Report {
     /// cross-checked (each also listed per arm in `accounting`).
     #[serde(default)]
     pub anomalies: Vec<String>,
+    /// What the protocol knowingly left unchecked, disclosed in every rendering: each suite it
+    /// runs without control arms (`[suites.<id>.controls] off`), with its stated reason. They
+    /// do not stop a release (the protocol said so before the run), but a reader must see them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// What was verified about the evidence before anything was computed.
     #[serde(default)]
     pub evidence: Option<EvidenceCheck>,
@@ -375,6 +380,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
     if run.identity_retired {
         reasons.push(format!("identity {} is retired", run.identity));
     }
+    reasons.extend(grader_unchecked_reasons(run));
     reasons.extend(run.preconditions_unmet.iter().cloned());
     if run.fixture_upstream {
         reasons
@@ -469,6 +475,7 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         verdict,
         reasons,
         anomalies,
+        warnings: grader_off_warnings(run),
         evidence: Some(EvidenceCheck {
             signed: run.signed_evidence.is_some(),
             public_key: run.signed_evidence.as_ref().map(|e| e.key.clone()),
@@ -526,6 +533,38 @@ pub fn build_report(run: &RunData) -> Result<Report, ReportError> {
         sequential: super::looks::sequential_report(run),
         false_fail,
     })
+}
+
+/// One reason per suite whose grader's validity nothing checks: it declares no control arms
+/// (so no `grader_valid` evidence) and the protocol does not say `[suites.<id>.controls] off`.
+/// A grader trusted by default is never a silent pass.
+pub fn grader_unchecked_reasons(run: &RunData) -> Vec<String> {
+    run.suites
+        .iter()
+        .filter(|s| s.controls.is_none() && s.controls_off.is_none())
+        .map(|s| {
+            format!(
+                "grader validity unchecked: suite {} has no control arms",
+                s.id
+            )
+        })
+        .collect()
+}
+
+/// One warning per suite the protocol runs without control arms by its own statement (`off`).
+pub fn grader_off_warnings(run: &RunData) -> Vec<String> {
+    run.suites
+        .iter()
+        .filter(|s| s.controls.is_none())
+        .filter_map(|s| {
+            s.controls_off.as_ref().map(|why| {
+                format!(
+                    "grader validity not checked for suite {}, by the protocol: {why}",
+                    s.id
+                )
+            })
+        })
+        .collect()
 }
 
 /// Why the upstream does not make the run release evidence: the protocol preregisters none, or a

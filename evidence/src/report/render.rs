@@ -117,6 +117,12 @@ fn text(r: &Report) -> String {
             let _ = writeln!(o, "  ! {a}");
         }
     }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(o, "Warnings:");
+        for w in &r.warnings {
+            let _ = writeln!(o, "  ~ {w}");
+        }
+    }
     let _ = writeln!(
         o,
         "\nmatrix {}  protocol {}  identity {}",
@@ -311,6 +317,12 @@ fn markdown(r: &Report) -> String {
         let _ = writeln!(o, "\n**Anomalies**\n");
         for a in &r.anomalies {
             let _ = writeln!(o, "- ⚠ {}", md_escape(a));
+        }
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(o, "\n**Warnings**\n");
+        for w in &r.warnings {
+            let _ = writeln!(o, "- {}", md_escape(w));
         }
     }
     let _ = writeln!(
@@ -655,6 +667,13 @@ fn html(r: &Report) -> String {
         let _ = writeln!(o, "<h2>Anomalies</h2><ul id=\"anomalies\">");
         for a in &r.anomalies {
             let _ = writeln!(o, "<li>{}</li>", esc(a));
+        }
+        let _ = writeln!(o, "</ul>");
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(o, "<h2>Warnings</h2><ul id=\"warnings\">");
+        for w in &r.warnings {
+            let _ = writeln!(o, "<li>{}</li>", esc(w));
         }
         let _ = writeln!(o, "</ul>");
     }

@@ -245,6 +245,11 @@ pub struct SuiteData {
     /// The suite's control arms and their pass mark; `None`: the suite declares none.
     #[serde(default)]
     pub controls: Option<ControlsData>,
+    /// The protocol's `[suites.<id>.controls] off` reason: it runs the suite knowingly without
+    /// control arms (the report discloses it as a warning). `None` with no `controls` either:
+    /// grader validity is unchecked, a reason release is not allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controls_off: Option<String>,
     /// The protocol's `[suites.<id>] pass_mark` for pass@k / pass^k; `None`: not declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_mark: Option<f64>,

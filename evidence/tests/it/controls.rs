@@ -169,3 +169,53 @@ fn a_failing_oracle_a_passing_nop_and_an_ungraded_control_are_each_named() {
     let cells = grader_validity(&run);
     assert_eq!(cells.iter().filter(|c| !c.ok).count(), 3);
 }
+
+/// A suite with no control arms is a reason release is not allowed — "grader validity
+/// unchecked" — unless the protocol says so (`[suites.<id>.controls] off`): then release stands
+/// and every rendering discloses the protocol's reason as a warning.
+#[test]
+fn a_suite_without_controls_is_a_release_reason_unless_the_protocol_turns_them_off() {
+    let mut run = run_data([10.0, 5.0, 0.0, 20.0, 15.0, 10.0]);
+    run.gates.push(integrity_gate());
+    let why = run.suites[0].controls_off.clone().unwrap();
+    let report = build_report(&run).unwrap();
+    assert!(report.release_allowed, "{:?}", report.reasons);
+    let warning = format!("grader validity not checked for suite s, by the protocol: {why}");
+    assert_eq!(report.warnings, [warning.clone()]);
+    for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
+        let s = render(&report, f).unwrap();
+        assert!(s.contains(&warning), "{f:?}: {s}");
+    }
+    // The JSON round-trips the warning.
+    let back = Report::from_json(render(&report, Format::Json).unwrap().as_bytes()).unwrap();
+    assert_eq!(back.warnings, report.warnings);
+
+    // Nothing said: a reason, never a silent pass.
+    run.suites[0].controls_off = None;
+    let report = build_report(&run).unwrap();
+    assert!(!report.release_allowed);
+    assert_eq!(
+        report.reasons,
+        ["grader validity unchecked: suite s has no control arms"]
+    );
+    assert!(report.warnings.is_empty());
+    assert!(
+        render(&report, Format::Text)
+            .unwrap()
+            .contains("grader validity unchecked: suite s has no control arms")
+    );
+
+    // Control arms: neither (their own `grader_valid` decides).
+    let mut run = with_controls([
+        [Some(100.0), Some(20.0), Some(0.0), Some(0.0)],
+        [Some(100.0), Some(0.0), Some(0.0), Some(0.0)],
+    ]);
+    run.suites[0].controls_off = None;
+    let report = build_report(&run).unwrap();
+    assert!(report.warnings.is_empty());
+    assert!(
+        !report.reasons.iter().any(|r| r.contains("grader validity")),
+        "{:?}",
+        report.reasons
+    );
+}

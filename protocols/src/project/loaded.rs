@@ -38,7 +38,7 @@ impl Loaded {
             .suites
             .iter()
             .filter_map(|s| {
-                let c = self.protocol.suites.get(&s.id)?.controls.as_ref()?;
+                let c = self.protocol.suites.get(&s.id)?.control_arms()?;
                 Some(s.tasks.len() * c.arms.len())
             })
             .sum();

@@ -553,11 +553,49 @@ impl Check<'_> {
                 return Err(self.bad(&format!("suites.{sid}.pass_mark"), "must be finite"));
             }
             let Some(c) = &spec.controls else { continue };
-            any = true;
             let f = |x: &str| format!("suites.{sid}.controls.{x}");
-            if c.arms.is_empty() {
-                return Err(self.bad(&f("arms"), "list at least one control arm"));
+            if let Some(why) = &c.off {
+                if why.trim().is_empty() {
+                    return Err(self.bad(
+                        &f("off"),
+                        "state why the suite runs without control arms (a non-empty reason; the report discloses it)",
+                    ));
+                }
+                let other = [
+                    ("arms", !c.arms.is_empty()),
+                    ("metric", !c.metric.is_empty()),
+                    ("pass_at_least", c.pass_at_least.is_some()),
+                    ("also_report", !c.also_report.is_empty()),
+                    ("exploits", !c.exploits.is_empty()),
+                ]
+                .into_iter()
+                .filter(|(_, set)| *set)
+                .map(|(n, _)| n)
+                .collect::<Vec<_>>();
+                if !other.is_empty() {
+                    return Err(self.bad(
+                        &f("off"),
+                        format!(
+                            "`off` says the suite has no control arms, but the table also sets {}: remove `off` or them",
+                            other.join(", ")
+                        ),
+                    ));
+                }
+                continue;
             }
+            any = true;
+            if c.arms.is_empty() {
+                return Err(self.bad(
+                    &f("arms"),
+                    "list at least one control arm (or only `off = \"<why>\"` to run the suite knowingly without them)",
+                ));
+            }
+            let Some(pass_at_least) = c.pass_at_least else {
+                return Err(self.bad(
+                    &f("pass_at_least"),
+                    "required with control arms: the score at least which a control passes",
+                ));
+            };
             if !spec.metrics.contains(&c.metric) {
                 return Err(self.bad(
                     &f("metric"),
@@ -576,7 +614,7 @@ impl Check<'_> {
                     ));
                 }
             }
-            if !c.pass_at_least.is_finite() {
+            if !pass_at_least.is_finite() {
                 return Err(self.bad(&f("pass_at_least"), "must be finite"));
             }
             for (name, dir) in &c.exploits {

@@ -624,6 +624,46 @@ fn bad_input_names_file_and_field_and_writes_nothing() {
             },
             &[P, "statistics.method"],
         ),
+        (
+            "controls off without a reason",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "[suites.simple.controls]\noff = ",
+                    "[suites.simple.controls]\noff = \" \"\n# ",
+                )
+            },
+            &[P, "suites.simple.controls.off", "non-empty reason"],
+        ),
+        (
+            "controls off beside control arms",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "[suites.simple.controls]\noff =",
+                    "[suites.simple.controls]\narms = [\"nop\"]\nmetric = \"score\"\npass_at_least = 100\noff =",
+                )
+            },
+            &[
+                P,
+                "suites.simple.controls.off",
+                "arms, metric, pass_at_least",
+            ],
+        ),
+        (
+            "control arms without a pass mark",
+            |r| {
+                replace(
+                    r,
+                    P,
+                    "[suites.simple.controls]\noff =",
+                    "[suites.simple.controls]\narms = [\"nop\"]\nmetric = \"score\"\n# off =",
+                )
+            },
+            &[P, "suites.simple.controls.pass_at_least"],
+        ),
     ];
     for (name, edit, needles) in cases {
         let f = fixture();

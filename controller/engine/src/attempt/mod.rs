@@ -295,7 +295,7 @@ impl DockerExecutor {
             custom_exploits: p
                 .suites
                 .iter()
-                .filter_map(|(k, v)| v.controls.as_ref().map(|c| (k.clone(), c.exploits.clone())))
+                .filter_map(|(k, v)| v.control_arms().map(|c| (k.clone(), c.exploits.clone())))
                 .collect(),
         })
     }

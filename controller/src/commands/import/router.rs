@@ -596,13 +596,18 @@ activationMode = "auto"
             r#"["wire_routed", "wire_bypassed"]"#
         };
         s.push_str(&format!(
-            "\n[suites.{suite}]\ndescription = {}\nmetrics = {metrics}\nmax_oracle_calls = 0\n",
-            q(description)
+            "\n[suites.{suite}]\ndescription = {}\nmetrics = {metrics}\nmax_oracle_calls = 0\n[suites.{suite}.controls]\noff = {}\n",
+            q(description),
+            q(NO_GRADER)
         ));
     }
     s.push_str(GATES);
     s
 }
+
+/// Why the router's suites have no control arms (`[suites.<id>.controls] off`): nothing grades
+/// an attempt, so there is no grader whose validity control arms could check.
+const NO_GRADER: &str = "no grader to check: the metrics are eval's own measurements of the wire (wire_*), taken by the proxy, not a grader's scores";
 
 /// The statistical plan, missing data, reruns and the four gates (PL
 /// `eval/router-corpus/evaluate-real-blind.mjs`). Missing data counts against each gate: no route

@@ -75,11 +75,16 @@ pub fn builtin(id: &str) -> Result<Vec<(String, Vec<u8>)>, ImportError> {
 /// The protocol text with the statement that the suite runs without control arms.
 pub fn without_controls(protocol: &str) -> String {
     protocol.replacen(
-        "[suites.simple]\n",
-        "# No control arms (imported with --no-controls): v0.4's grader is not checked against a\n# reference solution, a nop or eval's exploits, and the report says grader validity is unchecked.\n[suites.simple]\n",
+        "max_oracle_calls = 0\n",
+        &format!(
+            "max_oracle_calls = 0\n\n# No control arms (imported with --no-controls): v0.4's grader is not checked against a\n# reference solution, a nop or eval's exploits; every report discloses it as a warning.\n[suites.simple.controls]\noff = {NO_CONTROLS_REASON:?}\n"
+        ),
         1,
     )
 }
+
+/// The `[suites.simple.controls] off` reason `--no-controls` writes.
+pub const NO_CONTROLS_REASON: &str = "imported with --no-controls: v0.4's grader is not checked against a reference solution, a nop or eval's exploits";
 
 /// The most bytes one solution file may have, and files one task's solution may hold.
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
