@@ -181,7 +181,7 @@ fn a_suite_without_controls_is_a_release_reason_unless_the_protocol_turns_them_o
     let report = build_report(&run).unwrap();
     assert!(report.release_allowed, "{:?}", report.reasons);
     let warning = format!("grader validity not checked for suite s, by the protocol: {why}");
-    assert_eq!(report.warnings, [warning.clone()]);
+    assert_eq!(report.warnings, std::slice::from_ref(&warning));
     for f in [Format::Text, Format::Md, Format::Html, Format::Json] {
         let s = render(&report, f).unwrap();
         assert!(s.contains(&warning), "{f:?}: {s}");
