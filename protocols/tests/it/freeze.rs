@@ -713,7 +713,7 @@ fn a_gate_on_each_built_in_metric_is_accepted() {
     let f = fixture();
     let p = f.root.join("protocols/demo/protocol.toml");
     let mut t = fs::read_to_string(&p).unwrap();
-    let listed = "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\"]";
+    let listed = "metrics = [\"score\", \"model_turns\", \"tokens\", \"duration_seconds\", \"harness_seconds\"]";
     assert!(t.contains(listed));
     let all: Vec<String> = BUILTIN_METRICS.iter().map(|m| format!("{m:?}")).collect();
     t = t.replacen(
