@@ -5,10 +5,10 @@
 # hits, completion), whether every attempt's accounting matched, the report's verdict.
 #
 #   scripts/v04-real.sh --scripted [--reduced]
-#       Against the scripted DeepSeek-faithful upstream (controller/tests/it/support/dsh.rs), on
+#       Against the scripted DeepSeek-faithful upstream (controller/tests/support/dsh.rs), on
 #       v0.4's real `simple` inputs (EVAL_V04_UPSTREAM, default ../shared/v04-upstream) and
 #       synthetic ICAE and EvoCode data in their published layouts: runs the test
-#       controller/tests/it/v04_reduced.rs (the full v0.4, or with --reduced the one-task-per-suite
+#       controller/tests/e2e/v04_reduced.rs (the full v0.4, or with --reduced the one-task-per-suite
 #       version CI runs), which asserts every attempt matched, every ICAE question answered,
 #       every EvoCode round graded, every gate evaluated, and prints the figures.
 #   scripts/v04-real.sh PROJECT_DIR SIMPLE_DIR ICAE_ROOT EVOCODE_PATH UPSTREAM [API_KEY_ENV]
