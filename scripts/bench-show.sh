@@ -24,7 +24,7 @@ else
   EVAL="$PWD/target/release/eval"
 fi
 EVAL_BENCH_SITE_DIR="$tmp/run" EVAL_BENCH_SITE_REPS=1 EVAL_BENCH_SITE_CALLS="$calls" \
-  cargo test -q -p eval-controller --bin eval site::tests::bench_state -- --ignored --exact >/dev/null 2>&1
+  cargo test -q -p eval-controller --bin eval report_tests::site::bench_state -- --ignored --exact >/dev/null 2>&1
 
 python3 - "$EVAL" "$tmp/run/project" "$calls" "$runs" <<'PY'
 import hashlib, json, os, sqlite3, statistics, subprocess, sys, time

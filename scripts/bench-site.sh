@@ -19,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 cargo build --release -q -p eval-controller
 EVAL="$PWD/target/release/eval"
 EVAL_BENCH_SITE_DIR="$tmp/run" EVAL_BENCH_SITE_REPS="$reps" EVAL_BENCH_SITE_CALLS="$calls" \
-  cargo test -q -p eval-controller --bin eval site::tests::bench_state -- --ignored --exact >/dev/null 2>&1
+  cargo test -q -p eval-controller --bin eval report_tests::site::bench_state -- --ignored --exact >/dev/null 2>&1
 
 python3 - "$EVAL" "$tmp/run/project" "$tmp" <<'PY'
 import json, os, sqlite3, statistics, subprocess, sys, time

@@ -41,7 +41,7 @@ if [ "${1:-}" = --scripted ]; then
   echo "v04-real: running v04_reduced::$test (log: $log)" >&2
   start=$(date +%s)
   rc=0
-  (cd "$here" && nice cargo test -p eval-controller --test it -- "${ignored[@]}" --exact \
+  (cd "$here" && nice cargo test -p eval-controller --test e2e -- "${ignored[@]}" --exact \
     --nocapture "v04_reduced::$test") >"$log" 2>&1 || rc=$?
   echo "v04-real: test exit $rc after $(( $(date +%s) - start )) s" >&2
   grep -E '^v04 figures:|^test .* (ok|FAILED)$|panicked' "$log" || tail -n 40 "$log"
