@@ -47,7 +47,7 @@ const SUITES: [&str; 3] = ["simple", "icae", "evocode"];
 /// The images `eval import v04` takes by build name, from the variables
 /// `scripts/ensure-harness-images.sh` exports.
 const IMAGES: [(&str, &str); 3] = [
-    ("dsh", "EVAL_TEST_DSH_IMAGE"),
+    ("dsh-poly", "EVAL_TEST_DSH_POLY_IMAGE"),
     ("v04-grader", "EVAL_TEST_V04_GRADER_IMAGE"),
     ("evocode-go", "EVAL_TEST_EVOCODE_GO_IMAGE"),
 ];

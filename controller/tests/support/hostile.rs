@@ -492,6 +492,9 @@ description = "The hostile suite."
 metrics = ["score", "model_turns", "tokens", "duration_seconds"]
 max_oracle_calls = @MAXORACLE@
 
+[suites.@SUITE@.controls]
+off = "a hostile-arm test project: it tests the proxy and the container boundary, not a grader"
+
 [statistics]
 unit = "task"
 repetitions = "mean"
