@@ -31,6 +31,11 @@ pub fn smoke_run_name(matrix: &str) -> String {
 
 /// Whether the ledger of `run_name` in `state` is a smoke run's (it holds a `smoke_run` entry).
 pub fn is_smoke_run(state: &Path, run_name: &str) -> bool {
+    has_entry_of_kind(state, run_name, SMOKE_RUN)
+}
+
+/// Whether the ledger of `run_name` in `state` exists and holds an entry of `kind`.
+fn has_entry_of_kind(state: &Path, run_name: &str, kind: &str) -> bool {
     let path = ledger_path(state, run_name);
     if !path.exists() {
         return false;
@@ -39,7 +44,7 @@ pub fn is_smoke_run(state: &Path, run_name: &str) -> bool {
         return false;
     };
     let mut found = false;
-    let _ = r.for_each_of_kind(SMOKE_RUN, |_| {
+    let _ = r.for_each_of_kind(kind, |_| {
         found = true;
         std::ops::ControlFlow::Break(())
     });
@@ -86,17 +91,5 @@ pub fn aa_run_entry(entries: &[eval_evidence::ledger::Entry]) -> Option<AaRun> {
 /// Whether the ledger of `run_name` in `state` is an A/A calibration run's (it holds an
 /// `aa_run` entry).
 pub fn is_aa_run(state: &Path, run_name: &str) -> bool {
-    let path = ledger_path(state, run_name);
-    if !path.exists() {
-        return false;
-    }
-    let Ok(r) = LedgerReader::open(&path) else {
-        return false;
-    };
-    let mut found = false;
-    let _ = r.for_each_of_kind(AA_RUN, |_| {
-        found = true;
-        std::ops::ControlFlow::Break(())
-    });
-    found
+    has_entry_of_kind(state, run_name, AA_RUN)
 }

@@ -4,6 +4,7 @@
 
 use crate::cli::PlanArgs;
 use crate::commands::error::CommandError;
+use crate::commands::plan_calibrate::pilot_err;
 use crate::status::{CmdResult, Status};
 use eval_protocols::Project;
 use eval_report::cost::{Bound, SlotCounts, expected, pilot_use, worst_case};
@@ -116,11 +117,4 @@ pub fn run(args: &PlanArgs) -> CmdResult {
         }
     }
     Ok(Status::Ok)
-}
-
-fn pilot_err(path: &std::path::Path, why: &str) -> CommandError {
-    CommandError::Pilot {
-        path: path.to_path_buf(),
-        why: why.to_owned(),
-    }
 }
