@@ -1,5 +1,5 @@
 //! The one reader of files that came back from a container (see "Files left behind" in
-//! ARCHITECTURE.md).
+//! docs/containers.md).
 //!
 //! Everything under an attempt's directory was written by the agent or its grader, so it is
 //! hostile input: a name may be a symlink to a host secret (`/proc/self/environ`, `/etc/shadow`),

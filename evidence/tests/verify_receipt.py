@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent verifier for eval's signed evidence, written from ARCHITECTURE.md alone.
+"""Independent verifier for eval's signed evidence, written from docs/custody.md alone.
 
 usage: verify_receipt.py PUBLIC_KEY FILE [REPORT_JSON]
 

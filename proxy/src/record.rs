@@ -141,7 +141,7 @@ pub struct CallRecord {
     pub client_disconnected: bool,
     /// A 2xx answer that did not end as the API defines an end (a stream without `[DONE]` /
     /// `message_stop`, or without usage): not a model turn of the meter, counted apart at its
-    /// reservation (see ARCHITECTURE.md, "Calls without usage"). Absent when false.
+    /// reservation (see docs/proxy.md, "Calls without usage"). Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
     /// Bytes of the upstream's answer that arrived (streams only), so an incomplete call shows

@@ -250,7 +250,7 @@ pub struct Harness {
 /// `[grader]`: what a grader container runs.
 ///
 /// With `run` absent, one container (the one-stage grader): `command` sees the workspace and the
-/// hidden files together. With `run`, two (the two-stage grader, ARCHITECTURE.md "Grading in two
+/// hidden files together. With `run`, two (the two-stage grader, docs/grading.md "Grading in two
 /// stages"): `run` may run agent code and sees the workspace, the public inputs and its capture
 /// directory only; `command` (the score stage) runs no agent code, sees no workspace, and gets
 /// the hidden files, the run stage's capture read-only and `/out`. The new fields are serialised
@@ -724,7 +724,7 @@ impl RuntimeDef {
         Ok(())
     }
 
-    /// Every path field, for what it is (see "Runtime definitions" in ARCHITECTURE.md).
+    /// Every path field, for what it is (see "Runtime definitions" in docs/containers.md).
     /// Returns the field and why it was refused.
     fn validate_paths(&self) -> Result<(), (String, String)> {
         self.validate_arm_paths()?;

@@ -1,5 +1,5 @@
 //! The parts of an image's own configuration the container policy starts from (see "The
-//! image's own config" in ARCHITECTURE.md): its environment, working directory, user and
+//! image's own config" in docs/containers.md): its environment, working directory, user and
 //! default command. The runtime definition overrides each of them explicitly.
 
 /// An image's `Config`, as far as the policy uses it. Empty fields mean "the image sets none".

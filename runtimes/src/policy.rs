@@ -7,7 +7,7 @@
 //! root filesystem; tmpfs `/tmp` plus the definition's extra paths (`noexec` unless declared in
 //! `tmpfs_exec`); memory (no swap), CPU and pids limits; a non-root user; the image's own `Env`,
 //! `WorkingDir`, `User` and `Entrypoint`/`Cmd` unless the definition overrides them (see
-//! `effective_user` and "The image's own config" in ARCHITECTURE.md); exactly these mounts:
+//! `effective_user` and "The image's own config" in docs/containers.md); exactly these mounts:
 //! workspace (rw), prompt
 //! (ro), shim (ro), the directory holding the attempt's socket (ro — connecting needs no write
 //! access to the directory). Grader containers: the same, with the final workspace (ro), the

@@ -118,7 +118,7 @@ fn dsh_continues_one_session_across_three_rounds_in_every_evocode_arm() {
     // /usr/lib/go-1.23, linked from /usr/local/bin, and in both it and eval's Go base
     // /usr/local/bin is root's 0755 directory, which the tmpfs the EvoCode grader mounts there
     // inherits — the link is hidden and the grader's user cannot write a build output into it
-    // (a known gap of the grader images, ARCHITECTURE.md "Importing v0.4's EvoCode suite"). So
+    // (a known gap of the grader images, docs/importers.md "Importing v0.4's EvoCode suite"). So
     // the task's Dockerfile names Go's directory on PATH, as golang images do, and its tests
     // build `greet` into /tests (a fresh 1777 tmpfs) instead of /usr/local/bin.
     let task = write_task(

@@ -47,7 +47,7 @@ fn edit(p: &Path, f: impl FnOnce(String) -> String) {
 }
 
 /// `write_task`'s task, its tests building into /tests (the grader images' /usr/local/bin is
-/// root's: ARCHITECTURE.md "Importing v0.4's EvoCode suite", known gap), under `from/<id>`;
+/// root's: docs/importers.md "Importing v0.4's EvoCode suite", known gap), under `from/<id>`;
 /// `lenient` makes every case pass whatever the program prints.
 fn task(tmp: &Path, from: &Path, id: &str, lenient: bool) {
     let scratch = tmp.join(format!("scratch-{id}"));

@@ -158,7 +158,7 @@ const RUN: [&str; 7] = [
 ];
 
 /// Runs `eval run` with a crash point (a debug-build hook that SIGKILLs the controller right
-/// before or after the named append; see "Resume and crash points" in ARCHITECTURE.md) and
+/// before or after the named append; see "Resume and crash points" in docs/runs.md) and
 /// insists that the process really died there.
 fn run_until_crash(dir: &std::path::Path, point: &str) -> Vec<eval_evidence::ledger::Entry> {
     let o = eval_env(dir, &RUN, &[("EVAL_TEST_CRASH_AT", point)]);

@@ -63,7 +63,7 @@ fn random_hex(n: usize) -> String {
 
 /// EvoCode-Bench task directories under `ids`, each the synthetic 3-round Go task with its
 /// tests building `greet` into /tests and Go's directory on PATH (the grader images'
-/// /usr/local/bin is root's: ARCHITECTURE.md "Importing v0.4's EvoCode suite", known gap; as
+/// /usr/local/bin is root's: docs/importers.md "Importing v0.4's EvoCode suite", known gap; as
 /// `dsh_rounds.rs` and `grader_controls_evocode.rs` do).
 fn evocode_dir(root: &Path, ids: &[&str]) -> PathBuf {
     let task = write_task(

@@ -40,7 +40,7 @@ pub enum ReportError {
     },
 }
 
-/// The report (JSON schema `eval.report/1`; see ARCHITECTURE.md "The report").
+/// The report (JSON schema `eval.report/1`; see docs/gates.md "The report").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The report's schema ([`REPORT_SCHEMA`] when built by this eval).
@@ -103,7 +103,7 @@ pub struct Report {
     #[serde(default)]
     pub grader_validity: Vec<crate::gates::controls::ControlCell>,
     /// Per interval rule: the power at its declared effect and the minimum detectable effect at
-    /// 80 % power, the figures `eval freeze` printed (see ARCHITECTURE.md "Calibration
+    /// 80 % power, the figures `eval freeze` printed (see docs/gates.md "Calibration
     /// and power at freeze time"); additive, so `eval.report/2` documents without it still read.
     #[serde(default)]
     pub power: Vec<crate::stats::power::RulePower>,

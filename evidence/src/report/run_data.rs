@@ -2,8 +2,8 @@
 //!
 //! The controller builds it from a verified ledger (plus the freeze and the identity registry);
 //! nothing in `report` reads a ledger itself. It is serde so that fixtures and other tools can
-//! feed the report engine from JSON. Field meanings are documented here; ARCHITECTURE.md
-//! ("Statistics, gates and reports") says how the controller fills them.
+//! feed the report engine from JSON. Field meanings are documented here; docs/gates.md
+//! ("Statistics, gates and the report") says how the controller fills them.
 
 use std::collections::BTreeMap;
 

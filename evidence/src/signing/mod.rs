@@ -3,7 +3,7 @@
 //! receipts, consistency proofs and the DSSE/in-toto attestation of a report.
 //!
 //! The hash chain is untouched: the tree is computed from the stored entries, and a checkpoint is
-//! an ordinary entry. Every format here is documented in ARCHITECTURE.md ("Signatures") and
+//! an ordinary entry. Every format here is documented in docs/custody.md ("Signatures") and
 //! checked by an independent Python verifier in the tests.
 
 mod checkpoint;

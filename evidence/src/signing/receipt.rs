@@ -1,5 +1,5 @@
 //! Self-contained inclusion receipts and consistency proofs, verifiable with nothing but the
-//! public key (formats in ARCHITECTURE.md; `evidence/tests/verify_receipt.py` checks both).
+//! public key (formats in docs/custody.md; `evidence/tests/verify_receipt.py` checks both).
 //!
 //! Receipt (`eval-receipt`, v1), canonical JSON:
 //! ```text

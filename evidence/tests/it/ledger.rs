@@ -495,15 +495,15 @@ fn sigkill_mid_stream_leaves_a_verifying_ledger_ending_at_the_last_ack() {
     assert_eq!(w.append_blocking(note(0)).unwrap().seq, r.head.seq + 1);
 }
 
-/// The Python verifier printed in ARCHITECTURE.md really verifies an export, and really fails on
+/// The Python verifier printed in docs/custody.md really verifies an export, and really fails on
 /// an edited one: the documented layout is the implemented one.
 #[test]
 fn the_documented_python_verifier_agrees() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md"))
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/custody.md"))
         .unwrap();
     let start = doc
         .find("```python\nimport hashlib")
-        .expect("script in ARCHITECTURE.md")
+        .expect("script in docs/custody.md")
         + 10;
     let script = &doc[start..start + doc[start..].find("```").unwrap()];
     let dir = tempfile::tempdir().unwrap();

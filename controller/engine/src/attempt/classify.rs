@@ -3,7 +3,7 @@
 //! The rule it enforces: only causes the agent cannot produce may become an infrastructure fault
 //! (and so possibly a rerun). Everything an agent can provoke — a 4xx from the upstream, a
 //! refused clarifying question, odd files in its workspace, a grader that chokes on its work, a
-//! second attestation — is an outcome of the attempt. The table in ARCHITECTURE.md ("Classifying
+//! second attestation — is an outcome of the attempt. The table in docs/grading.md ("Classifying
 //! an attempt") is this function, rule by rule; the unit tests below are that table.
 
 use eval_core::fault::FaultCode;
@@ -217,7 +217,7 @@ impl Classification {
     }
 }
 
-/// The first rule that applies decides (see ARCHITECTURE.md, "Classifying an attempt").
+/// The first rule that applies decides (see docs/grading.md, "Classifying an attempt").
 pub fn classify(obs: &Observations) -> Classification {
     if let Some(c) = infrastructure(obs) {
         return c;
@@ -289,7 +289,7 @@ fn infrastructure(obs: &Observations) -> Option<Classification> {
     // The agent gave up because the provider failed its last call: the harness's own retries
     // did not outlast the provider's fault. Only when the agent also did nothing that could have
     // provoked it (no 4xx, no contract or budget refusal; in-flight calls per attempt are capped,
-    // see ARCHITECTURE.md, "Provider faults").
+    // see docs/grading.md, "Provider faults").
     if let Some(f) = &obs.provider.last_fault
         && matches!(obs.end, Some(End::Exited(c)) if c != 0)
         && u.client_errors == 0
@@ -575,7 +575,7 @@ mod tests {
         u
     }
 
-    /// The table of ARCHITECTURE.md, "Classifying an attempt": observations → (outcome, code).
+    /// The table of docs/grading.md, "Classifying an attempt": observations → (outcome, code).
     fn table() -> Vec<(&'static str, Observations, Outcome, Option<&'static str>)> {
         use Outcome::*;
         let o = Observations::default;

@@ -136,7 +136,7 @@ impl DockerExecutor {
 /// grading's (workspace and hidden files read-only, `out` the only writable path of the score).
 ///
 /// A one-stage grader (`[grader]` without `run`) is one container over those mounts. A
-/// two-stage grader is two (ARCHITECTURE.md, "Grading in two stages"): the run stage over the
+/// two-stage grader is two (docs/grading.md, "Grading in two stages"): the run stage over the
 /// workspace, the public inputs and a fresh capture directory only (`<out>.run`); eval then reads
 /// that capture back as an agent's leftover ([`read_capture`]) into its own copy (`<out>.capture`),
 /// and the score stage gets that copy read-only with the hidden files and `out`, and no

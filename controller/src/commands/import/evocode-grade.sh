@@ -1,6 +1,6 @@
 #!/bin/bash
 # eval's grader of one EvoCode round (written by `eval import v04-evocode` into each round's hidden
-# directory), in eval's two stages (ARCHITECTURE.md, "Grading in two stages"):
+# directory), in eval's two stages (docs/grading.md, "Grading in two stages"):
 #
 #   grade.sh run WORKSPACE INPUTS CAPTURE     the run stage: runs the round's tests/test.sh as
 #     Harbor's verifier does — the workspace at /app, the tests at /tests, test.sh's stdout and

@@ -1,7 +1,7 @@
 """eval's grader of a task imported by `eval import v04-icae`, in eval's two stages.
 
 It follows the rules of ICAE-EVAL's harness/evaluate.py (ALEX-nlp/ICAE-EVAL b33fe65), which
-keeps the expected outputs on the host and compares there; eval's two stages (ARCHITECTURE.md,
+keeps the expected outputs on the host and compares there; eval's two stages (docs/grading.md,
 "Grading in two stages") do the same:
 
   grade.py run WORKSPACE INPUTS CAPTURE   the run stage (runs the agent's code): INPUTS is the
