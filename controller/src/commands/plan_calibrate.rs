@@ -50,7 +50,7 @@ pub(crate) fn pilot_false_fail(
         .map_err(|e| pilot_err(path, &format!("the identity registry: {e}")))?;
     // An A/A run of the protocol itself is the one run of its identity that is a pilot: it says
     // so in its verified ledger (an `aa_run` entry naming this identity), not by its path.
-    let aa = aa_marker(path, &data.identity);
+    let aa = aa_marker(path, &data.identity, state, &data.protocol);
     if aa.is_none()
         && reg
             .frozen_identity(&loaded.protocol.name)
@@ -129,22 +129,53 @@ pub(crate) fn pilot_err(path: &Path, why: &str) -> CommandError {
     }
 }
 
-/// The pilot's A/A marker, if its verified ledger holds an `aa_run` entry of its own identity:
-/// which arm each candidate copied, as one line.
-fn aa_marker(path: &std::path::Path, identity: &str) -> Option<String> {
+/// The pilot's A/A marker: which arm each candidate copied, as one line, when the pilot's ledger
+/// holds an `aa_run` entry of its own identity that the protocol's preregistered key signed.
+///
+/// The marker is what lets a run of the evaluated identity itself serve as a pilot, so it is a
+/// precondition and trusted only as signed evidence: a hash chain alone can be recomputed by
+/// anyone with write access to the file. The entry must be covered by a checkpoint that the
+/// frozen public key verifies and that is of the A/A log (`eval-aa/<identity>`); a protocol
+/// frozen without a signing key (signatures switched off) falls back to the chain, and the
+/// output says so.
+fn aa_marker(path: &Path, identity: &str, state: &Path, protocol: &str) -> Option<String> {
     let all = eval_evidence::ledger::LedgerReader::open(path)
         .and_then(|r| r.entries())
         .ok()?;
-    let verified = eval_evidence::ledger::verify_entries(&all, None);
-    if !verified.ok {
+    if !eval_evidence::ledger::verify_entries(&all, None).ok {
         return None;
     }
-    let aa = eval_runlog::layout::aa_run_entry(&all)?;
-    (aa.identity == identity && !aa.evidence).then(|| {
-        aa.copies
-            .iter()
-            .map(|c| format!("suite {}: {} copies {}", c.suite, c.arm, c.copies))
-            .collect::<Vec<_>>()
-            .join("; ")
-    })
+    let (seq, aa) = all.iter().find_map(|e| {
+        (e.kind == eval_runlog::layout::AA_RUN)
+            .then(|| serde_json::from_slice::<eval_runlog::layout::AaRun>(&e.payload).ok())
+            .flatten()
+            .map(|aa| (e.seq, aa))
+    })?;
+    if aa.identity != identity || aa.evidence {
+        return None;
+    }
+    let signed = match eval_protocols::frozen_public_key(state, protocol) {
+        Ok(Some(key)) => {
+            let key = eval_evidence::signing::PublicKey::try_from(&key).ok()?;
+            let r = eval_evidence::signing::verify_entry_signatures(&all, &key, None);
+            let want = eval_evidence::signing::aa_origin_for_identity(identity).ok()?;
+            let covered = r
+                .last_checkpoint
+                .as_ref()
+                .is_some_and(|cp| cp.origin == want && seq <= cp.tree_size);
+            if r.error.is_some() || !covered {
+                return None;
+            }
+            ""
+        }
+        Ok(None) => " (unsigned: the protocol was frozen without a signing key)",
+        Err(_) => return None,
+    };
+    let copies = aa
+        .copies
+        .iter()
+        .map(|c| format!("suite {}: {} copies {}", c.suite, c.arm, c.copies))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(format!("{copies}{signed}"))
 }

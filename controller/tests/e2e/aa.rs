@@ -3,6 +3,7 @@
 //! release, the natural pilot of `eval plan --calibrate`. And a run stopped at an interim look
 //! stays stopped.
 
+use crate::support::forgery::*;
 use crate::support::*;
 use std::path::Path;
 
@@ -40,15 +41,20 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
         return;
     }
     static_binaries();
-    let (_tmp, dir) = small_demo_project();
+    let (tmp, dir) = small_demo_project();
+    let o = eval(tmp.path(), &["keygen", "--out", "a.key"]);
+    assert!(o.status.success(), "{}", text(&o));
+    name_signing_key(&dir, String::from_utf8(o.stdout).unwrap().trim());
     let (identity, _sweep) = freeze_demo(&dir);
+    let key_file = tmp.path().join("a.key");
+    let key = key_file.to_str().unwrap();
 
     // --aa takes the whole schedule; the smoke run's limits are another mode.
     let o = fixture_run(&dir, &["--aa", "--smoke"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!dir.join("runs/demo.aa").exists());
 
-    let o = fixture_run(&dir, &["--aa"]);
+    let o = fixture_run(&dir, &["--aa", "--signing-key-file", key]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(
         text(&o).contains("A/A calibration run: never evidence for a release"),
@@ -143,6 +149,8 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
         "{}",
         text(&o)
     );
+    // Signed by the preregistered key: trusted as signed evidence, not on the chain alone.
+    assert!(!text(&o).contains("unsigned"), "{}", text(&o));
     assert!(
         text(&o).contains("false-fail: gate simple rule"),
         "{}",
@@ -171,6 +179,46 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!text(&o).contains("false-fail:"), "{}", text(&o));
+
+    // An operator without the key goes further: edits the marker and recomputes the whole hash
+    // chain, which needs no secret. The chain verifies again, but the protocol's preregistered
+    // key no longer signs what the checkpoints cover, so the marker is not trusted.
+    let rechained = dir.join("rechained.sqlite");
+    std::fs::copy(&ledger, &rechained).unwrap();
+    let mut edited = rows(&rechained);
+    let first = String::from_utf8(edited[0].payload.clone()).unwrap();
+    edited[0].payload = first.replace("\"native\"", "\"v0.3-always\"").into_bytes();
+    assert_ne!(
+        edited[0].payload,
+        first.as_bytes(),
+        "the edit changed nothing"
+    );
+    rewrite_and_rechain(&rechained, &edited);
+    let o = eval(&dir, &["ledger", "verify", rechained.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "the forger's chain verifies: {}",
+        text(&o)
+    );
+    let o = eval(
+        &dir,
+        &[
+            "plan",
+            "--matrix",
+            "demo",
+            "--calibrate",
+            "--pilot",
+            rechained.to_str().unwrap(),
+            "--replicates",
+            "5",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("never from the evaluated run"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// Rewrites entry 1's payload in place (the triggers that forbid it dropped), leaving the chain
