@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod dsh;
+pub mod export_tools;
 pub mod freeze_cli;
 pub mod grader_controls;
 pub mod gvisor;
