@@ -164,3 +164,75 @@ pub fn view_in_chromium(bundle: &Path, route: &str, want: &str, png: &Path) -> S
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     v["text"].as_str().unwrap().to_owned()
 }
+
+/// The ATIF export of a run of the real Harness ([`export_atif_checked`] into `dir/atif`), read
+/// beside `eval show --json`: each trajectory's agent steps are `eval show`'s agent calls with
+/// their tokens, its final metrics `eval show`'s meter; the model called the Harness's tools
+/// (`write` among them) and every tool call's result is its step's observation; with `rounds`
+/// above 1, a system step opens each round in order and the agent steps run through the rounds.
+pub fn check_real_harness_atif(dir: &Path, matrix: &str, rounds: u64) {
+    let trajectories = export_atif_checked(dir, matrix, &dir.join("atif"));
+    assert!(!trajectories.is_empty(), "no attempt exported");
+    for (id, t) in &trajectories {
+        let o = eval(dir, &["show", id, "--matrix", matrix, "--json"]);
+        assert!(o.status.success(), "eval show {id}: {}", text(&o));
+        let show: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let fm = &t["final_metrics"];
+        assert_eq!(fm["total_prompt_tokens"], show["tokens"]["input"], "{id}");
+        assert_eq!(fm["total_completion_tokens"], show["tokens"]["output"]);
+        assert_eq!(fm["total_cached_tokens"], show["tokens"]["cached"], "{id}");
+        let shown: Vec<&Value> = show["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["role"] == "agent")
+            .collect();
+        let steps = agent_steps(t);
+        assert_eq!(steps.len(), shown.len(), "{id}: eval show's agent calls");
+        for (s, c) in steps.iter().zip(&shown) {
+            assert_eq!(s["extra"]["call"], c["call"], "{id}");
+            assert_eq!(s["metrics"]["prompt_tokens"], c["tokens"]["input"], "{id}");
+            assert_eq!(s["metrics"]["completion_tokens"], c["tokens"]["output"]);
+        }
+        let mut called = Vec::new();
+        for s in &steps {
+            for c in s["tool_calls"].as_array().into_iter().flatten() {
+                called.push(c["function_name"].as_str().unwrap().to_owned());
+                let answered = s["observation"]["results"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|r| r["source_call_id"] == c["tool_call_id"]));
+                assert!(answered, "{id}: tool call without its result: {s}");
+            }
+        }
+        assert!(called.iter().any(|n| n == "write"), "{id}: {called:?}");
+        eprintln!(
+            "atif {id}: Harbor-valid; {} steps, {} agent steps, tool calls {called:?}, \
+             tokens in/out/cached {}/{}/{}",
+            t["steps"].as_array().unwrap().len(),
+            steps.len(),
+            fm["total_prompt_tokens"],
+            fm["total_completion_tokens"],
+            fm["total_cached_tokens"]
+        );
+        if rounds > 1 {
+            let opened: Vec<&str> = t["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["source"] == "system" && s["extra"]["round"].is_u64())
+                .map(|s| s["message"].as_str().unwrap())
+                .collect();
+            let want: Vec<String> = (1..=rounds)
+                .map(|k| format!("round {k} of {rounds} began"))
+                .collect();
+            assert_eq!(opened, want, "{id}");
+            let of_steps: Vec<u64> = steps
+                .iter()
+                .map(|s| s["extra"]["round"].as_u64().unwrap())
+                .collect();
+            assert!(of_steps.is_sorted(), "{id}: {of_steps:?}");
+            assert_eq!(of_steps.first(), Some(&1), "{id}");
+            assert_eq!(of_steps.last(), Some(&rounds), "{id}");
+        }
+    }
+}
