@@ -3,6 +3,7 @@
 //! headless Chromium; and the check, shared by the fixture and the real-Harness tests, that
 //! every exported trajectory says what the ledger says.
 
+use super::chromium::{HEADLESS, chromium};
 use super::{eval, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -19,24 +20,6 @@ pub fn python() -> String {
 /// inspect-ai's own command line, installed beside the interpreter.
 pub fn inspect_cli() -> PathBuf {
     Path::new(&python()).with_file_name("inspect")
-}
-
-/// Chromium: `EVAL_TEST_CHROMIUM`, else the one on the path (scripts/ensure-chromium.sh).
-pub fn chromium() -> PathBuf {
-    match std::env::var("EVAL_TEST_CHROMIUM") {
-        Ok(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            let o = std::process::Command::new("sh")
-                .args(["-c", "command -v chromium || command -v chromium-browser"])
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "Chromium is needed: run scripts/ensure-chromium.sh (or set EVAL_TEST_CHROMIUM)"
-            );
-            PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
-        }
-    }
 }
 
 /// Runs Harbor's own validator on every `*.json` in `dir`: file name → its errors (empty: valid).
@@ -158,6 +141,7 @@ pub fn view_in_chromium(bundle: &Path, route: &str, want: &str, png: &Path) -> S
         .arg(png)
         // A hang detector only: the page shows its sample in a few seconds.
         .arg("300")
+        .args(HEADLESS)
         .output()
         .expect("run the interpreter");
     assert!(o.status.success(), "the viewer in Chromium: {}", text(&o));

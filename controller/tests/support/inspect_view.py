@@ -4,12 +4,13 @@
 # the viewer reads its logs in a way `--virtual-time-budget` does not wait for, so a
 # `--dump-dom` run ends before any log is read.
 #
-# argv: chromium bundle_dir route want screenshot.png guard_seconds
+# argv: chromium bundle_dir route want screenshot.png guard_seconds, then the headless flags
 # Waits until the page's text holds `want` (or the guard passes: a hang detector), takes the
 # screenshot, and prints {"text": <the page's innerText>, "url": ...} as JSON.
 import base64, functools, http.server, json, os, subprocess, sys, threading, time
 
 chromium, bundle, route, want, png, guard = sys.argv[1:7]
+headless = sys.argv[7:]
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -27,15 +28,9 @@ to_chrome_r, to_chrome_w = os.pipe()
 from_chrome_r, from_chrome_w = os.pipe()
 profile = os.path.join(os.path.dirname(os.path.abspath(png)), "chromium-profile")
 proc = subprocess.Popen(
-    [
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+    [chromium]
+    + headless
+    + [
         "--remote-debugging-pipe",
         "--window-size=1280,900",
         f"--user-data-dir={profile}",

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod account;
+pub mod chromium;
 pub mod dsh;
 pub mod export_tools;
 pub mod freeze_cli;
