@@ -299,22 +299,10 @@ fn names_are_safe_and_unique() {
     assert_ne!(names.attempt("s.1"), a, "two ids never share a page");
 }
 
-fn chromium() -> PathBuf {
-    match std::env::var("EVAL_TEST_CHROMIUM") {
-        Ok(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            let o = std::process::Command::new("sh")
-                .args(["-c", "command -v chromium || command -v chromium-browser"])
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "Chromium is needed for the site check: run scripts/ensure-chromium.sh (or set EVAL_TEST_CHROMIUM)"
-            );
-            PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
-        }
-    }
-}
+// The binary and the flags, shared with the e2e tests that open Inspect's viewer.
+#[path = "../../tests/support/chromium.rs"]
+mod chromium;
+use chromium::{HEADLESS, chromium};
 
 /// A test page (outside the site; the site itself has no script) that loads every page of the
 /// site in turn in an iframe, in one Chromium process, and writes what each loaded page holds as
@@ -378,14 +366,8 @@ fn every_page_loads_in_chromium_links_resolve_nothing_runs_and_the_verdict_is_re
     )
     .unwrap();
     let o = std::process::Command::new(chromium())
+        .args(HEADLESS)
         .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
             "--allow-file-access-from-files",
             "--virtual-time-budget=600000",
         ])

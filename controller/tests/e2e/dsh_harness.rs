@@ -9,7 +9,8 @@
 //! `write` tool wrote, graded; `lattice_route` offered (and called) only in the plugin arm's
 //! requests; the accounting cross-check `matched`, the transcript's own usage == the proxy's meter
 //! == the upstream's tally; the transcript stored as the attempt's artifact and absent from the
-//! archived workspace; the key nowhere.
+//! archived workspace; `eval export atif` of both attempts passes Harbor's `TrajectoryValidator`
+//! with `eval show`'s calls, tool calls and tokens; the key nowhere.
 
 use crate::support::dsh::*;
 use crate::support::real_harness::tar_files;
@@ -575,6 +576,10 @@ fn dsh_runs_as_a_baseline_and_a_plugin_arm_metered_exactly_without_the_key() {
     assert_eq!(ledger_usage, upstream_usage, "ledger vs upstream");
     eprintln!("{}", wire_summary("native", &native));
     eprintln!("{}", wire_summary("v04-auto", &v04));
+
+    // The run exported as ATIF passes Harbor's validator and is `eval show`'s story of each
+    // attempt (into the project, so the key check below covers the export too).
+    crate::support::export_tools::check_real_harness_atif(&dir, "demo", 1);
 
     // The key nowhere: not in the project, its state dir, the run's output, what the agent sent.
     let mut files = Vec::new();

@@ -15,8 +15,9 @@
 //! rounds' prompts and answers; every round graded by its own tests only (1, 2, 2 cases); the
 //! round metrics, v0.4's and the corrected ones, equal to the values computed by hand below; the
 //! transcript == the proxy's meter == the upstream's bill over the attempt, and per round the
-//! ledger's `round_finished` turns and tokens == the upstream's requests of that round; the key
-//! nowhere. Prints one attempt's rounds and wire summary (the closing note quotes them).
+//! ledger's `round_finished` turns and tokens == the upstream's requests of that round;
+//! `eval export atif` of every attempt passes Harbor's `TrajectoryValidator`, a system step
+//! opening each round; the key nowhere. Prints one attempt's rounds and wire summary (the closing note quotes them).
 
 use crate::dsh_simple::image_id;
 use crate::import_evocode::{DOCKERFILE, write_task};
@@ -445,6 +446,9 @@ fn dsh_continues_one_session_across_three_rounds_in_every_evocode_arm() {
     let report: Value = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!(report["integrity_failure"], false, "{report}");
     eprintln!("eval report: {} ({})", report["verdict"], report["reasons"]);
+
+    // The run exported as ATIF passes Harbor's validator, each round opened by its system step.
+    crate::support::export_tools::check_real_harness_atif(&dir, NAME, 3);
 
     // The key nowhere: not in the project, its state, the run's output, what the agent sent.
     let mut files = Vec::new();

@@ -3,45 +3,12 @@
 //! scripts/ensure-python.sh) — and says what the ledger says: the calls as steps in ledger order,
 //! the meter's tokens, the ledger head and the attempt's entries by hash.
 
+use crate::support::export_tools::*;
 use crate::support::*;
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{LedgerWriter, NewEntry};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::Path;
-
-/// The interpreter with the yardsticks installed (scripts/ensure-python.sh); the test fails
-/// rather than skip without it.
-fn python() -> String {
-    std::env::var("EVAL_TEST_PYTHON").expect(
-        "EVAL_TEST_PYTHON is unset: set it to the interpreter scripts/ensure-python.sh prints",
-    )
-}
-
-/// Runs Harbor's own validator on every `*.json` in `dir`: file name → its errors (empty: valid).
-fn harbor_validate(dir: &Path) -> BTreeMap<String, Vec<String>> {
-    let script = r#"
-import glob, json, os, sys
-from harbor.utils.trajectory_validator import TrajectoryValidator
-out = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
-    v = TrajectoryValidator()
-    v.validate(f)
-    out[os.path.basename(f)] = v.get_errors()
-print(json.dumps(out))
-"#;
-    let o = std::process::Command::new(python())
-        .args(["-c", script])
-        .arg(dir)
-        .output()
-        .expect("run the interpreter");
-    assert!(
-        o.status.success(),
-        "Harbor's validator did not run (is its wheel on the path? scripts/ensure-python.sh): {}",
-        text(&o)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 /// A small demo project frozen and run on the fixture upstream (the Docker engine is needed).
 fn fixture_demo_run() -> (tempfile::TempDir, std::path::PathBuf, Sweep) {
@@ -54,71 +21,12 @@ fn fixture_demo_run() -> (tempfile::TempDir, std::path::PathBuf, Sweep) {
     (tmp, dir, sweep)
 }
 
-fn read(p: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
-}
-
 #[test]
 fn every_attempt_of_a_fixture_run_exports_as_a_trajectory_harbor_accepts() {
     let (_tmp, dir, _sweep) = fixture_demo_run();
-    let ledger = dir.join("runs/demo/ledger.sqlite");
-    let all = entries(&ledger);
-    let out = dir.join("atif");
-    let o = eval(
-        &dir,
-        &["export", "atif", "--matrix", "demo", "--out", "atif"],
-    );
-    assert!(o.status.success(), "{}", text(&o));
-
-    let verdicts = harbor_validate(&out);
+    let all = entries(&dir.join("runs/demo/ledger.sqlite"));
     let started = payloads(&all, "attempt_started");
-    assert_eq!(verdicts.len(), started.len(), "one file per attempt");
-    for (f, errors) in &verdicts {
-        assert!(errors.is_empty(), "{f}: {errors:?}");
-    }
-
-    let head = all.last().unwrap();
-    let calls = payloads(&all, "model_call");
-    for e in all.iter().filter(|e| e.kind == "attempt_outcome") {
-        let p: Value = serde_json::from_slice(&e.payload).unwrap();
-        let id = p["attempt"].as_str().unwrap();
-        let t = read(&out.join(format!("{}.json", id.replace('#', "."))));
-        assert_eq!(t["trajectory_id"], id);
-        let x = &t["extra"];
-        assert_eq!(x["evidence"]["ledger_head"]["seq"], head.seq);
-        assert_eq!(
-            x["evidence"]["ledger_head"]["hash"],
-            head.hash.to_string().as_str()
-        );
-        assert_eq!(x["evidence"]["attempt_outcome"]["seq"], e.seq);
-        assert_eq!(
-            x["evidence"]["attempt_outcome"]["hash"],
-            e.hash.to_string().as_str()
-        );
-        assert_eq!(x["outcome"]["outcome"], p["outcome"]);
-        // One agent step per agent call, in the receipt's order, with the meter's tokens.
-        let mine: Vec<&Value> = calls
-            .iter()
-            .filter(|c| c["attempt"] == id && c["role"] == "agent")
-            .collect();
-        let steps: Vec<&Value> = t["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["source"] == "agent" && s.get("is_copied_context").is_none())
-            .collect();
-        assert_eq!(steps.len(), mine.len(), "{id}");
-        for (s, c) in steps.iter().zip(&mine) {
-            assert_eq!(s["extra"]["call"], c["seq"]);
-            assert_eq!(s["metrics"]["prompt_tokens"], c["tokens"]["input"]);
-            assert_eq!(s["metrics"]["completion_tokens"], c["tokens"]["output"]);
-            assert_eq!(s["metrics"]["cached_tokens"], c["tokens"]["cached"]);
-        }
-        let fm = &t["final_metrics"];
-        assert_eq!(fm["total_prompt_tokens"], p["tokens"]["input"], "{id}");
-        assert_eq!(fm["total_completion_tokens"], p["tokens"]["output"], "{id}");
-        assert_eq!(fm["total_steps"], t["steps"].as_array().unwrap().len());
-    }
+    export_atif_checked(&dir, "demo", &dir.join("atif"));
 
     // A selection as `eval show` takes it: a slot alone is its latest attempt; an unknown one
     // is a usage error naming it.
@@ -257,7 +165,7 @@ fn a_multi_round_attempt_with_tools_and_questions_exports_as_harbor_reads_it() {
     assert_eq!(verdicts.len(), 1);
     assert!(verdicts["m.1.json"].is_empty(), "{verdicts:?}");
 
-    let t = read(&out.join("m.1.json"));
+    let t = read_json(&out.join("m.1.json"));
     let steps = t["steps"].as_array().unwrap();
     let shape: Vec<(&str, &str)> = steps
         .iter()
@@ -331,7 +239,7 @@ fn inspect_reads_every_exported_log_and_its_samples_scores_and_tokens_are_the_re
     );
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
 
-    let inspect = Path::new(&python()).with_file_name("inspect");
+    let inspect = inspect_cli();
     let mut logs = 0;
     for suite in report["suites"].as_array().unwrap() {
         let sid = suite["id"].as_str().unwrap();
@@ -421,4 +329,87 @@ fn inspect_reads_every_exported_log_and_its_samples_scores_and_tokens_are_the_re
         std::fs::read_dir(dir.join("inspect")).unwrap().count(),
         "one log per suite and arm, none else"
     );
+}
+
+/// Inspect's own log viewer shows an exported sample's conversation: `inspect view bundle` of a
+/// fixture run's export, served on loopback and opened in headless Chromium at the viewer's route
+/// to one sample's messages (`#/logs/<file>/samples/sample/<id>/<epoch>/messages`). The page
+/// shows every assistant message of that sample (each one's `@@edit …` lines, as the ledger's
+/// replies wrote them), as many assistant messages as the sample holds, and the sample's score.
+#[test]
+fn inspects_viewer_shows_an_exported_samples_conversation() {
+    let (tmp, dir, _sweep) = fixture_demo_run();
+    let logs = dir.join("inspect");
+    let o = eval(
+        &dir,
+        &[
+            "export",
+            "inspect",
+            "--matrix",
+            "demo",
+            "--out",
+            logs.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let bundle = tmp.path().join("bundle");
+    let o = std::process::Command::new(inspect_cli())
+        .args(["view", "bundle", "--log-dir"])
+        .arg(&logs)
+        .arg("--output-dir")
+        .arg(&bundle)
+        .output()
+        .expect("run `inspect` (scripts/ensure-python.sh installs inspect-ai)");
+    assert!(o.status.success(), "inspect view bundle: {}", text(&o));
+    assert!(bundle.join("index.html").is_file());
+
+    // A sample with more than one reply: the first of the `simple` suite's baseline log.
+    let file = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|f| f.ends_with("_simple_native.json"))
+        .expect("the simple suite's native log");
+    let log = read_json(&logs.join(&file));
+    let sample = &log["samples"][0];
+    let replies: Vec<String> = sample["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| m["content"][0]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(replies.len() >= 2, "{sample}");
+    // The lines the viewer's markdown leaves as they are (`# …` lines become headings).
+    let edits: Vec<&str> = replies
+        .iter()
+        .flat_map(|r| r.lines())
+        .filter(|l| l.starts_with("@@edit "))
+        .collect();
+    let (id, epoch) = (sample["id"].as_str().unwrap(), &sample["epoch"]);
+    let route = format!("#/logs/{file}/samples/sample/{id}/{epoch}/messages");
+    let png = tmp.path().join("sample.png");
+    let page = view_in_chromium(&bundle, &route, edits.last().unwrap(), &png);
+
+    assert!(
+        page.contains(&format!("Sample {id} (Epoch {epoch})")),
+        "{page}"
+    );
+    for e in &edits {
+        assert!(page.contains(e), "{e:?} not on the page:\n{page}");
+    }
+    assert_eq!(
+        page.lines().filter(|l| *l == "ASSISTANT").count(),
+        replies.len(),
+        "{page}"
+    );
+    let score = sample["scores"]["eval_grader"]["value"].as_f64().unwrap();
+    assert!(
+        page.contains(&format!("SCORE\n{score}\n")),
+        "score {score}:\n{page}"
+    );
+    let shot = std::fs::read(&png).unwrap();
+    assert!(shot.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
+    if let Some(keep) = std::env::var_os("EVAL_TEST_VIEWER_SCREENSHOT") {
+        std::fs::copy(&png, keep).unwrap();
+    }
 }

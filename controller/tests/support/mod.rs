@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod account;
+pub mod chromium;
 pub mod dsh;
+pub mod export_tools;
 pub mod forgery;
 pub mod freeze_cli;
 pub mod grader_controls;

@@ -1,28 +1,15 @@
 //! The HTML report renders in a real browser: headless Chromium loads the file (no network) and
 //! the DOM it builds must show the verdict and one SVG forest plot per suite.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use crate::support::*;
 use eval_evidence::report::*;
 
-fn chromium() -> PathBuf {
-    if let Ok(p) = std::env::var("EVAL_TEST_CHROMIUM")
-        && !p.is_empty()
-    {
-        return PathBuf::from(p);
-    }
-    let out = Command::new("sh")
-        .args(["-c", "command -v chromium || command -v chromium-browser"])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()),
-        _ => panic!(
-            "Chromium is needed for the HTML report check: run scripts/ensure-chromium.sh (or set EVAL_TEST_CHROMIUM)"
-        ),
-    }
-}
+// The binary and the flags every headless run takes, shared with the controller's tests.
+#[path = "../../../controller/tests/support/chromium.rs"]
+mod chromium;
+use chromium::{HEADLESS, chromium};
 
 fn dump_dom(html: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -30,15 +17,7 @@ fn dump_dom(html: &str) -> String {
     std::fs::write(&file, html).unwrap();
     let profile = dir.path().join("profile");
     let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
+        .args(HEADLESS)
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
         .arg(format!("file://{}", file.display()))
