@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+mod function_length;
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -464,14 +464,8 @@ impl DockerExecutor {
             .await;
         self.bridge.flush().await;
         self.control.remove(&spec.attempt);
-        let mut report = AttemptReport {
-            image: Some(image.0.clone()),
-            container_seconds: agent_seconds,
-            duration_seconds: Some(agent_seconds),
-            prepare_seconds: started.saturating_duration_since(t0).as_secs_f64(),
-            bundle_digest: Some(p.bundle_digest.to_string()),
-            ..AttemptReport::default()
-        };
+        let prepare = started.saturating_duration_since(t0);
+        let mut report = agent_report(image, agent_seconds, prepare, &p.bundle_digest);
         let mut seen = Seen::default();
         observe_control(&ctl, &mut seen, &mut report);
         observe_meter(meter, &mut seen, &mut report);
@@ -1001,6 +995,24 @@ pub(crate) fn remove_attempt_tree(dir: &Path) -> std::io::Result<()> {
         root.remove(name).map_err(std::io::Error::other)?;
     }
     std::fs::remove_dir(dir)
+}
+
+/// The report of an attempt whose agent ran: its image, how long the agent's container ran (the
+/// attempt's duration), how long preparing took, and the bundle it was given.
+fn agent_report(
+    image: &ImageId,
+    agent_seconds: f64,
+    prepare: std::time::Duration,
+    bundle: &eval_core::Digest,
+) -> AttemptReport {
+    AttemptReport {
+        image: Some(image.0.clone()),
+        container_seconds: agent_seconds,
+        duration_seconds: Some(agent_seconds),
+        prepare_seconds: prepare.as_secs_f64(),
+        bundle_digest: Some(bundle.to_string()),
+        ..AttemptReport::default()
+    }
 }
 
 #[cfg(test)]
