@@ -805,14 +805,14 @@ async fn session(
     upstream: UpstreamChoice,
     opts: SessionOptions,
 ) -> Result<Finished, SessionError> {
-    use crate::attempt::{Bridge, Control};
     use std::sync::Arc;
 
     let loaded = &admitted.loaded;
     let p = &loaded.protocol;
     let matrix = admitted.run_name();
     let signing = signing_key(state, &p.name, opts.signing_key.as_deref())?;
-    let agent_api = agent_model(p)?.api;
+    // Before the upstream starts: a protocol without an agent model runs nothing.
+    agent_model(p)?;
     let (key, upstream_rec, forbidden) = upstream_key(
         held,
         &upstream,
@@ -828,32 +828,8 @@ async fn session(
         &eval_runlog::layout::artifacts_dir(state, &matrix),
     )?
     .with_budget(p.budgets.artifacts.max_bytes)?;
-    let wire_limits = eval_runlog::wire_log::WireLimits::default();
-    let wire = eval_runlog::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
-    let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
-    let control = Control::new(rec.clone());
-    held.control = Some(control.clone());
-    let mut cfg = proxy_config(
-        p,
-        agent_api,
-        &upstream_rec.url,
-        key,
-        Arc::new(sink),
-        &entries,
-    );
-    cfg.control = Some(control.clone());
-    cfg.tls_spki_sha256 = upstream_rec
-        .tls_spki_sha256
-        .iter()
-        .map(|pin| eval_protocols::protocol::parse_pin(pin))
-        .collect::<Result<_, _>>()
-        .map_err(|m| SessionError::Proxy(eval_proxy::ProxyError::Client(m)))?;
-    cfg.keep_bodies = Some(wire_limits.per_call_response_bytes);
-    let proxy = eval_proxy::Proxy::start(cfg)
-        .await
-        .map_err(SessionError::Proxy)?;
-    held.proxy = Some(proxy.clone());
-    control.set_proxy(proxy.clone());
+    let (proxy, control, bridge) =
+        start_proxy(held, p, &upstream_rec, key, &rec, &entries, &store).await?;
     let parts = ExecutorParts {
         proxy,
         control,
@@ -882,6 +858,57 @@ async fn session(
         summary,
         fixture: tally,
     })
+}
+
+/// Starts the proxy for the session: the wire log in `store` (the key redacted), the bridge that
+/// records each call, the control plane, and the proxy itself with the upstream's pins. All three
+/// are `held`, so they are stopped whatever happens next.
+async fn start_proxy(
+    held: &mut Held,
+    p: &eval_protocols::protocol::Protocol,
+    upstream: &UpstreamRecord,
+    key: eval_proxy::SecretKey,
+    rec: &crate::Recorder,
+    entries: &[ledger::Entry],
+    store: &eval_evidence::artifacts::ArtifactStore,
+) -> Result<
+    (
+        eval_proxy::ProxyHandle,
+        std::sync::Arc<crate::attempt::Control>,
+        crate::attempt::Bridge,
+    ),
+    SessionError,
+> {
+    use crate::attempt::{Bridge, Control};
+    use std::sync::Arc;
+
+    let wire_limits = eval_runlog::wire_log::WireLimits::default();
+    let wire = eval_runlog::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
+    let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
+    let control = Control::new(rec.clone());
+    held.control = Some(control.clone());
+    let mut cfg = proxy_config(
+        p,
+        agent_model(p)?.api,
+        &upstream.url,
+        key,
+        Arc::new(sink),
+        entries,
+    );
+    cfg.control = Some(control.clone());
+    cfg.tls_spki_sha256 = upstream
+        .tls_spki_sha256
+        .iter()
+        .map(|pin| eval_protocols::protocol::parse_pin(pin))
+        .collect::<Result<_, _>>()
+        .map_err(|m| SessionError::Proxy(eval_proxy::ProxyError::Client(m)))?;
+    cfg.keep_bodies = Some(wire_limits.per_call_response_bytes);
+    let proxy = eval_proxy::Proxy::start(cfg)
+        .await
+        .map_err(SessionError::Proxy)?;
+    held.proxy = Some(proxy.clone());
+    control.set_proxy(proxy.clone());
+    Ok((proxy, control, bridge))
 }
 
 /// The protocol's `agent` model (the one the proxy serves the agent).
