@@ -996,16 +996,43 @@ pub fn tar_dir_with(
     let mut notes = Notes::new();
     let mut entries = walk(&root, dir, limits, &mut notes)?;
     entries.sort_by(|a, b| a.rel().cmp(b.rel()));
-    let w = |source: io::Error| ArtifactError::Io {
-        path: dir.to_path_buf(),
-        source,
+    let mut tar = Tar {
+        dir,
+        root: &root,
+        limits,
+        out,
+        notes,
+        written: 0,
+        bytes: 0,
     };
-    let mut written = 0u64;
-    let mut bytes = 0u64;
     for e in &entries {
+        if tar.entry(e)? {
+            tar.written += 1;
+        }
+    }
+    tar.finish()
+}
+
+/// The archive [`tar_dir_with`] is writing: where it reads, where it writes, and what it has
+/// counted and noted so far.
+struct Tar<'a> {
+    dir: &'a Path,
+    root: &'a Beneath,
+    limits: &'a ArchiveLimits,
+    out: &'a mut dyn Write,
+    notes: Notes,
+    /// Entries recorded.
+    written: u64,
+    /// Bytes of file content recorded (of a sparse file, its data only).
+    bytes: u64,
+}
+
+impl Tar<'_> {
+    /// Records one entry of the walk; `false` when it was left out (with a note).
+    fn entry(&mut self, e: &TreeEntry) -> Result<bool, ArtifactError> {
         let rel = e.rel();
         if std::str::from_utf8(rel).is_err() {
-            notes.add(
+            self.notes.add(
                 rel,
                 format!(
                     "{}: name is not UTF-8; recorded byte-exact in a PAX path record with hdrcharset=BINARY",
@@ -1013,14 +1040,18 @@ pub fn tar_dir_with(
                 ),
             );
         }
+        let w = |source: io::Error| ArtifactError::Io {
+            path: self.dir.to_path_buf(),
+            source,
+        };
         match e {
             TreeEntry::Dir(rel) => {
                 let name = [rel.as_slice(), b"/"].concat();
-                write_header(out, &name, b"", b'5', 0o755, 0, (0, 0)).map_err(w)?
+                write_header(self.out, &name, b"", b'5', 0o755, 0, (0, 0)).map_err(w)?
             }
             TreeEntry::Link { rel, target } => {
                 if std::str::from_utf8(target).is_err() {
-                    notes.add(
+                    self.notes.add(
                         rel,
                         format!(
                             "{}: link target is not UTF-8; recorded byte-exact in a PAX linkpath record with hdrcharset=BINARY",
@@ -1028,118 +1059,145 @@ pub fn tar_dir_with(
                         ),
                     );
                 }
-                write_header(out, rel, target, b'2', 0o777, 0, (0, 0)).map_err(w)?
+                write_header(self.out, rel, target, b'2', 0o777, 0, (0, 0)).map_err(w)?
             }
             TreeEntry::Special { rel, typeflag, dev } => {
-                write_header(out, rel, b"", *typeflag, 0o644, 0, *dev).map_err(w)?
+                write_header(self.out, rel, b"", *typeflag, 0o644, 0, *dev).map_err(w)?
             }
-            TreeEntry::File { rel, exec } => {
-                let (mut f, size) = match root.open_regular(&comps(rel)) {
-                    Ok(x) => x,
-                    Err(e) if e.is_host_fault() => return Err(leftover_to_artifact(dir, e)),
-                    Err(e) => {
-                        notes.add(rel, format!("{}: changed while archived: {e}", shown(rel)));
-                        continue;
-                    }
-                };
-                let regions = match data_regions(&f, size) {
-                    Ok(r) => r,
-                    Err(e) if is_host_errno(e.raw_os_error()) => {
-                        return Err(leftover_to_artifact(dir, host_or_refused(rel, e)));
-                    }
-                    Err(e) => {
-                        notes.add(rel, format!("{}: not archived: {e}", shown(rel)));
-                        continue;
-                    }
-                };
-                let mode = if *exec { 0o755 } else { 0o644 };
-                if let Some(regions) = regions {
-                    // Only the data is written: a file of terabytes of holes costs what was
-                    // allocated, never its apparent size.
-                    let data: u64 = regions.iter().map(|r| r.1).sum();
-                    if regions.len() > MAX_SPARSE_REGIONS
-                        || bytes.saturating_add(data) > limits.max_bytes
-                    {
-                        notes.add(
-                            rel,
-                            format!(
-                                "{}: sparse file of {size} bytes ({data} bytes of data in {} regions) not archived: the caps are {} bytes of content and {MAX_SPARSE_REGIONS} regions",
-                                shown(rel),
-                                regions.len(),
-                                limits.max_bytes
-                            ),
-                        );
-                        continue;
-                    }
-                    let problem = write_sparse(out, rel, mode, size, &regions, &mut f).map_err(
-                        |c| match c {
-                            CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
-                            CopyError::Write(e) => io_err(dir)(e),
-                        },
-                    )?;
-                    notes.add(
-                        rel,
-                        format!(
-                            "{}: sparse file of {size} bytes, recorded as a PAX sparse (GNU 1.0) entry of its {data} bytes of data in {} regions{problem}",
-                            shown(rel),
-                            regions.len()
-                        ),
-                    );
-                    bytes += data;
-                    written += 1;
-                    continue;
-                }
-                if bytes.saturating_add(size) > limits.max_bytes {
-                    notes.add(
-                        rel,
-                        format!(
-                            "{}: {size} bytes not archived: the archive's cap of {} bytes of content was reached",
-                            shown(rel),
-                            limits.max_bytes
-                        ),
-                    );
-                    continue;
-                }
-                write_header(out, rel, b"", b'0', mode, size, (0, 0)).map_err(w)?;
-                let copied = copy_up_to(&mut f, out, size).map_err(|c| match c {
-                    CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
-                    CopyError::Write(e) => io_err(dir)(e),
-                })?;
-                if let Some(why) = copied {
-                    notes.add(rel, format!("{}: {why}", shown(rel)));
-                }
-                pad(out, size).map_err(w)?;
-                bytes += size;
-            }
+            TreeEntry::File { rel, exec } => return self.file(rel, *exec),
         }
-        written += 1;
+        Ok(true)
     }
-    let notes = notes.finish();
-    if !notes.is_empty() {
-        // A PAX global header carries the notes inside the archive itself (tar readers ignore a
-        // `comment`), and only when there are any, so ordinary trees archive as before.
-        let mut text = notes.join("\n").into_bytes();
-        text.push(b'\n');
-        let record = pax_record(b"comment", &text);
-        out.write_all(&ustar_header(
-            b"././@PaxGlobalHeader",
-            b"",
-            b'g',
-            0o644,
-            record.len() as u64,
-            (0, 0),
-        ))
-        .map_err(w)?;
-        out.write_all(&record).map_err(w)?;
-        pad(out, record.len() as u64).map_err(w)?;
+
+    /// A regular file: opened again beneath the root (it may have changed since the walk), then
+    /// written sparse, whole, or left out with a note when it would pass the content cap.
+    fn file(&mut self, rel: &[u8], exec: bool) -> Result<bool, ArtifactError> {
+        let dir = self.dir;
+        let (mut f, size) = match self.root.open_regular(&comps(rel)) {
+            Ok(x) => x,
+            Err(e) if e.is_host_fault() => return Err(leftover_to_artifact(dir, e)),
+            Err(e) => {
+                self.notes
+                    .add(rel, format!("{}: changed while archived: {e}", shown(rel)));
+                return Ok(false);
+            }
+        };
+        let regions = match data_regions(&f, size) {
+            Ok(r) => r,
+            Err(e) if is_host_errno(e.raw_os_error()) => {
+                return Err(leftover_to_artifact(dir, host_or_refused(rel, e)));
+            }
+            Err(e) => {
+                self.notes
+                    .add(rel, format!("{}: not archived: {e}", shown(rel)));
+                return Ok(false);
+            }
+        };
+        let mode = if exec { 0o755 } else { 0o644 };
+        if let Some(regions) = regions {
+            return self.sparse(rel, mode, size, &regions, &mut f);
+        }
+        if self.bytes.saturating_add(size) > self.limits.max_bytes {
+            self.notes.add(
+                rel,
+                format!(
+                    "{}: {size} bytes not archived: the archive's cap of {} bytes of content was reached",
+                    shown(rel),
+                    self.limits.max_bytes
+                ),
+            );
+            return Ok(false);
+        }
+        write_header(self.out, rel, b"", b'0', mode, size, (0, 0)).map_err(io_err(dir))?;
+        let copied = copy_up_to(&mut f, self.out, size).map_err(|c| match c {
+            CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
+            CopyError::Write(e) => io_err(dir)(e),
+        })?;
+        if let Some(why) = copied {
+            self.notes.add(rel, format!("{}: {why}", shown(rel)));
+        }
+        pad(self.out, size).map_err(io_err(dir))?;
+        self.bytes += size;
+        Ok(true)
     }
-    // Two zero blocks end the archive.
-    out.write_all(&[0u8; 1024]).map_err(w)?;
-    Ok(TarSummary {
-        notes,
-        entries: written,
-        bytes,
-    })
+
+    /// A file with holes: only the data is written, so a file of terabytes of holes costs what
+    /// was allocated, never its apparent size.
+    fn sparse(
+        &mut self,
+        rel: &[u8],
+        mode: u32,
+        size: u64,
+        regions: &[(u64, u64)],
+        f: &mut fs::File,
+    ) -> Result<bool, ArtifactError> {
+        let dir = self.dir;
+        let data: u64 = regions.iter().map(|r| r.1).sum();
+        if regions.len() > MAX_SPARSE_REGIONS
+            || self.bytes.saturating_add(data) > self.limits.max_bytes
+        {
+            self.notes.add(
+                rel,
+                format!(
+                    "{}: sparse file of {size} bytes ({data} bytes of data in {} regions) not archived: the caps are {} bytes of content and {MAX_SPARSE_REGIONS} regions",
+                    shown(rel),
+                    regions.len(),
+                    self.limits.max_bytes
+                ),
+            );
+            return Ok(false);
+        }
+        let problem = write_sparse(self.out, rel, mode, size, regions, f).map_err(|c| match c {
+            CopyError::Read(e) => leftover_to_artifact(dir, from_read(rel, e)),
+            CopyError::Write(e) => io_err(dir)(e),
+        })?;
+        self.notes.add(
+            rel,
+            format!(
+                "{}: sparse file of {size} bytes, recorded as a PAX sparse (GNU 1.0) entry of its {data} bytes of data in {} regions{problem}",
+                shown(rel),
+                regions.len()
+            ),
+        );
+        self.bytes += data;
+        Ok(true)
+    }
+
+    /// The notes (in a PAX global header, only when there are any) and the end of the archive.
+    fn finish(self) -> Result<TarSummary, ArtifactError> {
+        let w = |source: io::Error| ArtifactError::Io {
+            path: self.dir.to_path_buf(),
+            source,
+        };
+        let notes = self.notes.finish();
+        if !notes.is_empty() {
+            // A PAX global header carries the notes inside the archive itself (tar readers
+            // ignore a `comment`), and only when there are any, so ordinary trees archive as
+            // before.
+            let mut text = notes.join("\n").into_bytes();
+            text.push(b'\n');
+            let record = pax_record(b"comment", &text);
+            self.out
+                .write_all(&ustar_header(
+                    b"././@PaxGlobalHeader",
+                    b"",
+                    b'g',
+                    0o644,
+                    record.len() as u64,
+                    (0, 0),
+                ))
+                .map_err(w)?;
+            self.out.write_all(&record).map_err(w)?;
+            pad(self.out, record.len() as u64).map_err(w)?;
+        }
+        // Two zero blocks end the archive.
+        self.out.write_all(&[0u8; 1024]).map_err(w)?;
+        Ok(TarSummary {
+            notes,
+            entries: self.written,
+            bytes: self.bytes,
+        })
+    }
 }
 
 /// More data regions than this and a sparse file is left out with a note (its map alone would

@@ -26,6 +26,7 @@ pub mod artifacts;
 /// Canonical JSON is eval-core's; re-exported so evidence's callers keep one import path.
 pub use eval_core::canonical;
 pub mod gates;
+pub mod html;
 pub mod ledger;
 pub mod leftovers;
 pub mod report;

@@ -157,7 +157,7 @@ pub fn stage(
             if tmp.exists() {
                 std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
             }
-            crate::attempt::copy_tree(&root.join(&task.dir), &tmp).map_err(io(&tmp))?;
+            copy_tree(&root.join(&task.dir), &tmp).map_err(io(&tmp))?;
             // The project may have changed since admission's drift check: verify the copy itself.
             if let Err(e) = check(&task.dir, &want, &tmp) {
                 let _ = std::fs::remove_dir_all(&tmp);
@@ -186,6 +186,28 @@ pub fn recheck_for_grading(
         )),
         Err(e) => Err(format!("{e}; not graded")),
     }
+}
+
+/// Copies a task's workspace (files, directories, symlinks as links, exec bits kept).
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    if !from.exists() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        let ft = std::fs::symlink_metadata(&src)?.file_type();
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if ft.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -805,17 +805,14 @@ async fn session(
     upstream: UpstreamChoice,
     opts: SessionOptions,
 ) -> Result<Finished, SessionError> {
-    use crate::attempt::{Bridge, Control, DockerExecutor, ExecutorConfig};
     use std::sync::Arc;
 
     let loaded = &admitted.loaded;
     let p = &loaded.protocol;
     let matrix = admitted.run_name();
     let signing = signing_key(state, &p.name, opts.signing_key.as_deref())?;
-    let agent_model = p
-        .models
-        .get("agent")
-        .ok_or_else(|| SessionError::NoAgentModel(p.name.clone()))?;
+    // Before the upstream starts: a protocol without an agent model runs nothing.
+    agent_model(p)?;
     let (key, upstream_rec, forbidden) = upstream_key(
         held,
         &upstream,
@@ -831,6 +828,60 @@ async fn session(
         &eval_runlog::layout::artifacts_dir(state, &matrix),
     )?
     .with_budget(p.budgets.artifacts.max_bytes)?;
+    let (proxy, control, bridge) =
+        start_proxy(held, p, &upstream_rec, key, &rec, &entries, &store).await?;
+    let parts = ExecutorParts {
+        proxy,
+        control,
+        bridge,
+        store,
+        forbidden,
+        extra_labels: opts.extra_labels,
+    };
+    let exec = Arc::new(start_executor(project, state, admitted, parts).await?);
+    held.exec = Some(exec.clone());
+    let concurrency = opts.concurrency.unwrap_or(loaded.matrix.concurrency).max(1);
+    let started = run_started(admitted, concurrency, upstream_rec);
+    let total = started
+        .slots
+        .iter()
+        .filter(|s| s.phase == Phase::Statistical)
+        .count() as u64;
+    let cancel = stop_on_signals()?;
+    record_run_kind(&rec, admitted).await?;
+    let progress = (opts.progress)(total, Some(p.budgets.run));
+    let end = crate::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
+    let tally = record_upstream_counts(held, &rec).await?;
+    let summary = rec.state().summary();
+    Ok(Finished {
+        end,
+        summary,
+        fixture: tally,
+    })
+}
+
+/// Starts the proxy for the session: the wire log in `store` (the key redacted), the bridge that
+/// records each call, the control plane, and the proxy itself with the upstream's pins. All three
+/// are `held`, so they are stopped whatever happens next.
+async fn start_proxy(
+    held: &mut Held,
+    p: &eval_protocols::protocol::Protocol,
+    upstream: &UpstreamRecord,
+    key: eval_proxy::SecretKey,
+    rec: &crate::Recorder,
+    entries: &[ledger::Entry],
+    store: &eval_evidence::artifacts::ArtifactStore,
+) -> Result<
+    (
+        eval_proxy::ProxyHandle,
+        std::sync::Arc<crate::attempt::Control>,
+        crate::attempt::Bridge,
+    ),
+    SessionError,
+> {
+    use crate::attempt::{Bridge, Control};
+    use std::sync::Arc;
+
     let wire_limits = eval_runlog::wire_log::WireLimits::default();
     let wire = eval_runlog::wire_log::WireLog::new(store.clone(), key.redactor(), wire_limits);
     let (bridge, sink) = Bridge::start_with(rec.clone(), Some(wire));
@@ -838,14 +889,14 @@ async fn session(
     held.control = Some(control.clone());
     let mut cfg = proxy_config(
         p,
-        agent_model.api,
-        &upstream_rec.url,
+        agent_model(p)?.api,
+        &upstream.url,
         key,
         Arc::new(sink),
-        &entries,
+        entries,
     );
     cfg.control = Some(control.clone());
-    cfg.tls_spki_sha256 = upstream_rec
+    cfg.tls_spki_sha256 = upstream
         .tls_spki_sha256
         .iter()
         .map(|pin| eval_protocols::protocol::parse_pin(pin))
@@ -857,6 +908,41 @@ async fn session(
         .map_err(SessionError::Proxy)?;
     held.proxy = Some(proxy.clone());
     control.set_proxy(proxy.clone());
+    Ok((proxy, control, bridge))
+}
+
+/// The protocol's `agent` model (the one the proxy serves the agent).
+fn agent_model(
+    p: &eval_protocols::protocol::Protocol,
+) -> Result<&eval_protocols::protocol::ModelContract, SessionError> {
+    p.models
+        .get("agent")
+        .ok_or_else(|| SessionError::NoAgentModel(p.name.clone()))
+}
+
+/// What the session has started that the executor takes over.
+struct ExecutorParts {
+    proxy: eval_proxy::ProxyHandle,
+    control: std::sync::Arc<crate::attempt::Control>,
+    bridge: crate::attempt::Bridge,
+    store: eval_evidence::artifacts::ArtifactStore,
+    forbidden: Vec<u8>,
+    extra_labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Connects to Docker, stages the task inputs (checked against the freeze's manifest) and builds
+/// the executor that runs the attempts.
+async fn start_executor(
+    project: &Project,
+    state: &Path,
+    admitted: &Admitted,
+    parts: ExecutorParts,
+) -> Result<crate::attempt::DockerExecutor, SessionError> {
+    use crate::attempt::{DockerExecutor, ExecutorConfig};
+    use std::sync::Arc;
+
+    let loaded = &admitted.loaded;
+    let matrix = admitted.run_name();
     let docker = eval_runtimes::DockerRuntime::connect().await?;
     let inputs = crate::inputs::stage(
         &project.root,
@@ -871,21 +957,21 @@ async fn session(
             })?,
     )?;
     swap_point_after_staging();
-    let exec = Arc::new(DockerExecutor::new(
+    Ok(DockerExecutor::new(
         loaded,
         Arc::new(docker),
-        proxy,
-        control,
-        bridge,
+        parts.proxy,
+        parts.control,
+        parts.bridge,
         ExecutorConfig {
             inputs,
             root: project.root.clone(),
             work: eval_runlog::layout::run_dir(state, &matrix).join("attempts"),
-            store,
+            store: parts.store,
             artifact_quota: loaded.artifact_quota(),
             identity: admitted.identity.clone(),
-            forbidden,
-            extra_labels: opts.extra_labels,
+            forbidden: parts.forbidden,
+            extra_labels: parts.extra_labels,
             state_id: crate::owner::state_id(state, true)
                 .map_err(|source| SessionError::RunDir {
                     path: state.join(crate::owner::STATE_ID_FILE),
@@ -894,19 +980,14 @@ async fn session(
                 .unwrap_or_default(),
             frozen: admitted.arms.clone(),
         },
-    )?);
-    held.exec = Some(exec.clone());
-    let concurrency = opts.concurrency.unwrap_or(loaded.matrix.concurrency).max(1);
-    let started = run_started(admitted, concurrency, upstream_rec);
-    let total = started
-        .slots
-        .iter()
-        .filter(|s| s.phase == Phase::Statistical)
-        .count() as u64;
+    )?)
+}
+
+/// Installed before the runner starts any container: from then on SIGINT, SIGTERM and SIGHUP no
+/// longer end the process, they cancel the returned token, which stops the session.
+fn stop_on_signals() -> Result<tokio_util::sync::CancellationToken, SessionError> {
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
-    // Installed here, before the runner starts any container: from now on these signals no
-    // longer end the process, they stop the session.
     let mut stops = StopSignals::install().map_err(SessionError::Signals)?;
     #[allow(
         clippy::disallowed_methods,
@@ -916,8 +997,14 @@ async fn session(
         stops.recv().await;
         on_signal.cancel();
     });
+    Ok(cancel)
+}
+
+/// A smoke or A/A run says what it is before this session's `run_started`, so the ledger tells
+/// it from its first entry (and, for A/A, which arm each candidate copies).
+async fn record_run_kind(rec: &crate::Recorder, admitted: &Admitted) -> Result<(), SessionError> {
+    let loaded = &admitted.loaded;
     if let Some(spec) = &admitted.smoke {
-        // Before this session's `run_started`: the ledger says what it is from its first entry.
         let payload = serde_json::json!({
             "schema": events::SCHEMA,
             "matrix": loaded.matrix.name,
@@ -929,23 +1016,26 @@ async fn session(
         rec.append(SMOKE_RUN, &payload).await?;
     }
     if let Some(copies) = &admitted.aa {
-        // Likewise: the A/A run says what it is, and which arm each candidate copies, before
-        // anything it runs.
         let payload = eval_runlog::layout::AaRun {
             schema: events::SCHEMA,
             matrix: loaded.matrix.name.clone(),
-            protocol: p.name.clone(),
+            protocol: loaded.protocol.name.clone(),
             identity: admitted.identity.clone(),
             copies: copies.clone(),
             evidence: false,
         };
         rec.append(eval_runlog::layout::AA_RUN, &payload).await?;
     }
-    let progress = (opts.progress)(total, Some(p.budgets.run));
-    let end = crate::runner::run_session(rec.clone(), started, exec, progress, cancel).await?;
+    Ok(())
+}
+
+/// The built-in upstreams' own counts, beside the proxy's meter in the same ledger so anyone can
+/// cross-check it: the model-free upstream's plain stops, the fixture upstream's tally (returned).
+async fn record_upstream_counts(
+    held: &Held,
+    rec: &crate::Recorder,
+) -> Result<Option<eval_upstreams::fixture::FixtureTally>, SessionError> {
     if let Some(m) = &held.model_free {
-        // The model-free upstream's own count of the plain stops it answered, beside the
-        // proxy's meter in the same ledger.
         rec.append(
             "model_free_upstream",
             &serde_json::json!({"schema": events::SCHEMA, "calls": m.calls()}),
@@ -954,15 +1044,9 @@ async fn session(
     }
     let tally = held.fixture.as_ref().map(|f| f.tally());
     if let Some(t) = &tally {
-        // The fixture upstream's own count, so anyone can cross-check the proxy's meter.
         rec.append("fixture_upstream", t).await?;
     }
-    let summary = rec.state().summary();
-    Ok(Finished {
-        end,
-        summary,
-        fixture: tally,
-    })
+    Ok(tally)
 }
 
 /// The signals that stop a session as Ctrl-C does (closing running attempts by rule, removing

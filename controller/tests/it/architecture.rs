@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+mod function_length;
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -191,6 +193,42 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// One HTML renderer (issue 35): the one-page report and the site share `evidence/src/html/`;
+/// no other source of the report side draws an SVG or escapes HTML itself, and the shared module
+/// imports nothing of the report (it stays a leaf both can use).
+#[test]
+fn one_html_renderer() {
+    let root = workspace_root();
+    let html = root.join("evidence/src/html");
+    let mut checked = 0;
+    for dir in ["evidence/src", "controller/report/src", "controller/src"] {
+        for f in rust_files(&root.join(dir)) {
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&f).unwrap();
+            checked += 1;
+            if f.starts_with(&html) {
+                assert!(
+                    !text.contains("crate::report") && !text.contains("super::super"),
+                    "{rel}: the shared renderer takes strings and numbers, never a report"
+                );
+                continue;
+            }
+            if rel.starts_with("controller/src/report_tests/") {
+                continue;
+            }
+            for own in ["<svg", "fn esc(", "\"&amp;\""] {
+                assert!(
+                    !text.contains(own),
+                    "{rel} has its own `{own}`: use evidence/src/html/"
+                );
+            }
+        }
+    }
+    assert!(checked > 60, "the sources are found");
+    let forest = std::fs::read_to_string(html.join("forest.rs")).unwrap();
+    assert!(forest.contains("<svg class=\\\"forest\\\""));
 }
 
 /// No circle between the commands and the exit mapping: `exit.rs` names the commands' error

@@ -5,8 +5,11 @@ use eval_core::fault::FaultCode;
 use std::fmt::Write as _;
 
 use super::build::{Report, ReportError, SuiteReport, verdict_text};
-use crate::gates::evaluate::{fmt_value, op_text};
+use crate::gates::evaluate::op_text;
 use crate::gates::{GateResult, Verdict};
+pub use crate::html::esc;
+use crate::html::forest::{Plot, Point, Row, Shape, Span};
+use crate::html::{BASE_CSS, document, num, pass_class, table_head};
 
 /// The line every format shows for evidence from the model-free upstream.
 pub const MODEL_FREE_NOTE: &str = "MODEL-FREE EVIDENCE: this run used the model-free upstream (a plain stop to every request); it measures only what the harness sent";
@@ -50,17 +53,8 @@ fn outcomes_text(a: &super::build::ArmAccounting) -> String {
         .join(", ")
 }
 
-fn num(v: f64) -> String {
-    if v.is_finite() {
-        let s = format!("{v:.4}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        if s == "-0" { "0".into() } else { s.to_string() }
-    } else {
-        fmt_value(v)
-    }
-}
-
-fn rule_value(r: &crate::gates::RuleResult) -> String {
+/// A rule's cell as every report format shows it (the site's rule tables too).
+pub fn rule_value(r: &crate::gates::RuleResult) -> String {
     let v = r.value.map_or_else(|| r.value_text.clone(), num);
     match &r.binomial {
         // The exact interval of the rate beside the point value (for a count, of its rate).
@@ -76,7 +70,8 @@ fn rule_value(r: &crate::gates::RuleResult) -> String {
     }
 }
 
-fn rule_cond(r: &crate::gates::RuleResult) -> String {
+/// A rule's cell as every report format shows it (the site's rule tables too).
+pub fn rule_cond(r: &crate::gates::RuleResult) -> String {
     match r.threshold {
         Some(t) => format!("{} {}", op_text(r.op), num(t)),
         None => op_text(r.op).into(),
@@ -94,7 +89,8 @@ pub fn metric_label(m: &str) -> String {
     }
 }
 
-fn rule_subject(r: &crate::gates::RuleResult) -> String {
+/// A rule's cell as every report format shows it (the site's rule tables too).
+pub fn rule_subject(r: &crate::gates::RuleResult) -> String {
     let mut s = r.statistic.name();
     if let Some(m) = &r.metric {
         let _ = write!(s, "({})", metric_label(m));
@@ -615,36 +611,11 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-/// HTML-escapes text for element content and quoted attribute values (the report's and the
-/// site's pages share it).
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 8);
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
-const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}\
-h1.verdict{padding:.5em .8em;border-radius:6px;color:#fff}h1.allowed{background:#1b7f3b}h1.blocked{background:#b3261e}\
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
-th{background:#f3f3f3}.pass{color:#1b7f3b;font-weight:600}.fail{color:#b3261e;font-weight:600}code{font-size:12px}\
-.note{color:#555;font-size:13px}.fixture{background:#fff3cd;border:1px solid #e0c060;padding:.5em}";
+/// The report page's own layout; the rest of its style is the shared [`BASE_CSS`].
+const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}";
 
 fn html(r: &Report) -> String {
     let mut o = String::new();
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>eval report: {}</title><style>{CSS}</style></head><body>\n",
-        esc(&r.matrix)
-    );
     let _ = writeln!(
         o,
         "<h1 id=\"verdict\" class=\"verdict {}\" data-release-allowed=\"{}\">{}</h1>",
@@ -814,28 +785,37 @@ fn html(r: &Report) -> String {
     o.push_str(&super::sensitivity::html(&r.sensitivity, esc));
     let _ = writeln!(
         o,
-        "<p class=\"note\">Report schema {}. Intervals: {} resamples, seed {}, confidence {}, default method {}.</p></body></html>",
+        "<p class=\"note\">Report schema {}. Intervals: {} resamples, seed {}, confidence {}, default method {}.</p>",
         esc(&r.schema),
         r.plan.resamples,
         r.plan.seed,
         r.plan.confidence,
         esc(&r.plan.method)
     );
-    o
+    document(
+        &format!("eval report: {}", r.matrix),
+        &format!("<style>{CSS}{BASE_CSS}</style>"),
+        &o,
+    )
 }
 
 fn gates_table(o: &mut String, gates: &[GateResult]) {
-    let _ = writeln!(
+    table_head(
         o,
-        "<table id=\"gates\"><tr><th>gate</th><th>rule</th><th>statistic</th><th>value</th><th>condition</th><th>verdict</th><th>reason</th></tr>"
+        " id=\"gates\"",
+        &[
+            "gate",
+            "rule",
+            "statistic",
+            "value",
+            "condition",
+            "verdict",
+            "reason",
+        ],
     );
     for g in gates {
         for rule in &g.rules {
-            let class = if rule.verdict == Verdict::Pass {
-                "pass"
-            } else {
-                "fail"
-            };
+            let class = pass_class(rule.verdict == Verdict::Pass);
             let _ = writeln!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td></tr>",
@@ -910,112 +890,63 @@ fn suite_html(o: &mut String, s: &SuiteReport) {
     let _ = writeln!(o, "</table>");
 }
 
-/// (arm, gated, mean difference, BCa interval, percentile interval).
-type ForestRow<'a> = (&'a str, bool, f64, [f64; 2], [f64; 2]);
-
-/// One SVG per suite: each arm's mean difference against the baseline with its BCa interval
-/// (thick) and percentile interval (thin), and a line at zero.
+/// One plot per suite: a row per compared arm with its mean difference against the baseline,
+/// its BCa interval (thick) and percentile interval (thin).
 fn forest_plot(o: &mut String, s: &SuiteReport) {
-    let rows: Vec<ForestRow> = s
+    let rows = s
         .comparisons
         .iter()
-        .filter_map(|c| {
-            c.summary.as_ref().map(|p| {
-                (
-                    c.arm.as_str(),
-                    c.gated,
-                    p.mean_diff,
-                    p.ci.bca.unwrap_or(p.ci.percentile),
-                    p.ci.percentile,
-                )
-            })
+        .filter_map(|c| c.summary.as_ref().map(|p| (c, p)))
+        .map(|(c, p)| {
+            let bca = p.ci.bca.unwrap_or(p.ci.percentile);
+            let colour = if c.gated { "#1f4e9c" } else { "#777" };
+            let span = |class, [from, to]: [f64; 2], width| Span {
+                class: Some(class),
+                from,
+                to,
+                colour,
+                width,
+                title: None,
+            };
+            Row {
+                label: format!("{}{}", c.arm, if c.gated { " (gated)" } else { "" }),
+                bold: false,
+                gap_before: false,
+                spans: vec![
+                    span("ci-percentile", p.ci.percentile, 1),
+                    span("ci-bca", bca, 4),
+                ],
+                point: Point {
+                    class: "estimate",
+                    at: p.mean_diff,
+                    shape: Shape::Square(9),
+                    colour,
+                    title: format!(
+                        "{}: {} [{}, {}]",
+                        c.arm,
+                        num(p.mean_diff),
+                        num(bca[0]),
+                        num(bca[1])
+                    ),
+                },
+                ticks: Vec::new(),
+            }
         })
         .collect();
-    let (w, left, right, row_h, top) = (720.0, 170.0, 30.0, 34.0, 24.0);
-    let h = top + row_h * rows.len().max(1) as f64 + 30.0;
-    let mut lo: f64 = 0.0;
-    let mut hi: f64 = 0.0;
-    for r in &rows {
-        for v in [r.2, r.3[0], r.3[1], r.4[0], r.4[1]] {
-            if v.is_finite() {
-                lo = lo.min(v);
-                hi = hi.max(v);
-            }
-        }
-    }
-    if hi - lo < 1e-12 {
-        lo -= 1.0;
-        hi += 1.0;
-    }
-    let pad = (hi - lo) * 0.08;
-    let (lo, hi) = (lo - pad, hi + pad);
-    let x = |v: f64| left + (v.clamp(lo, hi) - lo) / (hi - lo) * (w - left - right);
-    let _ = writeln!(
+    crate::html::forest::draw(
         o,
-        "<svg class=\"forest\" id=\"forest-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"forest plot of suite {}\">",
-        esc(&s.id),
-        esc(&s.id)
+        &Plot {
+            id: format!("forest-{}", s.id),
+            label: format!("forest plot of suite {}", s.id),
+            title: format!(
+                "Suite {}: mean difference in {} against {} with intervals",
+                s.id, s.metric, s.baseline
+            ),
+            row_height: 34.0,
+            rows,
+            rules: Vec::new(),
+        },
     );
-    let _ = writeln!(
-        o,
-        "<title>Suite {}: mean difference in {} against {} with intervals</title>",
-        esc(&s.id),
-        esc(&s.metric),
-        esc(&s.baseline)
-    );
-    let _ = writeln!(
-        o,
-        "<line x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"#888\" stroke-dasharray=\"4 3\"/>",
-        x(0.0),
-        top - 8.0,
-        h - 24.0
-    );
-    for (i, (arm, gated, m, bca, pct)) in rows.iter().enumerate() {
-        let y = top + row_h * i as f64 + row_h / 2.0;
-        let color = if *gated { "#1f4e9c" } else { "#777" };
-        let _ = writeln!(
-            o,
-            "<text x=\"8\" y=\"{:.1}\" font-size=\"13\">{}{}</text>",
-            y + 4.0,
-            esc(arm),
-            if *gated { " (gated)" } else { "" }
-        );
-        let _ = writeln!(
-            o,
-            "<line class=\"ci-percentile\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"1\"/>",
-            x(pct[0]),
-            x(pct[1])
-        );
-        let _ = writeln!(
-            o,
-            "<line class=\"ci-bca\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"4\"/>",
-            x(bca[0]),
-            x(bca[1])
-        );
-        let _ = writeln!(
-            o,
-            "<rect class=\"estimate\" x=\"{:.1}\" y=\"{:.1}\" width=\"9\" height=\"9\" fill=\"{color}\"><title>{}: {} [{}, {}]</title></rect>",
-            x(*m) - 4.5,
-            y - 4.5,
-            esc(arm),
-            num(*m),
-            num(bca[0]),
-            num(bca[1])
-        );
-    }
-    let _ = writeln!(
-        o,
-        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">0</text>",
-        x(lo),
-        h - 8.0,
-        num(lo),
-        x(hi),
-        h - 8.0,
-        num(hi),
-        x(0.0),
-        h - 8.0
-    );
-    let _ = writeln!(o, "</svg>");
     let _ = writeln!(
         o,
         "<p class=\"note\">Square: mean task-level difference against <code>{}</code>; thick line: {}% BCa interval; thin line: percentile interval; dashed line: zero.</p>",

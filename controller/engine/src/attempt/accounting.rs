@@ -10,9 +10,9 @@
 //! file like any other: read beneath the workspace without following links, bounded by
 //! [`MAX_TRANSCRIPT_BYTES`], and any line that is not the expected JSON makes it unreadable.
 
-use super::Seen;
 use super::archive::store_bytes;
 use super::classify::Accounting;
+use super::executor::Seen;
 use crate::AttemptReport;
 use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::leftovers::{Beneath, LeftoverError};

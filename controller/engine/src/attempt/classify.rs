@@ -464,6 +464,19 @@ fn join(first: Option<String>, rest: Vec<String>) -> Option<String> {
     (!all.is_empty()).then(|| all.join("; "))
 }
 
+/// A runtime error as an engine fault: its typed code, or `container_runtime_failure`.
+pub(crate) fn engine_fault(e: &eval_runtimes::RuntimeError) -> EngineFault {
+    let (code, detail) = fault_pair(e);
+    EngineFault { code, detail }
+}
+
+fn fault_pair(e: &eval_runtimes::RuntimeError) -> (FaultCode, String) {
+    (
+        e.fault().unwrap_or(FaultCode::ContainerRuntimeFailure),
+        e.to_string(),
+    )
+}
+
 #[cfg(test)]
 mod provider_tests {
     #![allow(clippy::unwrap_used)]

@@ -1,10 +1,9 @@
 //! Running and stopping the agent's container; engine errors as fault codes.
 
-use super::DockerExecutor;
-use super::classify::{End, EngineFault};
+use super::classify::End;
+use super::executor::DockerExecutor;
 use super::prepare::Prepared;
 use crate::AttemptSpec;
-use eval_core::fault::FaultCode;
 use eval_protocols::TaskBundle;
 use eval_runtimes::policy::RoleMounts;
 use eval_runtimes::{ImageConfig, ImageId, RunEnd, Runtime, RuntimeDef, RuntimeError, WaitOutcome};
@@ -123,17 +122,4 @@ pub(super) fn end_of(outcome: &WaitOutcome, timeout: Duration) -> End {
             after_seconds: timeout.as_secs(),
         },
     }
-}
-
-/// A runtime error as an engine fault: its typed code, or `container_runtime_failure`.
-pub(super) fn engine_fault(e: &RuntimeError) -> EngineFault {
-    let (code, detail) = fault_pair(e);
-    EngineFault { code, detail }
-}
-
-pub(super) fn fault_pair(e: &RuntimeError) -> (FaultCode, String) {
-    (
-        e.fault().unwrap_or(FaultCode::ContainerRuntimeFailure),
-        e.to_string(),
-    )
 }

@@ -8,7 +8,7 @@
 //! is handed to the attempt's round loop (`rounds.rs`), which answers whether to continue; since
 //! the agent can send it too, all it can do is end its own round early.
 
-use super::oracle::{OracleAsk, OracleFailure, Stateful, parse_reply};
+use super::oracle_ask::{OracleAsk, OracleFailure, Stateful, parse_reply};
 use crate::Recorder;
 use eval_core::attest::AttestReport;
 use eval_evidence::ledger::Digest;
@@ -78,7 +78,7 @@ pub(super) struct AttemptControl {
     /// `agent_event`s claimed so far (recorded ones, then counted-only ones).
     agent_events: AtomicU32,
     /// A multi-round attempt's round loop, which takes each `/_eval/round`.
-    rounds: Mutex<Option<tokio::sync::mpsc::Sender<super::rounds::RoundEnd>>>,
+    rounds: Mutex<Option<tokio::sync::mpsc::Sender<super::round_end::RoundEnd>>>,
 }
 
 impl AttemptControl {
@@ -116,7 +116,7 @@ impl AttemptControl {
     }
 
     /// Makes this a multi-round attempt: each `/_eval/round` goes to `tx`.
-    pub(super) fn set_rounds(&self, tx: tokio::sync::mpsc::Sender<super::rounds::RoundEnd>) {
+    pub(super) fn set_rounds(&self, tx: tokio::sync::mpsc::Sender<super::round_end::RoundEnd>) {
         if let Ok(mut r) = self.rounds.lock() {
             *r = Some(tx);
         }
@@ -159,7 +159,7 @@ impl AttemptControl {
     /// The reply's overlap with the brief in thousandths when it is over the guard's limit
     /// (flagged and counted); `None` when within it.
     fn flag_quote(&self, brief: &str, answer: &str) -> Option<u32> {
-        let overlap = super::oracle::brief_overlap(brief, answer);
+        let overlap = super::oracle_ask::brief_overlap(brief, answer);
         (overlap > self.guard.max_brief_overlap).then(|| {
             self.replies_flagged.fetch_add(1, Ordering::SeqCst);
             // In 0..=1, so the product fits.
@@ -171,7 +171,7 @@ impl AttemptControl {
     /// entry, and (with `[oracle.constraints]`) the brief's ids and those missed.
     pub(super) fn oracle_record(&self) -> Value {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        super::oracle::oracle_record(&entries, self.constraints.as_ref())
+        super::oracle_ask::oracle_record(&entries, self.constraints.as_ref())
     }
 
     /// The oracle metrics of the attempt so far, when the task declares its constraints.
@@ -180,7 +180,7 @@ impl AttemptControl {
             return BTreeMap::new();
         };
         let recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
-        super::oracle::oracle_metrics(ids, c, &recorded)
+        super::oracle_ask::oracle_metrics(ids, c, &recorded)
     }
 
     /// Refused requests counted but not recorded one by one (over [`MAX_AGENT_EVENTS`]).
@@ -483,7 +483,7 @@ impl Control {
         let mut conversation = c.conversation.lock().await;
         let mut turns = conversation.clone();
         turns.push(json!({"role": "user", "content": question}));
-        let body = super::oracle::oracle_body(o, &st.system, &turns);
+        let body = super::oracle_ask::oracle_body(o, &st.system, &turns);
         let text = match self.oracle_request(id, o, &body).await {
             Ok(text) => text,
             Err(f) => {
@@ -522,7 +522,7 @@ fn stateful_answer(
     let (recorded, dropped) = match (parsed.recorded, &c.constraints) {
         (Some(r), Some((ids, _))) => {
             let (kept, dropped) =
-                super::oracle::guard_triggers(&r, ids, c.guard.max_triggers_per_question);
+                super::oracle_ask::guard_triggers(&r, ids, c.guard.max_triggers_per_question);
             let n = u32::try_from(dropped.len()).unwrap_or(u32::MAX);
             c.triggers_dropped.fetch_add(n, Ordering::SeqCst);
             (Some(kept), (!dropped.is_empty()).then_some(dropped))
@@ -642,7 +642,7 @@ async fn round_end(c: &AttemptControl, body: &[u8]) -> (http::StatusCode, Value)
             json!({"error": "not a multi-round attempt", "next": false}),
         );
     };
-    let Ok(report) = serde_json::from_slice::<super::rounds::ShimRound>(body) else {
+    let Ok(report) = serde_json::from_slice::<super::round_end::ShimRound>(body) else {
         return (
             http::StatusCode::BAD_REQUEST,
             json!({"error": "malformed round report", "next": false}),
@@ -650,7 +650,7 @@ async fn round_end(c: &AttemptControl, body: &[u8]) -> (http::StatusCode, Value)
     };
     let (reply, answer) = tokio::sync::oneshot::channel();
     if tx
-        .send(super::rounds::RoundEnd { report, reply })
+        .send(super::round_end::RoundEnd { report, reply })
         .await
         .is_err()
     {
@@ -1096,7 +1096,7 @@ mod tests {
     /// punctuation: an answer of one constraint's response is far below the default limit.
     #[test]
     fn brief_overlap_counts_quoted_runs_of_the_brief() {
-        use super::super::oracle::brief_overlap;
+        use super::super::oracle_ask::brief_overlap;
         assert_eq!(brief_overlap(BRIEF, BRIEF), 1.0);
         assert_eq!(brief_overlap(BRIEF, "Yes, use a semicolon."), 0.0);
         let one = brief_overlap(

@@ -3,9 +3,9 @@
 //! agent's workspace is — the task's grader runtime, `policy::container_spec`, the grader's
 //! timeout and `score.json` rules — and classified by the same pure `classify`.
 
+use super::classify::engine_fault;
 use super::classify::{HostIo, classify};
-use super::container::engine_fault;
-use super::{DockerExecutor, Seen};
+use super::executor::{DockerExecutor, Seen};
 use crate::{AttemptReport, AttemptSpec};
 use eval_core::controls::ControlArm;
 use eval_core::fault::FaultCode;
@@ -92,7 +92,7 @@ impl DockerExecutor {
         }
         // Archiving is blocking work: off the runtime, like an agent attempt's.
         let (store, workspace) = (self.store.clone(), p.workspace.clone());
-        match super::off_runtime(move || {
+        match super::executor::off_runtime(move || {
             super::archive::archive(&store, &workspace, &mut seen, &mut report);
             (seen, report)
         })

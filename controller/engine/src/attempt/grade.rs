@@ -5,10 +5,10 @@
 //! unscorable: an outcome of the agent (metrics fall back to the protocol's missing-data values).
 //! Only a grader the engine could not run at all is an infrastructure fault.
 
+use super::classify::engine_fault;
 use super::classify::{EngineFault, Graded};
-use super::container::engine_fault;
+use super::executor::{DockerExecutor, Seen};
 use super::prepare::Prepared;
-use super::{DockerExecutor, Seen};
 use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::leftovers::Beneath;

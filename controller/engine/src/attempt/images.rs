@@ -1,6 +1,6 @@
 //! Arm images: the frozen ids and expected attestations, checked before every attempt.
 
-use super::{DockerExecutor, SetupError};
+use super::executor::{ArmImage, DockerExecutor, SetupError, abs};
 use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
@@ -12,17 +12,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::OnceCell;
-
-pub(super) struct ArmImage {
-    pub(super) def: LoadedDef,
-    pub(super) spec: ImageSpec,
-    /// The image id the freeze recorded (`None`: the freeze could not resolve it).
-    pub(super) frozen_image: Option<ImageId>,
-    pub(super) expected: BTreeMap<String, Option<String>>,
-    /// Set once the image is ready; a failure is never kept, so the next attempt (or grading)
-    /// tries again instead of failing at once for the rest of the session.
-    pub(super) id: OnceCell<ImageId>,
-}
 
 /// An arm as admitted: the image id its freeze recorded and the digests its shim must report.
 /// Computed once, right after `eval verify` found the inputs equal to the frozen ones, so that a
@@ -58,7 +47,7 @@ pub fn frozen_arms(
     p: &Protocol,
     images: &BTreeMap<String, eval_protocols::ImageRecord>,
 ) -> Result<BTreeMap<String, FrozenArm>, SetupError> {
-    let root = super::abs(root);
+    let root = abs(root);
     let mut out = BTreeMap::new();
     for a in &p.arms {
         let def =

@@ -13,25 +13,31 @@ mod contract;
 mod control;
 mod control_arm;
 pub mod disk;
+mod executor;
 pub(crate) mod grade;
 mod images;
 mod oracle;
+mod oracle_ask;
 pub(crate) mod prepare;
+mod round_end;
 pub mod rounds;
+mod sockets;
+mod store;
 
+pub use crate::inputs::copy_tree;
 pub use bridge::Bridge;
 pub use contract::contract_of;
 pub use control::Control;
 use eval_core::fault::FaultCode;
+use executor::{ArmImage, Seen, abs, is_attempt_dir, off_runtime};
+pub use executor::{DockerExecutor, SetupError};
 pub use images::{FrozenArm, frozen_arms};
-pub(crate) use oracle::regrade_record;
-use prepare::SocketRoot;
-pub use prepare::copy_tree;
+pub(crate) use oracle_ask::regrade_record;
+pub(crate) use prepare::remove_attempt_tree;
+use sockets::SocketRoot;
 
 use super::{AttemptExecutor, AttemptReport, AttemptSpec, BoxFuture, Recorder};
-use classify::{
-    Attested, Classification, EngineFault, Observations, Oracle, Provider, Upstream, classify,
-};
+use classify::{Attested, Classification, EngineFault, Oracle, Provider, Upstream, classify};
 use contract::agent_budget;
 use control::{AttemptControl, AttestState};
 use eval_evidence::artifacts::ArtifactStore;
@@ -40,7 +46,6 @@ use eval_proxy::{AttemptMeter, ProxyHandle, Role, RoleSpec};
 use eval_runlog::events::{self, AttemptNote, IncompleteCalls};
 use eval_runtimes::policy::AttemptFacts;
 use eval_runtimes::{DockerRuntime, ImageId, Runtime, RuntimeDef};
-use images::ArmImage;
 use oracle::oracle_template;
 use prepare::Prepared;
 use serde_json::Value;
@@ -52,105 +57,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How long the proxy lets an exited agent's calls finish before it cuts them.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
-
-/// Why the executor could not be set up; each kind's exit status is decided in
-/// `exit::setup_status`.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    /// A runtime definition (`runtime.toml`, by its project-relative path) does not load.
-    #[error("{path}: {source}")]
-    Definition {
-        path: String,
-        #[source]
-        source: Box<eval_runtimes::definition::DefinitionError>,
-    },
-    /// An arm's image could not be built or its attestation computed.
-    #[error("arm {arm}: {source}")]
-    ArmImage {
-        arm: String,
-        #[source]
-        source: Box<eval_runtimes::RuntimeError>,
-    },
-    /// The arm's files build another image than the freeze recorded.
-    #[error("arm {arm}: its files build image {built}, the freeze recorded {frozen}")]
-    ImageDrift {
-        arm: String,
-        built: String,
-        frozen: String,
-    },
-    #[error("arm {0} was not admitted (no frozen image)")]
-    NotAdmitted(String),
-    #[error("the protocol has no [models.agent]")]
-    NoAgentModel,
-    #[error("{0}")]
-    StaticBinary(#[from] eval_runtimes::static_bins::StaticBinaryError),
-    #[error("{path}: {source}")]
-    WorkDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the attempt sockets' directory: {0}")]
-    Sockets(std::io::Error),
-}
-
-/// What the attempt's rooms observed (for [`classify`]) and noted (for an `attempt_note`).
-#[derive(Default)]
-pub(super) struct Seen {
-    pub(super) obs: Observations,
-    pub(super) notes: Vec<String>,
-}
-
-impl Seen {
-    /// A file the container left behind could not be read: a host failure is the host's fault,
-    /// anything else (a link, a FIFO, too large, a bad path) is noted and left to the outcome.
-    pub(super) fn leftover(&mut self, what: &str, e: &eval_evidence::leftovers::LeftoverError) {
-        if e.is_host_fault() {
-            self.obs.leftover_host_fault = Some(format!("{what}: {e}"));
-        } else {
-            self.notes.push(format!("{what}: {e}"));
-        }
-    }
-}
-
-/// Runs attempts in Docker containers through the proxy.
-pub struct DockerExecutor {
-    rt: Arc<DockerRuntime>,
-    proxy: ProxyHandle,
-    control: Arc<Control>,
-    bridge: Bridge,
-    /// The run's store; each attempt is charged to a quota of its own (`archive::AttemptStore`).
-    store: archive::AttemptStore,
-    root: PathBuf,
-    /// The verified copies of the task bundles (`run::inputs`): the only place attempts read
-    /// task files from.
-    inputs: crate::inputs::TaskInputs,
-    work: PathBuf,
-    protocol: String,
-    identity: String,
-    arms: BTreeMap<String, Arc<ArmImage>>,
-    graders: BTreeMap<String, Arc<ArmImage>>,
-    tasks: BTreeMap<(String, String), TaskBundle>,
-    agent: RoleSpec,
-    /// The `oracle` role and its request template, when the protocol names an oracle model.
-    oracle: Option<(RoleSpec, Value, bool)>,
-    max_tokens: u64,
-    wall_seconds: u64,
-    max_oracle: BTreeMap<String, u32>,
-    /// Per suite: how far a model oracle's own records are trusted.
-    oracle_guard: BTreeMap<String, eval_protocols::protocol::OracleGuard>,
-    forbidden: Vec<u8>,
-    shim: PathBuf,
-    extra_labels: BTreeMap<String, String>,
-    /// The state directory's id (`run::owner`).
-    state_id: String,
-    /// The run's private directory of attempt sockets.
-    sockets: SocketRoot,
-    /// Per suite, the protocol's own exploits (name → project-relative directory).
-    custom_exploits: BTreeMap<String, BTreeMap<String, String>>,
-    /// What the protocol requires the agent's containers to run under.
-    isolation: eval_protocols::protocol::Isolation,
-}
 
 /// What the executor needs from the run command.
 pub struct ExecutorConfig {
@@ -171,10 +77,6 @@ pub struct ExecutorConfig {
     pub frozen: BTreeMap<String, FrozenArm>,
     /// The task bundles' verified copies, staged at admission.
     pub inputs: crate::inputs::TaskInputs,
-}
-
-fn abs(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// A multi-round task needs every arm it runs on to say how its harness continues: checked at
@@ -244,7 +146,7 @@ impl DockerExecutor {
             proxy,
             control,
             bridge,
-            store: archive::AttemptStore::new(cfg.store, cfg.artifact_quota),
+            store: store::AttemptStore::new(cfg.store, cfg.artifact_quota),
             root,
             inputs: cfg.inputs,
             work,
@@ -464,19 +366,13 @@ impl DockerExecutor {
             .await;
         self.bridge.flush().await;
         self.control.remove(&spec.attempt);
-        let mut report = AttemptReport {
-            image: Some(image.0.clone()),
-            container_seconds: agent_seconds,
-            duration_seconds: Some(agent_seconds),
-            prepare_seconds: started.saturating_duration_since(t0).as_secs_f64(),
-            bundle_digest: Some(p.bundle_digest.to_string()),
-            ..AttemptReport::default()
-        };
+        let prepare = started.saturating_duration_since(t0);
+        let mut report = agent_report(image, agent_seconds, prepare, &p.bundle_digest);
         let mut seen = Seen::default();
         observe_control(&ctl, &mut seen, &mut report);
         observe_meter(meter, &mut seen, &mut report);
         match ran {
-            Err(e) => seen.obs.engine = Some(container::engine_fault(&e)),
+            Err(e) => seen.obs.engine = Some(classify::engine_fault(&e)),
             Ok(None) => {
                 report.cancelled = true;
                 return self.conclude(spec, seen, report).await;
@@ -516,7 +412,7 @@ impl DockerExecutor {
         let image_config = match self.rt.inspect_image(image).await {
             Ok(c) => c,
             Err(e) => {
-                let f = container::engine_fault(&e);
+                let f = classify::engine_fault(&e);
                 return Err(AttemptReport::infra(f.code, f.detail));
             }
         };
@@ -543,7 +439,7 @@ impl DockerExecutor {
         p: &mut Prepared,
         ctl: &AttemptControl,
         rounds: &mut rounds::Rounds,
-    ) -> Result<Option<tokio::sync::mpsc::Receiver<rounds::RoundEnd>>, Box<AttemptReport>> {
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<round_end::RoundEnd>>, Box<AttemptReport>> {
         if !task.spec.is_multi_round() {
             return Ok(None);
         }
@@ -564,7 +460,7 @@ impl DockerExecutor {
         cancel: &CancellationToken,
         (def, image_config): (&RuntimeDef, &eval_runtimes::ImageConfig),
         (task, image, p): (&TaskBundle, &ImageId, &Prepared),
-        round_ends: Option<tokio::sync::mpsc::Receiver<rounds::RoundEnd>>,
+        round_ends: Option<tokio::sync::mpsc::Receiver<round_end::RoundEnd>>,
         rounds: &mut rounds::Rounds,
     ) -> (
         Result<Option<eval_runtimes::RunEnd>, eval_runtimes::RuntimeError>,
@@ -806,31 +702,6 @@ fn leftovers(
     archive::archive(store, workspace, seen, report);
 }
 
-/// Runs blocking work (file trees, archives, fsync) on the blocking pool and waits for it, so
-/// the async runtime's workers — which serve every running attempt's proxy — are never held by
-/// it. `Err` only when the work itself panicked or was cancelled.
-pub(crate) async fn off_runtime<T, F>(f: F) -> Result<T, String>
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| format!("blocking work of the attempt did not finish: {e}"))
-}
-
-/// `dir` is a direct child of `work` reached by a plain name (no `..`, no absolute jump).
-fn is_attempt_dir(work: &Path, dir: &Path) -> bool {
-    let mut rest = match dir.strip_prefix(work) {
-        Ok(r) => r.components(),
-        Err(_) => return false,
-    };
-    matches!(
-        (rest.next(), rest.next()),
-        (Some(std::path::Component::Normal(_)), None)
-    )
-}
-
 /// The control plane's side of the attempt: attestation, questions, recording failures.
 fn observe_control(ctl: &AttemptControl, seen: &mut Seen, report: &mut AttemptReport) {
     seen.obs.attested = match ctl.attested() {
@@ -973,34 +844,22 @@ impl AttemptExecutor for DockerExecutor {
     }
 }
 
-/// Removes an attempt directory whose contents the agent shaped. `std::fs::remove_dir_all`
-/// recurses with one open directory and one stack frame per level, so a tree thousands of levels
-/// deep would take the controller's file descriptors (failing sibling attempts) or its stack;
-/// `Beneath::remove` holds a bounded number of descriptors and never follows a link.
-pub(crate) fn remove_attempt_tree(dir: &Path) -> std::io::Result<()> {
-    // The attempt's own filesystem first: its files go with it, and removing through a mount
-    // would only empty it.
-    match disk::unmount(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        r => r?,
+/// The report of an attempt whose agent ran: its image, how long the agent's container ran (the
+/// attempt's duration), how long preparing took, and the bundle it was given.
+fn agent_report(
+    image: &ImageId,
+    agent_seconds: f64,
+    prepare: std::time::Duration,
+    bundle: &eval_core::Digest,
+) -> AttemptReport {
+    AttemptReport {
+        image: Some(image.0.clone()),
+        container_seconds: agent_seconds,
+        duration_seconds: Some(agent_seconds),
+        prepare_seconds: prepare.as_secs_f64(),
+        bundle_digest: Some(bundle.to_string()),
+        ..AttemptReport::default()
     }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let root = eval_evidence::leftovers::Beneath::open(dir).map_err(std::io::Error::other)?;
-    for entry in entries {
-        let name = entry?.file_name();
-        let Some(name) = name.to_str() else {
-            return Err(std::io::Error::other(format!(
-                "{}: a top-level entry the controller did not make",
-                dir.display()
-            )));
-        };
-        root.remove(name).map_err(std::io::Error::other)?;
-    }
-    std::fs::remove_dir(dir)
 }
 
 #[cfg(test)]

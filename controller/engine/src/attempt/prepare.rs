@@ -1,17 +1,17 @@
 //! Preparing an attempt on the host: its directory, workspace copy and socket directory.
 
-use super::DockerExecutor;
+use super::classify::engine_fault;
 use super::classify::{HostIo, Observations, classify};
-use super::container::engine_fault;
 use super::control::AttemptControl;
 use super::disk::{self, DiskLimits};
+use super::executor::{DockerExecutor, is_attempt_dir, off_runtime};
+use super::sockets::SocketRoot;
+use crate::inputs::copy_tree;
 use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
-use eval_evidence::ledger::Digest;
 use eval_protocols::TaskBundle;
 use eval_proxy::{Listen, Role};
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -101,7 +101,7 @@ impl DockerExecutor {
         dir: &Path,
         (with_state, limits): (bool, Option<DiskLimits>),
     ) -> Result<Prepared, Box<AttemptReport>> {
-        if !super::is_attempt_dir(&self.work, dir) {
+        if !is_attempt_dir(&self.work, dir) {
             return Err(Box::new(AttemptReport::infra(
                 FaultCode::ControllerError,
                 format!(
@@ -152,7 +152,7 @@ impl DockerExecutor {
             state.clone(),
             out.clone(),
         );
-        let made = super::off_runtime(move || {
+        let made = off_runtime(move || {
             fresh_attempt_dir(&d, limits, &seed, (&ws, st.as_deref(), &o), (uid, gid))
         })
         .await;
@@ -244,7 +244,7 @@ fn fresh_attempt_dir(
     ids: (u32, u32),
 ) -> Result<(), Box<AttemptReport>> {
     let shown = dir.display();
-    super::remove_attempt_tree(dir)
+    remove_attempt_tree(dir)
         .and_then(|()| std::fs::create_dir_all(dir))
         .map_err(|e| host_fault(format!("preparing {shown}"), &e))?;
     if let Some(limits) = limits {
@@ -286,123 +286,34 @@ fn fresh_attempt_dir(
     Ok(())
 }
 
-/// The longest socket path a `sockaddr_un` holds (108 bytes with its terminating NUL).
-const MAX_SOCKET_PATH: usize = 107;
-
-/// One run's private directory of attempt sockets: created fresh (a random name, `mkdir`
-/// refuses an existing one), mode 0700 and owned by the controller — both checked after
-/// creation, so a directory someone else prepared is never used. Each attempt gets a
-/// subdirectory owned by its container's user (0700) holding its socket (0600): only that user
-/// (and root) can reach the proxy through it. Removed when dropped.
-pub struct SocketRoot {
-    dir: tempfile::TempDir,
-}
-
-impl SocketRoot {
-    /// Under `$TMPDIR`, or under `work` when `$TMPDIR` is too long for socket paths.
-    pub fn create(work: &Path) -> std::io::Result<SocketRoot> {
-        let tmp = std::env::temp_dir();
-        let base = if fits(&tmp) { tmp } else { work.to_path_buf() };
-        if !fits(&base) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "{}: too long a directory for attempt sockets (at most {MAX_SOCKET_PATH} bytes per socket path); set TMPDIR to a short one",
-                    base.display()
-                ),
-            ));
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("evs-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(&base)?;
-        check_private(dir.path(), rustix::process::geteuid().as_raw())?;
-        Ok(SocketRoot { dir })
+/// Removes an attempt directory whose contents the agent shaped. `std::fs::remove_dir_all`
+/// recurses with one open directory and one stack frame per level, so a tree thousands of levels
+/// deep would take the controller's file descriptors (failing sibling attempts) or its stack;
+/// `Beneath::remove` holds a bounded number of descriptors and never follows a link.
+pub(crate) fn remove_attempt_tree(dir: &Path) -> std::io::Result<()> {
+    // The attempt's own filesystem first: its files go with it, and removing through a mount
+    // would only empty it.
+    match disk::unmount(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
     }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let root = eval_evidence::leftovers::Beneath::open(dir).map_err(std::io::Error::other)?;
+    for entry in entries {
+        let name = entry?.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(std::io::Error::other(format!(
+                "{}: a top-level entry the controller did not make",
+                dir.display()
+            )));
+        };
+        root.remove(name).map_err(std::io::Error::other)?;
     }
-
-    /// Creates the attempt's socket directory, owned by the container's `uid:gid`, mode 0700,
-    /// and returns the socket path in it. An existing directory (a stale attempt) is refused.
-    pub fn attempt_dir(&self, attempt: &str, uid: u32, gid: u32) -> std::io::Result<PathBuf> {
-        let dir = socket_dir(self.path(), attempt);
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        std::os::unix::fs::lchown(&dir, Some(uid), Some(gid))?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-        check_private(&dir, uid)?;
-        Ok(dir.join(SOCKET_NAME))
-    }
-
-    /// Gives the bound socket to the container's user, 0600.
-    pub fn hand_over(socket: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
-        std::os::unix::fs::lchown(socket, Some(uid), Some(gid))?;
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-    }
-
-    /// Removes one attempt's socket directory (its socket is gone with the proxy's close).
-    pub fn remove_attempt(&self, attempt: &str) -> std::io::Result<()> {
-        let dir = socket_dir(self.path(), attempt);
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            r => r,
-        }
-    }
-}
-
-/// The socket's file name inside its attempt directory.
-const SOCKET_NAME: &str = "a.sock";
-
-/// A room for `<base>/evs-XXXXXX/<16 hex>/a.sock`.
-fn fits(base: &Path) -> bool {
-    base.as_os_str().len() + "/evs-XXXXXX/".len() + 16 + 1 + SOCKET_NAME.len() <= MAX_SOCKET_PATH
-}
-
-/// Refuses `dir` unless it is a real directory (not a link), owned by `uid`, mode 0700.
-fn check_private(dir: &Path, uid: u32) -> std::io::Result<()> {
-    let m = std::fs::symlink_metadata(dir)?;
-    let mode = m.mode() & 0o7777;
-    if !m.file_type().is_dir() || m.uid() != uid || mode != 0o700 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{}: expected a directory owned by uid {uid} with mode 0700, found uid {} mode {mode:o}",
-                dir.display(),
-                m.uid()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A short directory name for the attempt's socket: a Unix socket path must fit in 108 bytes,
-/// and slot ids (v0.4's are up to ~80 characters) can be long.
-fn socket_dir(root: &Path, attempt: &str) -> PathBuf {
-    let hex = Digest::of(attempt.as_bytes()).hex();
-    root.join(&hex[..16])
-}
-
-/// Copies a task's workspace (files, directories, symlinks as links, exec bits kept).
-pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    if !from.exists() {
-        return Ok(());
-    }
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let src = entry.path();
-        let dst = to.join(entry.file_name());
-        let ft = std::fs::symlink_metadata(&src)?.file_type();
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else if ft.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
+    std::fs::remove_dir(dir)
 }
 
 #[cfg(test)]
@@ -434,68 +345,6 @@ mod reserve_tests {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn socket_paths_stay_short_for_long_slot_ids() {
-        let long =
-            "infra-evocode-theme_d1_w1_code_build_greenfield_implementation-v0.4-lattice-r0#1";
-        let work =
-            Path::new("/a/very/long/state/directory/that/users/may/well/have/runs/v0.4/attempts");
-        let root = SocketRoot::create(work).unwrap();
-        let p = root.attempt_dir(long, 0, 0).unwrap();
-        assert!(p.as_os_str().len() <= MAX_SOCKET_PATH, "{}", p.display());
-        assert_ne!(
-            socket_dir(root.path(), long),
-            socket_dir(root.path(), "other#1")
-        );
-    }
-
-    /// The run's root is the controller's and private; an attempt's directory is its container
-    /// user's and private; a second attempt directory of the same name is refused.
-    #[test]
-    fn socket_directories_are_private_to_their_owner() {
-        let work = tempfile::tempdir().unwrap();
-        let root = SocketRoot::create(work.path()).unwrap();
-        let m = std::fs::symlink_metadata(root.path()).unwrap();
-        assert_eq!(m.mode() & 0o7777, 0o700);
-        assert_eq!(m.uid(), rustix::process::geteuid().as_raw());
-        let sock = root.attempt_dir("s#1", 4242, 4343).unwrap();
-        let dir = sock.parent().unwrap();
-        let m = std::fs::symlink_metadata(dir).unwrap();
-        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4343, 0o700));
-        assert!(
-            root.attempt_dir("s#1", 4242, 4343).is_err(),
-            "a stale directory is refused"
-        );
-        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-        SocketRoot::hand_over(&sock, 4242, 4343).unwrap();
-        let m = std::fs::symlink_metadata(&sock).unwrap();
-        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (4242, 4343, 0o600));
-        drop(listener);
-        root.remove_attempt("s#1").unwrap();
-        assert!(!dir.exists());
-        let kept = root.path().to_path_buf();
-        drop(root);
-        assert!(!kept.exists(), "the run's socket root goes with it");
-    }
-
-    #[test]
-    fn a_foreign_or_open_directory_is_refused() {
-        let t = tempfile::tempdir().unwrap();
-        let d = t.path().join("d");
-        std::fs::DirBuilder::new().mode(0o755).create(&d).unwrap();
-        let me = rustix::process::geteuid().as_raw();
-        assert!(check_private(&d, me).is_err(), "mode 0755 is not private");
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
-        check_private(&d, me).unwrap();
-        assert!(
-            check_private(&d, me + 1).is_err(),
-            "another owner is refused"
-        );
-        let link = t.path().join("l");
-        std::os::unix::fs::symlink(&d, &link).unwrap();
-        assert!(check_private(&link, me).is_err(), "a link is refused");
-    }
 
     #[test]
     fn copy_tree_keeps_links_and_exec_bits() {

@@ -14,9 +14,10 @@
 //! a later round's prompt before that round begins, nor any round's hidden files.
 
 use super::classify::{EngineFault, Graded, RoundSeen};
+use super::executor::{DockerExecutor, Seen};
 use super::grade::GradeTarget;
 use super::prepare::Prepared;
-use super::{DockerExecutor, Seen};
+use super::round_end::RoundEnd;
 use crate::{AttemptReport, AttemptSpec};
 use eval_core::fault::FaultCode;
 use eval_evidence::ledger::Digest;
@@ -25,33 +26,14 @@ use eval_protocols::task::AfterFailedRound;
 use eval_proxy::Role;
 use eval_runlog::events::{self, RoundArtifacts, RoundFinished, RoundHarness, RoundStarted};
 use eval_runtimes::Runtime;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The attempt's own prompt file in a multi-round attempt (in the attempt directory, outside
 /// the workspace and the agent's filesystem).
 pub(super) const ROUND_PROMPT: &str = "round-prompt.md";
-
-/// What the shim reports at a round's end (`POST /_eval/round`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ShimRound {
-    /// The shim's count; recorded rounds are counted by the controller, never by this.
-    #[allow(dead_code)]
-    pub(super) round: u64,
-    pub(super) exit: Option<i32>,
-    pub(super) signal: Option<i32>,
-    pub(super) timed_out: bool,
-}
-
-/// A round's end handed from the control plane to the round loop, with the answer's channel.
-pub(super) struct RoundEnd {
-    pub(super) report: ShimRound,
-    pub(super) reply: oneshot::Sender<bool>,
-}
 
 /// Where the round loop is and what it saw.
 #[derive(Default)]
@@ -262,7 +244,7 @@ impl DockerExecutor {
             };
             // Frozen, nothing of the agent's runs while its round is archived and graded.
             if let Err(e) = self.rt.pause_labelled(&label, true).await {
-                let f = super::container::engine_fault(&e);
+                let f = super::classify::engine_fault(&e);
                 rounds.seen.obs.engine.get_or_insert(EngineFault {
                     code: f.code,
                     detail: format!("freezing the agent for round {k}'s grade: {}", f.detail),
@@ -301,7 +283,7 @@ impl DockerExecutor {
             rounds.stopped = stop && !last;
             let go_on = next && rounds.open == Some(k + 1);
             if let Err(e) = self.rt.pause_labelled(&label, false).await {
-                let f = super::container::engine_fault(&e);
+                let f = super::classify::engine_fault(&e);
                 rounds.seen.obs.engine.get_or_insert(f);
             }
             let _ = reply.send(go_on);
@@ -409,7 +391,7 @@ impl DockerExecutor {
     async fn snapshot_round(&self, p: &Prepared, k: usize, rounds: &mut Rounds) -> Option<String> {
         // The snapshot: the workspace as the round left it.
         let (store, ws) = (self.store.clone(), p.workspace.clone());
-        let snap = super::off_runtime(move || {
+        let snap = super::executor::off_runtime(move || {
             let mut seen = Seen::default();
             let mut report = AttemptReport::default();
             super::archive::archive(&store, &ws, &mut seen, &mut report);

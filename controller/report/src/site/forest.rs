@@ -1,10 +1,13 @@
-//! The site's forest plot: one row per task (its paired difference, candidate − baseline, the
-//! repetitions averaged — the numbers the report's `PairedSummary.tasks` holds), then the mean
-//! difference with the interval of the gate that reads it, and each such rule's threshold. An
-//! SVG written here; no script, no library.
+//! The site's forest plot of one comparison: one row per task (its paired difference, candidate −
+//! baseline, the repetitions averaged — the numbers the report's `PairedSummary.tasks` holds),
+//! then the mean difference with the interval of the gate that reads it, and each such rule's
+//! threshold. What the rows are is decided here; the SVG is drawn by the shared
+//! [`eval_evidence::html::forest`].
 
-use super::html::{esc, num};
+use super::names::safe_name;
 use eval_evidence::gates::{GateResult, Statistic};
+use eval_evidence::html::forest::{Mark, Plot, Point, Row, Shape, Span};
+use eval_evidence::html::{esc, num};
 use eval_evidence::report::build::{Comparison, SuiteReport};
 use std::fmt::Write as _;
 
@@ -92,134 +95,56 @@ pub fn plot(o: &mut String, gates: &[GateResult], suite: &SuiteReport, c: &Compa
         return;
     };
     let marks = marks(gates, suite, c);
-    let rows = p.tasks.len();
-    let (w, left, right, row_h, top) = (760.0, 210.0, 30.0, 18.0, 26.0);
-    // Task rows, a gap, the summary row, the axis.
-    let h = top + row_h * (rows as f64 + 2.0) + 34.0;
-    let mut lo: f64 = 0.0;
-    let mut hi: f64 = 0.0;
-    let values = p
-        .tasks
+    let mut rows: Vec<Row> = p.tasks.iter().map(task_row).collect();
+    rows.push(Row {
+        label: format!("mean ({} tasks)", p.n_tasks),
+        bold: true,
+        gap_before: true,
+        spans: vec![Span {
+            class: Some("gate-interval"),
+            from: ci[0],
+            to: ci[1],
+            colour: "#1f4e9c",
+            width: 4,
+            title: Some(format!("{ci_label}: [{}, {}]", num(ci[0]), num(ci[1]))),
+        }],
+        point: Point {
+            class: "estimate",
+            at: p.mean_diff,
+            shape: Shape::Square(10),
+            colour: "#1f4e9c",
+            title: format!("mean difference {}", num(p.mean_diff)),
+        },
+        ticks: marks.iter().filter_map(bound_tick).collect(),
+    });
+    let rules = marks
         .iter()
-        .map(|t| t.diff)
-        .chain([p.mean_diff, ci[0], ci[1]])
-        .chain(marks.iter().flat_map(|m| [m.value, m.threshold]).flatten());
-    for v in values.filter(|v| v.is_finite()) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if hi - lo < 1e-12 {
-        lo -= 1.0;
-        hi += 1.0;
-    }
-    let pad = (hi - lo) * 0.06;
-    let (lo, hi) = (lo - pad, hi + pad);
-    let x = |v: f64| left + (v.clamp(lo, hi) - lo) / (hi - lo) * (w - left - right);
-    let id = format!(
-        "forest-{}-{}",
-        super::safe_name(&suite.id),
-        super::safe_name(&c.arm)
-    );
-    let _ = writeln!(
+        .filter_map(|m| {
+            let t = m.threshold?;
+            Some(Mark {
+                class: "threshold",
+                at: t,
+                colour: "#b3261e",
+                title: format!("{}: threshold {}", m.label, num(t)),
+            })
+        })
+        .collect();
+    eval_evidence::html::forest::draw(
         o,
-        "<svg class=\"forest\" id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h:.0}\" viewBox=\"0 0 {w} {h:.0}\" role=\"img\" aria-label=\"per-task differences of {} against {}\">",
-        esc(&c.arm),
-        esc(&suite.baseline)
-    );
-    let _ = writeln!(
-        o,
-        "<title>Suite {}: {} − {} in {}, per task, with the {}</title>",
-        esc(&suite.id),
-        esc(&c.arm),
-        esc(&suite.baseline),
-        esc(&suite.metric),
-        esc(&ci_label)
-    );
-    let bottom = h - 30.0;
-    let _ = writeln!(
-        o,
-        "<line x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{bottom:.1}\" stroke=\"#888\" stroke-dasharray=\"4 3\"/>",
-        x(0.0),
-        top - 10.0
-    );
-    for m in &marks {
-        if let Some(t) = m.threshold.filter(|t| t.is_finite()) {
-            let _ = writeln!(
-                o,
-                "<line class=\"threshold\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{bottom:.1}\" stroke=\"#b3261e\" stroke-dasharray=\"2 2\"><title>{2}: threshold {3}</title></line>",
-                x(t),
-                top - 10.0,
-                esc(&m.label),
-                num(t)
-            );
-        }
-    }
-    for (i, t) in p.tasks.iter().enumerate() {
-        let y = top + row_h * i as f64 + row_h / 2.0;
-        let colour = if t.diff > 0.0 {
-            "#1b7f3b"
-        } else if t.diff < 0.0 {
-            "#b3261e"
-        } else {
-            "#555"
-        };
-        let _ = writeln!(
-            o,
-            "<text x=\"8\" y=\"{:.1}\" font-size=\"12\">{}</text><line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/><circle class=\"task-diff\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{colour}\"><title>{}: {} − {} = {} (reps {}+{})</title></circle>",
-            y + 4.0,
-            esc(&clip(&t.task, 30)),
-            x(0.0),
-            x(t.diff),
-            x(t.diff),
-            esc(&t.task),
-            num(t.candidate),
-            num(t.baseline),
-            num(t.diff),
-            t.reps[0],
-            t.reps[1]
-        );
-    }
-    let y = top + row_h * (rows as f64 + 1.0) + row_h / 2.0;
-    let _ = writeln!(
-        o,
-        "<text x=\"8\" y=\"{:.1}\" font-size=\"12\" font-weight=\"bold\">mean ({} tasks)</text><line class=\"gate-interval\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#1f4e9c\" stroke-width=\"4\"><title>{}: [{}, {}]</title></line><rect class=\"estimate\" x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"#1f4e9c\"><title>mean difference {}</title></rect>",
-        y + 4.0,
-        p.n_tasks,
-        x(ci[0]),
-        x(ci[1]),
-        esc(&ci_label),
-        num(ci[0]),
-        num(ci[1]),
-        x(p.mean_diff) - 5.0,
-        y - 5.0,
-        num(p.mean_diff)
-    );
-    for m in &marks {
-        if let Some(v) = m.value.filter(|v| v.is_finite()) {
-            let _ = writeln!(
-                o,
-                "<line class=\"gate-bound\" x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"{3}\" stroke-width=\"2\"><title>{4}: bound {5} ({6})</title></line>",
-                x(v),
-                y - 9.0,
-                y + 9.0,
-                if m.passed { "#1b7f3b" } else { "#b3261e" },
-                esc(&m.label),
-                num(v),
-                if m.passed { "pass" } else { "not passed" }
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">0</text></svg>",
-        x(lo),
-        h - 10.0,
-        num(lo),
-        x(hi),
-        h - 10.0,
-        num(hi),
-        x(0.0),
-        h - 10.0
+        &Plot {
+            id: format!("forest-{}-{}", safe_name(&suite.id), safe_name(&c.arm)),
+            label: format!(
+                "per-task differences of {} against {}",
+                c.arm, suite.baseline
+            ),
+            title: format!(
+                "Suite {}: {} − {} in {}, per task, with the {}",
+                suite.id, c.arm, suite.baseline, suite.metric, ci_label
+            ),
+            row_height: 18.0,
+            rows,
+            rules,
+        },
     );
     let _ = writeln!(
         o,
@@ -250,4 +175,61 @@ fn clip(s: &str, n: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// A task's row: its paired difference as a dot (green above zero, red below), with a grey
+/// guide from zero.
+fn task_row(t: &eval_evidence::stats::paired::TaskRow) -> Row {
+    let colour = if t.diff > 0.0 {
+        "#1b7f3b"
+    } else if t.diff < 0.0 {
+        "#b3261e"
+    } else {
+        "#555"
+    };
+    Row {
+        label: clip(&t.task, 30),
+        bold: false,
+        gap_before: false,
+        spans: vec![Span {
+            class: None,
+            from: 0.0,
+            to: t.diff,
+            colour: "#ddd",
+            width: 1,
+            title: None,
+        }],
+        point: Point {
+            class: "task-diff",
+            at: t.diff,
+            shape: Shape::Dot(4),
+            colour,
+            title: format!(
+                "{}: {} − {} = {} (reps {}+{})",
+                t.task,
+                num(t.candidate),
+                num(t.baseline),
+                num(t.diff),
+                t.reps[0],
+                t.reps[1]
+            ),
+        },
+        ticks: Vec::new(),
+    }
+}
+
+/// A rule's computed bound as a tick on the summary row (green when the rule passed).
+fn bound_tick(m: &GateMark) -> Option<Mark> {
+    let v = m.value.filter(|v| v.is_finite())?;
+    Some(Mark {
+        class: "gate-bound",
+        at: v,
+        colour: if m.passed { "#1b7f3b" } else { "#b3261e" },
+        title: format!(
+            "{}: bound {} ({})",
+            m.label,
+            num(v),
+            if m.passed { "pass" } else { "not passed" }
+        ),
+    })
 }

@@ -3,11 +3,11 @@
 //! script, a form, an external resource or an inline event handler.
 
 use super::detail::AttemptDetail;
-use super::{MARKER, Names, SiteError, SiteSummary, safe_name};
+use super::names::{Names, safe_name};
+use super::outcome::{MARKER, SiteError, SiteSummary};
 use eval_core::outcome::Outcome;
 use eval_core::phase::Phase;
 use eval_evidence::artifacts::ArtifactStore;
-use eval_evidence::gates::evaluate::{fmt_value, op_text};
 use eval_evidence::gates::{RuleResult, Verdict};
 use eval_evidence::ledger::Digest;
 use eval_evidence::report::build::{SuiteReport, verdict_text};
@@ -22,49 +22,36 @@ use std::path::Path;
 /// the whole is in the artifact store under its digest).
 pub const INLINE_BYTES: usize = 64 * 1024;
 
-/// HTML-escapes text for element content and quoted attribute values (one copy, the report's).
-pub use eval_evidence::report::render::esc;
+pub use eval_evidence::html::{esc, num};
 
-/// A number as the reports print it (four decimals at most, no trailing zeros).
-pub fn num(v: f64) -> String {
-    if v.is_finite() {
-        let s = format!("{v:.4}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        if s == "-0" { "0".into() } else { s.to_string() }
-    } else {
-        fmt_value(v)
-    }
-}
-
-const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222}\
+/// The site's own layout and classes; the rest of its style is the shared
+/// [`eval_evidence::html::BASE_CSS`] (written together as `site.css`).
+const SITE_CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#222}\
 main{max-width:1200px;margin:1em auto;padding:0 1em}nav{background:#f3f3f3;padding:.5em 1em;border-bottom:1px solid #ddd}\
-nav a{margin-right:.3em}h1.verdict{padding:.5em .8em;border-radius:6px;color:#fff}h1.allowed{background:#1b7f3b}\
-h1.blocked{background:#b3261e}table{border-collapse:collapse;margin:.5em 0 1.5em}\
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}\
-.pass,.o-completed{color:#1b7f3b;font-weight:600}.fail,.o-agent_error,.o-timeout,.o-contract_violation,.o-budget_exhausted,.o-accounting_mismatch{color:#b3261e;font-weight:600}\
-.o-infra_fault,.o-interrupted,.o-open{color:#8a5a00;font-weight:600}code{font-size:12px}.note{color:#555;font-size:13px}\
-.fixture{background:#fff3cd;border:1px solid #e0c060;padding:.5em}pre{white-space:pre-wrap;word-break:break-word;background:#fafafa;border:1px solid #eee;padding:.5em;font-size:12px;max-height:40em;overflow:auto}\
+nav a{margin-right:.3em}.o-completed{color:#1b7f3b;font-weight:600}.o-agent_error,.o-timeout,.o-contract_violation,.o-budget_exhausted,.o-accounting_mismatch{color:#b3261e;font-weight:600}\
+.o-infra_fault,.o-interrupted,.o-open{color:#8a5a00;font-weight:600}pre{white-space:pre-wrap;word-break:break-word;background:#fafafa;border:1px solid #eee;padding:.5em;font-size:12px;max-height:40em;overflow:auto}\
 .arms{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:1em;align-items:start}\
 .card{border:1px solid #ccc;border-radius:6px;padding:.4em .7em;margin-bottom:.7em}.card.superseded{opacity:.7}\
 .msg{border-left:4px solid #ccc;padding:.2em .7em;margin:.5em 0}.msg.user{border-color:#1f4e9c}.msg.assistant{border-color:#1b7f3b}\
 .msg.tool{border-color:#8a5a00}.msg.system{border-color:#777}.cell a{margin-right:.4em}\
 section.call{border-top:1px solid #eee;margin-top:.8em}section.call h3{font-size:14px;margin:.4em 0}";
 
+/// A site page: the shared shell with the site's stylesheet and its navigation bar.
 fn page(title: &str, root: &str, crumbs: &[(String, String)], body: &str) -> String {
     let mut o = String::with_capacity(body.len() + 1024);
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><link rel=\"stylesheet\" href=\"{root}site.css\"></head><body>\n<nav><a href=\"{root}index.html\">report</a>",
-        esc(title)
-    );
+    let _ = write!(o, "<nav><a href=\"{root}index.html\">report</a>");
     for (href, label) in crumbs {
         let _ = write!(o, " › <a href=\"{root}{href}\">{}</a>", esc(label));
     }
     let _ = write!(
         o,
-        " · <a href=\"{root}attempts.html\">all attempts</a> · <a href=\"{root}report.json\">report.json</a> · <a href=\"{root}report.html\">one-page report</a></nav>\n<main>\n{body}</main></body></html>\n"
+        " · <a href=\"{root}attempts.html\">all attempts</a> · <a href=\"{root}report.json\">report.json</a> · <a href=\"{root}report.html\">one-page report</a></nav>\n<main>\n{body}</main>"
     );
-    o
+    eval_evidence::html::document(
+        title,
+        &format!("<link rel=\"stylesheet\" href=\"{root}site.css\">"),
+        &o,
+    )
 }
 
 fn outcome_span(o: Option<Outcome>) -> String {
@@ -148,7 +135,8 @@ impl<'a> Site<'a> {
         for s in &self.data.suites {
             mkdir(&dir.join("suites").join(safe_name(&s.id)))?;
         }
-        put(dir, "site.css", CSS.as_bytes(), &mut sum)?;
+        let css = format!("{SITE_CSS}{}", eval_evidence::html::BASE_CSS);
+        put(dir, "site.css", css.as_bytes(), &mut sum)?;
         let json = eval_evidence::canonical::to_vec(self.report).map_err(|e| SiteError::Write {
             path: dir.join("report.json"),
             source: std::io::Error::other(e),
@@ -1163,46 +1151,30 @@ fn evidence_text(r: &Report) -> String {
 }
 
 fn rules_table(o: &mut String, rules: &[RuleResult]) {
-    let _ = writeln!(
+    use eval_evidence::report::render::{rule_cond, rule_subject, rule_value};
+    eval_evidence::html::table_head(
         o,
-        "<table class=\"rules\"><tr><th>rule</th><th>statistic</th><th>value</th><th>condition</th><th>verdict</th><th>method</th><th>tasks</th><th>reason</th></tr>"
+        " class=\"rules\"",
+        &[
+            "rule",
+            "statistic",
+            "value",
+            "condition",
+            "verdict",
+            "method",
+            "tasks",
+            "reason",
+        ],
     );
     for r in rules {
-        let mut subject = r.statistic.name();
-        if let Some(m) = &r.metric {
-            let _ = write!(subject, "({m})");
-        }
-        if let Some(arm) = r.arm {
-            let _ = write!(subject, " [{arm:?}]");
-        }
-        let mut value = r.value.map_or_else(|| r.value_text.clone(), num);
-        if let Some(b) = &r.binomial {
-            let _ = write!(
-                value,
-                " ({}/{}; exact {}% interval [{}, {}])",
-                b.successes,
-                b.trials,
-                num(b.level * 100.0),
-                num(b.lower),
-                num(b.upper)
-            );
-        }
-        let cond = match r.threshold {
-            Some(t) => format!("{} {}", op_text(r.op), num(t)),
-            None => op_text(r.op).into(),
-        };
         let _ = writeln!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.id),
-            esc(&subject),
-            esc(&value),
-            esc(&cond),
-            if r.verdict == Verdict::Pass {
-                "pass"
-            } else {
-                "fail"
-            },
+            esc(&rule_subject(r)),
+            esc(&rule_value(r)),
+            esc(&rule_cond(r)),
+            eval_evidence::html::pass_class(r.verdict == Verdict::Pass),
             verdict_text(r.verdict),
             esc(r.method.as_deref().unwrap_or("")),
             r.n_tasks.map_or(String::new(), |n| n.to_string()),

@@ -14,62 +14,16 @@ pub mod detail;
 mod forest;
 #[doc(hidden)] // public for the controller's site tests (src/report_tests/site.rs), not an API
 pub mod html;
+mod names;
+mod outcome;
 
-use eval_evidence::artifacts::{ArtifactError, ArtifactStore};
+use eval_evidence::artifacts::ArtifactStore;
 use eval_evidence::ledger::{self, Digest, LedgerReader};
 use eval_evidence::report::{Report, RunData};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The file that marks a directory as a site `eval` wrote (so `--out` never replaces anything
-/// else).
-pub const MARKER: &str = "eval-site.json";
-
-/// Why a site could not be written; each kind's exit status is decided in
-/// `exit::report_status` (through `ReportCmdError::Site`).
-#[derive(Debug, thiserror::Error)]
-pub enum SiteError {
-    #[error(
-        "--out {0}: the directory exists, is not empty and is not a site eval wrote (no {MARKER}); name a new or empty directory"
-    )]
-    NotASite(PathBuf),
-    #[error("--format site needs --out DIR (the site is a directory of pages)")]
-    NoOut,
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The ledger could not be re-read for the attempt pages.
-    #[error("{0}")]
-    Ledger(#[from] eval_evidence::LedgerError),
-    /// The ledger the pages would show is not the one the report verified.
-    #[error(
-        "{path}: the ledger no longer holds the prefix the report verified (head {verified}); no site was written"
-    )]
-    LedgerChanged { path: PathBuf, verified: String },
-    /// A call's wire log does not read back (an artifact missing, altered or malformed).
-    #[error("the wire log of {attempt}: {message}; no site was written")]
-    WireLog { attempt: String, message: String },
-    /// An artifact a page shows is missing or altered.
-    #[error("artifact {digest} ({name} of {attempt}): {source}; no site was written")]
-    Artifact {
-        attempt: String,
-        name: String,
-        digest: String,
-        #[source]
-        source: Box<ArtifactError>,
-    },
-}
-
-/// What a written site holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SiteSummary {
-    pub pages: usize,
-    pub attempts: usize,
-    pub bytes: u64,
-}
+pub use names::{Names, safe_name};
+pub use outcome::{MARKER, SiteError, SiteSummary};
 
 /// Writes the site of `report` (built from `data`, the run of `data.matrix` in `state`) into
 /// `out`: into a fresh sibling directory first, which then replaces `out` (a directory that is
@@ -184,53 +138,4 @@ fn verified_prefix(path: &Path, data: &RunData) -> Result<Vec<ledger::Entry>, Si
         return Err(changed());
     }
     Ok(all)
-}
-
-/// A file name for an id: ASCII letters, digits, `-`, `_` and `.` are kept, anything else
-/// becomes `_`; a name that had to change (or would be hidden or too long) gets a digest suffix
-/// so two ids never share a name.
-pub fn safe_name(s: &str) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean == s && !s.is_empty() && !s.starts_with('.') && s.len() <= 100 {
-        return clean;
-    }
-    let d = Digest::of(s.as_bytes()).hex();
-    let head: String = clean.chars().take(80).collect();
-    format!("_{head}-{}", &d[..12])
-}
-
-/// Unique page names for the attempts (`<slot>.<n>`, sanitised), assigned once.
-#[derive(Default)]
-pub struct Names {
-    by_id: BTreeMap<String, String>,
-    taken: std::collections::BTreeSet<String>,
-}
-
-impl Names {
-    pub fn attempt(&mut self, id: &str) -> String {
-        if let Some(n) = self.by_id.get(id) {
-            return n.clone();
-        }
-        let base = match id.rsplit_once('#') {
-            Some((slot, n)) => format!("{}.{}", safe_name(slot), safe_name(n)),
-            None => safe_name(id),
-        };
-        let name = if self.taken.contains(&base) {
-            format!("{base}-{}", &Digest::of(id.as_bytes()).hex()[..12])
-        } else {
-            base
-        };
-        self.taken.insert(name.clone());
-        self.by_id.insert(id.to_owned(), name.clone());
-        name
-    }
 }
