@@ -29,6 +29,18 @@ fn base_image() -> Option<String> {
     }
 }
 
+/// `eval import harbor --from FROM` on two of the demo's fixture arms, `extra` appended.
+fn import(proj: &Path, from: &Path, extra: &[&str]) -> std::process::Output {
+    let arm = |id: &str| {
+        format!("{id}=runtimes/fixture/runtime.toml=protocols/demo/arms/{id}/profile.toml")
+    };
+    let (a, b) = (arm("native"), arm("v0.4-auto"));
+    let mut args = vec!["import", "harbor", "--from", from.to_str().unwrap()];
+    args.extend(["--arm", &a, "--arm", &b]);
+    args.extend_from_slice(extra);
+    eval(proj, &args)
+}
+
 /// Imports every task of `from` on two fixture arms, freezes, runs; returns the project and each
 /// control's metrics by (task, arm).
 fn import_and_run(
@@ -36,24 +48,7 @@ fn import_and_run(
     from: &Path,
     multi_round: bool,
 ) -> BTreeMap<(String, String), Value> {
-    let arm = |id: &str| {
-        format!("{id}=runtimes/fixture/runtime.toml=protocols/demo/arms/{id}/profile.toml")
-    };
-    let o = eval(
-        proj,
-        &[
-            "import",
-            "harbor",
-            "--from",
-            from.to_str().unwrap(),
-            "--arm",
-            &arm("native"),
-            "--arm",
-            &arm("v0.4-auto"),
-            "--repetitions",
-            "1",
-        ],
-    );
+    let o = import(proj, from, &["--repetitions", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(out.contains("controls oracle, nop"), "{out}");
@@ -197,22 +192,7 @@ fn a_from_the_engine_does_not_hold_exits_2_naming_the_image_and_writes_nothing()
     let (tmp, proj) = demo_project();
     let from = tmp.path().join("tasks");
     filled_template(&from.join("hello"), "eval-test/not-pulled-here:1");
-    let arm = |id: &str| {
-        format!("{id}=runtimes/fixture/runtime.toml=protocols/demo/arms/{id}/profile.toml")
-    };
-    let o = eval(
-        &proj,
-        &[
-            "import",
-            "harbor",
-            "--from",
-            from.to_str().unwrap(),
-            "--arm",
-            &arm("native"),
-            "--arm",
-            &arm("v0.4-auto"),
-        ],
-    );
+    let o = import(&proj, &from, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

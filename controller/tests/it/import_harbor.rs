@@ -8,10 +8,11 @@ use crate::support::import_harbor::{filled_template, harbor_config, two_step_tas
 use crate::support::{eval, text};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::process::Output;
 
-/// `eval import harbor --from DIR --check`'s JSON, one entry per task.
-fn check(dir: &Path, from: &Path) -> Vec<Value> {
-    let o = eval(
+/// `eval import harbor --from DIR --check`, run in `dir`.
+fn check_run(dir: &Path, from: &Path) -> Output {
+    eval(
         dir,
         &[
             "import",
@@ -20,7 +21,12 @@ fn check(dir: &Path, from: &Path) -> Vec<Value> {
             from.to_str().unwrap(),
             "--check",
         ],
-    );
+    )
+}
+
+/// `eval import harbor --from DIR --check`'s JSON, one entry per task.
+fn check(dir: &Path, from: &Path) -> Vec<Value> {
+    let o = check_run(dir, from);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -139,16 +145,7 @@ fn a_task_toml_harbor_refuses_is_refused_naming_the_file_and_the_field() {
         let path = from.join("hello/task.toml");
         std::fs::write(&path, format!("schema_version = \"1.4\"\n{toml}")).unwrap();
         assert!(harbor_config(&path).is_err(), "Harbor accepts {toml:?}");
-        let o = eval(
-            tmp.path(),
-            &[
-                "import",
-                "harbor",
-                "--from",
-                from.to_str().unwrap(),
-                "--check",
-            ],
-        );
+        let o = check_run(tmp.path(), &from);
         assert_eq!(o.status.code(), Some(2), "{toml}: {}", text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -166,18 +163,7 @@ fn an_empty_instruction_and_what_eval_cannot_reproduce_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let from = tmp.path().join("tasks");
     filled_template(&from.join("hello"), "debian:bookworm");
-    let run = |from: &Path| {
-        eval(
-            tmp.path(),
-            &[
-                "import",
-                "harbor",
-                "--from",
-                from.to_str().unwrap(),
-                "--check",
-            ],
-        )
-    };
+    let run = |from: &Path| check_run(tmp.path(), from);
     std::fs::write(from.join("hello/instruction.md"), "").unwrap();
     let o = run(&from);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

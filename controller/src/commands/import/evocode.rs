@@ -751,11 +751,7 @@ pub(super) const GRADER_RUN: &str =
 
 fn task_toml(t: &EvoTask) -> String {
     let total: u64 = t.round_timeouts.iter().sum();
-    let metrics: Vec<String> = ["reward", "cases_passed", "cases_total"]
-        .iter()
-        .chain(eval_core::round_metrics::ROUND_METRICS)
-        .map(|m| q(m))
-        .collect();
+    let metrics = round_task_metrics();
     let mut s = format!(
         r#"# EvoCode-Bench task {id} ({n} rounds), imported by `eval import v04-evocode` from the Harbor
 # multi-step layout (task directory tree sha256 {digest}). Round k's prompt is step k's
@@ -785,6 +781,15 @@ command = {GRADER_COMMAND}
         s.push_str(&format!("\n[[rounds]]\ntimeout_seconds = {secs}\n"));
     }
     s
+}
+
+/// A Harbor-graded round task's metrics: the grader's `score.json` and the round metrics.
+pub(super) fn round_task_metrics() -> Vec<String> {
+    ["reward", "cases_passed", "cases_total"]
+        .iter()
+        .chain(eval_core::round_metrics::ROUND_METRICS)
+        .map(|m| q(m))
+        .collect()
 }
 
 fn grader_runtime_toml(image: &str) -> String {

@@ -19,7 +19,9 @@
 mod dockerfile;
 mod task;
 
-use super::evocode::{GRADE_SH, GRADER_COMMAND, GRADER_RUN, env_file, with_controls};
+use super::evocode::{
+    GRADE_SH, GRADER_COMMAND, GRADER_RUN, env_file, round_task_metrics, with_controls,
+};
 use super::harbor_reader::{self, harbor};
 use super::{AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, ImportError, q};
 use crate::cli::ImportHarborArgs;
@@ -302,11 +304,7 @@ fn grader_runtime_path(task: &str) -> String {
 
 fn task_toml(t: &HarborTask, runtime: &str) -> String {
     let total: u64 = t.steps.iter().map(|s| s.agent_secs).sum();
-    let metrics: Vec<String> = ["reward", "cases_passed", "cases_total"]
-        .iter()
-        .chain(eval_core::round_metrics::ROUND_METRICS)
-        .map(|m| q(m))
-        .collect();
+    let metrics = round_task_metrics();
     let mut s = format!(
         "# Harbor task {id} ({n} step(s), task.toml schema {schema}), imported by `eval import harbor`\n\
          # (task directory tree sha256 {digest}). Round k's prompt is step k's instruction.md; its hidden files are step k's tests/\n\
