@@ -83,7 +83,8 @@ pub fn filled_template(dest: &Path, base: &str) {
 
 /// A two-step task in Harbor's multi-step layout: step `make` creates `out/a.txt`, step
 /// `extend` appends to it; the workspace starts with `notes.txt`, which the Dockerfile copies
-/// into its WORKDIR `/work`. Step `extend`'s verifier writes reward.json, `make`'s reward.txt.
+/// into its WORKDIR `/work`. Step `extend`'s verifier writes reward.json, `make`'s reward.txt;
+/// `extend`'s tests read `WANT_B` from the image's `ENV`, as Harbor's verifier sees it.
 pub fn two_step_task(dest: &Path, base: &str) {
     let w = |rel: &str, body: &str| {
         let p = dest.join(rel);
@@ -99,7 +100,7 @@ pub fn two_step_task(dest: &Path, base: &str) {
     );
     w(
         "environment/Dockerfile",
-        &format!("FROM {base}\nWORKDIR /work\nCOPY notes.txt ./\n"),
+        &format!("FROM {base}\nWORKDIR /work\nCOPY notes.txt ./\nENV WANT_B=b\n"),
     );
     w("environment/notes.txt", "keep me\n");
     w(
@@ -120,7 +121,7 @@ pub fn two_step_task(dest: &Path, base: &str) {
     );
     w(
         "steps/extend/tests/test.sh",
-        "#!/bin/bash\nif [ \"$(cat out/a.txt 2>/dev/null)\" = \"$(printf 'a\\nb')\" ]; then r=1; else r=0; fi\necho \"{\\\"reward\\\": $r}\" > /logs/verifier/reward.json\n",
+        "#!/bin/bash\nif [ \"$(cat out/a.txt 2>/dev/null)\" = \"$(printf 'a\\n%s' \"$WANT_B\")\" ]; then r=1; else r=0; fi\necho \"{\\\"reward\\\": $r}\" > /logs/verifier/reward.json\n",
     );
     w(
         "steps/extend/solution/solve.sh",

@@ -26,10 +26,16 @@ if [ "$mode" = run ]; then
   [ -f "$inputs/workdir" ] && app=$(head -n 1 "$inputs/workdir")
   limit=()
   [ -f "$inputs/verifier-timeout" ] && limit=(timeout "$(head -n 1 "$inputs/verifier-timeout")")
-  export HOME=/var/cache/grader/home GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
-  export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
-  export PATH=/usr/local/bin:/usr/bin:/bin
-  mkdir -p "$HOME" "$GOCACHE" "$GOPATH" "$GOTMPDIR" || exit 1
+  export HOME=/var/cache/grader/home
+  mkdir -p "$HOME" || exit 1
+  # EvoCode's Go grader base; a Harbor task's image (a `workdir` file) keeps its own PATH and ENV,
+  # as Harbor's verifier runs test.sh in the task's environment.
+  if [ ! -f "$inputs/workdir" ]; then
+    export GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
+    export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
+    export PATH=/usr/local/bin:/usr/bin:/bin
+    mkdir -p "$GOCACHE" "$GOPATH" "$GOTMPDIR" || exit 1
+  fi
   # Contents only, nothing preserved: the grader's user may not set the times or owner of the
   # tmpfs mount points themselves (`cp -a` fails on `/app/.` there).
   cp -R "$ws/." "$app/" || exit 1
