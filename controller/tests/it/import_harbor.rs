@@ -4,7 +4,9 @@
 //! and a task.toml Harbor refuses is refused too, exit 2 naming the file and the field.
 //! The import itself (the engine builds each environment image) is in `tests/e2e/import_harbor.rs`.
 
-use crate::support::import_harbor::{filled_template, harbor_config, two_step_task};
+use crate::support::import_harbor::{
+    adapter_task_template, filled_template, harbor_config, two_step_task,
+};
 use crate::support::{eval, text};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -119,6 +121,36 @@ fn harbors_template_task_and_a_two_step_task_read_as_harbors_model_reads_them() 
     assert_eq!(st[0]["prompt"], "Create out/a.txt holding `a`.\n");
     assert_eq!(two["workdir"], "/work");
     assert_eq!(two["workspace"], json!(["notes.txt"]));
+}
+
+/// Harbor's adapter task template: as shipped, its `[task] name` is a placeholder Harbor's
+/// model refuses, and so does eval (naming the field); rendered as an adapter renders it, it
+/// reads as Harbor reads it, `[task] name` naming the task.
+#[test]
+fn harbors_adapter_task_template_is_refused_raw_and_read_rendered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("tasks");
+    let t = from.join("t1");
+    adapter_task_template(&t);
+    let toml = t.join("task.toml");
+    assert!(harbor_config(&toml).is_err());
+    let o = check_run(tmp.path(), &from);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("task.name = \"TODO_ORG/"), "{}", text(&o));
+    let s = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        s.replace("TODO_ORG/{{ADAPTER_ID}}__{task_id}", "acme/bench__t1"),
+    )
+    .unwrap();
+    std::fs::write(t.join("instruction.md"), "Fix the bug.\n").unwrap();
+    let tasks = check(tmp.path(), &from);
+    same_as_harbor(&tasks[0], &toml);
+    assert_eq!(tasks[0]["name"], harbor_config(&toml).unwrap()["task_name"]);
+    assert_eq!(tasks[0]["name"], "acme/bench__t1");
+    assert_eq!(tasks[0]["steps"][0]["agent_timeout_sec"], 120);
+    assert_eq!(tasks[0]["bases"], json!(["python:3.13-slim"]));
+    assert_eq!(tasks[0]["workdir"], "/workspace");
 }
 
 /// Each bad task.toml: Harbor's parser refuses it, and eval exits 2 naming the file and field.

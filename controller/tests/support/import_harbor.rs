@@ -33,8 +33,19 @@ pub fn harbor_wheel() -> PathBuf {
 
 /// Extracts Harbor's `harbor/cli/template-task/` (what `harbor tasks init` copies) to `dest`.
 pub fn template_task(dest: &Path) {
+    from_wheel("harbor/cli/template-task/", dest);
+}
+
+/// Extracts the task template of Harbor's adapter template
+/// (`harbor/cli/template-adapter/task-template/`, what an adapter renders per task) to `dest`.
+pub fn adapter_task_template(dest: &Path) {
+    from_wheel("harbor/cli/template-adapter/task-template/", dest);
+}
+
+/// Every file of Harbor's wheel under `prefix`, to `dest`.
+fn from_wheel(prefix: &str, dest: &Path) {
     let script = "import sys, zipfile, os\n\
-        z = zipfile.ZipFile(sys.argv[1]); pre = 'harbor/cli/template-task/'\n\
+        z = zipfile.ZipFile(sys.argv[1]); pre = sys.argv[3]\n\
         for n in z.namelist():\n\
         \x20   if n.startswith(pre) and not n.endswith('/'):\n\
         \x20       p = os.path.join(sys.argv[2], n[len(pre):]); os.makedirs(os.path.dirname(p), exist_ok=True)\n\
@@ -43,6 +54,7 @@ pub fn template_task(dest: &Path) {
         .args(["-c", script])
         .arg(harbor_wheel())
         .arg(dest)
+        .arg(prefix)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -142,7 +154,7 @@ steps = [{"agent_timeout_sec": s.agent.timeout_sec if s.agent.timeout_sec is not
 if not steps:
     steps = [{"agent_timeout_sec": c.agent.timeout_sec, "verifier_timeout_sec": c.verifier.timeout_sec,
               "env": c.verifier.env}]
-print(json.dumps({"schema_version": c.schema_version, "build_timeout_sec": c.environment.build_timeout_sec,
+print(json.dumps({"schema_version": c.schema_version, "task_name": c.task.name if c.task else None, "build_timeout_sec": c.environment.build_timeout_sec,
                   "cpus": c.environment.cpus, "memory_mb": c.environment.memory_mb,
                   "storage_mb": c.environment.storage_mb, "name": c.metadata.get("name"),
                   "step_names": [s.name for s in c.steps or []], "steps": steps}))

@@ -19,6 +19,9 @@ pub struct HarborToml {
     /// `schema_version` (Harbor renames a legacy `version` to it).
     #[serde(default, alias = "version")]
     pub schema_version: Option<String>,
+    /// `[task]`: the package name (`org/name`), when the task declares one.
+    #[serde(default)]
+    pub task: Option<PackageInfo>,
     /// `metadata`: a free table (`dict[str, Any]`).
     #[serde(default)]
     pub metadata: toml::Table,
@@ -33,6 +36,23 @@ pub struct HarborToml {
     pub multi_step_reward_strategy: Option<String>,
     #[serde(default)]
     pub steps: Vec<HarborStep>,
+}
+
+/// `PackageInfo`: `name` is required and `org/name` (`validate_name_format`).
+#[derive(Debug, Default, Deserialize)]
+pub struct PackageInfo {
+    pub name: String,
+}
+
+/// Harbor's `ORG_NAME_PATTERN` (`^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$`), and
+/// no `..`.
+fn org_name(v: &str) -> bool {
+    let part = |p: &str| {
+        p.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    matches!(v.split_once('/'), Some((o, n)) if part(o) && part(n)) && !v.contains("..")
 }
 
 /// `AgentConfig`: `timeout_sec: float | None`.
@@ -114,6 +134,17 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<HarborToml, ImportError> {
         return Err(harbor(
             path,
             format!("multi_step_reward_strategy = {s:?}: Harbor knows \"mean\" and \"final\""),
+        ));
+    }
+    if let Some(t) = &spec.task
+        && !org_name(&t.name)
+    {
+        return Err(harbor(
+            path,
+            format!(
+                "task.name = {:?}: not `org/name` (letters, digits, `.`, `_`, `-`)",
+                t.name
+            ),
         ));
     }
     if let Some(m) = &spec.environment.memory {
@@ -347,6 +378,24 @@ mod tests {
         let t = "<!-- BENCHMARK DATA canary GUID x -->\n# canary 2\n\n\nDo it.\n# canary kept\n";
         assert_eq!(strip_canary(t), "Do it.\n# canary kept\n");
         assert_eq!(strip_canary("# Title\nbody"), "# Title\nbody");
+    }
+
+    #[test]
+    fn package_names_are_checked_as_harbors_pattern_checks_them() {
+        for ok in ["acme/bench__t1", "a.b/c-d_e", "0/0"] {
+            assert!(org_name(ok), "{ok}");
+        }
+        for bad in [
+            "TODO_ORG/{{ADAPTER_ID}}__{task_id}",
+            "acme",
+            ".a/b",
+            "a/.b",
+            "a/b/c",
+            "a..b/c",
+            "a/",
+        ] {
+            assert!(!org_name(bad), "{bad}");
+        }
     }
 
     #[test]

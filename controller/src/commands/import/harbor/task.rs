@@ -115,7 +115,13 @@ pub fn read_task(from: &Path, id: &str) -> Result<HarborTask, ImportError> {
     };
     Ok(HarborTask {
         id: id.to_owned(),
-        title: meta("name").unwrap_or_else(|| id.to_owned()),
+        // Harbor names a task by `[task] name`, else by its directory.
+        title: spec
+            .task
+            .as_ref()
+            .map(|t| t.name.clone())
+            .or_else(|| meta("name"))
+            .unwrap_or_else(|| id.to_owned()),
         schema: spec.schema_version.clone().unwrap_or_else(|| "1.4".into()),
         digest: hex::encode(digest.finalize()),
         steps,
