@@ -569,6 +569,39 @@ pub enum ImportCommand {
     /// images found from their build records (`runtimes/images/*/build.sh`) or `--image`
     #[command(name = "v04")]
     V04(ImportV04Args),
+    /// Task directories in Harbor's task format (task.toml, instruction.md, environment/,
+    /// tests/, solution/, or [[steps]] with steps/<step>/…) on the arms you name: each task's
+    /// environment image built by the engine, its tests as the grader, its solution as the
+    /// oracle control (docs/harbor.md)
+    #[command(name = "harbor")]
+    Harbor(ImportHarborArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportHarborArgs {
+    /// Directory of Harbor task directories (DIR/<task>/task.toml)
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// Import only these tasks (comma-separated directory names; default: all of DIR)
+    #[arg(long, value_name = "NAME,NAME", value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Name of the protocol (and matrix) to write
+    #[arg(long, value_name = "NAME", default_value = "harbor")]
+    pub protocol: String,
+    /// An arm: its id, runtime definition and profile (project-relative); at least two, the
+    /// baseline first and the gated candidate last
+    #[arg(long = "arm", value_name = "ID=RUNTIME=PROFILE")]
+    pub arms: Vec<String>,
+    /// Also write the DeepSeek Harness runtime (runtimes/dsh-poly/runtime.toml) on this image,
+    /// for arms to name
+    #[arg(long, value_name = "sha256:…")]
+    pub dsh_image: Option<String>,
+    /// Repetitions of each (task, arm)
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub repetitions: usize,
+    /// Only read and check the tasks and print what was read (JSON); build and write nothing
+    #[arg(long)]
+    pub check: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@
 pub mod base;
 pub mod definition;
 pub mod docker;
+mod docker_build;
 pub mod fault;
 pub mod host;
 pub mod image;

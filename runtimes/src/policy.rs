@@ -141,19 +141,23 @@ pub fn require_gvisor(spec: &mut ContainerSpec) {
 /// Makes an agent container's shim run a multi-round attempt (docs/rounds.md): one
 /// `--round-timeout SECONDS` per round, in order, and the definition's rendered
 /// `harness.continue_command` as `--continue ARG`s, all before the shim's `--`; the policy check
-/// then expects exactly that command. A definition without `continue_command` is refused.
+/// then expects exactly that command. A definition without `continue_command` is refused for
+/// two or more rounds; one round (a single-step Harbor task) never continues a session.
 pub fn with_rounds(
     spec: &mut ContainerSpec,
     def: &RuntimeDef,
     round_timeouts: &[u64],
 ) -> Result<(), RuntimeError> {
-    let Some(cont) = &def.harness.continue_command else {
-        return Err(invalid(
+    let none = Vec::new();
+    let cont = match &def.harness.continue_command {
+        Some(c) => c,
+        None if round_timeouts.len() <= 1 => &none,
+        None => return Err(invalid(
             &def.name,
             "harness.continue_command",
             "absent: this runtime cannot continue a session, so it cannot run a multi-round task"
                 .into(),
-        ));
+        )),
     };
     let mut extra = Vec::new();
     for t in round_timeouts {
@@ -1551,8 +1555,15 @@ HOME = "/home/agent"
             "t.toml",
         )
         .unwrap();
-        let e = with_rounds(&mut s, &plain, &[1]).unwrap_err();
+        let e = with_rounds(&mut s, &plain, &[1, 2]).unwrap_err();
         assert!(e.to_string().contains("harness.continue_command"), "{e}");
+        // One round never continues: its limit reaches the shim, no --continue.
+        let mut one = spec_of("", "[harness]\ncommand = [\"/agent\"]", &image()).unwrap();
+        with_rounds(&mut one, &plain, &[45]).unwrap();
+        let cmd = one.body.cmd.clone().unwrap();
+        let at = cmd.iter().position(|a| a == "--").unwrap();
+        assert_eq!(cmd[at - 2..at], ["--round-timeout", "45"]);
+        assert!(!cmd.iter().any(|a| a == "--continue"), "{cmd:?}");
     }
 
     #[test]

@@ -16,6 +16,7 @@
 pub mod admission;
 pub mod attempt;
 pub mod controls;
+pub mod environment_image;
 pub mod image_record;
 pub mod inputs;
 pub mod owner;

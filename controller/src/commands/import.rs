@@ -7,6 +7,8 @@
 //! target exists.
 
 mod evocode;
+mod harbor;
+mod harbor_reader;
 mod icae;
 mod router;
 mod solutions;
@@ -421,6 +423,7 @@ pub fn run(cmd: ImportCommand) -> CmdResult {
         ImportCommand::V04Evocode(args) => evocode::run(&args),
         ImportCommand::V04Icae(args) => icae::run(&args),
         ImportCommand::V04(args) => v04::run(&args),
+        ImportCommand::Harbor(args) => harbor::run(&args),
     }
 }
 

@@ -32,6 +32,7 @@ mod gvisor;
 mod host;
 mod hostile;
 mod import_evocode;
+mod import_harbor;
 mod import_icae;
 mod import_router;
 mod import_v04;

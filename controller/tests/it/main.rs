@@ -17,6 +17,7 @@ mod exit_status;
 mod freeze_cli;
 mod grader_controls;
 mod import_evocode;
+mod import_harbor;
 mod import_icae;
 mod import_router;
 mod import_v04;

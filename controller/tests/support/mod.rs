@@ -12,6 +12,7 @@ pub mod grader_controls;
 pub mod gvisor;
 pub mod hostile;
 pub mod import_evocode;
+pub mod import_harbor;
 pub mod import_icae;
 pub mod import_router;
 pub mod import_v04;

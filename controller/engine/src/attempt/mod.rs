@@ -79,8 +79,9 @@ pub struct ExecutorConfig {
     pub inputs: crate::inputs::TaskInputs,
 }
 
-/// A multi-round task needs every arm it runs on to say how its harness continues: checked at
-/// setup, so no attempt of such an arm starts without it.
+/// A task of two or more rounds needs every arm it runs on to say how its harness continues:
+/// checked at setup, so no attempt of such an arm starts without it. A one-round task (a
+/// single-step Harbor task, `eval import harbor`) runs only the harness's first command.
 fn arms_continue_rounds(
     loaded: &Loaded,
     arms: &BTreeMap<String, Arc<ArmImage>>,
@@ -89,7 +90,7 @@ fn arms_continue_rounds(
         let multi = loaded
             .tasks
             .iter()
-            .find(|t| t.suite == suite.id && t.spec.is_multi_round());
+            .find(|t| t.suite == suite.id && t.spec.rounds.len() > 1);
         for arm in suite.arms.iter().filter_map(|a| arms.get(a)) {
             if let Some(t) = multi
                 && arm.def.def.harness.continue_command.is_none()

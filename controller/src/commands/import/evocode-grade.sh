@@ -1,6 +1,9 @@
 #!/bin/bash
-# eval's grader of one EvoCode round (written by `eval import v04-evocode` into each round's hidden
-# directory), in eval's two stages (docs/grading.md, "Grading in two stages"):
+# eval's grader of one round of a Harbor-format task (written by `eval import v04-evocode` and
+# `eval import harbor` into each round's hidden directory), in eval's two stages (docs/grading.md,
+# "Grading in two stages"). The workspace directory is /app unless the round's `workdir` file
+# names another (Harbor's WORKDIR); a `verifier-timeout` file bounds test.sh in seconds (Harbor's
+# [verifier] timeout_sec).
 #
 #   grade.sh run WORKSPACE INPUTS CAPTURE     the run stage: runs the round's tests/test.sh as
 #     Harbor's verifier does — the workspace at /app, the tests at /tests, test.sh's stdout and
@@ -19,13 +22,23 @@ set -u
 mode=${1:-}
 if [ "$mode" = run ]; then
   ws=$2 inputs=$3 cap=$4
-  export HOME=/var/cache/grader/home GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
-  export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
-  export PATH=/usr/local/bin:/usr/bin:/bin
-  mkdir -p "$HOME" "$GOCACHE" "$GOPATH" "$GOTMPDIR" || exit 1
+  app=/app
+  [ -f "$inputs/workdir" ] && app=$(head -n 1 "$inputs/workdir")
+  limit=()
+  [ -f "$inputs/verifier-timeout" ] && limit=(timeout "$(head -n 1 "$inputs/verifier-timeout")")
+  export HOME=/var/cache/grader/home
+  mkdir -p "$HOME" || exit 1
+  # EvoCode's Go grader base; a Harbor task's image (a `workdir` file) keeps its own PATH and ENV,
+  # as Harbor's verifier runs test.sh in the task's environment.
+  if [ ! -f "$inputs/workdir" ]; then
+    export GOCACHE=/var/cache/grader/go-build GOPATH=/var/cache/grader/go
+    export GOTMPDIR=/var/cache/grader/tmp GOTOOLCHAIN=local GOFLAGS=-mod=mod GOPROXY=off
+    export PATH=/usr/local/bin:/usr/bin:/bin
+    mkdir -p "$GOCACHE" "$GOPATH" "$GOTMPDIR" || exit 1
+  fi
   # Contents only, nothing preserved: the grader's user may not set the times or owner of the
   # tmpfs mount points themselves (`cp -a` fails on `/app/.` there).
-  cp -R "$ws/." /app/ || exit 1
+  cp -R "$ws/." "$app/" || exit 1
   cp -R "$inputs/tests/." /tests/ || exit 1
   # The task's Dockerfile ENV (checked at import: KEY=VALUE, no $, \ or ').
   while IFS='=' read -r k v; do
@@ -37,15 +50,15 @@ if [ "$mode" = run ]; then
   # one that fails is named in oracle-failed.txt and the score stage refuses the round.
   j=1
   while [ -f "$inputs/oracle/$j/solve.sh" ]; do
-    if ! (cd /app && bash "$inputs/oracle/$j/solve.sh") > "/var/cache/grader/solve-$j.txt" 2>&1; then
+    if ! (cd "$app" && bash "$inputs/oracle/$j/solve.sh") > "/var/cache/grader/solve-$j.txt" 2>&1; then
       { echo "the reference solve.sh of round $j failed"; tail -c 4096 "/var/cache/grader/solve-$j.txt"; } \
         > "$cap/oracle-failed.txt"
       exit 0
     fi
     j=$((j+1))
   done
-  cd /app || exit 1
-  bash /tests/test.sh > "$cap/test-stdout.txt" 2> "$cap/test-stderr.txt"
+  cd "$app" || exit 1
+  "${limit[@]}" bash /tests/test.sh > "$cap/test-stdout.txt" 2> "$cap/test-stderr.txt"
   echo "$?" > "$cap/tests-exit.txt"
   truncate -s '<16M' "$cap/test-stdout.txt" "$cap/test-stderr.txt"
   exit 0
@@ -69,11 +82,28 @@ copy() {
   head -c "$2" "$cap/$1" > "$out/$1" || { echo "refusing to write $out/$1: it exists" >&2; exit 1; }
 }
 copy test-stdout.txt $((16 << 20))
+# A Harbor task (`eval import harbor` writes the `workdir` file) is graded whatever its tests
+# print: a round whose tests ran leaves its (maybe empty) output, so the round metrics count it.
+# EvoCode's rounds keep v0.4's reading (no output: ungraded).
+if [ -f "$hidden/workdir" ] && [ -f "$cap/tests-exit.txt" ] && [ ! -e "$out/test-stdout.txt" ]; then
+  : > "$out/test-stdout.txt"
+fi
 copy reward.txt 4096
 reward=0
 if [ -f "$out/reward.txt" ]; then
   r=$(tr -d ' \t\r\n' < "$out/reward.txt")
   if [[ $r =~ ^[0-9]+(\.[0-9]+)?$ ]]; then reward=$r; fi
+else
+  # Harbor's other verifier output: reward.json, {"reward": <number>, …}.
+  copy reward.json 4096
+  if [ -f "$out/reward.json" ]; then
+    r=$(tr -d ' \t\r\n' < "$out/reward.json")
+    if [[ $r =~ \"reward\":([0-9]+(\.[0-9]+)?)[,}] ]]; then
+      reward=${BASH_REMATCH[1]}
+      # The round metrics read reward.txt: the verifier's reward, as Harbor reads reward.json.
+      echo "$reward" > "$out/reward.txt"
+    fi
+  fi
 fi
 passed=0 total=0
 if [ -f "$out/test-stdout.txt" ]; then

@@ -26,8 +26,8 @@ use super::{
 use crate::cli::ImportV04EvocodeArgs;
 
 mod archive;
+use super::harbor_reader::{self, harbor, read_tree, timeout_of};
 use crate::status::{CmdResult, Status};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 const SUITE: &str = "evocode";
 const GRADER_RUNTIME_PATH: &str = "runtimes/v04-evocode-grader/runtime.toml";
 /// eval's wrapper around one round's `tests/test.sh`, in every round's hidden directory.
-const GRADE_SH: &str = include_str!("evocode-grade.sh");
+pub(super) const GRADE_SH: &str = include_str!("evocode-grade.sh");
 const PROTOCOL_TEMPLATE: &str = include_str!("evocode-protocol.toml.in");
 /// The grader's writable, executable paths: where Harbor's tests expect the workspace, the
 /// tests, their logs and the binaries they build, and Go's caches.
@@ -67,9 +67,7 @@ const BASE_FROM: &[&str] = &[
     "debian:",
     "docker.io/library/debian:",
 ];
-/// The most steps a task may have (the task format's limit), bytes and files of one tree.
-const MAX_FILE_BYTES: u64 = 4 << 20;
-const MAX_TREE_FILES: usize = 2000;
+/// The most tasks one import reads.
 const MAX_TASKS: usize = 100;
 
 /// v0.4's EvoCode arms (Plan Lattice 0414dfa `eval/v0.4/frozen-manifest.json`), baseline first;
@@ -108,40 +106,6 @@ const ARMS: [Arm; 3] = [
 const BASELINE: &str = "native";
 const CANDIDATE: &str = "v0.4-lattice";
 const REPETITIONS: usize = 2;
-
-/// Harbor's `task.toml`, the fields read (the rest is kept out of the way, not refused).
-#[derive(Deserialize)]
-struct HarborToml {
-    #[serde(default)]
-    multi_step_reward_strategy: Option<String>,
-    #[serde(default)]
-    metadata: Metadata,
-    #[serde(default)]
-    agent: Timeout,
-    #[serde(default)]
-    steps: Vec<HarborStep>,
-}
-
-#[derive(Default, Deserialize)]
-struct Metadata {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    category: Option<String>,
-}
-
-#[derive(Default, Deserialize)]
-struct Timeout {
-    #[serde(default)]
-    timeout_sec: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct HarborStep {
-    name: Option<String>,
-    #[serde(default)]
-    agent: Timeout,
-}
 
 /// One task, read and checked.
 struct EvoTask {
@@ -184,13 +148,6 @@ pub fn run(args: &ImportV04EvocodeArgs) -> CmdResult {
     println!("  eval plan --matrix {}", args.protocol);
     println!("  eval freeze --protocol {}", args.protocol);
     Ok(Status::Ok)
-}
-
-fn harbor(path: impl Into<PathBuf>, why: impl Into<String>) -> ImportError {
-    ImportError::Harbor {
-        path: path.into(),
-        why: why.into(),
-    }
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
@@ -388,50 +345,8 @@ impl Source {
 
 /// Every task directory of `from` (those with a `task.toml`), sorted; `wanted` selects.
 fn read_tasks(from: &Path, wanted: &[String]) -> Result<Vec<EvoTask>, ImportError> {
-    let entries = std::fs::read_dir(from).map_err(|source| ImportError::Read {
-        path: from.to_path_buf(),
-        source,
-    })?;
-    let mut ids = Vec::new();
-    for e in entries {
-        let e = e.map_err(|source| ImportError::Read {
-            path: from.to_path_buf(),
-            source,
-        })?;
-        let md = std::fs::symlink_metadata(e.path()).map_err(|source| ImportError::Read {
-            path: e.path(),
-            source,
-        })?;
-        if md.is_dir() && std::fs::symlink_metadata(e.path().join("task.toml")).is_ok() {
-            let id = e
-                .file_name()
-                .to_str()
-                .map(str::to_owned)
-                .ok_or_else(|| harbor(e.path(), "not a UTF-8 name"))?;
-            ids.push(id);
-        }
-    }
-    ids.sort();
-    if ids.is_empty() {
-        return Err(harbor(from, "no task directory (DIR/<task>/task.toml)"));
-    }
-    if ids.len() > MAX_TASKS {
-        return Err(harbor(from, format!("more than {MAX_TASKS} tasks")));
-    }
-    let mut want = BTreeSet::new();
-    for w in wanted {
-        if !ids.contains(w) {
-            return Err(ImportError::UnknownTask {
-                id: w.clone(),
-                known: ids.clone(),
-            });
-        }
-        if !want.insert(w.as_str()) {
-            return Err(ImportError::TaskTwice(w.clone()));
-        }
-    }
-    ids.iter()
-        .filter(|id| want.is_empty() || want.contains(id.as_str()))
+    harbor_reader::task_ids(from, wanted, MAX_TASKS)?
+        .iter()
         .map(|id| read_task(from, id))
         .collect()
 }
@@ -451,10 +366,7 @@ fn read_task(from: &Path, id: &str) -> Result<EvoTask, ImportError> {
     };
     let toml_bytes = read_input(&root, "task.toml")?;
     record("task.toml", &toml_bytes);
-    let text = std::str::from_utf8(&toml_bytes)
-        .map_err(|_| harbor(root.join("task.toml"), "not UTF-8"))?;
-    let spec: HarborToml =
-        toml::from_str(text).map_err(|e| harbor(root.join("task.toml"), e.to_string()))?;
+    let spec = harbor_reader::parse(&root.join("task.toml"), &toml_bytes)?;
     if let Some(s) = &spec.multi_step_reward_strategy
         && s != "mean"
     {
@@ -478,33 +390,19 @@ fn read_task(from: &Path, id: &str) -> Result<EvoTask, ImportError> {
             ),
         ));
     }
-    let default_timeout = timeout_of(spec.agent.timeout_sec, 1800, &root, "agent.timeout_sec")?;
-    let mut names = Vec::new();
+    let default_timeout = timeout_of(
+        spec.agent.timeout_sec,
+        1800,
+        &root.join("task.toml"),
+        "agent.timeout_sec",
+    )?;
+    let names = harbor_reader::step_names(&spec, &root.join("task.toml"))?;
     let mut round_timeouts = Vec::new();
     for (i, s) in spec.steps.iter().enumerate() {
-        let field = format!("steps[{i}].name");
-        let name = s
-            .name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| harbor(root.join("task.toml"), format!("{field} is missing")))?;
-        if name.contains('/') || safe_relative(name).is_err() {
-            return Err(harbor(
-                root.join("task.toml"),
-                format!("{field} = {name:?}: not a plain directory name"),
-            ));
-        }
-        if names.iter().any(|n: &String| n == name) {
-            return Err(harbor(
-                root.join("task.toml"),
-                format!("{field} = {name:?}: declared twice"),
-            ));
-        }
-        names.push(name.to_owned());
         round_timeouts.push(timeout_of(
             s.agent.timeout_sec,
             default_timeout,
-            &root,
+            &root.join("task.toml"),
             &format!("steps[{i}].agent.timeout_sec"),
         )?);
     }
@@ -568,8 +466,14 @@ fn read_task(from: &Path, id: &str) -> Result<EvoTask, ImportError> {
     let env_names: BTreeSet<String> = env_files.into_iter().map(|(r, _)| r).collect();
     let docker = translate(docker_text, &env_names)
         .map_err(|(line, why)| harbor(env_dir.join("Dockerfile"), format!("line {line}: {why}")))?;
-    let title = spec.metadata.name.clone().unwrap_or_else(|| id.to_owned());
-    let title = match &spec.metadata.category {
+    let meta = |k: &str| {
+        spec.metadata
+            .get(k)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let title = meta("name").unwrap_or_else(|| id.to_owned());
+    let title = match meta("category") {
         Some(c) => format!("{title} ({c})"),
         None => title,
     };
@@ -583,93 +487,6 @@ fn read_task(from: &Path, id: &str) -> Result<EvoTask, ImportError> {
         solutions,
         docker,
     })
-}
-
-/// A Harbor timeout in whole seconds (rounded up), positive and finite.
-fn timeout_of(v: Option<f64>, default: u64, root: &Path, field: &str) -> Result<u64, ImportError> {
-    match v {
-        None => Ok(default),
-        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Ok(s.ceil() as u64),
-        Some(s) => Err(harbor(
-            root.join("task.toml"),
-            format!("{field} = {s}: not a positive number of seconds up to a day"),
-        )),
-    }
-}
-
-/// Every regular file beneath `root` (relative path → bytes), sorted; links, special files and
-/// unsafe names are refused naming the path; sizes and counts are capped.
-fn read_tree(root: &Path) -> Result<Vec<(String, Vec<u8>)>, ImportError> {
-    match std::fs::symlink_metadata(root) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(harbor(root, "not a directory")),
-        Err(source) => {
-            return Err(ImportError::Read {
-                path: root.to_path_buf(),
-                source,
-            });
-        }
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![String::new()];
-    while let Some(rel) = stack.pop() {
-        let here = if rel.is_empty() {
-            root.to_path_buf()
-        } else {
-            root.join(&rel)
-        };
-        let entries = std::fs::read_dir(&here).map_err(|source| ImportError::Read {
-            path: here.clone(),
-            source,
-        })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| ImportError::Read {
-                path: here.clone(),
-                source,
-            })?;
-            let path = entry.path();
-            let name = entry
-                .file_name()
-                .to_str()
-                .map(str::to_owned)
-                .ok_or_else(|| harbor(&path, "not a UTF-8 name"))?;
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            safe_relative(&child).map_err(|why| harbor(&path, why))?;
-            let md = std::fs::symlink_metadata(&path).map_err(|source| ImportError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            if md.is_dir() {
-                stack.push(child);
-            } else if md.is_file() {
-                if md.len() > MAX_FILE_BYTES {
-                    return Err(ImportError::TooLarge {
-                        path,
-                        cap: MAX_FILE_BYTES,
-                    });
-                }
-                let bytes = std::fs::read(&path).map_err(|source| ImportError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
-                out.push((child, bytes));
-                if out.len() > MAX_TREE_FILES {
-                    return Err(harbor(root, format!("more than {MAX_TREE_FILES} files")));
-                }
-            } else {
-                return Err(ImportError::NotRegular {
-                    path,
-                    what: "a link or special file".into(),
-                });
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// Translates a task's `environment/Dockerfile` onto eval's Go base, or names the line (1-based,
@@ -791,7 +608,7 @@ pub fn translate(text: &str, files: &BTreeSet<String>) -> Result<Translated, (us
 
 /// The Dockerfile's instructions with the line each starts on: comments and blank lines
 /// dropped, `\` continuations joined.
-fn instructions(text: &str) -> Vec<(usize, String)> {
+pub(super) fn instructions(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut cur: Option<(usize, String)> = None;
     for (i, raw) in text.lines().enumerate() {
@@ -905,7 +722,7 @@ fn satisfied(cmd: &str) -> Result<(), String> {
 
 /// The grader wrapper's `env` file: one `KEY=VALUE` per line (values checked by [`env_pairs`]
 /// to hold no `$`, `\` or `'`).
-fn env_file(env: &[(String, String)]) -> String {
+pub(super) fn env_file(env: &[(String, String)]) -> String {
     env.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
 }
 
@@ -924,21 +741,17 @@ fn cordis_patch(config: &[(&str, &str)]) -> String {
 }
 
 /// The score stage (runs no agent code, sees no workspace); the run stage is [`GRADER_RUN`].
-const GRADER_COMMAND: &str =
+pub(super) const GRADER_COMMAND: &str =
     r#"["/bin/bash", "{hidden}/grade.sh", "score", "{hidden}", "{capture}", "{out}"]"#;
 /// The run stage: the round's tests over the agent's code, with the round's hidden directory (its
 /// tests, env, and for an oracle control the reference solutions) as its inputs and Harbor's
 /// `/logs/verifier` as the capture.
-const GRADER_RUN: &str =
+pub(super) const GRADER_RUN: &str =
     r#"["/bin/bash", "{inputs}/grade.sh", "run", "{workspace}", "{inputs}", "{capture}"]"#;
 
 fn task_toml(t: &EvoTask) -> String {
     let total: u64 = t.round_timeouts.iter().sum();
-    let metrics: Vec<String> = ["reward", "cases_passed", "cases_total"]
-        .iter()
-        .chain(eval_core::round_metrics::ROUND_METRICS)
-        .map(|m| q(m))
-        .collect();
+    let metrics = round_task_metrics();
     let mut s = format!(
         r#"# EvoCode-Bench task {id} ({n} rounds), imported by `eval import v04-evocode` from the Harbor
 # multi-step layout (task directory tree sha256 {digest}). Round k's prompt is step k's
@@ -968,6 +781,15 @@ command = {GRADER_COMMAND}
         s.push_str(&format!("\n[[rounds]]\ntimeout_seconds = {secs}\n"));
     }
     s
+}
+
+/// A Harbor-graded round task's metrics: the grader's `score.json` and the round metrics.
+pub(super) fn round_task_metrics() -> Vec<String> {
+    ["reward", "cases_passed", "cases_total"]
+        .iter()
+        .chain(eval_core::round_metrics::ROUND_METRICS)
+        .map(|m| q(m))
+        .collect()
 }
 
 fn grader_runtime_toml(image: &str) -> String {
@@ -1088,7 +910,7 @@ fn protocol_toml(
         .replace("@WALL@", &wall.to_string())
         .replace("@ARMS@", &arms);
     if has_oracle(tasks) {
-        with_controls(&text)
+        with_controls(&text, SUITE)
     } else {
         text
     }
@@ -1110,10 +932,12 @@ fn has_oracle(tasks: &[EvoTask]) -> bool {
 /// oracle runs each round's reference `solve.sh` before that round's tests
 /// (`run/controls.rs`, `oracle_round_hidden`) and must reach a mean reward of 1 (every round
 /// passed); the nop, the starting workspace graded by every round, must stay below it.
-fn with_controls(protocol: &str) -> String {
-    let controls = "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader once per round before any statistical slot\n# (no agent, no model call): the oracle runs the reference solve.sh of rounds 1..k before round k's\n# tests, the nop changes nothing, exploit:forge-reward's program writes the reward and passing case\n# lines itself. grader_valid: every oracle passes every round, every nop does not, the exploit\n# scores no more than the nop.\n[suites.evocode.controls]\narms = [\"oracle\", \"nop\", \"exploit:forge-reward\"]\nmetric = \"rounds_mean_reward\"\npass_at_least = 1\n";
+pub(super) fn with_controls(protocol: &str, suite: &str) -> String {
+    let controls = format!(
+        "max_oracle_calls = 0\n\n# Control arms, graded by this suite's own grader once per round before any statistical slot\n# (no agent, no model call): the oracle runs the reference solve.sh of rounds 1..k before round k's\n# tests, the nop changes nothing, exploit:forge-reward's program writes the reward and passing case\n# lines itself. grader_valid: every oracle passes every round, every nop does not, the exploit\n# scores no more than the nop.\n[suites.{suite}.controls]\narms = [\"oracle\", \"nop\", \"exploit:forge-reward\"]\nmetric = \"rounds_mean_reward\"\npass_at_least = 1\n"
+    );
     let rule = "statistic = \"accounting_complete\"\nop = \"is_true\"\n";
-    protocol.replacen("max_oracle_calls = 0\n", controls, 1).replacen(
+    protocol.replacen("max_oracle_calls = 0\n", &controls, 1).replacen(
         rule,
         &format!(
             "{rule}[[gates.rules]]\nid = \"grader_valid\"\nstatistic = \"grader_valid\"\nop = \"is_true\"\n"

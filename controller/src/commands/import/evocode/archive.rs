@@ -11,8 +11,9 @@
 //! the bytes decompressed. The import then reads the temporary directory as it reads `--from
 //! DIR`.
 
+use super::super::harbor_reader::{MAX_FILE_BYTES, MAX_TREE_FILES};
 use super::super::{ImportError, safe_relative};
-use super::{MAX_FILE_BYTES, MAX_TASKS, MAX_TREE_FILES, harbor};
+use super::{MAX_TASKS, harbor};
 use std::collections::BTreeSet;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
