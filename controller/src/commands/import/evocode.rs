@@ -19,7 +19,7 @@
 //! input checks out and no target exists. The inputs are copied into the user's project, never
 //! into this repository.
 
-use super::{
+use super::common::{
     AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
     PACKAGE_V04, PINNED, dsh_support_files, q, read_input, safe_relative, write_all,
 };
@@ -67,8 +67,6 @@ const BASE_FROM: &[&str] = &[
     "debian:",
     "docker.io/library/debian:",
 ];
-/// The most tasks one import reads.
-const MAX_TASKS: usize = 100;
 
 /// v0.4's EvoCode arms (Plan Lattice 0414dfa `eval/v0.4/frozen-manifest.json`), baseline first;
 /// the plugin rows are what `armPluginConfig` (`driver/lib/profile.mjs`) computes for them.
@@ -345,7 +343,7 @@ impl Source {
 
 /// Every task directory of `from` (those with a `task.toml`), sorted; `wanted` selects.
 fn read_tasks(from: &Path, wanted: &[String]) -> Result<Vec<EvoTask>, ImportError> {
-    harbor_reader::task_ids(from, wanted, MAX_TASKS)?
+    harbor_reader::task_ids(from, wanted, archive::MAX_TASKS)?
         .iter()
         .map(|id| read_task(from, id))
         .collect()
@@ -832,7 +830,7 @@ tmpfs_mb = 2048
 fn matrix_toml(name: &str, tasks: &[EvoTask]) -> String {
     let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
     let arms: Vec<&str> = ARMS.iter().map(|a| a.0).collect();
-    super::V04Matrix {
+    super::common::V04Matrix {
         name,
         header: "# v0.4's EvoCode suite (written by `eval import v04-evocode`): its tasks, its three arms\n\
 # (baseline first, gated candidate named), two repetitions, infrastructure slots first, v0.4's\n\

@@ -19,11 +19,11 @@
 mod dockerfile;
 mod task;
 
+use super::common::{AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, ImportError, q};
 use super::evocode::{
     GRADE_SH, GRADER_COMMAND, GRADER_RUN, env_file, round_task_metrics, with_controls,
 };
 use super::harbor_reader::{self, harbor};
-use super::{AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, ImportError, q};
 use crate::cli::ImportHarborArgs;
 use crate::status::{CmdResult, Status};
 use std::collections::BTreeMap;
@@ -149,7 +149,7 @@ pub fn import(o: &Options) -> Result<Summary, ImportError> {
     }
     let (files, controls) = plan(o, &tasks, &images);
     // A runtime definition another import wrote with the same bytes is shared.
-    let written = super::write_files(&files, &|rel: &Path| rel.starts_with("runtimes/"))?;
+    let written = super::common::write_files(&files, &|rel: &Path| rel.starts_with("runtimes/"))?;
     // A task whose environment copies nothing into its working directory starts empty: the
     // bundle still has its (empty) workspace/.
     for t in &tasks {
@@ -258,7 +258,7 @@ fn plan(o: &Options, tasks: &[HarborTask], images: &[String]) -> (Files, bool) {
                 .replace(AGENT_IMAGE_PLACEHOLDER, image)
                 .into_bytes(),
         );
-        for (rel, bytes) in super::dsh_support_files(AGENT_RUNTIME_PATH) {
+        for (rel, bytes) in super::common::dsh_support_files(AGENT_RUNTIME_PATH) {
             put(rel, bytes);
         }
     }
@@ -364,7 +364,7 @@ fn grader_runtime_toml(t: &HarborTask, image: &str) -> String {
 fn matrix_toml(o: &Options, tasks: &[HarborTask]) -> String {
     let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
     let arms: Vec<&str> = o.arms.iter().map(|a| a.id.as_str()).collect();
-    super::V04Matrix {
+    super::common::V04Matrix {
         name: &o.protocol,
         header: "# Harbor tasks (written by `eval import harbor`): the arms as named on its command line\n\
 # (baseline first, gated candidate last), infrastructure slots first.\n",

@@ -5,7 +5,7 @@
 //! does not read are ignored, as pydantic ignores unknown keys. A value of the wrong type is
 //! refused naming the file and the field (toml's error names the key).
 
-use super::{ImportError, safe_relative};
+use super::common::{ImportError, safe_relative};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

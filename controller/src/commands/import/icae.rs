@@ -20,7 +20,7 @@
 //! injects it: `json.dumps(…, ensure_ascii=False, indent=2)`, key order kept). Nothing is
 //! written unless every input checks out and no target exists.
 
-use super::{
+use super::common::{
     AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
     PACKAGE_V04, PINNED, dsh_support_files, q, read_input, safe_relative, write_all, write_new,
 };
@@ -28,6 +28,7 @@ use crate::cli::ImportV04IcaeArgs;
 
 mod archive;
 use crate::status::{CmdResult, Status};
+use archive::bad;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -149,13 +150,6 @@ pub fn run(args: &ImportV04IcaeArgs) -> CmdResult {
     Ok(Status::Ok)
 }
 
-fn bad(path: impl Into<PathBuf>, why: impl Into<String>) -> ImportError {
-    ImportError::Icae {
-        path: path.into(),
-        why: why.into(),
-    }
-}
-
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
 pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
@@ -272,7 +266,7 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
             format!("{tdir}/prompt.md"),
             PROMPT_TEMPLATE
                 .replace("@LANGUAGE@", t.language)
-                .replace("@TOOLCHAINS@", &super::agent_toolchains())
+                .replace("@TOOLCHAINS@", &super::common::agent_toolchains())
                 .replace("@MAX_QUESTIONS@", &MAX_QUESTIONS.to_string())
                 .into_bytes(),
         );
@@ -1028,7 +1022,7 @@ fn matrix_toml(name: &str, tasks: &[IcaeTask]) -> String {
         .or(ids.first())
         .copied()
         .unwrap_or_default();
-    super::V04Matrix {
+    super::common::V04Matrix {
         name,
         header: "# v0.4's ICAE suite (written by `eval import v04-icae`): its tasks, its three arms (baseline\n\
 # first, gated candidate named), two repetitions, infrastructure slots first, v0.4's order\n\

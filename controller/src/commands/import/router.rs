@@ -7,7 +7,7 @@
 //! input is opened like `v04-simple`'s (`read_input`: no links, regular files, size-capped). The
 //! prompts are inputs, copied into the user's project, never into this repository.
 
-use super::{
+use super::common::{
     DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
     dsh_support_files, q, read_input, write_new,
 };

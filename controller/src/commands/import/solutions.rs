@@ -2,7 +2,7 @@
 //! becomes the task's frozen `solution/`, and the protocol gets the suite's control arms and the
 //! `grader_valid` integrity rule.
 
-use super::ImportError;
+use super::common::ImportError;
 use std::path::Path;
 
 /// Control arms of the imported suite: the oracle, the nop, and every library exploit that ends
@@ -133,7 +133,7 @@ pub fn read(dir: &Path, id: &str) -> Result<Vec<(String, Vec<u8>)>, ImportError>
             } else {
                 format!("{rel}/{name}")
             };
-            super::safe_relative(&child).map_err(|why| bad(&path, why.into()))?;
+            super::common::safe_relative(&child).map_err(|why| bad(&path, why.into()))?;
             let md = std::fs::symlink_metadata(&path).map_err(|e| bad(&path, e.to_string()))?;
             if md.is_dir() {
                 stack.push(child);

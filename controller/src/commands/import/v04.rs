@@ -7,7 +7,8 @@
 //! here: v0.4's hypotheses and registration (read from `protocols/v0.4`), EvoCode's `task_count`
 //! and bootstrap rules, one budget, and the matrix's six infrastructure slots in v0.4's order.
 
-use super::{ImportError, PACKAGE_V04, icae, q};
+use super::common::{ImportError, PACKAGE_V04, q};
+use super::icae;
 use crate::cli::{
     Grading, ImportV04Args, ImportV04EvocodeArgs, ImportV04IcaeArgs, ImportV04SimpleArgs,
 };
@@ -130,7 +131,7 @@ pub fn run(args: &ImportV04Args) -> CmdResult {
     let files = plan(args)?;
     // Every runtime definition (and the dsh support plugin) is shared with other imports: left
     // alone when it already holds exactly these bytes.
-    let written = super::write_files(&files, &|rel: &Path| rel.starts_with("runtimes"))?;
+    let written = super::common::write_files(&files, &|rel: &Path| rel.starts_with("runtimes"))?;
     let name = &args.protocol;
     if args.simple_tasks.is_empty() && args.icae_tasks.is_empty() && args.evocode_tasks.is_empty() {
         println!(
@@ -204,7 +205,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         allow_unpinned: args.allow_unpinned,
     };
     let parts = [
-        ("simple", super::plan(&simple)?.0),
+        ("simple", super::simple::plan(&simple)?.0),
         ("icae", icae::plan(&icae_args)?.0),
         ("evocode", super::evocode::plan(&evocode_args)?.0),
     ];

@@ -11,12 +11,14 @@
 //! the bytes decompressed. The import then reads the temporary directory as it reads `--from
 //! DIR`.
 
-use super::super::harbor_reader::{MAX_FILE_BYTES, MAX_TREE_FILES};
-use super::super::{ImportError, safe_relative};
-use super::{MAX_TASKS, harbor};
+use super::super::common::{ImportError, safe_relative};
+use super::super::harbor_reader::{MAX_FILE_BYTES, MAX_TREE_FILES, harbor};
 use std::collections::BTreeSet;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
+
+/// The most tasks one import reads.
+pub(super) const MAX_TASKS: usize = 100;
 
 /// The dataset archive's sha256 (dataset commit `9fcae3e5539d1c0e85e2481fe06bd6af42cc4bc6`,
 /// 70,121,019 bytes; Plan Lattice `main` `eval/long-system/v27/frozen-manifest.json`).

@@ -3,8 +3,8 @@
 //! directory (the workspace, Harbor's WORKDIR), and which files of `environment/` it copies into
 //! that directory (the agent's starting workspace). Nothing else is interpreted.
 
+use super::super::common::safe_relative;
 use super::super::evocode::instructions;
-use super::super::safe_relative;
 use std::collections::BTreeMap;
 
 /// A Dockerfile as eval reads it.

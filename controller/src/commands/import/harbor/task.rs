@@ -3,8 +3,8 @@
 //! `[[steps]]` and has `steps/<name>/instruction.md`, `steps/<name>/tests/` (else the shared
 //! `tests/`) and `steps/<name>/solution/`. Either way each step becomes one round.
 
+use super::super::common::{ImportError, read_input};
 use super::super::harbor_reader::{self, HarborToml, harbor, read_tree, strip_canary, timeout_of};
-use super::super::{ImportError, read_input};
 use super::dockerfile;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

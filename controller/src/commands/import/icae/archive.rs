@@ -8,11 +8,17 @@
 //! directories and regular files only, plain names (`safe_relative`), no member twice, caps on
 //! a file's bytes, the bytes written, the members read and the bytes decompressed.
 
-use super::super::{ImportError, safe_relative};
-use super::bad;
+use super::super::common::{ImportError, safe_relative};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+
+pub(super) fn bad(path: impl Into<PathBuf>, why: impl Into<String>) -> ImportError {
+    ImportError::Icae {
+        path: path.into(),
+        why: why.into(),
+    }
+}
 
 pub const RCB_ARCHIVE: &str = "rcb_tests_repos.tar.gz";
 pub const PRD_ARCHIVE: &str = "icae_prd_bundle.tar.gz";
@@ -166,7 +172,7 @@ fn read_members(
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(write_err)?;
         }
-        super::super::write_new(&target, &body).map_err(write_err)?;
+        super::super::common::write_new(&target, &body).map_err(write_err)?;
         files += 1;
     }
     Ok(files)
