@@ -200,6 +200,38 @@ fn the_site_escapes_what_agents_wrote_and_every_link_resolves() {
     }
 }
 
+/// A suite the protocol runs without control arms is a warning, not a reason: the site's front
+/// page shows every warning of the report (escaped), as its text and Markdown do.
+#[test]
+fn the_front_page_shows_the_reports_warnings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = hostile_run(tmp.path());
+    let data = eval_report::data::build(
+        &run.root,
+        &run.state,
+        &run.matrix,
+        &crate::driver::running(),
+    )
+    .unwrap();
+    let mut report = crate::commands::report::publish(&data, &run.state, None).unwrap();
+    let plain = tmp.path().join("plain");
+    write(&run.state, &data, &report, &plain).unwrap();
+    let before = std::fs::read_to_string(plain.join("index.html")).unwrap();
+    for w in &report.warnings {
+        assert!(
+            before.contains(&eval_evidence::report::render::esc(w)),
+            "{w}"
+        );
+    }
+    let warning = format!("suite simple runs without control arms: {HOSTILE}");
+    report.warnings.push(warning.clone());
+    let out = tmp.path().join("site");
+    write(&run.state, &data, &report, &out).unwrap();
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(index.contains("<ul id=\"warnings\">"), "{index}");
+    assert!(index.contains(&eval_evidence::report::render::esc(&warning)));
+}
+
 #[test]
 fn out_must_be_new_empty_or_an_earlier_site_and_the_ledger_must_still_be_the_reports() {
     let tmp = tempfile::tempdir().unwrap();

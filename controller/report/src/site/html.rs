@@ -219,6 +219,16 @@ impl<'a> Site<'a> {
             }
             let _ = writeln!(o, "</ul>");
         }
+        // What protects a result but was switched off by the protocol (a suite without control
+        // arms): not a reason, since the protocol said so before the run, but shown on the front
+        // page as the report's text and Markdown show it.
+        if !r.warnings.is_empty() {
+            let _ = writeln!(o, "<h2>Warnings</h2><ul id=\"warnings\">");
+            for x in &r.warnings {
+                long_item(&mut o, x);
+            }
+            let _ = writeln!(o, "</ul>");
+        }
         if r.checks.fixture_upstream {
             let _ = writeln!(
                 o,
