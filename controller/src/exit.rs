@@ -359,8 +359,8 @@ failure_from!(crate::commands::demo::DemoError, demo_status);
 /// line, and the project it would write into. A package whose bytes differ from the digest
 /// `SHA256SUMS` pins is 2 as well: nothing has been frozen or recorded yet, so no evidence is at
 /// fault; the user fetches the right package and reruns.
-pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
-    use crate::commands::import::ImportError as E;
+pub fn import_status(e: &eval_import::ImportError) -> Status {
+    use eval_import::ImportError as E;
     match e {
         E::ProtocolName(_)
         | E::ImageId { .. }
@@ -403,7 +403,7 @@ pub fn import_status(e: &crate::commands::import::ImportError) -> Status {
         | E::IcaeUnpinned(_) => Status::Usage,
     }
 }
-failure_from!(crate::commands::import::ImportError, import_status);
+failure_from!(eval_import::ImportError, import_status);
 
 /// `eval regrade`: a run that is not there, not finished, a smoke run or live, a grader or task
 /// the command line names badly, the engine or the host are 2; a run ledger or regrade ledger
@@ -994,7 +994,7 @@ mod tests {
     /// users grep them): the file, task, key or flag at fault.
     #[test]
     fn import_errors_map_by_kind_with_their_messages() {
-        use crate::commands::import::ImportError as E;
+        use eval_import::ImportError as E;
         let cases: Vec<(E, &str)> = vec![
             (
                 E::ProtocolName("-x".into()),

@@ -18,7 +18,7 @@ use std::path::Path;
 
 /// Circles allowed for now: a circle is reported unless every file in it starts with one of these
 /// prefixes, each with why it waits. Empty: the workspace has none (issue 35 broke the last, the
-/// importers', by moving what they share into `controller/src/commands/import/common.rs`).
+/// importers', by moving what they share into `controller/import/src/common.rs`).
 const PENDING: &[(&str, &str)] = &[];
 
 #[test]

@@ -280,7 +280,7 @@ fn grader_validity_is_on_by_default_with_evals_own_solutions() {
         protocol.contains("statistic = \"grader_valid\""),
         "{protocol}"
     );
-    let shipped = repo_root().join("controller/src/commands/import/simple-solutions");
+    let shipped = repo_root().join("controller/import/src/simple-solutions");
     for (task, file) in [
         ("simple-js-clamp", "src/clamp.js"),
         ("simple-python-whitespace", "text_utils.py"),

@@ -20,7 +20,7 @@ pub const TASKS: [&str; 6] = [
 ];
 
 pub fn solutions() -> PathBuf {
-    repo_root().join("controller/src/commands/import/simple-solutions")
+    repo_root().join("controller/import/src/simple-solutions")
 }
 
 pub fn import(project: &Path, dsh: &str, grader: &str, extra: &[&str]) -> std::process::Output {

@@ -4,7 +4,7 @@
 # what their environment/Dockerfile (FROM golang:…) is translated onto:
 #   Debian bookworm minbase from the machine's Debian mirror
 #   + APT_PACKAGES below (bookworm): the packages a translated Dockerfile's `apt-get install` may
-#     name (controller/src/commands/import/evocode.rs `BASE_PACKAGES` lists the same, with what
+#     name (controller/import/src/evocode.rs `BASE_PACKAGES` lists the same, with what
 #     minbase brings)
 #   + Go 1.22 (apt `golang-1.22-go` from bookworm-backports: V04-SUITES.md's toolchain; bookworm
 #     has 1.19)

@@ -8,8 +8,6 @@
 
 use super::common::*;
 use super::solutions;
-use crate::cli::ImportV04SimpleArgs;
-use crate::status::{CmdResult, Status};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,27 +102,45 @@ struct Task {
     json: serde_json::Value,
 }
 
-pub(super) fn v04_simple(args: &ImportV04SimpleArgs) -> CmdResult {
-    let (files, tasks) = plan(args)?;
-    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
-    println!(
-        "imported v0.4's simple suite as protocol {} ({} files written): tasks {}, arms {}",
-        args.protocol,
-        written,
-        tasks.join(", "),
-        ARMS.map(|a| a.id).join(", ")
-    );
-    println!("next:");
-    println!("  eval plan --matrix {}", args.protocol);
-    println!("  eval freeze --protocol {}", args.protocol);
-    println!(
-        "  eval run --matrix {} --upstream URL --api-key-env VAR",
-        args.protocol
-    );
-    Ok(Status::Ok)
+/// What `eval import v04-simple` is asked to do (its flags, as given).
+pub struct Options {
+    pub from: PathBuf,
+    pub protocol: String,
+    /// Empty: every task.
+    pub tasks: Vec<String>,
+    pub dsh_image: String,
+    pub grader_image: String,
+    pub router_identity: Option<String>,
+    pub public_key: Option<String>,
+    pub upstream: Option<String>,
+    pub tls_spki_sha256: Vec<String>,
+    pub solutions: Option<PathBuf>,
+    pub no_controls: bool,
+    pub allow_unpinned: bool,
+    pub grading: Grading,
 }
 
-pub(super) fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), ImportError> {
+/// Which grading of the same assertions the gates read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grading {
+    /// v0.4's own grader (`score`).
+    V04,
+    /// eval's hardened grading (`hardened_score`).
+    Hardened,
+}
+
+/// Checks every input, then writes the suite; the summary names its tasks and arms.
+pub fn import(args: &Options) -> Result<Summary, ImportError> {
+    let (files, tasks) = plan(args)?;
+    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
+    Ok(Summary {
+        written,
+        tasks,
+        arms: ARMS.map(|a| a.id.to_owned()).to_vec(),
+    })
+}
+
+pub(super) fn plan(args: &Options) -> Result<(Files, Vec<String>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));
@@ -186,7 +202,7 @@ pub(super) fn plan(args: &ImportV04SimpleArgs) -> Result<(Files, Vec<String>), I
     } else {
         protocol = solutions::with_controls(&protocol);
     }
-    if args.grading == crate::cli::Grading::Hardened {
+    if args.grading == Grading::Hardened {
         protocol = solutions::hardened_gates(&protocol);
     }
     put(format!("{pdir}/protocol.toml"), protocol.into_bytes());
@@ -563,7 +579,7 @@ fn preconditions_toml(router: Option<&eval_core::Digest>) -> String {
 /// The protocol's `[signing]` (from `--public-key`, in the key's canonical text) and
 /// `[upstream]` (from `--upstream` and `--tls-spki-sha256`), each checked as `eval freeze` would
 /// check it; without them a comment saying what is missing for a release.
-fn custody_toml(args: &ImportV04SimpleArgs) -> Result<String, ImportError> {
+fn custody_toml(args: &Options) -> Result<String, ImportError> {
     let mut out = String::new();
     match &args.public_key {
         Some(text) => {

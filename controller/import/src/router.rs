@@ -9,10 +9,8 @@
 
 use super::common::{
     DSH_IMAGE_PLACEHOLDER, DSH_PROFILE_PATCH, DSH_RUNTIME, ImportError, PACKAGE_V04, PINNED,
-    dsh_support_files, q, read_input, write_new,
+    Summary, dsh_support_files, q, read_input, write_new,
 };
-use crate::cli::ImportV04RouterArgs;
-use crate::status::{CmdResult, Status};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -269,19 +267,30 @@ fn rows(from: &Path, allow_unpinned: bool) -> Result<Vec<Row>, ImportError> {
     Ok(out)
 }
 
-pub(super) fn run(args: &ImportV04RouterArgs) -> CmdResult {
+/// What `eval import v04-router` is asked to do (its flags, as given).
+pub struct Options {
+    pub from: PathBuf,
+    /// The Plan Lattice package to evaluate.
+    pub package: PathBuf,
+    pub protocol: String,
+    pub dsh_image: String,
+    pub allow_unpinned: bool,
+}
+
+/// Checks every input, then writes the protocol; the summary names the arms (no task list: the
+/// command prints none).
+pub fn import(args: &Options) -> Result<Summary, ImportError> {
     let (files, dirs) = plan(args)?;
     let project = Path::new(".");
     for rel in files.keys().chain(&dirs) {
         match std::fs::symlink_metadata(project.join(rel)) {
-            Ok(_) => return Err(ImportError::Exists(rel.clone()).into()),
+            Ok(_) => return Err(ImportError::Exists(rel.clone())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => {
                 return Err(ImportError::Target {
                     path: rel.clone(),
                     source,
-                }
-                .into());
+                });
             }
         }
     }
@@ -302,24 +311,18 @@ pub(super) fn run(args: &ImportV04RouterArgs) -> CmdResult {
             source,
         })?;
     }
-    let name = &args.protocol;
-    println!(
-        "imported v0.4's router gate as protocol {name} ({} files written): arms native, {CANDIDATE}; model-free",
-        files.len()
-    );
-    println!("next:");
-    println!("  eval plan --matrix {name}");
-    println!("  eval freeze --protocol {name}");
-    println!("  eval run --matrix {name} --upstream model-free");
-    println!("  eval report --matrix {name}");
-    Ok(Status::Ok)
+    Ok(Summary {
+        written: files.len(),
+        tasks: Vec::new(),
+        arms: vec!["native".to_owned(), CANDIDATE.to_owned()],
+    })
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
 /// The files to write, and the empty directories (each task's `workspace/`: the router reads only
 /// the prompt, so the Harness starts in an empty working tree).
-fn plan(args: &ImportV04RouterArgs) -> Result<(Files, Vec<PathBuf>), ImportError> {
+fn plan(args: &Options) -> Result<(Files, Vec<PathBuf>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));

@@ -22,12 +22,11 @@
 
 use super::common::{
     AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
-    PACKAGE_V04, PINNED, dsh_support_files, q, read_input, safe_relative, write_all, write_new,
+    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_all,
+    write_new,
 };
-use crate::cli::ImportV04IcaeArgs;
 
 mod archive;
-use crate::status::{CmdResult, Status};
 use archive::bad;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -135,24 +134,33 @@ struct IcaeTask {
     digest: String,
 }
 
-pub fn run(args: &ImportV04IcaeArgs) -> CmdResult {
-    let (files, ids) = plan(args)?;
+/// What `eval import v04-icae` is asked to do (its flags, as given).
+pub struct Options {
+    pub from: PathBuf,
+    /// Plan Lattice's package of the two plugin arms.
+    pub package: PathBuf,
+    pub protocol: String,
+    /// Empty: v0.4's six.
+    pub tasks: Vec<String>,
+    pub dsh_image: String,
+    pub grader_image: String,
+    pub allow_unpinned: bool,
+}
+
+/// Checks every input, then writes the suite; the summary names its tasks and arms.
+pub fn import(args: &Options) -> Result<Summary, ImportError> {
+    let (files, tasks) = plan(args)?;
     let written = write_all(&files, GRADER_RUNTIME_PATH)?;
-    println!(
-        "imported v0.4's ICAE suite as protocol {} ({written} files written): tasks {}, arms {}",
-        args.protocol,
-        ids.join(", "),
-        ARMS.map(|a| a.0).join(", ")
-    );
-    println!("next:");
-    println!("  eval plan --matrix {}", args.protocol);
-    println!("  eval freeze --protocol {}", args.protocol);
-    Ok(Status::Ok)
+    Ok(Summary {
+        written,
+        tasks,
+        arms: ARMS.map(|a| a.0.to_owned()).to_vec(),
+    })
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
-pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), ImportError> {
+pub(super) fn plan(args: &Options) -> Result<(Files, Vec<String>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));
@@ -304,7 +312,7 @@ pub(super) fn plan(args: &ImportV04IcaeArgs) -> Result<(Files, Vec<String>), Imp
 /// `fuzzy_suffix.md`; the archives and those two files must have v0.4's bytes unless
 /// `--allow-unpinned`. Records the archives' digests in `inputs`.
 fn stage(
-    args: &ImportV04IcaeArgs,
+    args: &Options,
     chosen: &[(&'static str, &'static str, &'static str)],
     inputs: &mut Vec<String>,
 ) -> Result<Option<tempfile::TempDir>, ImportError> {

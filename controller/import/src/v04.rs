@@ -7,19 +7,16 @@
 //! here: v0.4's hypotheses and registration (read from `protocols/v0.4`), EvoCode's `task_count`
 //! and bootstrap rules, one budget, and the matrix's six infrastructure slots in v0.4's order.
 
-use super::common::{ImportError, PACKAGE_V04, q};
-use super::icae;
-use crate::cli::{
-    Grading, ImportV04Args, ImportV04EvocodeArgs, ImportV04IcaeArgs, ImportV04SimpleArgs,
-};
-use crate::status::{CmdResult, Status};
+use super::common::{ImportError, PACKAGE_V04, Summary, q};
+use super::simple::Grading;
+use super::{evocode, icae, simple};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
 /// v0.4 as `protocols/v0.4` expresses it: its hypotheses, registration and gate descriptions are
 /// taken from there word for word.
-const V04_PROTOCOL: &str = include_str!("../../../../protocols/v0.4/protocol.toml");
+const V04_PROTOCOL: &str = include_str!("../../../protocols/v0.4/protocol.toml");
 
 /// The suites in v0.4's order (the matrix's suite order is its unshuffled slot order).
 const SUITES: [&str; 3] = ["simple", "icae", "evocode"];
@@ -127,39 +124,42 @@ fn newest_record(dir: &Path) -> Option<String> {
     best.map(|(_, id)| id)
 }
 
-pub fn run(args: &ImportV04Args) -> CmdResult {
+/// What `eval import v04` is asked to do (its flags, as given).
+pub struct Options {
+    /// v0.4's `simple` files (its rc.3 package is also the ICAE and EvoCode plugin arms').
+    pub simple: PathBuf,
+    pub evocode: PathBuf,
+    pub icae: PathBuf,
+    pub protocol: String,
+    pub router_identity: Option<String>,
+    pub public_key: Option<String>,
+    pub upstream: Option<String>,
+    pub tls_spki_sha256: Vec<String>,
+    pub allow_unpinned: bool,
+    pub no_controls: bool,
+    /// Each empty: the suite's v0.4 tasks.
+    pub simple_tasks: Vec<String>,
+    pub icae_tasks: Vec<String>,
+    pub evocode_tasks: Vec<String>,
+    /// `NAME=sha256:…` per base image given instead of its build record.
+    pub images: Vec<String>,
+}
+
+/// Imports the three suites, composes them and writes the result; the summary counts the files.
+pub fn import(args: &Options) -> Result<Summary, ImportError> {
     let files = plan(args)?;
     // Every runtime definition (and the dsh support plugin) is shared with other imports: left
     // alone when it already holds exactly these bytes.
     let written = super::common::write_files(&files, &|rel: &Path| rel.starts_with("runtimes"))?;
-    let name = &args.protocol;
-    if args.simple_tasks.is_empty() && args.icae_tasks.is_empty() && args.evocode_tasks.is_empty() {
-        println!(
-            "imported v0.4 (simple, icae, evocode) as protocol {name} ({written} files written): 90 statistical slots, 6 infrastructure slots"
-        );
-    } else {
-        println!(
-            "imported a reduced v0.4 (a subset of the tasks of simple, icae, evocode; its gates sized to it) as protocol {name} ({written} files written)"
-        );
-    }
-    match &args.router_identity {
-        Some(id) => println!(
-            "precondition: paid runs wait for a passed, signed report of the router evaluation {id}"
-        ),
-        None => println!(
-            "precondition: none pinned (no --router-identity): v0.4's router gate is not part of this protocol"
-        ),
-    }
-    println!("next:");
-    println!("  eval plan --matrix {name}");
-    println!("  eval freeze --protocol {name}");
-    println!("  eval run --matrix {name} --upstream URL --api-key-env VAR");
-    Ok(Status::Ok)
+    Ok(Summary {
+        written,
+        ..Summary::default()
+    })
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
-fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
+fn plan(args: &Options) -> Result<Files, ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));
@@ -167,7 +167,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
     let images = images(&args.images)?;
     let image = |n: &str| images.get(n).cloned().unwrap_or_default();
     let package = args.simple.join(PACKAGE_V04);
-    let simple = ImportV04SimpleArgs {
+    let simple = simple::Options {
         from: args.simple.clone(),
         protocol: name.clone(),
         tasks: args.simple_tasks.clone(),
@@ -182,7 +182,7 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         allow_unpinned: args.allow_unpinned,
         grading: Grading::V04,
     };
-    let icae_args = ImportV04IcaeArgs {
+    let icae_args = icae::Options {
         from: args.icae.clone(),
         package: package.clone(),
         protocol: name.clone(),
@@ -191,12 +191,12 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         grader_image: image("dsh-poly"),
         allow_unpinned: args.allow_unpinned,
     };
-    let evocode_args = ImportV04EvocodeArgs {
+    let evocode_args = evocode::Options {
         from: args.evocode.clone(),
         package,
         protocol: name.clone(),
         tasks: if args.evocode_tasks.is_empty() {
-            super::evocode::V04_TASKS.map(str::to_owned).to_vec()
+            evocode::V04_TASKS.map(str::to_owned).to_vec()
         } else {
             args.evocode_tasks.clone()
         },
@@ -205,9 +205,9 @@ fn plan(args: &ImportV04Args) -> Result<Files, ImportError> {
         allow_unpinned: args.allow_unpinned,
     };
     let parts = [
-        ("simple", super::simple::plan(&simple)?.0),
+        ("simple", simple::plan(&simple)?.0),
         ("icae", icae::plan(&icae_args)?.0),
-        ("evocode", super::evocode::plan(&evocode_args)?.0),
+        ("evocode", evocode::plan(&evocode_args)?.0),
     ];
     let protocol_path = PathBuf::from(format!("protocols/{name}/protocol.toml"));
     let matrix_path = PathBuf::from(format!("matrix/{name}.toml"));

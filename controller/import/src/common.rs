@@ -54,10 +54,10 @@ pub(super) fn size_cap(file: &str) -> u64 {
 /// the image with every toolchain v0.4's tasks build with, `runtimes/images/dsh-poly/build.sh`), so
 /// an arm keeps one runtime whatever its tasks' languages; the importer fills in the image id
 /// (`--dsh-image`). The shared profile rows are `runtimes/dsh/`'s (each arm's plugin rows appended).
-pub(super) const AGENT_RUNTIME: &str = include_str!("../../../../runtimes/dsh/poly.toml");
+pub(super) const AGENT_RUNTIME: &str = include_str!("../../../runtimes/dsh/poly.toml");
 pub(super) const AGENT_IMAGE_PLACEHOLDER: &str = "@DSH_POLY_IMAGE_ID@";
 /// The plain dsh runtime (Node only), for `eval import router`'s arms.
-pub(super) const DSH_RUNTIME: &str = include_str!("../../../../runtimes/dsh/runtime.toml");
+pub(super) const DSH_RUNTIME: &str = include_str!("../../../runtimes/dsh/runtime.toml");
 pub(super) const DSH_IMAGE_PLACEHOLDER: &str = "@DSH_IMAGE_ID@";
 /// Where an import writes [`AGENT_RUNTIME`] in the project (its support plugin beside it).
 pub(super) const AGENT_RUNTIME_PATH: &str = "runtimes/dsh-poly/runtime.toml";
@@ -78,8 +78,7 @@ pub(super) fn agent_toolchains() -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
-pub(super) const DSH_PROFILE_PATCH: &str =
-    include_str!("../../../../runtimes/dsh/profile.patch.yml");
+pub(super) const DSH_PROFILE_PATCH: &str = include_str!("../../../runtimes/dsh/profile.patch.yml");
 /// eval's support plugin for the Harness (`runtimes/dsh/eval-support/`), written beside every dsh
 /// runtime an import writes: the runtime's `[[arm.file]]` puts these same bytes into every arm's
 /// layer, baseline included (the Harness's user questions reach `/_eval/clarify` through it).
@@ -87,19 +86,19 @@ pub(super) const DSH_PROFILE_PATCH: &str =
 pub(super) const DSH_SUPPORT: [(&str, &str); 4] = [
     (
         "cordis.patch.yml",
-        include_str!("../../../../runtimes/dsh/eval-support/cordis.patch.yml"),
+        include_str!("../../../runtimes/dsh/eval-support/cordis.patch.yml"),
     ),
     (
         "index.js",
-        include_str!("../../../../runtimes/dsh/eval-support/index.js"),
+        include_str!("../../../runtimes/dsh/eval-support/index.js"),
     ),
     (
         "package.json",
-        include_str!("../../../../runtimes/dsh/eval-support/package.json"),
+        include_str!("../../../runtimes/dsh/eval-support/package.json"),
     ),
     (
         "runner.js",
-        include_str!("../../../../runtimes/dsh/eval-support/runner.js"),
+        include_str!("../../../runtimes/dsh/eval-support/runner.js"),
     ),
 ];
 /// The support plugin's directory beside a runtime definition (its `[[arm.file]]` `src`).
@@ -569,4 +568,13 @@ pub(super) fn fill(template: &str, values: &[(&str, String)]) -> String {
     values
         .iter()
         .fold(template.to_owned(), |t, (k, v)| t.replace(k, v))
+}
+
+/// What an import wrote, for the command to print: the files written, the tasks and the arms
+/// (ids, in the order the import names them; empty where the command prints neither).
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub written: usize,
+    pub tasks: Vec<String>,
+    pub arms: Vec<String>,
 }

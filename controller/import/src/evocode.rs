@@ -21,13 +21,11 @@
 
 use super::common::{
     AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
-    PACKAGE_V04, PINNED, dsh_support_files, q, read_input, safe_relative, write_all,
+    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_all,
 };
-use crate::cli::ImportV04EvocodeArgs;
 
 mod archive;
 use super::harbor_reader::{self, harbor, read_tree, timeout_of};
-use crate::status::{CmdResult, Status};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -133,24 +131,33 @@ pub struct Translated {
     pub satisfied: Vec<String>,
 }
 
-pub fn run(args: &ImportV04EvocodeArgs) -> CmdResult {
-    let (files, ids) = plan(args)?;
+/// What `eval import v04-evocode` is asked to do (its flags, as given).
+pub struct Options {
+    pub from: PathBuf,
+    /// Plan Lattice's package of the two plugin arms.
+    pub package: PathBuf,
+    pub protocol: String,
+    /// Empty: every task of the directory, or the archive's v0.4 three.
+    pub tasks: Vec<String>,
+    pub dsh_image: String,
+    pub grader_image: String,
+    pub allow_unpinned: bool,
+}
+
+/// Checks every input, then writes the suite; the summary names its tasks and arms.
+pub fn import(args: &Options) -> Result<Summary, ImportError> {
+    let (files, tasks) = plan(args)?;
     let written = write_all(&files, GRADER_RUNTIME_PATH)?;
-    println!(
-        "imported v0.4's EvoCode suite as protocol {} ({written} files written): tasks {}, arms {}",
-        args.protocol,
-        ids.join(", "),
-        ARMS.map(|a| a.0).join(", ")
-    );
-    println!("next:");
-    println!("  eval plan --matrix {}", args.protocol);
-    println!("  eval freeze --protocol {}", args.protocol);
-    Ok(Status::Ok)
+    Ok(Summary {
+        written,
+        tasks,
+        arms: ARMS.map(|a| a.0.to_owned()).to_vec(),
+    })
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
 
-pub(super) fn plan(args: &ImportV04EvocodeArgs) -> Result<(Files, Vec<String>), ImportError> {
+pub(super) fn plan(args: &Options) -> Result<(Files, Vec<String>), ImportError> {
     let name = &args.protocol;
     if !eval_matrix::valid_id(name) {
         return Err(ImportError::ProtocolName(name.clone()));
@@ -286,7 +293,7 @@ pub const V04_TASKS: [&str; 3] = [
 ];
 
 impl Source {
-    fn open(args: &ImportV04EvocodeArgs) -> Result<Source, ImportError> {
+    fn open(args: &Options) -> Result<Source, ImportError> {
         let is_archive = std::fs::symlink_metadata(&args.from).is_ok_and(|m| !m.is_dir())
             || args
                 .from

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! The importer is a function of its [`Options`] returning a [`Summary`]; the command converts
-//! the arguments and prints. Nothing is written unless every task reads, every image builds and
+//! the arguments and prints. The environment images are built by the [`BuildImage`] the caller
+//! hands in (the controller's is the engine's): this crate starts no container. Nothing is written unless every task reads, every image builds and
 //! no target exists.
 
 mod dockerfile;
@@ -24,8 +25,6 @@ use super::evocode::{
     GRADE_SH, GRADER_COMMAND, GRADER_RUN, env_file, round_task_metrics, with_controls,
 };
 use super::harbor_reader::{self, harbor};
-use crate::cli::ImportHarborArgs;
-use crate::status::{CmdResult, Status};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -66,73 +65,39 @@ pub struct Summary {
     pub controls: bool,
 }
 
-pub fn run(args: &ImportHarborArgs) -> CmdResult {
-    let opts = options(args)?;
-    if args.check {
-        let tasks = read_tasks(&opts)?;
-        let report: Vec<serde_json::Value> = tasks.iter().map(task::HarborTask::as_read).collect();
-        let text =
-            serde_json::to_string_pretty(&report).map_err(|e| harbor(&opts.from, e.to_string()))?;
-        println!("{text}");
-        return Ok(Status::Ok);
-    }
-    let s = import(&opts)?;
-    println!(
-        "imported {} Harbor task(s) as protocol {} ({} files written), arms {}{}",
-        s.tasks.len(),
-        opts.protocol,
-        s.written,
-        opts.arms
-            .iter()
-            .map(|a| a.id.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        if s.controls {
-            ", controls oracle, nop"
-        } else {
-            ""
-        }
-    );
-    for (id, image) in &s.tasks {
-        println!("  {id}: environment image {image}");
-    }
-    println!("next:");
-    println!("  eval plan --matrix {}", opts.protocol);
-    println!("  eval freeze --protocol {}", opts.protocol);
-    Ok(Status::Ok)
+/// Builds one task's environment image and returns its id, or why it did not build: the task's
+/// id, its build context (path, bytes, mode), the base images it names, the build's time limit.
+pub type BuildImage<'a> =
+    dyn Fn(&str, Vec<(String, Vec<u8>, u32)>, Vec<String>, Duration) -> Result<String, String> + 'a;
+
+/// `--check`: every task read and checked, as pretty JSON; nothing is built or written.
+pub fn check(o: &Options) -> Result<String, ImportError> {
+    let tasks = read_tasks(o)?;
+    let report: Vec<serde_json::Value> = tasks.iter().map(task::HarborTask::as_read).collect();
+    serde_json::to_string_pretty(&report).map_err(|e| harbor(&o.from, e.to_string()))
 }
 
 fn flag(why: impl Into<String>) -> ImportError {
     harbor("--arm", why)
 }
 
-fn options(args: &ImportHarborArgs) -> Result<Options, ImportError> {
-    let mut arms = Vec::new();
-    for a in &args.arms {
+impl ArmOption {
+    /// One `--arm ID=RUNTIME=PROFILE`.
+    pub fn parse(a: &str) -> Result<ArmOption, ImportError> {
         let mut parts = a.splitn(3, '=');
         match (parts.next(), parts.next(), parts.next()) {
-            (Some(id), Some(rt), Some(pr)) if !rt.is_empty() && !pr.is_empty() => {
-                arms.push(ArmOption {
-                    id: id.into(),
-                    runtime: rt.into(),
-                    profile: pr.into(),
-                })
-            }
-            _ => return Err(flag(format!("{a:?}: not ID=RUNTIME=PROFILE"))),
+            (Some(id), Some(rt), Some(pr)) if !rt.is_empty() && !pr.is_empty() => Ok(ArmOption {
+                id: id.into(),
+                runtime: rt.into(),
+                profile: pr.into(),
+            }),
+            _ => Err(flag(format!("{a:?}: not ID=RUNTIME=PROFILE"))),
         }
     }
-    Ok(Options {
-        from: args.from.clone(),
-        tasks: args.tasks.clone(),
-        protocol: args.protocol.clone(),
-        arms,
-        dsh_image: args.dsh_image.clone(),
-        repetitions: args.repetitions,
-    })
 }
 
 /// Checks the options, reads every task, builds every environment image, writes the project.
-pub fn import(o: &Options) -> Result<Summary, ImportError> {
+pub fn import(o: &Options, build_image: &BuildImage<'_>) -> Result<Summary, ImportError> {
     check_options(o)?;
     let tasks = read_tasks(o)?;
     for target in [
@@ -145,7 +110,7 @@ pub fn import(o: &Options) -> Result<Summary, ImportError> {
     }
     let mut images = Vec::new();
     for t in &tasks {
-        images.push(build(&o.from, t)?);
+        images.push(build(&o.from, t, build_image)?);
     }
     let (files, controls) = plan(o, &tasks, &images);
     // A runtime definition another import wrote with the same bytes is shared.
@@ -217,17 +182,17 @@ fn check_options(o: &Options) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// Builds the task's environment image through the engine; a base the engine lacks is refused
-/// naming the image (nothing is pulled).
-fn build(from: &Path, t: &HarborTask) -> Result<String, ImportError> {
+/// Builds the task's environment image with the caller's builder; a base the engine lacks is
+/// refused naming the image (nothing is pulled).
+fn build(from: &Path, t: &HarborTask, build_image: &BuildImage<'_>) -> Result<String, ImportError> {
     let dockerfile = from.join(&t.id).join("environment/Dockerfile");
-    eval_engine::environment_image::build_blocking(
+    build_image(
+        &t.id,
         t.context.clone(),
         t.bases.clone(),
-        &t.id,
         Duration::from_secs(t.build_secs),
     )
-    .map_err(|e| harbor(&dockerfile, e.to_string()))
+    .map_err(|e| harbor(&dockerfile, e))
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;
