@@ -578,3 +578,32 @@ pub struct Summary {
     pub tasks: Vec<String>,
     pub arms: Vec<String>,
 }
+
+/// What `eval import v04-evocode` and `v04-icae` are asked to do (their flags, as given).
+pub struct SuiteOptions {
+    pub from: PathBuf,
+    /// Plan Lattice's package of the two plugin arms.
+    pub package: PathBuf,
+    pub protocol: String,
+    /// Empty: the importer's default (EvoCode: every task of the directory, or the archive's
+    /// v0.4 three; ICAE: v0.4's six).
+    pub tasks: Vec<String>,
+    pub dsh_image: String,
+    pub grader_image: String,
+    pub allow_unpinned: bool,
+}
+
+/// A suite import's last step: its planned files written (`write_all`), and what was.
+pub(super) fn write_suite(
+    files: &Files,
+    grader_runtime: &str,
+    tasks: Vec<String>,
+    arms: Vec<String>,
+) -> Result<Summary, ImportError> {
+    let written = write_all(files, grader_runtime)?;
+    Ok(Summary {
+        written,
+        tasks,
+        arms,
+    })
+}

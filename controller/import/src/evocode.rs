@@ -21,7 +21,7 @@
 
 use super::common::{
     AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
-    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_all,
+    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_suite,
 };
 
 mod archive;
@@ -131,28 +131,14 @@ pub struct Translated {
     pub satisfied: Vec<String>,
 }
 
-/// What `eval import v04-evocode` is asked to do (its flags, as given).
-pub struct Options {
-    pub from: PathBuf,
-    /// Plan Lattice's package of the two plugin arms.
-    pub package: PathBuf,
-    pub protocol: String,
-    /// Empty: every task of the directory, or the archive's v0.4 three.
-    pub tasks: Vec<String>,
-    pub dsh_image: String,
-    pub grader_image: String,
-    pub allow_unpinned: bool,
-}
+/// What `eval import v04-evocode` is asked to do.
+pub use super::common::SuiteOptions as Options;
 
 /// Checks every input, then writes the suite; the summary names its tasks and arms.
 pub fn import(args: &Options) -> Result<Summary, ImportError> {
     let (files, tasks) = plan(args)?;
-    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
-    Ok(Summary {
-        written,
-        tasks,
-        arms: ARMS.map(|a| a.0.to_owned()).to_vec(),
-    })
+    let arms = ARMS.map(|a| a.0.to_owned()).to_vec();
+    write_suite(&files, GRADER_RUNTIME_PATH, tasks, arms)
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;

@@ -22,8 +22,8 @@
 
 use super::common::{
     AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
-    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_all,
-    write_new,
+    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_new,
+    write_suite,
 };
 
 mod archive;
@@ -134,28 +134,14 @@ struct IcaeTask {
     digest: String,
 }
 
-/// What `eval import v04-icae` is asked to do (its flags, as given).
-pub struct Options {
-    pub from: PathBuf,
-    /// Plan Lattice's package of the two plugin arms.
-    pub package: PathBuf,
-    pub protocol: String,
-    /// Empty: v0.4's six.
-    pub tasks: Vec<String>,
-    pub dsh_image: String,
-    pub grader_image: String,
-    pub allow_unpinned: bool,
-}
+/// What `eval import v04-icae` is asked to do.
+pub use super::common::SuiteOptions as Options;
 
 /// Checks every input, then writes the suite; the summary names its tasks and arms.
 pub fn import(args: &Options) -> Result<Summary, ImportError> {
     let (files, tasks) = plan(args)?;
-    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
-    Ok(Summary {
-        written,
-        tasks,
-        arms: ARMS.map(|a| a.0.to_owned()).to_vec(),
-    })
+    let arms = ARMS.map(|a| a.0.to_owned()).to_vec();
+    write_suite(&files, GRADER_RUNTIME_PATH, tasks, arms)
 }
 
 type Files = BTreeMap<PathBuf, Vec<u8>>;

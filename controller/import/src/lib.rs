@@ -21,4 +21,4 @@ pub mod simple;
 mod solutions;
 pub mod v04;
 
-pub use common::{ImportError, Summary};
+pub use common::{ImportError, SuiteOptions, Summary};

@@ -132,12 +132,8 @@ pub enum Grading {
 /// Checks every input, then writes the suite; the summary names its tasks and arms.
 pub fn import(args: &Options) -> Result<Summary, ImportError> {
     let (files, tasks) = plan(args)?;
-    let written = write_all(&files, GRADER_RUNTIME_PATH)?;
-    Ok(Summary {
-        written,
-        tasks,
-        arms: ARMS.map(|a| a.id.to_owned()).to_vec(),
-    })
+    let arms = ARMS.map(|a| a.id.to_owned()).to_vec();
+    write_suite(&files, GRADER_RUNTIME_PATH, tasks, arms)
 }
 
 pub(super) fn plan(args: &Options) -> Result<(Files, Vec<String>), ImportError> {

@@ -7,7 +7,7 @@ use crate::cli::{
     ImportV04IcaeArgs, ImportV04RouterArgs, ImportV04SimpleArgs,
 };
 use crate::status::{CmdResult, Status};
-use eval_import::{ImportError, Summary, evocode, harbor, icae, router, simple, v04};
+use eval_import::{ImportError, SuiteOptions, Summary, evocode, harbor, icae, router, simple, v04};
 use std::time::Duration;
 
 pub fn run(cmd: ImportCommand) -> CmdResult {
@@ -186,33 +186,25 @@ impl From<&ImportV04RouterArgs> for router::Options {
     }
 }
 
-impl From<&ImportV04EvocodeArgs> for evocode::Options {
-    fn from(a: &ImportV04EvocodeArgs) -> Self {
-        evocode::Options {
-            from: a.from.clone(),
-            package: a.package.clone(),
-            protocol: a.protocol.clone(),
-            tasks: a.tasks.clone(),
-            dsh_image: a.dsh_image.clone(),
-            grader_image: a.grader_image.clone(),
-            allow_unpinned: a.allow_unpinned,
+/// `v04-evocode` and `v04-icae` take the same flags into the same options.
+macro_rules! suite_options_from {
+    ($($args:ty),*) => {$(
+        impl From<&$args> for SuiteOptions {
+            fn from(a: &$args) -> Self {
+                SuiteOptions {
+                    from: a.from.clone(),
+                    package: a.package.clone(),
+                    protocol: a.protocol.clone(),
+                    tasks: a.tasks.clone(),
+                    dsh_image: a.dsh_image.clone(),
+                    grader_image: a.grader_image.clone(),
+                    allow_unpinned: a.allow_unpinned,
+                }
+            }
         }
-    }
+    )*};
 }
-
-impl From<&ImportV04IcaeArgs> for icae::Options {
-    fn from(a: &ImportV04IcaeArgs) -> Self {
-        icae::Options {
-            from: a.from.clone(),
-            package: a.package.clone(),
-            protocol: a.protocol.clone(),
-            tasks: a.tasks.clone(),
-            dsh_image: a.dsh_image.clone(),
-            grader_image: a.grader_image.clone(),
-            allow_unpinned: a.allow_unpinned,
-        }
-    }
-}
+suite_options_from!(ImportV04EvocodeArgs, ImportV04IcaeArgs);
 
 impl From<&ImportV04Args> for v04::Options {
     fn from(a: &ImportV04Args) -> Self {
