@@ -23,7 +23,8 @@ fn hostile_run(dir: &Path) -> Synthetic {
     )
 }
 
-fn report_and_site(run: &Synthetic, out: &Path) -> (RunData, Report, SiteSummary) {
+/// The run's data and its published report.
+fn data_and_report(run: &Synthetic) -> (RunData, Report) {
     let data = eval_report::data::build(
         &run.root,
         &run.state,
@@ -32,6 +33,11 @@ fn report_and_site(run: &Synthetic, out: &Path) -> (RunData, Report, SiteSummary
     )
     .unwrap();
     let report = crate::commands::report::publish(&data, &run.state, None).unwrap();
+    (data, report)
+}
+
+fn report_and_site(run: &Synthetic, out: &Path) -> (RunData, Report, SiteSummary) {
+    let (data, report) = data_and_report(run);
     let summary = write(&run.state, &data, &report, out).unwrap();
     (data, report, summary)
 }
@@ -206,14 +212,7 @@ fn the_site_escapes_what_agents_wrote_and_every_link_resolves() {
 fn the_front_page_shows_the_reports_warnings() {
     let tmp = tempfile::tempdir().unwrap();
     let run = hostile_run(tmp.path());
-    let data = eval_report::data::build(
-        &run.root,
-        &run.state,
-        &run.matrix,
-        &crate::driver::running(),
-    )
-    .unwrap();
-    let mut report = crate::commands::report::publish(&data, &run.state, None).unwrap();
+    let (data, mut report) = data_and_report(&run);
     let plain = tmp.path().join("plain");
     write(&run.state, &data, &report, &plain).unwrap();
     let before = std::fs::read_to_string(plain.join("index.html")).unwrap();

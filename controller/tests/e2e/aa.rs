@@ -129,20 +129,7 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
     assert!(text(&o).contains("A/A calibration run"), "{}", text(&o));
 
     // The calibration takes it although it is a run of the frozen protocol itself.
-    let pilot = ledger.to_str().unwrap();
-    let o = eval(
-        &dir,
-        &[
-            "plan",
-            "--matrix",
-            "demo",
-            "--calibrate",
-            "--pilot",
-            pilot,
-            "--replicates",
-            "20",
-        ],
-    );
+    let o = calibrate(&dir, &ledger, "20");
     assert!(o.status.success(), "{}", text(&o));
     assert!(
         text(&o).contains("A/A calibration run (suite simple: v0.4-auto copies native"),
@@ -164,19 +151,7 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
     tamper_first_payload(&forged, |p| p.replace("\"native\"", "\"v0.3-always\""));
     let o = eval(&dir, &["ledger", "verify", forged.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    let o = eval(
-        &dir,
-        &[
-            "plan",
-            "--matrix",
-            "demo",
-            "--calibrate",
-            "--pilot",
-            forged.to_str().unwrap(),
-            "--replicates",
-            "5",
-        ],
-    );
+    let o = calibrate(&dir, &forged, "5");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!text(&o).contains("false-fail:"), "{}", text(&o));
 
@@ -200,19 +175,7 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
         "the forger's chain verifies: {}",
         text(&o)
     );
-    let o = eval(
-        &dir,
-        &[
-            "plan",
-            "--matrix",
-            "demo",
-            "--calibrate",
-            "--pilot",
-            rechained.to_str().unwrap(),
-            "--replicates",
-            "5",
-        ],
-    );
+    let o = calibrate(&dir, &rechained, "5");
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         text(&o).contains("never from the evaluated run"),
@@ -221,20 +184,28 @@ fn an_aa_run_runs_copies_of_the_baselines_records_them_and_is_never_evidence() {
     );
 }
 
+/// `eval plan --matrix demo --calibrate --pilot PILOT --replicates N`.
+fn calibrate(dir: &Path, pilot: &Path, replicates: &str) -> std::process::Output {
+    let pilot = pilot.to_str().unwrap();
+    eval(
+        dir,
+        &[
+            "plan",
+            "--matrix",
+            "demo",
+            "--calibrate",
+            "--pilot",
+            pilot,
+            "--replicates",
+            replicates,
+        ],
+    )
+}
+
 /// Rewrites entry 1's payload in place (the triggers that forbid it dropped), leaving the chain
 /// as it was: what an editor with write access to the file does.
 fn tamper_first_payload(ledger: &Path, f: impl FnOnce(String) -> String) {
-    let c = rusqlite::Connection::open(ledger).unwrap();
-    let triggers: Vec<String> = c
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    for t in &triggers {
-        c.execute_batch(&format!("DROP TRIGGER \"{t}\"")).unwrap();
-    }
+    let c = open_without_guards(ledger);
     let payload: Vec<u8> = c
         .query_row("SELECT payload FROM entries WHERE seq = 1", [], |r| {
             r.get(0)

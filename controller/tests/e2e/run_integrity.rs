@@ -2,8 +2,8 @@
 //! (attestation against the frozen image), the signing key against the preregistered public key,
 //! and the harness's own accounting against the proxy's meter.
 
+use crate::support::forgery::name_signing_key;
 use crate::support::*;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -158,20 +158,6 @@ fn a_harness_that_misreports_its_tokens_ends_as_accounting_mismatch() {
     assert_eq!(seen, 1);
     assert!(payloads(&es, "rerun").is_empty());
     assert!(containers_with(&format!("eval.identity={identity}")).is_empty());
-}
-
-/// Uncomments the scaffold's `[signing]` example with `public_key = key`.
-fn name_signing_key(proj: &Path, key: &str) {
-    let p = proj.join("protocols/demo/protocol.toml");
-    let text = std::fs::read_to_string(&p).unwrap();
-    let (before, after) = text.split_once("# [signing]\n").unwrap();
-    let (example, rest) = after.split_once('\n').unwrap();
-    assert!(example.starts_with("# public_key = "), "{example}");
-    std::fs::write(
-        &p,
-        format!("{before}[signing]\npublic_key = \"{key}\"\n{rest}"),
-    )
-    .unwrap();
 }
 
 #[test]

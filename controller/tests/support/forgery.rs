@@ -45,17 +45,7 @@ pub fn rows(ledger: &Path) -> Vec<Row> {
 /// What a forger with write access does: drop the guard-rail triggers, replace every entry by
 /// `rows` (renumbered from 1) and recompute the whole hash chain, so plain verification passes.
 pub fn rewrite_and_rechain(ledger: &Path, rows: &[Row]) {
-    let c = rusqlite::Connection::open(ledger).unwrap();
-    let triggers: Vec<String> = c
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    for t in &triggers {
-        c.execute_batch(&format!("DROP TRIGGER \"{t}\"")).unwrap();
-    }
+    let c = open_without_guards(ledger);
     c.execute("DELETE FROM entries", []).unwrap();
     let mut prev = Digest::ZERO;
     for (i, r) in rows.iter().enumerate() {
@@ -74,4 +64,21 @@ pub fn rewrite_and_rechain(ledger: &Path, rows: &[Row]) {
         .unwrap();
         prev = hash;
     }
+}
+
+/// The ledger opened for writing with its append-only triggers dropped: what anyone with write
+/// access to the file can do (no key needed).
+pub fn open_without_guards(ledger: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(ledger).unwrap();
+    let triggers: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for t in &triggers {
+        c.execute_batch(&format!("DROP TRIGGER \"{t}\"")).unwrap();
+    }
+    c
 }
