@@ -1,7 +1,7 @@
 //! Helpers both halves of `grader_controls` use: `tests/it/grader_controls.rs` (no Docker) and
 //! `tests/e2e/grader_controls.rs` (Docker).
 
-use crate::support::{eval, replace_in, repo_root, text};
+use crate::support::{eval, fixture_json_report, replace_in, repo_root, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -52,21 +52,7 @@ pub fn freeze_run_report(proj: &Path) -> Value {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = eval(proj, &["run", "--matrix", NAME, "--upstream", "fixture"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let out = proj.join("report.json");
-    let o = eval(
-        proj,
-        &[
-            "report",
-            "--matrix",
-            NAME,
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+    fixture_json_report(proj, NAME)
 }
 
 /// The imported protocol with the fixture runtime in place of the Harness for its three arms

@@ -394,3 +394,23 @@ pub fn v04_upstream() -> PathBuf {
     }
     panic!("v0.4's upstream inputs are not in any of {tried:?}; set EVAL_V04_UPSTREAM")
 }
+
+/// `eval report --matrix MATRIX --format json --out DIR/report.json` of a fixture run, parsed. The
+/// fixture upstream's evidence never allows a release, so the exit status is 1 whatever the gates.
+pub fn fixture_json_report(proj: &Path, matrix: &str) -> serde_json::Value {
+    let out = proj.join("report.json");
+    let o = eval(
+        proj,
+        &[
+            "report",
+            "--matrix",
+            matrix,
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
