@@ -607,3 +607,54 @@ pub(super) fn write_suite(
         arms,
     })
 }
+
+/// A v0.4 Harness arm: id, description, the `plan-lattice` plugin's config rows (none: no plugin).
+pub(super) type Arm = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+/// The files of a suite's Harness arms (EvoCode's and ICAE's): each arm's profile patch, the v0.4
+/// package beside an arm that loads the plugin, and the agent runtime with its support files.
+pub(super) fn harness_arm_files(
+    pdir: &str,
+    arms: &[Arm],
+    package: &[u8],
+    dsh_image: &str,
+) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (arm, _, config) in arms {
+        let adir = format!("{pdir}/arms/{arm}");
+        out.push((
+            format!("{adir}/cordis.patch.yml"),
+            cordis_patch(config).into_bytes(),
+        ));
+        if !config.is_empty() {
+            out.push((format!("{adir}/{PACKAGE_V04}"), package.to_vec()));
+        }
+    }
+    out.push((
+        AGENT_RUNTIME_PATH.to_owned(),
+        AGENT_RUNTIME
+            .replace(AGENT_IMAGE_PLACEHOLDER, dsh_image)
+            .into_bytes(),
+    ));
+    out.extend(dsh_support_files(AGENT_RUNTIME_PATH));
+    out
+}
+
+/// The Harness profile patch of an arm: the shared profile, then the plugin with `config`.
+fn cordis_patch(config: &[(&str, &str)]) -> String {
+    let mut s = DSH_PROFILE_PATCH.to_owned();
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    if !config.is_empty() {
+        s.push_str("- id: plan-lattice\n  config:\n");
+        for (k, v) in config {
+            s.push_str(&format!("    {k}: {v}\n"));
+        }
+    }
+    s
+}

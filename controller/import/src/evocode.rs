@@ -20,8 +20,8 @@
 //! into this repository.
 
 use super::common::{
-    AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
-    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_suite,
+    AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, Arm, ImportError, PACKAGE_V04,
+    PINNED, Summary, harness_arm_files, q, read_input, safe_relative, write_suite,
 };
 
 mod archive;
@@ -68,12 +68,6 @@ const BASE_FROM: &[&str] = &[
 
 /// v0.4's EvoCode arms (Plan Lattice 0414dfa `eval/v0.4/frozen-manifest.json`), baseline first;
 /// the plugin rows are what `armPluginConfig` (`driver/lib/profile.mjs`) computes for them.
-/// An arm: id, description, the `plan-lattice` plugin's config rows (none: no plugin).
-type Arm = (
-    &'static str,
-    &'static str,
-    &'static [(&'static str, &'static str)],
-);
 const ARMS: [Arm; 3] = [
     (
         "native",
@@ -206,23 +200,7 @@ pub(super) fn plan(args: &Options) -> Result<(Files, Vec<String>), ImportError> 
         format!("matrix/{name}.toml"),
         matrix_toml(name, &tasks).into_bytes(),
     );
-    for (arm, _, config) in &ARMS {
-        let adir = format!("{pdir}/arms/{arm}");
-        put(
-            format!("{adir}/cordis.patch.yml"),
-            cordis_patch(config).into_bytes(),
-        );
-        if !config.is_empty() {
-            put(format!("{adir}/{PACKAGE_V04}"), package.clone());
-        }
-    }
-    put(
-        AGENT_RUNTIME_PATH.to_owned(),
-        AGENT_RUNTIME
-            .replace(AGENT_IMAGE_PLACEHOLDER, &args.dsh_image)
-            .into_bytes(),
-    );
-    for (rel, bytes) in dsh_support_files(AGENT_RUNTIME_PATH) {
+    for (rel, bytes) in harness_arm_files(&pdir, &ARMS, &package, &args.dsh_image) {
         put(rel, bytes);
     }
     put(
@@ -715,20 +693,6 @@ fn satisfied(cmd: &str) -> Result<(), String> {
 /// to hold no `$`, `\` or `'`).
 pub(super) fn env_file(env: &[(String, String)]) -> String {
     env.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
-}
-
-fn cordis_patch(config: &[(&str, &str)]) -> String {
-    let mut s = DSH_PROFILE_PATCH.to_owned();
-    if !s.ends_with('\n') {
-        s.push('\n');
-    }
-    if !config.is_empty() {
-        s.push_str("- id: plan-lattice\n  config:\n");
-        for (k, v) in config {
-            s.push_str(&format!("    {k}: {v}\n"));
-        }
-    }
-    s
 }
 
 /// The score stage (runs no agent code, sees no workspace); the run stage is [`GRADER_RUN`].

@@ -21,9 +21,8 @@
 //! written unless every input checks out and no target exists.
 
 use super::common::{
-    AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, DSH_PROFILE_PATCH, ImportError,
-    PACKAGE_V04, PINNED, Summary, dsh_support_files, q, read_input, safe_relative, write_new,
-    write_suite,
+    AGENT_IMAGE_PLACEHOLDER, AGENT_RUNTIME, AGENT_RUNTIME_PATH, Arm, ImportError, PACKAGE_V04,
+    PINNED, Summary, harness_arm_files, q, read_input, safe_relative, write_new, write_suite,
 };
 
 mod archive;
@@ -87,11 +86,6 @@ const FALLBACK: &str = "No further information.";
 /// v0.4's ICAE arms (frozen-manifest.json), baseline first; the plugin rows are what
 /// `armPluginConfig` (`driver/lib/profile.mjs`) computes for them: the arm's `activationMode`
 /// and `clarificationPolicy`.
-type Arm = (
-    &'static str,
-    &'static str,
-    &'static [(&'static str, &'static str)],
-);
 const ARMS: [Arm; 3] = [
     (
         "native",
@@ -230,23 +224,7 @@ pub(super) fn plan(args: &Options) -> Result<(Files, Vec<String>), ImportError> 
         format!("matrix/{name}.toml"),
         matrix_toml(name, &tasks).into_bytes(),
     );
-    for (arm, _, config) in &ARMS {
-        let adir = format!("{pdir}/arms/{arm}");
-        put(
-            format!("{adir}/cordis.patch.yml"),
-            cordis_patch(config).into_bytes(),
-        );
-        if !config.is_empty() {
-            put(format!("{adir}/{PACKAGE_V04}"), package.clone());
-        }
-    }
-    put(
-        AGENT_RUNTIME_PATH.to_owned(),
-        AGENT_RUNTIME
-            .replace(AGENT_IMAGE_PLACEHOLDER, &args.dsh_image)
-            .into_bytes(),
-    );
-    for (rel, bytes) in dsh_support_files(AGENT_RUNTIME_PATH) {
+    for (rel, bytes) in harness_arm_files(&pdir, &ARMS, &package, &args.dsh_image) {
         put(rel, bytes);
     }
     put(
@@ -843,20 +821,6 @@ fn clarification(text: &str, path: &Path) -> Result<String, ImportError> {
         ));
     }
     Ok(unescaped.replace('\u{0}', "{").replace('\u{1}', "}"))
-}
-
-fn cordis_patch(config: &[(&str, &str)]) -> String {
-    let mut s = DSH_PROFILE_PATCH.to_owned();
-    if !s.ends_with('\n') {
-        s.push('\n');
-    }
-    if !config.is_empty() {
-        s.push_str("- id: plan-lattice\n  config:\n");
-        for (k, v) in config {
-            s.push_str(&format!("    {k}: {v}\n"));
-        }
-    }
-    s
 }
 
 /// The score stage (runs no agent code, sees no workspace): the comparison with the expected
